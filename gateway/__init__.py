@@ -1,0 +1,44 @@
+"""Publishing Gateway: the only holder of WordPress credentials between automations (n8n,
+agents) and WordPress. Every side effect goes through an idempotency ledger, is reconciled
+against WordPress before any retry, and is verified by read-back."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from gateway import config as config_module
+from gateway import db
+from gateway import ledger
+
+__version__ = "0.1.0"
+
+
+def create_app(test_config: dict | None = None) -> Flask:
+    """The app factory.
+
+    Args:
+        test_config: overrides of :class:`gateway.config.Config` fields (tests, the demo);
+            when given, a missing ``GATEWAY_SECRET_KEY`` is tolerated.
+
+    Raises:
+        ConfigError: configuration is missing or malformed (outside tests).
+    """
+    from gateway import api
+
+    cfg = config_module.load(testing=test_config is not None)
+    if test_config:
+        cfg = cfg.with_overrides(**test_config)
+    app = Flask(__name__)
+    app.config["GATEWAY"] = cfg
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_content_length
+    app.config["SECRET_KEY"] = cfg.secret_key
+    app.json.ensure_ascii = False
+    app.json.sort_keys = False
+    db.bind(cfg.database_url)
+    if cfg.database_url.startswith("sqlite") or cfg.testing:
+        ledger.create_tables()
+    api.init_app(app)
+    logging.getLogger("gateway").setLevel(logging.INFO)
+    return app

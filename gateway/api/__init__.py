@@ -1,0 +1,141 @@
+"""HTTP layer: blueprints (thin views), authentication, and the one place where exceptions
+become RFC 9457 ``application/problem+json`` responses."""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import wraps
+
+from flask import Flask
+from flask import current_app
+from flask import g
+from flask import jsonify
+from flask import request
+from peewee import OperationalError
+from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from gateway import exceptions as exc
+from gateway import ledger
+from gateway import tokens
+from gateway.db import database
+
+log = logging.getLogger(__name__)
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem_response(error: exc.GatewayError):
+    """Render ``error`` as RFC 9457 problem details, with ``Retry-After`` when retryable."""
+    response = jsonify(error.problem(instance=request.path))
+    response.status_code = error.status
+    response.mimetype = PROBLEM_JSON
+    if error.retry_after is not None:
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def config():
+    """The running app's :class:`gateway.config.Config`."""
+    return current_app.config["GATEWAY"]
+
+
+def json_body(schema: str) -> dict:
+    """The request's JSON object, validated against ``schemas/{schema}.json``.
+
+    Raises:
+        InvalidJSON (400) or ValidationFailed (422).
+    """
+    from gateway import validation
+
+    raw = request.get_data(cache=True)
+    if not raw.strip():
+        document = {}
+    else:
+        try:
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise exc.InvalidJSON(f"the body is not valid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise exc.ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"pointer": "", "message": "expected an object"}],
+        )
+    return validation.validate(schema, document)
+
+
+def roles(*allowed: str):
+    """Allow only tokens whose role is in ``allowed`` (403 ``forbidden`` otherwise)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(*args, **kwargs):
+            if g.principal.role not in allowed:
+                raise exc.Forbidden(f"this call needs a {' or '.join(allowed)} token")
+            return view(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _authenticate():
+    if not request.path.startswith("/v1/") or request.path.startswith("/v1/webhooks/"):
+        return None
+    header = request.headers.get("Authorization", "")
+    principal = None
+    if header.startswith("Bearer ") and header[7:].strip():
+        principal = tokens.authenticate(header[7:].strip())
+    if principal is None:
+        ledger.bump_counter("unauthorized_calls")
+        log.warning("unauthenticated call %s %s", request.method, request.path)
+        return problem_response(
+            exc.Unauthenticated(
+                "send 'Authorization: Bearer <token>' with a token from 'gateway tokens create'"
+            )
+        )
+    g.principal = principal
+    return None
+
+
+def init_app(app: Flask) -> None:
+    """Register blueprints, authentication, connection handling and error handlers."""
+    from gateway.api import health
+    from gateway.api import jobs
+
+    app.register_blueprint(health.bp)
+    app.register_blueprint(jobs.bp)
+
+    @app.before_request
+    def _connect():
+        database.connect(reuse_if_open=True)
+        return _authenticate()
+
+    @app.teardown_request
+    def _close(_error=None):
+        if not database.is_closed():
+            database.close()
+
+    @app.errorhandler(exc.GatewayError)
+    def _gateway_error(error):
+        return problem_response(error)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def _too_large(_error):
+        return problem_response(
+            exc.PayloadTooLarge(f"the body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes")
+        )
+
+    @app.errorhandler(OperationalError)
+    def _ledger_down(error):
+        log.error("ledger unavailable: %s", error)
+        return problem_response(
+            exc.LedgerUnavailable("the ledger cannot be reached", retry_after=2)
+        )
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error):
+        generic = exc.GatewayError(error.description or error.name)
+        generic.status, generic.title = error.code, error.name
+        generic.slug = error.name.lower().replace(" ", "-")
+        return problem_response(generic)

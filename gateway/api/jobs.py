@@ -1,0 +1,149 @@
+"""Job endpoints (API.md "Endpoints"): jobs, media, draft, verification, recover."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from flask import Blueprint
+from flask import g
+from flask import request
+
+from gateway import drafts
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import media
+from gateway import reconciliation
+from gateway import validation
+from gateway.api import config
+from gateway.api import json_body
+from gateway.api import roles
+
+bp = Blueprint("jobs", __name__, url_prefix="/v1")
+
+
+def _job(job_id: str):
+    validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
+    return jobs.get_job(g.principal.tenant, job_id)
+
+
+def _answer(body: dict, outcome):
+    status = 201 if outcome.created else 200
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
+    return body, status, headers
+
+
+@bp.get("/jobs")
+@roles("workflow", "editor", "admin")
+def list_jobs():
+    """Cursor-paged jobs: ``?status=a,b&phase=&limit=&after=``."""
+    statuses = [s for s in request.args.get("status", "").split(",") if s]
+    unknown = [s for s in statuses if s not in jobs.STATUSES]
+    limit, after = request.args.get("limit", "50"), request.args.get("after", "")
+    if (
+        unknown
+        or not limit.isdigit()
+        or not 1 <= int(limit) <= 500
+        or (after and not after.isdigit())
+    ):
+        raise exc.ValidationFailed(
+            "invalid query",
+            errors=[{"pointer": "/status", "message": f"unknown status {s!r}"} for s in unknown]
+            or [{"pointer": "/limit", "message": "limit 1..500, after an integer cursor"}],
+        )
+    return jobs.list_jobs(
+        g.principal.tenant,
+        statuses,
+        request.args.get("phase") or None,
+        int(limit),
+        int(after) if after else None,
+    )
+
+
+@bp.put("/jobs/<job_id>")
+@roles("workflow")
+def put_job(job_id: str):
+    """Create the job (201), return it unchanged (200), or bump its task version."""
+    validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
+    body = json_body("job")
+    job, created = jobs.put_job(
+        g.principal.tenant, job_id, body["site"], body["task_version"], body.get("session_id")
+    )
+    return jobs.job_view(job), 201 if created else 200
+
+
+@bp.get("/jobs/<job_id>")
+@roles("workflow", "editor", "admin")
+def get_job(job_id: str):
+    """The job, its ledger rows and open review items."""
+    return jobs.job_view(_job(job_id))
+
+
+@bp.put("/jobs/<job_id>/media/<slot>")
+@roles("workflow")
+def put_media(job_id: str, slot: str):
+    """One image: multipart ``file`` (+ ``alt_text``, ``caption``, ``title``) or JSON with
+    ``content_base64``."""
+    validation.check_identifier(slot, validation.SLOT, "/slot", "slot")
+    job = _job(job_id)
+    if request.mimetype == "multipart/form-data":
+        upload = request.files.get("file")
+        if upload is None:
+            raise exc.ValidationFailed(
+                "multipart field 'file' is required",
+                errors=[{"pointer": "/file", "message": "missing"}],
+            )
+        content, filename, fields = upload.read(), upload.filename, request.form
+    else:
+        fields = json_body("media")
+        try:
+            content = base64.b64decode(fields["content_base64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise exc.ValidationFailed(
+                "content_base64 is not valid base64",
+                errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
+            ) from None
+        filename = fields["filename"]
+    if not content:
+        raise exc.ValidationFailed(
+            "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
+        )
+    media.sniff(content)  # 415 before any ledger row or WordPress call
+    target = jobs.target_for(config(), job)
+    outcome = media.put_media(
+        target,
+        slot,
+        content,
+        filename,
+        fields.get("alt_text"),
+        fields.get("caption"),
+        fields.get("title"),
+    )
+    return _answer(media.media_view(outcome), outcome)
+
+
+@bp.put("/jobs/<job_id>/draft")
+@roles("workflow")
+def put_draft(job_id: str):
+    """Create the job's draft once, read it back and verify it."""
+    job = _job(job_id)
+    body = json_body("draft")
+    outcome = drafts.put_draft(jobs.target_for(config(), job), body)
+    return _answer(drafts.draft_view(outcome), outcome)
+
+
+@bp.get("/jobs/<job_id>/verification")
+@roles("workflow", "editor", "admin")
+def verification(job_id: str):
+    """Read the post back from WordPress and compare it field by field."""
+    job = _job(job_id)
+    return drafts.verify_job(jobs.target_for(config(), job))
+
+
+@bp.post("/jobs/<job_id>/recover")
+@roles("workflow", "editor", "admin")
+def recover(job_id: str):
+    """Reconcile every SENT/UNKNOWN row of the job; 200 even when WordPress is down."""
+    job = _job(job_id)
+    json_body("empty")
+    return reconciliation.recover_job(jobs.target_for(config(), job))

@@ -1,0 +1,193 @@
+"""The ``gateway`` command line (API.md "Command line"), built on Flask's click integration.
+
+Machine-readable results go to stdout, messages to stderr. ``gateway serve`` runs gunicorn
+(never Flask's development server) with the app loaded in each worker after the fork, so no
+database connection is opened before it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+
+import click
+from flask.cli import FlaskGroup
+from flask.cli import with_appcontext
+
+from gateway import create_app
+from gateway import ledger
+from gateway import sites
+from gateway import tokens
+from gateway.config import ConfigError
+from gateway.db import database
+
+
+def _app_factory():
+    try:
+        return create_app()
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@click.group(
+    cls=FlaskGroup,
+    create_app=_app_factory,
+    add_version_option=False,
+    load_dotenv=False,
+    set_debug_flag=False,
+)
+def cli():
+    """Publishing Gateway: idempotent, reconciling writes from automations to WordPress."""
+
+
+def _config():
+    from flask import current_app
+
+    return current_app.config["GATEWAY"]
+
+
+@cli.command("init-db")
+@with_appcontext
+def init_db():
+    """Create or migrate the ledger at GATEWAY_DATABASE_URL."""
+    ledger.create_tables()
+    click.echo("ledger ready", err=True)
+
+
+@cli.group("sites")
+def sites_group():
+    """WordPress sites and their credentials."""
+
+
+@sites_group.command("add")
+@click.option("--tenant", required=True)
+@click.option("--name", required=True, help="The site name jobs refer to.")
+@click.option("--url", required=True, help="The site URL (REST API under /wp-json).")
+@click.option("--username", required=True)
+@click.option(
+    "--app-password-env",
+    required=True,
+    metavar="VAR",
+    help="Environment variable holding the application password.",
+)
+@click.option("--transport", type=click.Choice(["rest", "xmlrpc"]), default="rest")
+@with_appcontext
+def sites_add(tenant, name, url, username, app_password_env, transport):
+    """Add or update a site; an update bumps its credential_version."""
+    password = os.environ.get(app_password_env)
+    if not password:
+        raise click.ClickException(f"environment variable {app_password_env} is empty")
+    with database.connection_context():
+        ledger.create_tables()
+        site = sites.add_site(
+            _config().secret_key, tenant, name, url, username, password, transport
+        )
+    click.echo(
+        json.dumps(
+            {
+                "tenant": tenant,
+                "name": name,
+                "url": site.url,
+                "username": username,
+                "credential_version": site.credential_version,
+            }
+        )
+    )
+
+
+@cli.group("tokens")
+def tokens_group():
+    """API tokens (stored as SHA-256 only)."""
+
+
+@tokens_group.command("create")
+@click.option("--tenant", required=True)
+@click.option("--role", type=click.Choice(tokens.ROLES), required=True)
+@click.option("--name", required=True, help="Who holds it (shown in audit records).")
+@with_appcontext
+def tokens_create(tenant, role, name):
+    """Create a token and print it alone on the last line of stdout, once."""
+    with database.connection_context():
+        ledger.create_tables()
+        token = tokens.create_token(tenant, role, name)
+    click.echo(f"token for {tenant}/{name} ({role}); it is shown only once:", err=True)
+    click.echo(token)
+
+
+@cli.command("reconcile")
+@click.option(
+    "--older-than",
+    type=float,
+    default=None,
+    help="Seconds since a row's last update for it to count as stale.",
+)
+@with_appcontext
+def reconcile(older_than):
+    """One sweep over stale SENT/UNKNOWN rows of every job; prints counts as JSON."""
+    from gateway import reconciliation
+
+    with database.connection_context():
+        counts = reconciliation.sweep(_config(), older_than)
+    click.echo(json.dumps(counts))
+
+
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1")
+@click.option("--port", default=8000, type=int)
+@click.option("--workers", default=4, type=int)
+@click.option(
+    "--sweep-interval",
+    default=60.0,
+    type=float,
+    help="Seconds between background reconciliation sweeps (0 = off).",
+)
+def serve(host, port, workers, sweep_interval):
+    """Serve the gateway with gunicorn (several workers, one background sweep)."""
+    from gateway.server import run
+
+    try:
+        run(host, port, workers, sweep_interval)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@cli.command("demo")
+@click.option("--site-json", default=None, help="The test site's site.json.")
+def demo(site_json):
+    """The main job end to end against the test site, with a lost response recovered."""
+    from gateway.demo import run_demo
+
+    sys.exit(run_demo(site_json))
+
+
+def sweep_forever(interval: float, stop: threading.Event) -> None:
+    """Run a reconciliation sweep every ``interval`` seconds until ``stop`` is set."""
+    from gateway import config as config_module
+    from gateway import db
+    from gateway import reconciliation
+
+    cfg = config_module.load()
+    db.bind(cfg.database_url)
+    log = logging.getLogger("gateway.sweep")
+    while not stop.wait(interval):
+        try:
+            with database.connection_context():
+                counts = reconciliation.sweep(cfg)
+            if counts["examined"]:
+                log.info("sweep: %s", counts)
+        except Exception:  # a sweep must never take the server down
+            log.exception("sweep failed")
+        time.sleep(0)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="gateway")
+
+
+if __name__ == "__main__":
+    main()

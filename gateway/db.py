@@ -1,0 +1,77 @@
+"""The ledger database: one peewee ``DatabaseProxy`` bound once from ``GATEWAY_DATABASE_URL``.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout so that several gunicorn
+workers on one host can share the file; PostgreSQL serves several gateway processes or hosts.
+Database differences live here and nowhere else. No connection is opened at bind time, so a
+gunicorn master can bind before it forks its workers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from peewee import DatabaseProxy
+from peewee import PostgresqlDatabase
+from peewee import SqliteDatabase
+from playhouse.db_url import connect
+
+database = DatabaseProxy()
+
+SQLITE_PRAGMAS = {
+    "journal_mode": "wal",
+    "busy_timeout": 15000,  # ms: workers queue on the write lock instead of failing
+    "synchronous": "normal",
+    "foreign_keys": 1,
+}
+
+
+def bind(url: str):
+    """Bind :data:`database` to ``url`` (``sqlite:///path`` or ``postgresql://...``).
+
+    Returns the concrete peewee database. Opens no connection.
+    """
+    if url.startswith("sqlite"):
+        db = connect(url, pragmas=SQLITE_PRAGMAS, autoconnect=True)
+    else:
+        db = connect(url, autoconnect=True, autorollback=True)
+    database.initialize(db)
+    return db
+
+
+def is_postgres() -> bool:
+    """True when the ledger is PostgreSQL."""
+    return isinstance(database.obj, PostgresqlDatabase)
+
+
+def atomic():
+    """A write transaction. SQLite takes the write lock up front (``BEGIN IMMEDIATE``) so
+    that two workers never both read-then-upgrade and deadlock."""
+    if isinstance(database.obj, SqliteDatabase):
+        return database.obj.atomic(lock_type="IMMEDIATE")
+    return database.atomic()
+
+
+def utcnow() -> dt.datetime:
+    """The gateway's clock: naive UTC, microseconds kept."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def db_now() -> dt.datetime:
+    """The database's clock (naive UTC), used to judge lease expiry across hosts.
+
+    PostgreSQL's ``now()`` is the transaction's start, so ``clock_timestamp()`` is used.
+    SQLite lives on this host, whose clock is the database's clock.
+    """
+    if is_postgres():
+        (value,) = database.execute_sql("SELECT clock_timestamp() AT TIME ZONE 'UTC'").fetchone()
+        return value
+    return utcnow()
+
+
+def rfc3339(value: dt.datetime | None) -> str | None:
+    """Format a naive-UTC timestamp as RFC 3339 with an explicit ``+00:00`` offset."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # SQLite hands back text for some expressions
+        value = dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=dt.UTC).isoformat()

@@ -1,0 +1,288 @@
+"""Drafts: one WordPress post per job, created as a draft with its excerpt, featured image,
+body images and Rank Math fields (WordPress REST API, ``POST /wp/v2/posts``).
+
+The operation key travels inside the create request as post meta, so the companion plugin's
+guard and reconciliation see it from the first byte. Under a new task version the same post is
+updated, sending only the fields that differ.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import operations
+from gateway import verification
+from gateway.digests import request_digest
+from gateway.ledger import CONFIRMED
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Outcome
+from gateway.operations import Target
+from gateway.wordpress import OPERATION_KEY_META
+from gateway.wordpress import SEO_META
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
+
+PLACEHOLDER = re.compile(r"\{\{media:([a-z0-9_-]{1,64})\}\}")
+
+
+def image_block(media_id: int, url: str, alt: str) -> str:
+    """A block-editor image block for attachment ``media_id`` (``wp-image-{id}`` class)."""
+    attrs = json.dumps(
+        {"id": media_id, "sizeSlug": "full", "linkDestination": "none"}, separators=(",", ":")
+    )
+    return (
+        f'<!-- wp:image {attrs} -->\n<figure class="wp-block-image size-full">'
+        f'<img src="{html.escape(url, quote=True)}" alt="{html.escape(alt, quote=True)}"'
+        f' class="wp-image-{media_id}"/></figure>\n<!-- /wp:image -->'
+    )
+
+
+def resolve_media(job, body: dict) -> tuple[int, list[int], str]:
+    """``(featured_media_id, body_media_ids, content)`` with placeholders replaced.
+
+    Raises:
+        MediaNotReady: a named slot has no CONFIRMED attachment.
+        ValidationFailed: ``content`` names a slot missing from ``body_media``.
+    """
+    media = jobs.confirmed_media(job)
+    wanted = list(body.get("body_media") or [])
+    featured_slot = (body.get("featured_media") or {}).get("slot")
+    missing = [s for s in wanted + ([featured_slot] if featured_slot else []) if s not in media]
+    if missing:
+        raise exc.MediaNotReady(
+            f"media slots not CONFIRMED yet: {', '.join(missing)}", slots=missing
+        )
+    stray = sorted(set(PLACEHOLDER.findall(body["content"])) - set(wanted))
+    if stray:
+        raise exc.ValidationFailed(
+            "content names media slots missing from body_media",
+            errors=[
+                {"pointer": "/content", "message": f"unknown placeholder slot {s!r}"} for s in stray
+            ],
+        )
+
+    def replace(match: re.Match) -> str:
+        row = media[match.group(1)]
+        return image_block(
+            row.remote_id, row.receipt.get("source_url") or "", row.receipt.get("alt_text") or ""
+        )
+
+    content = PLACEHOLDER.sub(replace, body["content"])
+    featured = media[featured_slot].remote_id if featured_slot else 0
+    return featured, [media[s].remote_id for s in wanted], content
+
+
+def post_fields(key: str, body: dict, featured: int, content: str) -> dict:
+    """The WordPress fields of the post (``status`` draft, operation key and SEO as meta)."""
+    seo = body["seo"]
+    fields = {
+        "title": body["title"],
+        "content": content,
+        "excerpt": body["excerpt"],
+        "status": "draft",
+        "featured_media": featured,
+        "meta": {OPERATION_KEY_META: key, **{meta: seo[name] for name, meta in SEO_META.items()}},
+    }
+    for name in ("slug", "categories", "tags"):
+        if body.get(name) is not None:
+            fields[name] = body[name]
+    return fields
+
+
+def _changed_fields(fields: dict, previous: dict) -> dict:
+    """Only what differs from the previous version's baseline (the key is never rewritten)."""
+    base = previous["baseline"]
+    changed = {}
+    for name in ("title", "content", "excerpt"):
+        if fields[name] != previous["sent"].get(name) or base[name] == "":
+            changed[name] = fields[name]
+    if fields["featured_media"] != base["featured_media"]:
+        changed["featured_media"] = fields["featured_media"]
+    meta = {
+        k: v
+        for k, v in fields["meta"].items()
+        if k != OPERATION_KEY_META and v != base["seo"].get(_seo_name(k))
+    }
+    if meta:
+        changed["meta"] = meta
+    for name in ("slug", "categories", "tags"):
+        if name in fields:
+            changed[name] = fields[name]
+    return changed
+
+
+def _seo_name(meta_key: str) -> str:
+    return next(name for name, key in SEO_META.items() if key == meta_key)
+
+
+def read_back(target: Target, post_id: int, sent_object: dict | None, intent: dict) -> dict:
+    """Read the post back (``GET /wp/v2/posts/{id}?context=edit``) and build the draft
+    receipt: the baseline WordPress returned to the write (or the read-back when the post was
+    found by reconciliation), what was sent, what is expected, and the verification."""
+    live = target.client.get_post(post_id)
+    receipt = {
+        "post_id": post_id,
+        "link": live.get("link"),
+        "baseline": verification.snapshot(sent_object or live),
+        "sent": intent["sent"],
+        "expected": intent["expected"],
+    }
+    receipt["verification"] = verification.compare(receipt, live, target.companion.present)
+    return receipt
+
+
+def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
+    """Objects of ``post_type`` carrying ``key`` (needs the companion plugin; [] without)."""
+    if not target.companion.present:
+        return []
+    return [o for o in target.client.find_by_operation_keys([key]) if o["type"] == post_type]
+
+
+def _draft_effect(
+    target: Target,
+    key: str,
+    fields: dict,
+    intent: dict,
+    update_of: int | None,
+    changed: dict | None,
+) -> Effect:
+    client = target.client
+
+    def send() -> dict:
+        if update_of:
+            return client.update_post(update_of, changed)
+        return client.create_post(fields)
+
+    def find() -> list[dict]:
+        if update_of:  # an update is idempotent: sending it again is the reconciliation
+            return []
+        return find_by_key(target, key, "post")
+
+    return Effect(
+        action="draft",
+        send=send,
+        find=find,
+        read_back=lambda post_id, obj: read_back(target, post_id, obj, intent),
+        creates=update_of is None,
+        title=fields["title"],
+        intent=intent,
+    )
+
+
+def put_draft(target: Target, body: dict) -> Outcome:
+    """Create the job's draft once (or update the same post under a new task version),
+    then read it back.
+
+    Args:
+        body: the validated request (API.md ``PUT /jobs/{id}/draft``).
+
+    Raises:
+        MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
+    """
+    job = target.job
+    key = operations.operation_key(job, "draft")
+    digest = request_digest(body)
+    existing = Operation.get_or_none(Operation.operation_key == key)
+    if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
+        return Outcome(existing, replayed=True)  # replay without touching WordPress
+    featured, body_ids, content = resolve_media(job, body)
+    fields = post_fields(key, body, featured, content)
+    previous = _previous_draft(job)
+    update_of = previous.remote_id if previous is not None else None
+    intent = {
+        "sent": {
+            "title": body["title"],
+            "content": content,
+            "excerpt": body["excerpt"],
+            "seo": dict(body["seo"]),
+        },
+        "expected": {"featured_media": featured, "body_media": body_ids},
+        "update_of": update_of,
+    }
+    changed = _changed_fields(fields, previous.receipt) if previous is not None else None
+    effect = _draft_effect(target, key, fields, intent, update_of, changed)
+    outcome = operations.perform(target, key, digest, effect)
+    if outcome.row.state == CONFIRMED:
+        jobs.touch(job, post_id=outcome.row.remote_id)
+        jobs.advance_phase(job, "draft_confirmed")
+        if (outcome.row.receipt.get("verification") or {}).get("ok"):
+            jobs.advance_phase(job, "verified")
+    return outcome
+
+
+def _previous_draft(job) -> Operation | None:
+    """The CONFIRMED draft of an earlier task version, whose post a new version updates."""
+    return (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "draft",
+            Operation.state == CONFIRMED,
+            Operation.task_version < job.task_version,
+        )
+        .order_by(Operation.task_version.desc())
+        .first()
+    )
+
+
+def draft_view(outcome: Outcome) -> dict:
+    """The draft endpoint's response body."""
+    row = outcome.row
+    receipt = row.receipt or {}
+    return {
+        "operation_key": row.operation_key,
+        "state": row.state,
+        "post_id": row.remote_id,
+        "replayed": outcome.replayed,
+        "reconciled": outcome.reconciled,
+        "link": receipt.get("link"),
+        "verification": receipt.get("verification"),
+    }
+
+
+def latest_draft(job) -> Operation | None:
+    """The job's CONFIRMED draft row of the highest task version."""
+    return (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "draft",
+            Operation.state == CONFIRMED,
+        )
+        .order_by(Operation.task_version.desc())
+        .first()
+    )
+
+
+def verify_job(target: Target) -> dict:
+    """Read the job's post back (``GET /wp/v2/posts/{id}?context=edit``) and compare it with
+    the draft receipt. Advances the phase to ``verified`` when every field is ok.
+
+    Raises:
+        NotFound: the job has no CONFIRMED draft yet.
+        WordPressUnavailable: WordPress cannot be read now.
+    """
+    job = target.job
+    row = latest_draft(job)
+    if row is None:
+        raise exc.NotFound("the job has no confirmed draft to verify yet")
+    try:
+        live = target.client.get_post(row.remote_id)
+    except WordPressNotFound:
+        live = {"id": row.remote_id, "status": None}
+    except WordPressError as error:
+        raise exc.WordPressUnavailable(
+            f"cannot read the post back: {error.message}", retry_after=2
+        ) from error
+    expected_status = "publish" if job.phase == "published" else "draft"
+    result = verification.compare(row.receipt, live, target.companion.present, expected_status)
+    if result["ok"]:
+        jobs.advance_phase(job, "verified")
+    return {"job_id": job.job_id, **result}

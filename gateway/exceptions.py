@@ -1,0 +1,119 @@
+"""The gateway's exception tree. Each class knows its HTTP status and RFC 9457 problem slug;
+only ``gateway.api`` turns them into ``application/problem+json`` responses."""
+
+from __future__ import annotations
+
+PROBLEM_BASE = "https://publishing-gateway.dev/problems/"
+
+
+class GatewayError(Exception):
+    """Base class: ``status`` (HTTP), ``slug`` (problem type), ``title``, extensions.
+
+    Args:
+        detail: human-readable explanation of this occurrence.
+        retry_after: seconds, sent as ``Retry-After`` for retryable refusals.
+        **extensions: extra problem members (``operation_key``, ``ledger_state``, ``errors``...).
+    """
+
+    status = 500
+    slug = "internal-error"
+    title = "Internal error"
+    retryable = False
+
+    def __init__(self, detail: str = "", retry_after: int | None = None, **extensions):
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.retry_after = retry_after
+        self.extensions = extensions
+
+    def problem(self, instance: str | None = None) -> dict:
+        """The RFC 9457 body of this error."""
+        body = {
+            "type": PROBLEM_BASE + self.slug,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "retryable": self.retryable,
+        }
+        if instance:
+            body["instance"] = instance
+        body.update(self.extensions)
+        return body
+
+
+def _problem(name: str, status: int, slug: str, title: str, retryable: bool = False):
+    return type(
+        name,
+        (GatewayError,),
+        {"status": status, "slug": slug, "title": title, "retryable": retryable, "__doc__": title},
+    )
+
+
+InvalidJSON = _problem("InvalidJSON", 400, "invalid-json", "The body is not valid JSON")
+Unauthenticated = _problem("Unauthenticated", 401, "unauthenticated", "Missing or unknown token")
+Forbidden = _problem("Forbidden", 403, "forbidden", "Not allowed for this token")
+PhaseOwnedByGateway = _problem(
+    "PhaseOwnedByGateway", 403, "phase-owned-by-gateway", "Only the gateway sets this phase"
+)
+ApprovalRequired = _problem("ApprovalRequired", 403, "approval-required", "Approval required")
+ApprovalExpired = _problem("ApprovalExpired", 403, "approval-expired", "Approval expired")
+ApprovalRevoked = _problem("ApprovalRevoked", 403, "approval-revoked", "Approval revoked")
+JobNotFound = _problem("JobNotFound", 404, "job-not-found", "No such job")
+NotFound = _problem("NotFound", 404, "not-found", "Not found")
+SiteNotFound = _problem("SiteNotFound", 422, "site-not-found", "No such site for this tenant")
+OperationInProgress = _problem(
+    "OperationInProgress", 409, "operation-in-progress", "The operation is in flight", True
+)
+NeedsReview = _problem(
+    "NeedsReview", 409, "needs-review", "An editor must decide before any further write"
+)
+StaleTaskVersion = _problem(
+    "StaleTaskVersion", 409, "stale-task-version", "The job already has a higher task version"
+)
+MediaNotReady = _problem("MediaNotReady", 409, "media-not-ready", "A media slot is not CONFIRMED")
+JobCancelled = _problem("JobCancelled", 409, "job-cancelled", "The job was cancelled")
+CheckpointConflict = _problem(
+    "CheckpointConflict", 409, "checkpoint-conflict", "The phase was reached with other artifacts"
+)
+ArtifactDigestMismatch = _problem(
+    "ArtifactDigestMismatch",
+    409,
+    "artifact-digest-mismatch",
+    "The content does not match the checkpointed body artifact",
+)
+LeaseHeld = _problem("LeaseHeld", 409, "lease-held", "Another owner holds the lease", True)
+LeaseRequired = _problem("LeaseRequired", 409, "lease-required", "X-Fencing-Token is required")
+StaleFencingToken = _problem(
+    "StaleFencingToken", 409, "stale-fencing-token", "A newer lease was granted"
+)
+ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
+PayloadTooLarge = _problem("PayloadTooLarge", 413, "payload-too-large", "The body is too large")
+UnsupportedMediaType = _problem(
+    "UnsupportedMediaType", 415, "unsupported-media-type", "WordPress would refuse this file type"
+)
+ValidationFailed = _problem("ValidationFailed", 422, "validation-failed", "Validation failed")
+OperationKeyReused = _problem(
+    "OperationKeyReused",
+    422,
+    "operation-key-reused",
+    "This operation key was used with a different request",
+)
+SecretInCheckpoint = _problem(
+    "SecretInCheckpoint", 422, "secret-in-checkpoint", "Checkpoint data looks like a secret"
+)
+WordPressRefused = _problem(
+    "WordPressRefused", 502, "wordpress-refused", "WordPress refused the request"
+)
+OutcomeUnknown = _problem(
+    "OutcomeUnknown",
+    503,
+    "outcome-unknown",
+    "The outcome of the WordPress call is not proven",
+    True,
+)
+WordPressUnavailable = _problem(
+    "WordPressUnavailable", 503, "wordpress-unavailable", "WordPress is not reachable", True
+)
+LedgerUnavailable = _problem(
+    "LedgerUnavailable", 503, "ledger-unavailable", "The ledger is not reachable", True
+)

@@ -1,0 +1,250 @@
+"""Jobs: one article job per ``(tenant, job_id)``, its task version, phase and status.
+
+Status (API.md, "Job status and phases") is derived from the ledger, never stored twice:
+``cancelled`` > ``needs_review`` > ``unknown`` > ``failed`` > ``completed`` > ``in_progress``.
+"""
+
+from __future__ import annotations
+
+from peewee import IntegrityError
+
+from gateway import db
+from gateway import exceptions as exc
+from gateway import sites
+from gateway.config import Config
+from gateway.ledger import CONFIRMED
+from gateway.ledger import FAILED
+from gateway.ledger import SENT
+from gateway.ledger import UNKNOWN
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.ledger import Review
+from gateway.operations import Target
+
+PHASES = (
+    "sources_collected",
+    "body_generated",
+    "structure_checked",
+    "images_prepared",
+    "draft_confirmed",
+    "verified",
+    "approval_pending",
+    "published",
+)
+GATEWAY_PHASES = frozenset(("draft_confirmed", "verified", "approval_pending", "published"))
+COMPLETED_PHASES = frozenset(("verified", "approval_pending", "published"))
+STATUSES = ("in_progress", "completed", "failed", "unknown", "needs_review", "cancelled")
+
+
+def get_job(tenant: str, job_id: str) -> Job:
+    """The job, or :class:`JobNotFound`."""
+    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    if job is None:
+        raise exc.JobNotFound(f"no job {job_id!r} for this tenant")
+    return job
+
+
+def put_job(
+    tenant: str, job_id: str, site: str, task_version: int, session_id: str | None = None
+) -> tuple[Job, bool]:
+    """Create the job, return it unchanged, or bump its task version.
+
+    Returns ``(job, created)``. A higher ``task_version`` bumps the job (its checkpoints and
+    approvals belong to the old version and no longer count).
+
+    Raises:
+        SiteNotFound: ``site`` is not configured for ``tenant``.
+        StaleTaskVersion: the job already has a higher task version.
+    """
+    sites.get_site(tenant, site)
+    try:
+        with db.atomic():
+            return Job.create(
+                tenant=tenant,
+                job_id=job_id,
+                site=site,
+                task_version=task_version,
+                session_id=session_id,
+            ), True
+    except IntegrityError:
+        pass
+    job = get_job(tenant, job_id)
+    if task_version < job.task_version:
+        raise exc.StaleTaskVersion(
+            f"job {job_id} is at task_version {job.task_version}; {task_version} is stale",
+            task_version=job.task_version,
+        )
+    if task_version > job.task_version:
+        # Conditional: of two racing bumps to the same version, one updates, both succeed.
+        Job.update(
+            task_version=task_version,
+            phase=None,
+            updated_at=db.utcnow(),
+            **({"session_id": session_id} if session_id else {}),
+        ).where(Job.id == job.id, Job.task_version < task_version).execute()
+        job = Job.get_by_id(job.id)
+    return job, False
+
+
+def advance_phase(job: Job, phase: str) -> None:
+    """Move the job forward to ``phase`` (never backwards)."""
+    current = PHASES.index(job.phase) if job.phase in PHASES else -1
+    if PHASES.index(phase) > current:
+        Job.update(phase=phase, updated_at=db.utcnow()).where(Job.id == job.id).execute()
+        job.phase = phase
+
+
+def touch(job: Job, **fields) -> None:
+    """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``."""
+    Job.update(updated_at=db.utcnow(), **fields).where(Job.id == job.id).execute()
+    for name, value in fields.items():
+        setattr(job, name, value)
+
+
+def target_for(config: Config, job: Job, fencing_token: int | None = None) -> Target:
+    """The WordPress target of ``job``: site, client (credentials re-read now) and the
+    companion plugin's guarantees."""
+    site = sites.get_site(job.tenant, job.site)
+    client = sites.client_for(site, config.secret_key, config.wp_timeout)
+    return Target(
+        config=config,
+        job=job,
+        site=site,
+        client=client,
+        companion=sites.companion(site, client),
+        fencing_token=fencing_token,
+    )
+
+
+def operations_of(job: Job) -> list[Operation]:
+    """Every ledger row of the job, oldest first."""
+    return list(
+        Operation.select()
+        .where(Operation.tenant == job.tenant, Operation.job_id == job.job_id)
+        .order_by(Operation.id)
+    )
+
+
+def open_reviews(job: Job) -> list[Review]:
+    """The job's open review items."""
+    return list(
+        Review.select().where(
+            Review.tenant == job.tenant, Review.job_id == job.job_id, Review.status == "open"
+        )
+    )
+
+
+def status_of(
+    job: Job, rows: list[Operation] | None = None, reviews: list[Review] | None = None
+) -> str:
+    """The job's status, derived from its ledger rows of the current task version."""
+    rows = operations_of(job) if rows is None else rows
+    reviews = open_reviews(job) if reviews is None else reviews
+    current = [r for r in rows if r.task_version == job.task_version]
+    if job.cancelled:
+        return "cancelled"
+    if reviews:
+        return "needs_review"
+    if any(r.state in (UNKNOWN, SENT) for r in current):
+        return "unknown"
+    if any(r.state == FAILED for r in current):
+        return "failed"
+    if job.phase in COMPLETED_PHASES:
+        return "completed"
+    return "in_progress"
+
+
+def row_view(row: Operation) -> dict:
+    """A ledger row as JSON (receipts hold no secrets)."""
+    return {
+        "operation_key": row.operation_key,
+        "action": row.action,
+        "slot": row.slot,
+        "task_version": row.task_version,
+        "state": row.state,
+        "remote_id": row.remote_id,
+        "request_hash": row.request_hash,
+        "attempts": row.attempts,
+        "receipt": row.receipt,
+        "problem": row.problem,
+        "fencing_token": row.fencing_token,
+        "credential_version": row.credential_version,
+        "created_at": db.rfc3339(row.created_at),
+        "updated_at": db.rfc3339(row.updated_at),
+        "sent_at": db.rfc3339(row.sent_at),
+    }
+
+
+def job_view(job: Job, with_rows: bool = True) -> dict:
+    """The job as JSON: identity, phase, status and (optionally) its ledger rows."""
+    rows = operations_of(job)
+    reviews = open_reviews(job)
+    view = {
+        "job_id": job.job_id,
+        "site": job.site,
+        "task_version": job.task_version,
+        "session_id": job.session_id,
+        "phase": job.phase,
+        "post_id": job.post_id,
+        "status": status_of(job, rows, reviews),
+        "cancelled": job.cancelled,
+        "created_at": db.rfc3339(job.created_at),
+        "updated_at": db.rfc3339(job.updated_at),
+    }
+    if with_rows:
+        view["operations"] = [row_view(r) for r in rows]
+        view["reviews"] = [
+            {
+                "review_id": r.id,
+                "operation_key": r.operation_key,
+                "kind": r.kind,
+                "detail": r.detail,
+            }
+            for r in reviews
+        ]
+    return view
+
+
+def list_jobs(
+    tenant: str, statuses: list[str] | None, phase: str | None, limit: int, after: int | None
+) -> dict:
+    """Cursor-paged jobs of ``tenant`` (cursor: the job's internal id), filtered by status
+    (derived) and phase. Returns ``{"jobs": [...], "next_after": int | None}``."""
+    query = Job.select().where(Job.tenant == tenant).order_by(Job.id)
+    if phase:
+        query = query.where(Job.phase == phase)
+    if after:
+        query = query.where(Job.id > after)
+    found, last_id = [], None
+    for job in query.iterator():
+        last_id = job.id
+        view = job_view(job, with_rows=False)
+        if statuses and view["status"] not in statuses:
+            continue
+        found.append(
+            {
+                k: view[k]
+                for k in ("job_id", "status", "phase", "task_version", "post_id", "updated_at")
+            }
+        )
+        if len(found) >= limit:
+            break
+    more = (
+        last_id is not None and Job.select().where(Job.tenant == tenant, Job.id > last_id).exists()
+    )
+    return {"jobs": found, "next_after": last_id if len(found) >= limit and more else None}
+
+
+def confirmed_media(job: Job) -> dict[str, Operation]:
+    """The latest CONFIRMED media row of each slot (any task version), by slot."""
+    rows = (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "media",
+            Operation.state == CONFIRMED,
+        )
+        .order_by(Operation.id)
+    )
+    return {row.slot: row for row in rows}

@@ -1,0 +1,166 @@
+"""The ledger's tables: tokens, sites, jobs, side-effect operations, review items, counters.
+
+One row in :class:`Operation` is one side effect, keyed by its operation key
+``{tenant}/{job_id}/v{task_version}/{action}[/{slot}]``. Rows are never deleted because a call
+failed. Claims rely on the unique constraint on ``operation_key`` and on conditional UPDATEs
+whose row counts decide who won (never read-then-write).
+"""
+
+from __future__ import annotations
+
+import json
+
+from peewee import BooleanField
+from peewee import DateTimeField
+from peewee import IntegerField
+from peewee import Model
+from peewee import TextField
+
+from gateway.db import database
+from gateway.db import utcnow
+
+# Operation states (API.md, "Operation keys and the ledger").
+PREPARED = "PREPARED"
+SENT = "SENT"
+CONFIRMED = "CONFIRMED"
+FAILED = "FAILED"
+UNKNOWN = "UNKNOWN"
+STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN)
+
+
+class JSONField(TextField):
+    """JSON stored as text, identical on SQLite and PostgreSQL."""
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    def python_value(self, value):
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(Model):
+    class Meta:
+        database = database
+        legacy_table_names = False
+
+
+class Token(BaseModel):
+    """An API token: only its SHA-256 is stored. Roles: workflow, editor, admin."""
+
+    token_hash = TextField(unique=True)
+    tenant = TextField()
+    role = TextField()
+    name = TextField()
+    created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)
+
+
+class Site(BaseModel):
+    """A WordPress site of a tenant; the application password is stored encrypted."""
+
+    tenant = TextField()
+    name = TextField()
+    url = TextField()
+    username = TextField()
+    password_encrypted = TextField()
+    credential_version = IntegerField(default=1)
+    transport = TextField(default="rest")
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "name"), True),)
+
+
+class Job(BaseModel):
+    """One article job of a tenant (``job_id`` unique per tenant)."""
+
+    tenant = TextField()
+    job_id = TextField()
+    site = TextField()
+    task_version = IntegerField(default=1)
+    session_id = TextField(null=True)
+    phase = TextField(null=True)
+    post_id = IntegerField(null=True)
+    cancelled = BooleanField(default=False)
+    cancel_reason = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow, index=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), True),)
+
+
+class Operation(BaseModel):
+    """One side effect: intent, state, remote id and receipt (no secrets, ever)."""
+
+    operation_key = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    action = TextField()
+    slot = TextField(null=True)
+    request_hash = TextField()
+    state = TextField(default=PREPARED, index=True)
+    remote_id = IntegerField(null=True)
+    intent = JSONField(null=True)  # what read-back needs to rebuild a receipt; no secrets
+    receipt = JSONField(null=True)
+    problem = JSONField(null=True)
+    attempts = IntegerField(default=0)
+    fencing_token = IntegerField(null=True)
+    credential_version = IntegerField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+    sent_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class Review(BaseModel):
+    """An item for an editor: a suspected duplicate, or one identifier on several objects."""
+
+    tenant = TextField()
+    job_id = TextField()
+    operation_key = TextField(index=True)
+    kind = TextField()
+    detail = JSONField()
+    status = TextField(default="open")
+    decision = TextField(null=True)
+    post_id = IntegerField(null=True)
+    resolved_by = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    resolved_at = DateTimeField(null=True)
+
+
+class Counter(BaseModel):
+    """Acceptance counters (unauthorized calls, rejected checkpoint advances, ...)."""
+
+    name = TextField(unique=True)
+    value = IntegerField(default=0)
+
+
+TABLES = [Token, Site, Job, Operation, Review, Counter]
+
+
+def create_tables() -> None:
+    """Create or migrate the ledger's tables (idempotent)."""
+    with database.connection_context():
+        database.create_tables(TABLES, safe=True)
+
+
+def bump_counter(name: str, by: int = 1) -> None:
+    """Add ``by`` to counter ``name`` atomically (insert on first use)."""
+    updated = Counter.update(value=Counter.value + by).where(Counter.name == name).execute()
+    if not updated:
+        Counter.insert(name=name, value=by).on_conflict(
+            conflict_target=[Counter.name], update={Counter.value: Counter.value + by}
+        ).execute()
+
+
+def counter(name: str) -> int:
+    """Current value of counter ``name`` (0 when never bumped)."""
+    row = Counter.get_or_none(Counter.name == name)
+    return row.value if row else 0

@@ -1,0 +1,162 @@
+"""Media: one image per job slot, uploaded once (WordPress REST API, ``POST /wp/v2/media``).
+
+The MIME type is sniffed from the bytes, never trusted from the client, and the file extension
+is set from it; a type WordPress would refuse is refused here (415) before anything is sent.
+Under a new task version, unchanged bytes of a slot reuse the earlier attachment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway import db
+from gateway import drafts
+from gateway import exceptions as exc
+from gateway import operations
+from gateway.digests import request_digest
+from gateway.digests import sha256_hex
+from gateway.ledger import CONFIRMED
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Outcome
+from gateway.operations import Target
+from gateway.wordpress import OPERATION_KEY_META
+
+# Signatures of the image types every WordPress site accepts from an author.
+SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png", "png"),
+    (b"\xff\xd8\xff", "image/jpeg", "jpg"),
+    (b"GIF87a", "image/gif", "gif"),
+    (b"GIF89a", "image/gif", "gif"),
+)
+
+
+def sniff(content: bytes) -> tuple[str, str]:
+    """``(mime_type, extension)`` of an image from its first bytes.
+
+    Raises:
+        UnsupportedMediaType: not PNG, JPEG, GIF or WebP.
+    """
+    for magic, mime, ext in SIGNATURES:
+        if content.startswith(magic):
+            return mime, ext
+    if content[:4] == b"RIFF" and content[8:12] == b"WEBP":
+        return "image/webp", "webp"
+    raise exc.UnsupportedMediaType(
+        "the file is not a PNG, JPEG, GIF or WebP image (type sniffed from its bytes)"
+    )
+
+
+def safe_filename(filename: str | None, slot: str, ext: str) -> str:
+    """An ASCII file name with the sniffed extension, e.g. ``hero-image.png``."""
+    stem = (filename or slot).rsplit(".", 1)[0]
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-")[:80] or slot
+    return f"{stem}.{ext}"
+
+
+def read_back(target: Target, media_id: int, intent: dict) -> dict:
+    """Read the attachment back (``GET /wp/v2/media/{id}?context=edit``) into a receipt."""
+    stored = target.client.get_media(media_id)
+    return {
+        "media_id": media_id,
+        "source_url": stored.get("source_url"),
+        "mime_type": stored.get("mime_type"),
+        "alt_text": stored.get("alt_text"),
+        "media_type": stored.get("media_type"),
+        **intent,
+    }
+
+
+def _media_effect(
+    target: Target, key: str, content: bytes, mime: str, fields: dict, intent: dict
+) -> Effect:
+    def send() -> dict:
+        return target.client.upload_media(
+            content, intent["filename"], mime, {**fields, "meta": {OPERATION_KEY_META: key}}
+        )
+
+    return Effect(
+        action="media",
+        send=send,
+        find=lambda: drafts.find_by_key(target, key, "attachment"),
+        read_back=lambda media_id, _obj: read_back(target, media_id, intent),
+        creates=True,
+        intent=intent,
+    )
+
+
+def put_media(
+    target: Target,
+    slot: str,
+    content: bytes,
+    filename: str | None,
+    alt_text: str | None,
+    caption: str | None,
+    title: str | None,
+) -> Outcome:
+    """Upload the image of ``slot`` once.
+
+    Returns the :class:`Outcome`; the receipt holds ``media_id`` and ``source_url``.
+
+    Raises:
+        UnsupportedMediaType (415), plus everything :func:`operations.perform` raises.
+    """
+    mime, ext = sniff(content)
+    name = safe_filename(filename, slot, ext)
+    fields = {"title": title, "caption": caption, "alt_text": alt_text}
+    digest = request_digest(
+        {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
+    )
+    key = operations.operation_key(target.job, "media", slot)
+    reused = _reuse_earlier_version(target, key, slot, digest)
+    if reused is not None:
+        return reused
+    intent = {"sha256": sha256_hex(content), "filename": name, "bytes": len(content)}
+    effect = _media_effect(
+        target, key, content, mime, {k: v for k, v in fields.items() if v is not None}, intent
+    )
+    return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
+    """Unchanged bytes under a new task version: record the earlier attachment as this
+    version's receipt (a replay, no upload)."""
+    earlier = (
+        Operation.select()
+        .where(
+            Operation.tenant == target.job.tenant,
+            Operation.job_id == target.job.job_id,
+            Operation.action == "media",
+            Operation.slot == slot,
+            Operation.state == CONFIRMED,
+            Operation.request_hash == digest,
+            Operation.operation_key != key,
+        )
+        .order_by(Operation.id.desc())
+        .first()
+    )
+    if earlier is None or Operation.select().where(Operation.operation_key == key).exists():
+        return None
+    row = operations.claim(target, key, digest, "media", slot)
+    Operation.update(
+        state=CONFIRMED,
+        remote_id=earlier.remote_id,
+        receipt={**earlier.receipt, "reused_from": earlier.operation_key},
+        updated_at=db.utcnow(),
+    ).where(Operation.id == row.id).execute()
+    return Outcome(Operation.get_by_id(row.id), replayed=True)
+
+
+def media_view(outcome: Outcome) -> dict:
+    """The media endpoint's response body."""
+    row = outcome.row
+    receipt = row.receipt or {}
+    return {
+        "operation_key": row.operation_key,
+        "state": row.state,
+        "media_id": row.remote_id,
+        "source_url": receipt.get("source_url"),
+        "mime_type": receipt.get("mime_type"),
+        "replayed": outcome.replayed,
+        "reconciled": outcome.reconciled,
+    }

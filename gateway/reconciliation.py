@@ -1,0 +1,205 @@
+"""Reconciliation: finish SENT/UNKNOWN operations by looking them up in WordPress.
+
+UNKNOWN is fixed by lookup, not by retry. Finding the operation's identifier once is
+conclusive at any time (CONFIRMED with that id); finding it on two objects opens a review item;
+absence leaves the row for the client's next call, which sends again when absence is proven.
+``recover_job`` serves ``POST /v1/jobs/{id}/recover``; ``sweep`` serves ``gateway reconcile`` and
+the server's periodic sweep, batching many operation keys into each WordPress query.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway import db
+from gateway import drafts
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import media
+from gateway import operations
+from gateway.config import Config
+from gateway.ledger import CONFIRMED
+from gateway.ledger import FAILED
+from gateway.ledger import SENT
+from gateway.ledger import UNKNOWN
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Target
+from gateway.wordpress.errors import WordPressError
+
+log = logging.getLogger(__name__)
+POST_TYPES = {"draft": "post", "media": "attachment"}
+
+
+def effect_for_row(target: Target, row: Operation, found: list[dict] | None = None) -> Effect:
+    """An effect that can look ``row`` up and read it back, rebuilt from the row's stored
+    intent (the original request body is not needed). ``found`` short-cuts the lookup with
+    the result of a batched query."""
+    post_type = POST_TYPES.get(row.action, "post")
+    intent = row.intent or {}
+    creates = not intent.get("update_of")
+
+    def find() -> list[dict]:
+        if found is not None:
+            return found
+        return drafts.find_by_key(target, row.operation_key, post_type) if creates else []
+
+    def read_back(object_id: int, obj: dict | None) -> dict:
+        if row.action == "media":
+            return media.read_back(target, object_id, intent)
+        return drafts.read_back(target, object_id, obj, intent)
+
+    def send() -> dict:  # never used: reconciliation does not write
+        raise RuntimeError("reconciliation never sends")
+
+    return Effect(
+        action=row.action, send=send, find=find, read_back=read_back, creates=creates, intent=intent
+    )
+
+
+def _entry(row: Operation, **extra) -> dict:
+    return {"operation_key": row.operation_key, "action": row.action, **extra}
+
+
+def recover_job(target: Target) -> dict:
+    """Reconcile every SENT/UNKNOWN row of the job and report (API.md "Recover response").
+
+    Never raises for WordPress trouble: rows it cannot look up stay ``unknown``."""
+    job = target.job
+    report = {
+        "job_id": job.job_id,
+        "completed": [],
+        "failed": [],
+        "unknown": [],
+        "needs_review": [],
+    }
+    for row in jobs.operations_of(job):
+        if row.state in (SENT, UNKNOWN):
+            _recover_row(target, row, report)
+        elif row.state == CONFIRMED:
+            report["completed"].append(_entry(row, remote_id=row.remote_id))
+        elif row.state == FAILED:
+            report["failed"].append(_entry(row, problem="wordpress-refused"))
+    if target.job.post_id is None:
+        draft = next(
+            (r for r in jobs.operations_of(job) if r.action == "draft" and r.state == CONFIRMED),
+            None,
+        )
+        if draft is not None:
+            jobs.touch(job, post_id=draft.remote_id)
+    report["status"] = jobs.status_of(job)
+    report["next_allowed_actions"] = next_actions(job, report)
+    return report
+
+
+def _recover_row(target: Target, row: Operation, report: dict) -> None:
+    effect = effect_for_row(target, row)
+    try:
+        outcome = operations.reconcile(target, row, effect)
+    except exc.NeedsReview as review:
+        report["needs_review"].append(_entry(row, review_id=review.extensions["review_id"]))
+        return
+    except exc.GatewayError:
+        report["unknown"].append(_entry(row, reason="WordPress could not be asked"))
+        return
+    if outcome is not None:
+        report["completed"].append(_entry(row, remote_id=outcome.row.remote_id, reconciled=True))
+        return
+    if row.state == SENT and operations._age(row) < operations.in_flight_window(target):
+        report["unknown"].append(_entry(row, reason="in flight"))
+        return
+    # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.
+    Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
+        Operation.id == row.id, Operation.state == row.state
+    ).execute()
+    report["unknown"].append(
+        _entry(row, reason="not found in WordPress; send the same request again", absent=True)
+    )
+
+
+def next_actions(job: Job, report: dict) -> list[str]:
+    """What the automation may do next, from the recover report."""
+    if job.cancelled:
+        return ["none"]
+    if report["needs_review"]:
+        return ["editor_review"]
+    if any(not e.get("absent") for e in report["unknown"]):
+        return ["retry_later"]
+    actions = set()
+    for entry in report["unknown"]:
+        actions.add("upload_media" if entry["action"] == "media" else "create_draft")
+    if report["failed"]:
+        return sorted(actions) or ["none"]
+    done = {e["action"] for e in report["completed"]}
+    if "draft" not in done:
+        actions.update({"upload_media", "create_draft"})
+    elif job.phase in ("draft_confirmed",):
+        actions.update({"verify", "repair"})
+    elif job.phase == "verified":
+        actions.add("request_approval")
+    elif job.phase == "approval_pending":
+        actions.add("publish")
+    return sorted(actions) or ["none"]
+
+
+def sweep(config: Config, older_than: float | None = None) -> dict:
+    """One pass over stale SENT/UNKNOWN rows of every job, looking operation keys up in
+    batches (one WordPress query per 50 keys per site).
+
+    Args:
+        older_than: seconds since the last update for a row to count as stale
+            (default: the in-flight window).
+
+    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable"}``.
+    """
+    older_than = config.inflight_window if older_than is None else older_than
+    counts = {"examined": 0, "confirmed": 0, "absent": 0, "needs_review": 0, "unreachable": 0}
+    stale = [
+        r
+        for r in Operation.select().where(Operation.state.in_((SENT, UNKNOWN)))
+        if operations.seconds_since(r.updated_at) >= older_than
+    ]
+    by_job: dict[tuple, list[Operation]] = {}
+    for row in stale:
+        by_job.setdefault((row.tenant, row.job_id), []).append(row)
+    by_site: dict[tuple, list[tuple[Target, Operation]]] = {}
+    for (tenant, job_id), rows in by_job.items():
+        target = jobs.target_for(config, jobs.get_job(tenant, job_id))
+        for row in rows:
+            by_site.setdefault((tenant, target.site.name), []).append((target, row))
+    for pairs in by_site.values():
+        _sweep_site(pairs, counts)
+    return counts
+
+
+def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
+    counts["examined"] += len(pairs)
+    target = pairs[0][0]
+    keys = [row.operation_key for _, row in pairs]
+    try:
+        objects = target.client.find_by_operation_keys(keys) if target.companion.present else []
+    except WordPressError as error:
+        log.warning("sweep: site %s unreachable: %s", target.site.name, error)
+        counts["unreachable"] += len(pairs)
+        return
+    for row_target, row in pairs:
+        post_type = POST_TYPES.get(row.action, "post")
+        found = [
+            o for o in objects if o["operation_key"] == row.operation_key and o["type"] == post_type
+        ]
+        try:
+            outcome = operations.reconcile(row_target, row, effect_for_row(row_target, row, found))
+        except exc.NeedsReview:
+            counts["needs_review"] += 1
+            continue
+        except exc.GatewayError:
+            counts["unreachable"] += 1
+            continue
+        if outcome is None:
+            counts["absent"] += 1
+            Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
+                Operation.id == row.id, Operation.state == row.state
+            ).execute()
+        else:
+            counts["confirmed"] += 1

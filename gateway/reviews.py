@@ -1,0 +1,100 @@
+"""Review items: what the gateway could not decide alone and shows to an editor.
+
+* ``suspected_duplicate``: no identifier could be looked up (companion plugin absent), and a
+  post with the same title by the gateway's user appeared after the operation was sent. A title
+  match is only a suspicion: no further automatic write for that operation until an editor
+  decides.
+* ``multiple_objects``: two or more objects carry one operation key (legacy data). Never an
+  automatic delete.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway import db
+from gateway import exceptions as exc
+from gateway.ledger import Operation
+from gateway.ledger import Review
+
+log = logging.getLogger(__name__)
+
+
+def open_review(target, row: Operation, kind: str, detail: dict) -> Review:
+    """The open review item of ``row``'s operation key, created on first need."""
+    with db.atomic():
+        review = Review.get_or_none(
+            Review.operation_key == row.operation_key, Review.status == "open"
+        )
+        if review is None:
+            review = Review.create(
+                tenant=row.tenant,
+                job_id=row.job_id,
+                operation_key=row.operation_key,
+                kind=kind,
+                detail=detail,
+            )
+            log.warning(
+                "review %s opened for %s job_id=%s: %s",
+                review.id,
+                row.operation_key,
+                row.job_id,
+                kind,
+            )
+    return review
+
+
+def decided_distinct(operation_key: str) -> bool:
+    """True when an editor decided that the suspects of this operation are distinct posts."""
+    return (
+        Review.select()
+        .where(Review.operation_key == operation_key, Review.decision == "distinct")
+        .exists()
+    )
+
+
+def check_suspected_duplicates(target, row: Operation, effect) -> None:
+    """Before resending a create without an identifier to look up, search for a post with
+    the same title by the gateway's user created after the operation was first sent.
+
+    Raises:
+        NeedsReview: a suspect exists; a review item names it.
+    """
+    open_item = Review.get_or_none(
+        Review.operation_key == row.operation_key, Review.status == "open"
+    )
+    if open_item is not None:
+        raise exc.NeedsReview(
+            "an editor has not yet decided on this operation",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            review_id=open_item.id,
+        )
+    if not effect.title or decided_distinct(row.operation_key):
+        return
+    me = target.client.me()["id"]
+    since = db.rfc3339(row.created_at)[:19]
+    suspects = [
+        {
+            "id": post["id"],
+            "title": post["title"]["raw"],
+            "date_gmt": post["date_gmt"],
+            "status": post["status"],
+            "link": post.get("link"),
+        }
+        for post in target.client.find_posts_by_title(effect.title)
+        if post["title"]["raw"] == effect.title
+        and post["author"] == me
+        and (post.get("date_gmt") or "") >= since
+    ]
+    if suspects:
+        review = open_review(
+            target, row, "suspected_duplicate", {"title": effect.title, "suspects": suspects}
+        )
+        raise exc.NeedsReview(
+            "a post with the same title exists but carries no operation key: an editor must "
+            "decide whether it is this job's post",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            review_id=review.id,
+        )

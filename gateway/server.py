@@ -1,0 +1,75 @@
+"""``gateway serve``: gunicorn with the app factory loaded in each worker after the fork.
+
+Follows gunicorn's "Custom Application" pattern (``gunicorn.app.base.BaseApplication``). The
+worker timeout stays above ``GATEWAY_WP_TIMEOUT`` so that gunicorn never kills a worker that is
+still waiting for WordPress (which would leave a SENT row for reconciliation). One background
+reconciliation sweep runs in the master process for the whole server, not one per worker.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from gunicorn.app.base import BaseApplication
+
+from gateway import config as config_module
+
+
+class GatewayServer(BaseApplication):
+    """A gunicorn application serving :func:`gateway.create_app`."""
+
+    def __init__(self, options: dict, sweep_interval: float):
+        self.options = options
+        self.sweep_interval = sweep_interval
+        self._stop = threading.Event()
+        super().__init__()
+
+    def load_config(self):
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+        self.cfg.set("when_ready", self._when_ready)
+        self.cfg.set("on_exit", lambda _server: self._stop.set())
+
+    def _when_ready(self, _server):
+        if self.sweep_interval > 0:
+            from gateway.cli import sweep_forever
+
+            threading.Thread(
+                target=sweep_forever,
+                args=(self.sweep_interval, self._stop),
+                name="gateway-sweep",
+                daemon=True,
+            ).start()
+
+    def load(self):
+        from gateway import create_app
+
+        return create_app()
+
+
+def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
+    """Run gunicorn until stopped.
+
+    Raises:
+        ConfigError: configuration is invalid (checked before any worker starts).
+    """
+    cfg = config_module.load()
+    if cfg.database_url.startswith("sqlite"):
+        from gateway import create_app
+
+        create_app()  # create the SQLite ledger once, before the workers race to do it
+        from gateway.db import database
+
+        database.close()
+    options = {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "worker_class": "sync",
+        "timeout": int(cfg.wp_timeout * 2 + 30),
+        "graceful_timeout": int(cfg.wp_timeout + 5),
+        "preload_app": False,
+        "accesslog": "-",
+        "errorlog": "-",
+        "loglevel": "info",
+    }
+    GatewayServer(options, sweep_interval).run()

@@ -1,0 +1,164 @@
+"""WordPress sites of a tenant: encrypted application passwords, credential versions, and the
+companion plugin's guarantees as detected on the live site.
+
+Passwords are encrypted with ``cryptography``'s Fernet (AES-128-CBC + HMAC-SHA256) under a key
+derived from ``GATEWAY_SECRET_KEY`` by HKDF-SHA256: a well-kept library rather than our own
+crypto. Adding a site under an existing name updates it and bumps ``credential_version``, which
+lets FAILED 401/403 operations be sent again.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from cryptography.fernet import Fernet
+from cryptography.fernet import InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from gateway import db
+from gateway.exceptions import SiteNotFound
+from gateway.ledger import Site
+from gateway.wordpress import WordPressClient
+from gateway.wordpress.errors import WordPressError
+
+log = logging.getLogger(__name__)
+COMPANION_TTL = 60.0  # seconds a detection result is trusted per process
+
+_companion_cache: dict[tuple, tuple[float, Companion]] = {}
+_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Companion:
+    """What the site guarantees: ``present`` (lookup by operation key works), ``guard``
+    (WordPress refuses a second object with one key), ``seo_meta`` (Rank Math fields kept)."""
+
+    present: bool
+    guard: bool
+    seo_meta: bool
+    version: str | None = None
+
+
+ABSENT = Companion(present=False, guard=False, seo_meta=False)
+
+
+def _fernet(secret_key: str) -> Fernet:
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"site-credentials"
+    ).derive(secret_key.encode("utf-8"))
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+def encrypt_password(secret_key: str, password: str) -> str:
+    """Encrypt an application password for storage (Fernet token, text)."""
+    return _fernet(secret_key).encrypt(password.encode("utf-8")).decode("ascii")
+
+
+def decrypt_password(secret_key: str, token: str) -> str:
+    """Decrypt a stored application password.
+
+    Raises:
+        RuntimeError: the ledger was written under another ``GATEWAY_SECRET_KEY``.
+    """
+    try:
+        return _fernet(secret_key).decrypt(token.encode("ascii")).decode("utf-8")
+    except InvalidToken:
+        raise RuntimeError(
+            "cannot decrypt a site password: GATEWAY_SECRET_KEY differs from the one used "
+            "by 'gateway sites add'"
+        ) from None
+
+
+def add_site(
+    secret_key: str,
+    tenant: str,
+    name: str,
+    url: str,
+    username: str,
+    password: str,
+    transport: str = "rest",
+) -> Site:
+    """Create or update site ``name`` of ``tenant``; an update bumps ``credential_version``."""
+    encrypted = encrypt_password(secret_key, password)
+    with db.atomic():
+        site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+        if site is None:
+            return Site.create(
+                tenant=tenant,
+                name=name,
+                url=url.rstrip("/"),
+                username=username,
+                password_encrypted=encrypted,
+                transport=transport,
+            )
+        Site.update(
+            url=url.rstrip("/"),
+            username=username,
+            password_encrypted=encrypted,
+            transport=transport,
+            credential_version=Site.credential_version + 1,
+            updated_at=db.utcnow(),
+        ).where(Site.id == site.id).execute()
+    return Site.get_by_id(site.id)
+
+
+def get_site(tenant: str, name: str) -> Site:
+    """The site ``name`` of ``tenant``.
+
+    Raises:
+        SiteNotFound: no such site for this tenant.
+    """
+    site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+    if site is None:
+        raise SiteNotFound(
+            f"site {name!r} is not configured for tenant {tenant!r}",
+            errors=[{"pointer": "/site", "message": "unknown site"}],
+        )
+    return site
+
+
+def client_for(site: Site, secret_key: str, timeout: float) -> WordPressClient:
+    """A REST client for ``site`` with its decrypted application password."""
+    password = decrypt_password(secret_key, site.password_encrypted)
+    return WordPressClient(site.url, site.username, password, timeout=timeout)
+
+
+def companion(site: Site, client: WordPressClient) -> Companion:
+    """Detect the companion plugin on ``site`` (cached per process for
+    :data:`COMPANION_TTL` seconds). A site that cannot be reached counts as absent for this
+    call and is not cached."""
+    key = (site.id, site.url, site.credential_version)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _companion_cache.get(key)
+    if hit and now - hit[0] < COMPANION_TTL:
+        return hit[1]
+    try:
+        status = client.companion_status()
+    except WordPressError as exc:
+        log.warning("companion detection failed for site %s: %s", site.name, exc)
+        return ABSENT
+    found = (
+        ABSENT
+        if status is None
+        else Companion(
+            present=True,
+            guard=bool(status.get("guard")),
+            seo_meta=bool(status.get("seo_meta")),
+            version=status.get("version"),
+        )
+    )
+    with _cache_lock:
+        _companion_cache[key] = (now, found)
+    return found
+
+
+def forget_companion() -> None:
+    """Drop cached detections (tests that deactivate the plugin call this)."""
+    with _cache_lock:
+        _companion_cache.clear()

@@ -1,0 +1,1 @@
+"""Test helpers for the gateway: tools that simulate failures around WordPress."""

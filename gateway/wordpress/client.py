@@ -1,0 +1,256 @@
+"""A small WordPress REST API client (application-password Basic auth).
+
+Follows the WordPress REST API handbook: ``/wp/v2/posts``, ``/wp/v2/media``, ``context=edit``
+for raw fields, and the companion plugin's ``/publishing-gateway/v1`` routes. It knows nothing
+of Flask or the ledger. One keep-alive ``requests.Session`` is kept per site and thread.
+Every failure becomes a :mod:`gateway.wordpress.errors` exception that says whether the outcome
+is definite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from urllib.parse import quote
+
+import requests
+
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressDuplicate
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+from gateway.wordpress.errors import WordPressRefused
+from gateway.wordpress.errors import WordPressUnavailable
+
+OPERATION_KEY_META = "_gateway_operation_key"
+SEO_META = {
+    "title": "rank_math_title",
+    "description": "rank_math_description",
+    "focus_keyword": "rank_math_focus_keyword",
+}
+COMPANION_NAMESPACE = "/publishing-gateway/v1"
+LOOKUP_BATCH = 50  # operation keys per lookup query (URL stays well under 8 KiB)
+
+_local = threading.local()
+_JSON_START = re.compile(r"[\[{]")
+
+
+def _session(base_url: str, username: str) -> requests.Session:
+    sessions = getattr(_local, "sessions", None)
+    if sessions is None:
+        sessions = _local.sessions = {}
+    key = (base_url, username)
+    if key not in sessions:
+        session = requests.Session()
+        session.headers["User-Agent"] = "publishing-gateway/0.1"
+        sessions[key] = session
+    return sessions[key]
+
+
+def _retry_after(response: requests.Response) -> int | None:
+    value = response.headers.get("Retry-After", "")
+    return int(value) if value.isdigit() else None
+
+
+def parse_json_lenient(text: str):
+    """Parse a WordPress body that may carry PHP notices before the JSON.
+
+    Returns the decoded JSON, or raises ``ValueError`` when no JSON document is found."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        match = _JSON_START.search(text)
+        if not match:
+            raise
+        return json.JSONDecoder().raw_decode(text[match.start() :])[0]
+
+
+def error_for(method: str, url: str, response: requests.Response) -> WordPressError:
+    """Map a non-2xx WordPress response to the right error class (definite or not)."""
+    status = response.status_code
+    try:
+        body = parse_json_lenient(response.text)
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    code, message = body.get("code"), body.get("message") or response.reason
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    facts = dict(
+        method=method,
+        url=url,
+        status=status,
+        code=code,
+        data=data,
+        retry_after=_retry_after(response),
+    )
+    if status in (401, 403):
+        return WordPressAuthError(message, **facts)
+    if status == 409 and code == "gateway_duplicate_operation":
+        return WordPressDuplicate(message, **facts)
+    if status == 404:
+        return WordPressNotFound(message, **facts)
+    if status in (429, 503):
+        return WordPressUnavailable(message, **facts)
+    if 400 <= status < 500:
+        return WordPressRefused(message, **facts)
+    if status == 500 and code == "rest_upload_sideload_error":
+        return WordPressRefused(message, **facts)  # upload refused: nothing was created
+    return WordPressOutcomeUnknown(message, **facts)
+
+
+class WordPressClient:
+    """REST client for one site and user.
+
+    Args:
+        base_url: the site's URL, e.g. ``http://127.0.0.1:8081`` (REST under ``/wp-json``).
+        username: the WordPress user.
+        app_password: the user's application password (kept in memory only).
+        timeout: seconds for one call (connect and read).
+    """
+
+    def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self._auth = (username, app_password)
+        self.timeout = timeout
+
+    def __repr__(self) -> str:  # never show the password
+        return f"WordPressClient({self.base_url!r}, {self.username!r})"
+
+    def url(self, route: str) -> str:
+        """Absolute URL of a REST route such as ``/wp/v2/posts``."""
+        return f"{self.base_url}/wp-json{route}"
+
+    def call(
+        self,
+        method: str,
+        route: str,
+        *,
+        write: bool,
+        params=None,
+        json_body=None,
+        data: bytes | None = None,
+        headers: dict | None = None,
+    ):
+        """Make one REST call and return the decoded JSON body.
+
+        ``write`` marks a call that may change WordPress: for it a 2xx without valid JSON
+        (e.g. PHP notices in front of the body) is an unknown outcome; reads parse leniently.
+
+        Raises:
+            WordPressRefused (and subclasses): a definite refusal.
+            WordPressUnavailable: no connection, or 429/503.
+            WordPressOutcomeUnknown: timeout or reset after sending, other 5xx, non-JSON 2xx.
+        """
+        url = self.url(route)
+        try:
+            response = _session(self.base_url, self.username).request(
+                method,
+                url,
+                params=params,
+                json=json_body,
+                data=data,
+                headers=headers,
+                auth=self._auth,
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+        except requests.ConnectTimeout as exc:
+            raise WordPressUnavailable(f"connect timeout: {exc}", method=method, url=url) from exc
+        except requests.ConnectionError as exc:
+            text = str(exc)
+            if "NewConnectionError" in text or "Connection refused" in text:
+                raise WordPressUnavailable("connection refused", method=method, url=url) from exc
+            raise WordPressOutcomeUnknown(
+                "connection lost: " + text[:200], method=method, url=url
+            ) from exc
+        except requests.Timeout as exc:
+            raise WordPressOutcomeUnknown("read timeout", method=method, url=url) from exc
+        if not 200 <= response.status_code < 300:
+            raise error_for(method, url, response)
+        try:
+            return response.json() if write else parse_json_lenient(response.text)
+        except ValueError as exc:
+            raise WordPressOutcomeUnknown(
+                "2xx without a JSON body", method=method, url=url, status=response.status_code
+            ) from exc
+
+    # Posts (WordPress REST API, /wp/v2/posts)
+    def create_post(self, fields: dict) -> dict:
+        """``POST /wp/v2/posts``; returns the post in ``context=edit`` (raw fields)."""
+        return self.call("POST", "/wp/v2/posts", write=True, json_body=fields)
+
+    def update_post(self, post_id: int, fields: dict) -> dict:
+        """``POST /wp/v2/posts/{id}``; returns the post in ``context=edit``."""
+        return self.call("POST", f"/wp/v2/posts/{post_id}", write=True, json_body=fields)
+
+    def get_post(self, post_id: int) -> dict:
+        """``GET /wp/v2/posts/{id}?context=edit``: raw title, content, excerpt, meta."""
+        return self.call("GET", f"/wp/v2/posts/{post_id}", write=False, params={"context": "edit"})
+
+    def find_posts_by_title(self, title: str) -> list[dict]:
+        """Posts of any editable status whose title matches ``title`` by search
+        (``GET /wp/v2/posts?search=``); the caller compares raw titles exactly."""
+        return self.call(
+            "GET",
+            "/wp/v2/posts",
+            write=False,
+            params={
+                "search": title,
+                "context": "edit",
+                "per_page": 100,
+                "status": "draft,pending,private,publish,future",
+            },
+        )
+
+    # Media (WordPress REST API, /wp/v2/media)
+    def upload_media(self, content: bytes, filename: str, mime_type: str, fields: dict) -> dict:
+        """``POST /wp/v2/media`` with the file as the raw body.
+
+        ``fields`` (title, caption, alt_text, meta) travel as query parameters, so the
+        operation key is part of the create request itself. WordPress requires
+        ``Content-Disposition`` (400 without it)."""
+        params = {k: v for k, v in fields.items() if k != "meta" and v is not None}
+        for key, value in (fields.get("meta") or {}).items():
+            params[f"meta[{key}]"] = value
+        headers = {
+            "Content-Type": mime_type,
+            "Content-Disposition": f'attachment; filename="{quote(filename)}"',
+        }
+        return self.call(
+            "POST", "/wp/v2/media", write=True, params=params, data=content, headers=headers
+        )
+
+    def get_media(self, media_id: int) -> dict:
+        """``GET /wp/v2/media/{id}?context=edit``."""
+        return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})
+
+    # Companion plugin (wp_test_site/publishing-gateway-companion)
+    def companion_status(self) -> dict | None:
+        """The companion plugin's status, or None when the plugin is absent (404)."""
+        try:
+            return self.call("GET", COMPANION_NAMESPACE + "/status", write=False)
+        except WordPressNotFound:
+            return None
+
+    def find_by_operation_keys(self, keys: list[str]) -> list[dict]:
+        """Every object (any type, any status) carrying one of ``keys``, in batches of
+        :data:`LOOKUP_BATCH` keys per query. Entries: ``operation_key``, ``id``, ``type``,
+        ``status``, ``date_gmt``, ``title``."""
+        found: list[dict] = []
+        for start in range(0, len(keys), LOOKUP_BATCH):
+            batch = keys[start : start + LOOKUP_BATCH]
+            body = self.call(
+                "GET",
+                COMPANION_NAMESPACE + "/objects",
+                write=False,
+                params={"keys": ",".join(batch)},
+            )
+            found.extend(body.get("objects", []))
+        return found
+
+    def me(self) -> dict:
+        """``GET /wp/v2/users/me?context=edit``: the authenticated user and capabilities."""
+        return self.call("GET", "/wp/v2/users/me", write=False, params={"context": "edit"})
