@@ -135,7 +135,7 @@ def reconcile(older_than):
     click.echo(json.dumps(counts))
 
 
-@cli.command("serve")
+@cli.command("serve", with_appcontext=False)
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)
 @click.option("--workers", default=4, type=int)
@@ -155,7 +155,7 @@ def serve(host, port, workers, sweep_interval):
         raise click.ClickException(str(error)) from None
 
 
-@cli.command("demo")
+@cli.command("demo", with_appcontext=False)
 @click.option("--site-json", default=None, help="The test site's site.json.")
 def demo(site_json):
     """The main job end to end against the test site, with a lost response recovered."""
