@@ -1,0 +1,121 @@
+"""Requests the gateway answers without WordPress: authentication, roles, validation and job
+rows. The tenant's site points at a port where nothing listens, so any WordPress call would
+show up as a 503 instead of the expected answer."""
+
+from __future__ import annotations
+
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import problem_slug
+
+
+def test_missing_and_wrong_tokens_are_401(offline_gw):
+    job_id = new_job_id()
+    client = offline_gw.client
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic x"}):
+        answer = client.put(
+            f"/v1/jobs/{job_id}", json={"site": "blog", "task_version": 1}, headers=headers
+        )
+        assert answer.status_code == 401
+        assert answer.mimetype == "application/problem+json"
+        assert problem_slug(answer) == "unauthenticated"
+    assert client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers()).status_code == 404
+
+
+def test_editor_token_cannot_write_a_draft(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    editor = offline_gw.make_token("editor")
+    answer = offline_gw.put_draft(job_id, draft_body(), token=editor)
+    assert answer.status_code == 403
+    assert problem_slug(answer) == "forbidden"
+    assert offline_gw.operations(job_id) == []
+    # ... but may read the job
+    job = offline_gw.client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers(editor))
+    assert job.status_code == 200
+
+
+def test_other_tenant_does_not_see_the_job(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    stranger = offline_gw.make_token("workflow", tenant="other")
+    answer = offline_gw.client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers(stranger))
+    assert answer.status_code == 404
+    assert problem_slug(answer) == "job-not-found"
+
+
+def test_job_put_is_idempotent_and_versioned(offline_gw):
+    job_id = new_job_id()
+    first = offline_gw.put_job(job_id, task_version=2)
+    assert first.status_code == 201
+    assert first.get_json()["task_version"] == 2
+    again = offline_gw.put_job(job_id, task_version=2)
+    assert again.status_code == 200
+    assert again.get_json()["created_at"] == first.get_json()["created_at"]
+
+    stale = offline_gw.put_job(job_id, task_version=1)
+    assert stale.status_code == 409
+    assert problem_slug(stale) == "stale-task-version"
+
+    bumped = offline_gw.put_job(job_id, task_version=3)
+    assert bumped.status_code == 200
+    assert bumped.get_json()["task_version"] == 3
+
+
+def test_job_on_unknown_site_is_422(offline_gw):
+    job_id = new_job_id()
+    answer = offline_gw.put_job(job_id, site="no-such-site")
+    assert answer.status_code == 422
+    assert answer.get_json()["errors"][0]["pointer"] == "/site"
+    assert (
+        offline_gw.client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers()).status_code == 404
+    )
+
+
+def test_bad_draft_input_leaves_no_ledger_row(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+
+    broken = offline_gw.put_draft(job_id, '{"title": "unterminated')
+    assert broken.status_code == 400
+    assert problem_slug(broken) == "invalid-json"
+    assert broken.mimetype == "application/problem+json"
+
+    unknown = offline_gw.put_draft(job_id, draft_body(zzz=1))
+    assert unknown.status_code == 422
+    assert problem_slug(unknown) == "validation-failed"
+    assert [e["pointer"] for e in unknown.get_json()["errors"]] == ["/zzz"]
+
+    wrong_type = offline_gw.put_draft(job_id, draft_body(title=42))
+    assert wrong_type.status_code == 422
+    assert "/title" in [e["pointer"] for e in wrong_type.get_json()["errors"]]
+
+    missing = offline_gw.put_draft(job_id, {"title": "only a title"})
+    assert missing.status_code == 422
+    pointers = {e["pointer"] for e in missing.get_json()["errors"]}
+    assert {"/content", "/excerpt", "/seo"} <= pointers
+
+    nested = offline_gw.put_draft(job_id, draft_body(seo={"title": "x"}))
+    assert nested.status_code == 422
+    assert {"/seo/description", "/seo/focus_keyword"} <= {
+        e["pointer"] for e in nested.get_json()["errors"]
+    }
+
+    assert offline_gw.operations(job_id) == []
+
+
+def test_bad_path_identifiers_are_422(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    answer = offline_gw.put_media(job_id, "Bad Slot", b"\x89PNG\r\n\x1a\n")
+    assert answer.status_code == 422
+    assert answer.get_json()["errors"][0]["pointer"] == "/slot"
+    answer = offline_gw.put_job("bad id with spaces")
+    assert answer.status_code == 422
+    assert offline_gw.operations(job_id) == []
+
+
+def test_draft_for_unknown_job_is_404(offline_gw):
+    answer = offline_gw.put_draft(new_job_id(), draft_body())
+    assert answer.status_code == 404
+    assert problem_slug(answer) == "job-not-found"
