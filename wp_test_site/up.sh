@@ -8,7 +8,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RT="$HERE/.runtime"
 WP="$RT/wordpress"
 SITE_JSON="$RT/site.json"
-DB_NAME="${WP_TEST_SITE_DB_NAME:-wp_gateway_test}"
+# One database per checkout: two clones on one machine (a developer's tree and CI's fresh
+# clone) must never drop each other's site.
+DB_NAME="${WP_TEST_SITE_DB_NAME:-wp_gateway_test_$(printf '%s' "$RT" | sha1sum | cut -c1-10)}"
 PACKAGES=(mariadb-server php-cli php-mysql php-xml php-curl php-gd wordpress)
 
 log() { echo "[wp_test_site] $*" >&2; }
