@@ -1,0 +1,282 @@
+"""Helpers for running the exported workflows in a real n8n (``tests/test_n8n_real.py``) and
+for the static checks (``tests/test_n8n_static.py``).
+
+n8n 1.123.81 is the newest n8n that runs on Node.js 20; ``scripts/install_n8n.sh`` installs it
+once into a cache folder outside the repository (``N8N_CACHE_DIR``). Facts this module relies on
+(measured on Node 20, offline but for the package registries):
+
+* ``N8N_EXPRESSION_ENGINE=legacy`` (the default engine needs ``isolated-vm``, not built),
+  ``N8N_BLOCK_ENV_ACCESS_IN_NODE=false`` (``{{ $env.GATEWAY_URL }}``),
+  ``N8N_RUNNERS_ENABLED=false``;
+* ``n8n import:credentials`` / ``import:workflow``, then ``n8n execute --id`` (``--file`` no longer
+  works); ``execute`` exits 1 when a node errors, prints log lines before its JSON (parse from the
+  first ``{``), and exits 0 when the id does not exist (so the output is always checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from dataclasses import field
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / "n8n_workflows"
+INSTALL_SCRIPT = ROOT / "scripts" / "install_n8n.sh"
+N8N_VERSION = "1.123.81"
+CACHE_DIR = Path(
+    os.environ.get("N8N_CACHE_DIR", f"/var/cache/publishing-gateway/n8n-{N8N_VERSION}")
+)
+N8N_BIN = CACHE_DIR / "node_modules" / ".bin" / "n8n"
+ENCRYPTION_KEY = "publishing-gateway-n8n-test-key-0123456789"
+
+#: Fixed ids of the exported workflows and of the gateway credential they reference.
+WORKFLOW_IDS = {
+    "article_pipeline": "pgwArticlePipe01",
+    "recover_job": "pgwRecoverJob001",
+    "publish_approved": "pgwPublishAppr01",
+}
+CREDENTIAL_ID = "pgwGatewayToken1"
+CREDENTIAL_NAME = "Publishing Gateway token"
+
+
+def installed() -> bool:
+    """Whether the n8n cache holds a finished install."""
+    return (CACHE_DIR / ".installed").exists() and N8N_BIN.exists()
+
+
+def install(timeout: float = 900) -> tuple[Path, float]:
+    """Run ``scripts/install_n8n.sh`` (a no-op when cached); the binary and the seconds taken.
+
+    Raises:
+        RuntimeError: the install failed (its output is in the message).
+    """
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(INSTALL_SCRIPT)],
+        env={**os.environ, "N8N_CACHE_DIR": str(CACHE_DIR), "N8N_VERSION": N8N_VERSION},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"install_n8n.sh failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1]), time.monotonic() - started
+
+
+def load_workflow(name: str) -> dict:
+    return json.loads((WORKFLOWS / f"{name}.json").read_text("utf-8"))
+
+
+def workflow_files() -> list[Path]:
+    return sorted(WORKFLOWS.glob("*.json"))
+
+
+# --------------------------------------------------------------------------- node descriptions
+
+
+def node_descriptions() -> dict[str, dict]:
+    """Node type name -> description, from the installed packages' ``dist/types/nodes.json``
+    (what n8n's editor loads): every type name with its versions and parameters."""
+    found: dict[str, dict] = {}
+    modules = CACHE_DIR / "node_modules"
+    for package, prefix in (
+        ("n8n-nodes-base", "n8n-nodes-base."),
+        ("@n8n/n8n-nodes-langchain", "@n8n/n8n-nodes-langchain."),
+    ):
+        path = modules / package / "dist" / "types" / "nodes.json"
+        for description in json.loads(path.read_text("utf-8")):
+            name = description["name"]
+            if not name.startswith(prefix):
+                name = prefix + name
+            found.setdefault(name, {"versions": set(), "properties": set()})
+            versions = description.get("version", 1)
+            versions = versions if isinstance(versions, list) else [versions]
+            found[name]["versions"].update(float(v) for v in versions)
+            found[name]["properties"].update(p["name"] for p in description.get("properties", []))
+    return found
+
+
+def validate_offline(workflow: dict, descriptions: dict[str, dict]) -> list[str]:
+    """Problems n8n would have with ``workflow``: unknown node types or versions, parameters
+    the node type does not have, connections to missing nodes."""
+    problems = []
+    names = {node["name"] for node in workflow["nodes"]}
+    for node in workflow["nodes"]:
+        where = f"{workflow['name']}/{node['name']}"
+        description = descriptions.get(node["type"])
+        if description is None:
+            problems.append(f"{where}: unknown node type {node['type']}")
+            continue
+        if float(node["typeVersion"]) not in description["versions"]:
+            problems.append(
+                f"{where}: {node['type']} has no version {node['typeVersion']} "
+                f"(has {sorted(description['versions'])})"
+            )
+        for parameter in node.get("parameters", {}):
+            if parameter not in description["properties"]:
+                problems.append(f"{where}: {node['type']} has no parameter {parameter!r}")
+    for source, outputs in workflow["connections"].items():
+        if source not in names:
+            problems.append(f"{workflow['name']}: connection from missing node {source!r}")
+        for branch in outputs.get("main", []):
+            for target in branch or []:
+                if target["node"] not in names:
+                    problems.append(
+                        f"{workflow['name']}: connection to missing node {target['node']!r}"
+                    )
+    return problems
+
+
+# --------------------------------------------------------------------------- running n8n
+
+
+@dataclass
+class Execution:
+    """One ``n8n execute`` run."""
+
+    returncode: int
+    seconds: float
+    stdout: str
+    stderr: str
+    result: dict | None
+
+    def describe(self) -> str:
+        return (
+            f"exit {self.returncode} after {self.seconds:.1f} s\n"
+            f"{self.stdout[-6000:]}\n{self.stderr[-4000:]}"
+        )
+
+    def node_error(self) -> str | None:
+        if not self.result:
+            return None
+        error = self.result.get("data", {}).get("resultData", {}).get("error")
+        return json.dumps(error)[:2000] if error else None
+
+
+@dataclass
+class N8n:
+    """n8n CLI commands against one user folder (its own SQLite database)."""
+
+    binary: Path
+    folder: Path
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        node_bin = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+        return {
+            "PATH": f"{node_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(self.folder),
+            "N8N_USER_FOLDER": str(self.folder),
+            "N8N_ENCRYPTION_KEY": ENCRYPTION_KEY,
+            "DB_TYPE": "sqlite",
+            "N8N_EXPRESSION_ENGINE": "legacy",
+            "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
+            "N8N_RUNNERS_ENABLED": "false",
+            "N8N_DIAGNOSTICS_ENABLED": "false",
+            "N8N_TEMPLATES_ENABLED": "false",
+            "N8N_PERSONALIZATION_ENABLED": "false",
+            "N8N_VERSION_NOTIFICATIONS_ENABLED": "false",
+            "N8N_HIRING_BANNER_ENABLED": "false",
+            "N8N_LOG_LEVEL": "info",
+            "N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS": "false",
+            "N8N_SECURE_COOKIE": "false",
+            "NODE_OPTIONS": "--max-old-space-size=2048",
+            **self.variables,
+        }
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(self.binary), *args],
+            env=self.env(),
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def import_credentials(self, credentials: list[dict]) -> None:
+        path = self.folder / "credentials.json"
+        path.write_text(json.dumps(credentials))
+        done = self.run("import:credentials", f"--input={path}")
+        path.unlink()  # it holds the token in clear
+        if done.returncode != 0 or "Successfully imported" not in done.stdout + done.stderr:
+            raise RuntimeError(f"import:credentials failed:\n{done.stdout}\n{done.stderr}")
+
+    def import_workflows(self, workflows: list[dict]) -> None:
+        directory = self.folder / "import"
+        directory.mkdir(exist_ok=True)
+        for workflow in workflows:
+            (directory / f"{workflow['id']}.json").write_text(json.dumps(workflow))
+        done = self.run("import:workflow", "--separate", f"--input={directory}")
+        if done.returncode != 0 or "Successfully imported" not in done.stdout + done.stderr:
+            raise RuntimeError(f"import:workflow failed:\n{done.stdout}\n{done.stderr}")
+
+    def execute(self, workflow_id: str, timeout: float = 300) -> Execution:
+        started = time.monotonic()
+        done = self.run("execute", f"--id={workflow_id}", timeout=timeout)
+        seconds = time.monotonic() - started
+        result = None
+        start = done.stdout.find("{")
+        if start >= 0:
+            try:
+                result = json.loads(done.stdout[start:])
+            except ValueError:
+                result = None
+        return Execution(done.returncode, seconds, done.stdout, done.stderr, result)
+
+
+# --------------------------------------------------------------------------- editors' webhook
+
+
+class Receiver:
+    """A local HTTP endpoint standing in for the editors' chat/mail bridge: records every JSON
+    POST (``EDITOR_WEBHOOK_URL``)."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.headers: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"null")
+                except ValueError:
+                    body = {"raw": raw.decode("utf-8", "replace")}
+                receiver.messages.append(body)
+                receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "11")
+                self.end_headers()
+                self.wfile.write(b'{"ok":true}')
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/editors"
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
