@@ -1,0 +1,129 @@
+"""Editorial control endpoints (API.md "Endpoints"): checkpoints, leases, cancel, repair,
+blocks, approval requests, approvals and publishing.
+
+Side-effect views get their target from :func:`gateway.api.jobs.side_effect_target`
+(cancellation and fencing checked before any ledger claim or WordPress call). Editor actions,
+cancel and the lease calls are never fenced.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint
+from flask import g
+
+from gateway import approvals
+from gateway import blocks
+from gateway import checkpoints
+from gateway import jobs
+from gateway import leases
+from gateway import repair
+from gateway import validation
+from gateway.api import config
+from gateway.api import json_body
+from gateway.api import roles
+from gateway.api.jobs import _answer
+from gateway.api.jobs import _job
+from gateway.api.jobs import check_side_effect
+from gateway.api.jobs import side_effect_target
+
+bp = Blueprint("editorial", __name__, url_prefix="/v1")
+
+
+@bp.post("/jobs/<job_id>/checkpoints")
+@roles("workflow")
+def post_checkpoint(job_id: str):
+    """Record a client phase with its artifacts (201 first, 200 same again)."""
+    job = _job(job_id)
+    body = json_body("checkpoint")
+    check_side_effect(job)  # cancelled and fencing; no WordPress call
+    checkpoint, created = checkpoints.post_checkpoint(job, body)
+    return checkpoints.checkpoint_view(job, checkpoint), 201 if created else 200
+
+
+@bp.post("/jobs/<job_id>/lease")
+@roles("workflow")
+def acquire_lease(job_id: str):
+    """Grant or renew the job's lease: ``{"owner", "fencing_token", "expires_at"}``."""
+    job = _job(job_id)
+    body = json_body("lease")
+    return leases.lease_view(leases.acquire(job, body["owner"], body["ttl_seconds"]))
+
+
+@bp.delete("/jobs/<job_id>/lease")
+@roles("workflow")
+def release_lease(job_id: str):
+    """Release the lease held by ``owner`` under ``fencing_token``."""
+    job = _job(job_id)
+    body = json_body("lease_release")
+    return leases.release(job, body["owner"], body["fencing_token"])
+
+
+@bp.post("/jobs/<job_id>/cancel")
+@roles("workflow", "editor")
+def cancel(job_id: str):
+    """Cancel the job; every later side-effect call is 409 ``job-cancelled``."""
+    job = _job(job_id)
+    body = json_body("cancel")
+    return jobs.job_view(jobs.cancel_job(job, body["reason"]), with_rows=False)
+
+
+@bp.post("/jobs/<job_id>/repair")
+@roles("workflow")
+def repair_job(job_id: str):
+    """Write back only the fields verification found missing or drifted."""
+    job = _job(job_id)
+    json_body("empty")
+    body, outcome = repair.repair_job(side_effect_target(job))
+    return (body, 200) if outcome is None else _answer(body, outcome)
+
+
+@bp.put("/jobs/<job_id>/blocks/<name>")
+@roles("workflow")
+def put_block(job_id: str, name: str):
+    """Insert (or replace in place) a named HTML block in the job's post, exactly once."""
+    validation.check_identifier(name, validation.SLOT, "/name", "block name")
+    job = _job(job_id)
+    body = json_body("block")
+    outcome = blocks.put_block(
+        side_effect_target(job), name, body["html"], body.get("position", "end")
+    )
+    return _answer(blocks.block_view(outcome), outcome)
+
+
+@bp.post("/jobs/<job_id>/approval-requests")
+@roles("workflow")
+def request_approval(job_id: str):
+    """Put a verified job in front of editors (phase ``approval_pending``)."""
+    job = _job(job_id)
+    json_body("empty")
+    body, created = approvals.request_approval(side_effect_target(job), g.principal.name)
+    return body, 201 if created else 200
+
+
+@bp.post("/jobs/<job_id>/approvals")
+@roles("editor")
+def approve(job_id: str):
+    """An editor approves this version, digest and post until ``expires_at``."""
+    job = _job(job_id)
+    body = json_body("approval")
+    jobs.ensure_active(job)
+    approval = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    return approvals.approval_view(approval), 201
+
+
+@bp.delete("/jobs/<job_id>/approvals/<int:approval_id>")
+@roles("editor")
+def revoke(job_id: str, approval_id: int):
+    """Revoke an approval (repeat-safe)."""
+    job = _job(job_id)
+    return approvals.approval_view(approvals.revoke(job, approval_id, g.principal.name))
+
+
+@bp.post("/jobs/<job_id>/publish")
+@roles("workflow", "editor")
+def publish(job_id: str):
+    """Publish under a valid approval; a replay after success makes no WordPress write."""
+    job = _job(job_id)
+    json_body("empty")
+    outcome = approvals.publish(side_effect_target(job), g.principal.name)
+    return _answer(approvals.publish_view(outcome), outcome)

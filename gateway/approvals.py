@@ -1,0 +1,317 @@
+"""Approvals and publishing: a draft becomes public only through an approval an editor gave
+for exactly this task version, this content and this post, still valid now.
+
+* ``request_approval`` (workflow): verification must be ok, live; phase ``approval_pending``.
+* ``approve`` (editor): bound to ``task_version``, ``content_sha256`` (the digest of the live
+  read-back, :func:`verification.content_digest`), ``post_id`` and ``expires_at``; recorded
+  with the editor token's name.
+* ``revoke`` (editor).
+* ``publish`` (workflow, editor): re-reads the post and publishes only with a matching,
+  unexpired, unrevoked approval, as a ledger operation ``{tenant}/{job_id}/v{n}/publish``
+  (``POST /wp/v2/posts/{id}`` with ``{"status": "publish"}``, read back as ``publish``), so a
+  replay after success answers from the ledger with no WordPress write.
+
+Expiry is judged by the database clock (:func:`gateway.db.db_now`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from peewee import IntegrityError
+
+from gateway import db
+from gateway import drafts
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import operations
+from gateway import verification
+from gateway.digests import request_digest
+from gateway.ledger import CONFIRMED
+from gateway.ledger import Approval
+from gateway.ledger import ApprovalRequest
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Outcome
+from gateway.operations import Target
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+log = logging.getLogger(__name__)
+
+
+def _live(target: Target) -> tuple[int, dict]:
+    """``(post_id, live post)`` of the job's latest draft (``context=edit``).
+
+    Raises:
+        ApprovalRequired: the job has no confirmed draft.
+        WordPressUnavailable: the post cannot be read now.
+    """
+    draft = drafts.latest_draft(target.job)
+    if draft is None:
+        raise exc.ApprovalRequired("the job has no confirmed draft to approve or publish")
+    try:
+        return draft.remote_id, target.client.get_post(draft.remote_id)
+    except WordPressError as error:
+        raise exc.WordPressUnavailable(
+            f"cannot read the post back: {error.message}", retry_after=2
+        ) from error
+
+
+def live_digest(post: dict) -> str:
+    """The approval digest of a live post."""
+    return verification.content_digest(verification.snapshot(post))
+
+
+def request_approval(target: Target, requested_by: str) -> tuple[dict, bool]:
+    """Put a verified job in front of editors (repeat-safe: one request per task version).
+
+    Returns ``(body, created)``.
+
+    Raises:
+        VerificationFailed (409): the live post does not verify; NotFound: no draft yet.
+    """
+    job = target.job
+    result = drafts.verify_job(target)
+    if not result["ok"]:
+        failed = sorted(k for k, f in result["fields"].items() if f["ok"] is False)
+        raise exc.VerificationFailed(
+            "the post does not verify; repair it first", failed_fields=failed
+        )
+    values = {"post_id": result["post_id"], "content_sha256": result["content_sha256"]}
+    try:
+        with db.atomic():
+            ApprovalRequest.create(
+                tenant=job.tenant,
+                job_id=job.job_id,
+                task_version=job.task_version,
+                requested_by=requested_by,
+                **values,
+            )
+        created = True
+    except IntegrityError:
+        ApprovalRequest.update(updated_at=db.utcnow(), **values).where(
+            ApprovalRequest.tenant == job.tenant,
+            ApprovalRequest.job_id == job.job_id,
+            ApprovalRequest.task_version == job.task_version,
+        ).execute()
+        created = False
+    jobs.advance_phase(job, "approval_pending")
+    body = {"job_id": job.job_id, "task_version": job.task_version, **values}
+    return {**body, "phase": job.phase, "verification": result}, created
+
+
+def parse_expiry(value: str) -> dt.datetime:
+    """An RFC 3339 timestamp with an offset, as naive UTC.
+
+    Raises:
+        ValidationFailed: not RFC 3339 with an offset, or not in the future (database clock).
+    """
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise exc.ValidationFailed(
+            "expires_at must be RFC 3339 with an offset",
+            errors=[{"pointer": "/expires_at", "message": "e.g. 2026-11-29T12:00:00+00:00"}],
+        )
+    moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    if moment <= db.db_now():
+        raise exc.ValidationFailed(
+            "expires_at is in the past",
+            errors=[{"pointer": "/expires_at", "message": "must be in the future"}],
+        )
+    return moment
+
+
+def approve(target: Target, body: dict, editor: str) -> Approval:
+    """Record an editor's approval after checking it against the live read-back.
+
+    Args:
+        body: validated ``{"task_version", "content_sha256", "post_id", "expires_at"}``.
+        editor: the editor token's name (audit).
+
+    Raises:
+        ApprovalStale (409): version, post or digest differ from the job and the live post.
+        ValidationFailed (422): ``expires_at`` malformed or past.
+    """
+    job = target.job
+    expires = parse_expiry(body["expires_at"])
+    if body["task_version"] != job.task_version:
+        raise exc.ApprovalStale(
+            f"the job is at task_version {job.task_version}", task_version=job.task_version
+        )
+    post_id, live = _live(target)
+    digest = live_digest(live)
+    if body["post_id"] != post_id or body["content_sha256"] != digest:
+        raise exc.ApprovalStale(
+            "the live post differs from what was approved; read the verification again",
+            post_id=post_id,
+            content_sha256=digest,
+        )
+    approval = Approval.create(
+        tenant=job.tenant,
+        job_id=job.job_id,
+        task_version=job.task_version,
+        post_id=post_id,
+        content_sha256=digest,
+        expires_at=expires,
+        approved_by=editor,
+    )
+    log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
+    return approval
+
+
+def revoke(job: Job, approval_id: int, editor: str) -> Approval:
+    """Revoke an approval (repeat-safe; the first revocation is kept).
+
+    Raises:
+        NotFound: no such approval for this job.
+    """
+    approval = Approval.get_or_none(
+        Approval.id == approval_id, Approval.tenant == job.tenant, Approval.job_id == job.job_id
+    )
+    if approval is None:
+        raise exc.NotFound(f"no approval {approval_id} for job {job.job_id}")
+    Approval.update(revoked_at=db.utcnow(), revoked_by=editor).where(
+        Approval.id == approval.id, Approval.revoked_at.is_null()
+    ).execute()
+    return Approval.get_by_id(approval.id)
+
+
+def approval_view(approval: Approval) -> dict:
+    """An approval as JSON."""
+    return {
+        "approval_id": approval.id,
+        "job_id": approval.job_id,
+        "task_version": approval.task_version,
+        "post_id": approval.post_id,
+        "content_sha256": approval.content_sha256,
+        "expires_at": db.rfc3339(approval.expires_at),
+        "approved_by": approval.approved_by,
+        "created_at": db.rfc3339(approval.created_at),
+        "revoked_at": db.rfc3339(approval.revoked_at),
+        "revoked_by": approval.revoked_by,
+    }
+
+
+def approvals_of(job: Job) -> list[Approval]:
+    """The job's approvals, newest first."""
+    return list(
+        Approval.select()
+        .where(Approval.tenant == job.tenant, Approval.job_id == job.job_id)
+        .order_by(Approval.id.desc())
+    )
+
+
+def _refusal(
+    approval: Approval, job: Job, post_id: int, digest: str, now
+) -> exc.GatewayError | None:
+    """Why ``approval`` does not allow publishing now, or None when it does."""
+    facts = {"approval_id": approval.id}
+    if approval.revoked_at is not None:
+        return exc.ApprovalRevoked("the approval was revoked", **facts)
+    if approval.task_version != job.task_version:
+        return exc.ApprovalStale(
+            f"the approval is for task_version {approval.task_version}; the job is at "
+            f"{job.task_version}",
+            **facts,
+        )
+    if approval.expires_at <= now:
+        return exc.ApprovalExpired(f"the approval expired at {db.rfc3339(approval.expires_at)}")
+    if approval.post_id != post_id or approval.content_sha256 != digest:
+        return exc.ApprovalStale("the live post no longer matches the approved digest", **facts)
+    return None
+
+
+def valid_approval(target: Target) -> tuple[Approval, int]:
+    """The newest approval valid for the live post now, and the post id.
+
+    Raises:
+        ApprovalRequired, ApprovalRevoked, ApprovalExpired (403), ApprovalStale (409):
+        judged on the newest approval when none is valid.
+    """
+    job = target.job
+    approvals = approvals_of(job)
+    if not approvals:
+        raise exc.ApprovalRequired("an editor must approve this version before publishing")
+    post_id, live = _live(target)
+    digest, now = live_digest(live), db.db_now()
+    for approval in approvals:
+        if _refusal(approval, job, post_id, digest, now) is None:
+            return approval, post_id
+    raise _refusal(approvals[0], job, post_id, digest, now)
+
+
+def _publish_effect(target: Target, post_id: int, approval: Approval, by: str) -> Effect:
+    client = target.client
+
+    def find() -> list[dict]:
+        live = client.get_post(post_id)
+        return [{"id": post_id, "type": "post"}] if live.get("status") == "publish" else []
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        live = client.get_post(object_id)
+        if live.get("status") != "publish":
+            raise WordPressOutcomeUnknown(f"read-back shows status {live.get('status')!r}")
+        return {
+            "post_id": object_id,
+            "status": "publish",
+            "link": live.get("link"),
+            "approval_id": approval.id,
+            "approved_by": approval.approved_by,
+            "content_sha256": approval.content_sha256,
+            "published_by": by,
+        }
+
+    return Effect(
+        action="publish",
+        send=lambda: client.update_post(post_id, {"status": "publish"}),
+        find=find,
+        read_back=read_back,
+        creates=False,
+        intent={"update_of": post_id, "approval_id": approval.id},
+    )
+
+
+def publish(target: Target, by: str) -> Outcome:
+    """Publish the job's post under a valid approval, once.
+
+    A CONFIRMED publish of the current version is replayed before anything else (no
+    WordPress read or write).
+
+    Raises:
+        everything :func:`valid_approval` and :func:`operations.perform` raise.
+    """
+    job = target.job
+    key = operations.operation_key(job, "publish")
+    row = Operation.get_or_none(Operation.operation_key == key)
+    if row is not None and row.state == CONFIRMED:
+        return Outcome(row, replayed=True)
+    approval, post_id = valid_approval(target)
+    request_hash = request_digest({"post_id": post_id, "status": "publish"})
+    effect = _publish_effect(target, post_id, approval, by)
+    log.info("publishing job_id=%s operation_key=%s approval=%s", job.job_id, key, approval.id)
+    outcome = operations.perform(target, key, request_hash, effect)
+    if outcome.row.state == CONFIRMED:
+        jobs.advance_phase(job, "published")
+    return outcome
+
+
+def publish_view(outcome: Outcome) -> dict:
+    """The publish endpoint's response body."""
+    row = outcome.row
+    receipt = row.receipt or {}
+    return {
+        "operation_key": row.operation_key,
+        "state": row.state,
+        "post_id": row.remote_id,
+        "status": receipt.get("status"),
+        "link": receipt.get("link"),
+        "approval_id": receipt.get("approval_id"),
+        "replayed": outcome.replayed,
+        "reconciled": outcome.reconciled,
+    }

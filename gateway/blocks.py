@@ -1,0 +1,172 @@
+"""Named HTML blocks: insert a block (e.g. a resource-pack recommendation) into the job's post
+exactly once (WordPress REST API, ``POST /wp/v2/posts/{id}`` with the whole new ``content``).
+
+Each block is wrapped in markers that name it and carry the digest of its HTML::
+
+    <!-- gateway:block name=resources digest=0123456789abcdef -->
+    <!-- wp:html -->
+    ...html...
+    <!-- /wp:html -->
+    <!-- /gateway:block name=resources -->
+
+WordPress keeps HTML comments for authors (kses re-emits ``<!--...-->``, collapsing runs of
+``-``; a name containing ``--`` is therefore written with ``%2D`` for ``-``). The markers are
+looked up in the *live* content, which is what makes the insert exactly-once across repeats, a
+crash between the WordPress write and the ledger update (``find`` sees the marker: CONFIRMED),
+and a new task version (a new operation key, but the marker with this digest is already there:
+no write). New HTML under the same name replaces the marked block in place; ``position`` is
+``end`` (the default and only value) for a block not yet present.
+
+Verification ignores gateway-marked blocks when it compares content with the draft baseline
+(:func:`strip_blocks`): a block insert is not drift. The approval digest covers the whole live
+content, blocks included, so an editor approves exactly what will be published.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from gateway import exceptions as exc
+from gateway import operations
+from gateway.digests import request_digest
+from gateway.digests import sha256_hex
+from gateway.operations import Effect
+from gateway.operations import Outcome
+from gateway.operations import Target
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+log = logging.getLogger(__name__)
+_ANY_BLOCK = re.compile(
+    r"\n*<!-- gateway:block name=(?P<name>\S+) digest=(?P<digest>[0-9a-f]{16}) -->"
+    r".*?<!-- /gateway:block name=(?P=name) -->",
+    re.DOTALL,
+)
+
+
+def marker_name(name: str) -> str:
+    """The name as written in a marker: kses collapses ``--`` inside comments."""
+    return name.replace("-", "%2D") if "--" in name else name
+
+
+def html_digest(html: str) -> str:
+    """The first 16 hex digits of the SHA-256 of the block's HTML (UTF-8)."""
+    return sha256_hex(html)[:16]
+
+
+def render(name: str, html: str) -> str:
+    """The marked block as it is appended to the content."""
+    label = marker_name(name)
+    return (
+        f"<!-- gateway:block name={label} digest={html_digest(html)} -->\n"
+        f"<!-- wp:html -->\n{html}\n<!-- /wp:html -->\n"
+        f"<!-- /gateway:block name={label} -->"
+    )
+
+
+def blocks_in(content: str) -> list[dict]:
+    """Marked blocks of ``content``: ``[{"name" (as in the marker), "digest", "text"}]``."""
+    return [
+        {"name": m.group("name"), "digest": m.group("digest"), "text": m.group(0)}
+        for m in _ANY_BLOCK.finditer(content)
+    ]
+
+
+def strip_blocks(content: str) -> str:
+    """``content`` without gateway-marked blocks and trailing whitespace (what verification
+    compares with the draft baseline)."""
+    return _ANY_BLOCK.sub("", content).rstrip()
+
+
+def has_block(content: str, name: str, digest: str) -> bool:
+    """Whether ``content`` holds the block ``name`` with HTML digest ``digest``."""
+    label = marker_name(name)
+    return any(b["name"] == label and b["digest"] == digest for b in blocks_in(content))
+
+
+def with_block(content: str, name: str, html: str) -> str:
+    """``content`` with block ``name`` set to ``html``: replaced in place where marked (extra
+    copies of the name are removed), appended at the end otherwise."""
+    label, block, done = marker_name(name), render(name, html), False
+
+    def replace(match: re.Match) -> str:
+        nonlocal done
+        if match.group("name") != label:
+            return match.group(0)
+        if done:
+            return ""
+        done = True
+        return "\n\n" + block
+
+    updated = _ANY_BLOCK.sub(replace, content)
+    return updated if done else content.rstrip("\n") + "\n\n" + block
+
+
+def _raw_content(post: dict) -> str:
+    value = post.get("content")
+    return value.get("raw", "") if isinstance(value, dict) else (value or "")
+
+
+def _block_effect(target: Target, post_id: int, name: str, html: str) -> Effect:
+    client, digest = target.client, html_digest(html)
+
+    def send() -> dict:
+        live = client.get_post(post_id)
+        content = _raw_content(live)
+        if has_block(content, name, digest):
+            return live  # already there (an earlier version or a lost response): no write
+        return client.update_post(post_id, {"content": with_block(content, name, html)})
+
+    def find() -> list[dict]:
+        found = has_block(_raw_content(client.get_post(post_id)), name, digest)
+        return [{"id": post_id, "type": "post"}] if found else []
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        live = client.get_post(object_id)
+        if not has_block(_raw_content(live), name, digest):
+            raise WordPressOutcomeUnknown(f"block {name} is not in the post's content")
+        return {"post_id": object_id, "name": name, "digest": digest, "bytes": len(html)}
+
+    return Effect(
+        action="block",
+        send=send,
+        find=find,
+        read_back=read_back,
+        creates=False,
+        intent={"post_id": post_id, "name": name, "digest": digest},
+    )
+
+
+def put_block(target: Target, name: str, html: str, position: str = "end") -> Outcome:
+    """Insert or replace the named block in the job's post, exactly once.
+
+    Operation key ``{tenant}/{job_id}/v{n}/block/{name}/{sha256(html)[:16]}``.
+
+    Raises:
+        NotFound: the job has no post yet (create the draft first).
+        plus everything :func:`operations.perform` raises.
+    """
+    job = target.job
+    if not job.post_id:
+        raise exc.NotFound("the job has no post yet; create the draft first")
+    digest = html_digest(html)
+    key = operations.operation_key(job, "block", f"{name}/{digest}")
+    request_hash = request_digest({"name": name, "html": html, "position": position})
+    effect = _block_effect(target, job.post_id, name, html)
+    log.info("block %s for job_id=%s operation_key=%s", name, job.job_id, key)
+    return operations.perform(target, key, request_hash, effect, slot=name)
+
+
+def block_view(outcome: Outcome) -> dict:
+    """The block endpoint's response body."""
+    row = outcome.row
+    receipt = row.receipt or {}
+    return {
+        "operation_key": row.operation_key,
+        "state": row.state,
+        "post_id": row.remote_id,
+        "name": receipt.get("name"),
+        "digest": receipt.get("digest"),
+        "replayed": outcome.replayed,
+        "reconciled": outcome.reconciled,
+    }
