@@ -1,0 +1,243 @@
+"""The editors' review page (``GET /review``): server-rendered HTML with sign-in, CSRF-protected
+forms and buttons that call the same domain functions as the JSON API.
+
+* Sign-in (``/review/login``) takes an editor or admin token, checks it with
+  :func:`gateway.tokens.authenticate` and keeps only ``{tenant, role, name}`` in Flask's signed
+  session cookie (HttpOnly, SameSite=Lax, :data:`SESSION_HOURS` hours). The token itself is
+  never stored or rendered. Workflow tokens are refused.
+* CSRF: Flask-WTF's :class:`CSRFProtect` with ``WTF_CSRF_CHECK_DEFAULT = False``, and an
+  explicit ``csrf.protect()`` for every POST of this blueprint only: the bearer-token JSON API
+  under ``/v1`` reads no cookie, so it has nothing to protect and stays unchanged.
+* A :class:`GatewayError` becomes a flash message (problem title and detail), never a trace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from flask import Blueprint
+from flask import flash
+from flask import g
+from flask import redirect
+from flask import render_template
+from flask import request
+from flask import session
+from flask import url_for
+from flask_wtf.csrf import CSRFError
+from flask_wtf.csrf import CSRFProtect
+
+from gateway import approvals
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import ledger
+from gateway import reconciliation
+from gateway import review_board
+from gateway import tokens
+from gateway import validation
+from gateway.api import config
+from gateway.api import roles
+from gateway.api.jobs import _job
+from gateway.api.jobs import side_effect_target
+
+log = logging.getLogger(__name__)
+bp = Blueprint("review_page", __name__, url_prefix="/review")
+csrf = CSRFProtect()
+SESSION_KEY = "editor"
+SESSION_HOURS = 8
+EDITOR_ROLES = ("editor", "admin")
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+}
+
+
+@bp.record_once
+def _configure(state) -> None:
+    app = state.app
+    # Checked per view by _before() instead of app-wide, so the JSON API is never affected.
+    app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
+    app.config.setdefault("WTF_CSRF_TIME_LIMIT", SESSION_HOURS * 3600)  # a page left open
+    app.config["SESSION_COOKIE_HTTPONLY"] = True
+    app.config["SESSION_COOKIE_SAMESITE"] = app.config.get("SESSION_COOKIE_SAMESITE") or "Lax"
+    app.config["PERMANENT_SESSION_LIFETIME"] = dt.timedelta(hours=SESSION_HOURS)
+    csrf.init_app(app)
+
+
+def _signed_in() -> tokens.Principal | None:
+    data = session.get(SESSION_KEY)
+    if not isinstance(data, dict) or data.get("role") not in EDITOR_ROLES:
+        return None
+    return tokens.Principal(data["tenant"], data["role"], data["name"])
+
+
+@bp.before_request
+def _before():
+    if request.method == "POST":
+        csrf.protect()  # CSRFError (400) without a valid token
+    principal = _signed_in()
+    if principal is not None:
+        g.principal = principal
+    elif request.endpoint != "review_page.login":
+        return redirect(url_for("review_page.login"), 303)
+    return None
+
+
+@bp.after_request
+def _headers(response):
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+@bp.errorhandler(CSRFError)
+def _csrf_error(error):
+    log.warning("review page: CSRF check failed for %s %s", request.method, request.path)
+    message = "The form is stale or did not come from this page: reload and try again."
+    return render_template("review_error.html", title="Bad request", detail=message), 400
+
+
+@bp.errorhandler(exc.GatewayError)
+def _gateway_error(error: exc.GatewayError):
+    if request.method == "GET":  # no redirect loop when the page itself cannot be built
+        return render_template(
+            "review_error.html", title=error.title, detail=error.detail
+        ), error.status
+    flash(f"{error.title}: {error.detail}", "error")
+    return _back()
+
+
+def _back():
+    return redirect(url_for("review_page.index"), 303)
+
+
+def _form_int(name: str) -> int:
+    value = request.form.get(name, "")
+    if not value.isdigit():
+        raise exc.ValidationFailed(
+            f"{name} must be a positive integer",
+            errors=[{"pointer": f"/{name}", "message": "expected an integer"}],
+        )
+    return int(value)
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    """Sign in with an editor or admin token (form field ``token``)."""
+    if request.method == "GET":
+        return render_template("review_login.html")
+    token = request.form.get("token", "").strip()
+    principal = tokens.authenticate(token) if token else None
+    if principal is None or principal.role not in EDITOR_ROLES:
+        ledger.bump_counter("unauthorized_calls")
+        log.warning("review page: sign-in refused (%s)", principal.role if principal else "unknown")
+        message = (
+            "Unknown or revoked token."
+            if principal is None
+            else "This page is for editors: sign in with an editor or admin token."
+        )
+        flash(message, "error")
+        return render_template("review_login.html"), 401 if principal is None else 403
+    session.clear()
+    session.permanent = True
+    session[SESSION_KEY] = {
+        "tenant": principal.tenant,
+        "role": principal.role,
+        "name": principal.name,
+    }
+    log.info("review page: %s signed in (tenant %s)", principal.name, principal.tenant)
+    flash(f"Signed in as {principal.name} ({principal.role}, tenant {principal.tenant}).", "info")
+    return _back()
+
+
+@bp.post("/logout")
+def logout():
+    """Forget the session."""
+    session.clear()
+    flash("Signed out.", "info")
+    return redirect(url_for("review_page.login"), 303)
+
+
+@bp.get("")
+def index():
+    """Open review items, UNKNOWN/SENT operations, drafts awaiting approval, approvals."""
+    tenant = g.principal.tenant
+    return render_template(
+        "review.html",
+        principal=g.principal,
+        items=review_board.open_items(tenant),
+        pending=review_board.pending_operations(tenant),
+        cards=review_board.awaiting_approval(config(), tenant),
+        approval_hours=review_board.APPROVAL_HOURS,
+    )
+
+
+@bp.post("/reviews/<int:review_id>/resolve")
+@roles("editor", "admin")
+def resolve(review_id: int):
+    """``decision`` = ``same_as`` (with ``post_id``) or ``distinct``."""
+    body = {"decision": request.form.get("decision", "")}
+    if body["decision"] == "same_as":
+        body["post_id"] = _form_int("post_id")
+    validation.validate("review_resolve", body)
+    result = reconciliation.resolve_review(
+        config(),
+        g.principal.tenant,
+        review_id,
+        body["decision"],
+        body.get("post_id"),
+        g.principal.name,
+    )
+    state = result["operation"]["state"]
+    what = f"same as post {body['post_id']}" if "post_id" in body else "distinct posts"
+    flash(f"Review {review_id} resolved: {what} (operation now {state}).", "info")
+    return _back()
+
+
+@bp.post("/jobs/<job_id>/approve")
+@roles("editor")
+def approve(job_id: str):
+    """Approve what the page showed: ``task_version``, ``content_sha256``, ``post_id``."""
+    job = _job(job_id)
+    body = review_board.approval_body(
+        _form_int("task_version"), request.form.get("content_sha256", ""), _form_int("post_id")
+    )
+    validation.validate("approval", body)
+    jobs.ensure_active(job)
+    approval = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    view = approvals.approval_view(approval)
+    flash(
+        f"Approved job {job_id} v{view['task_version']} (approval {view['approval_id']}, "
+        f"post {view['post_id']}) until {view['expires_at']}.",
+        "info",
+    )
+    return _back()
+
+
+@bp.post("/jobs/<job_id>/approvals/<int:approval_id>/revoke")
+@roles("editor")
+def revoke(job_id: str, approval_id: int):
+    """Revoke an approval."""
+    approval = approvals.revoke(_job(job_id), approval_id, g.principal.name)
+    flash(f"Approval {approval.id} of job {job_id} revoked.", "info")
+    return _back()
+
+
+@bp.post("/jobs/<job_id>/publish")
+@roles("editor")
+def publish(job_id: str):
+    """Publish under a valid approval (the same ledger operation as the JSON API)."""
+    outcome = approvals.publish(side_effect_target(_job(job_id)), g.principal.name)
+    view = approvals.publish_view(outcome)
+    again = " (already published: nothing sent)" if view["replayed"] else ""
+    flash(
+        f"Job {job_id}: post {view['post_id']} is now {view['status'] or view['state']}{again}.",
+        "info",
+    )
+    return _back()

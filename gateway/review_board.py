@@ -1,0 +1,220 @@
+"""What the editors' review page (``GET /review``) shows: open review items, operations whose
+outcome is not provable yet, and drafts awaiting approval with a summary of exactly what would
+be published. Read-only: every decision goes through the domain functions the JSON API uses
+(:func:`gateway.reconciliation.resolve_review`, :mod:`gateway.approvals`).
+
+Shapes are plain dicts for templates; no Flask here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import logging
+import re
+
+from gateway import approvals
+from gateway import db
+from gateway import drafts
+from gateway import jobs
+from gateway import reviews
+from gateway import verification
+from gateway.config import Config
+from gateway.digests import sha256_hex
+from gateway.exceptions import GatewayError
+from gateway.ledger import SENT
+from gateway.ledger import UNKNOWN
+from gateway.ledger import ApprovalRequest
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.ledger import Site
+from gateway.wordpress.errors import WordPressError
+
+log = logging.getLogger(__name__)
+AWAITING_PHASES = ("verified", "approval_pending")
+APPROVAL_HOURS = 24
+PREVIEW_CHARS = 400
+_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+
+
+def edit_link(site_url: str | None, post_id: int) -> str | None:
+    """The wp-admin edit screen of ``post_id`` (None when the site is unknown)."""
+    if not site_url:
+        return None
+    return f"{site_url.rstrip('/')}/wp-admin/post.php?post={int(post_id)}&action=edit"
+
+
+def _site_urls(tenant: str) -> dict[str, str]:
+    return {s.name: s.url for s in Site.select().where(Site.tenant == tenant)}
+
+
+def _job_sites(tenant: str, job_ids: set[str]) -> dict[str, str]:
+    if not job_ids:
+        return {}
+    query = Job.select(Job.job_id, Job.site).where(Job.tenant == tenant, Job.job_id << job_ids)
+    return {j.job_id: j.site for j in query}
+
+
+def _candidates(detail: dict) -> list[dict]:
+    """The posts a review item is about: ``suspects`` (suspected duplicate) or ``objects``
+    (one key on several objects), as ``{"id", "title", "date_gmt", "status", "link"}``."""
+    found = detail.get("suspects") or detail.get("objects") or []
+    return [
+        {
+            "id": item.get("id"),
+            "title": item.get("title"),
+            "date_gmt": item.get("date_gmt"),
+            "status": item.get("status"),
+            "link": item.get("link"),
+            "type": item.get("type", "post"),
+        }
+        for item in found
+        if isinstance(item, dict) and item.get("id")
+    ]
+
+
+def open_items(tenant: str) -> list[dict]:
+    """Open review items of ``tenant`` with the operation's intended title and the
+    candidate posts (title, date, status, public link and wp-admin edit link)."""
+    items = reviews.list_open(tenant)
+    keys = [item["operation_key"] for item in items]
+    rows = {r.operation_key: r for r in Operation.select().where(Operation.operation_key << keys)}
+    sites = _site_urls(tenant)
+    job_sites = _job_sites(tenant, {item["job_id"] for item in items})
+    for item in items:
+        row = rows.get(item["operation_key"])
+        intent = (row.intent or {}) if row is not None else {}
+        site_url = sites.get(job_sites.get(item["job_id"], ""))
+        item["intended_title"] = (intent.get("sent") or {}).get("title") or item["detail"].get(
+            "title"
+        )
+        item["ledger_state"] = row.state if row is not None else None
+        item["sent_at"] = db.rfc3339(row.sent_at) if row is not None else None
+        item["action"] = row.action if row is not None else None
+        item["candidates"] = _candidates(item["detail"])
+        for candidate in item["candidates"]:
+            candidate["edit_link"] = edit_link(site_url, candidate["id"])
+    return items
+
+
+def pending_operations(tenant: str) -> list[dict]:
+    """``UNKNOWN`` and ``SENT`` ledger rows of ``tenant``, oldest first."""
+    query = (
+        Operation.select()
+        .where(Operation.tenant == tenant, Operation.state << (UNKNOWN, SENT))
+        .order_by(Operation.id)
+    )
+    return [jobs.row_view(row) for row in query]
+
+
+def text_preview(content: str, limit: int = PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of ``content`` as plain text (tags dropped)."""
+    text = _SPACE.sub(" ", html.unescape(_TAG.sub(" ", content or ""))).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _approval_state(approval, job: Job, post_id: int | None, digest: str | None, now) -> str:
+    """``valid`` or the problem slug that would refuse a publish under ``approval`` now."""
+    if post_id is None or digest is None:
+        return "unverified"
+    refusal = approvals._refusal(approval, job, post_id, digest, now)
+    return "valid" if refusal is None else refusal.slug
+
+
+def _live_summary(target) -> dict:
+    """The live post of the job's latest draft, summarised (``context=edit`` read-back)."""
+    row = drafts.latest_draft(target.job)
+    if row is None:
+        return {"error": "the job has no confirmed draft"}
+    try:
+        post = target.client.get_post(row.remote_id)
+    except WordPressError as error:
+        return {"post_id": row.remote_id, "error": f"cannot read the post back: {error.message}"}
+    snap = verification.snapshot(post)
+    sent = (row.receipt or {}).get("sent") or {}
+    return {
+        "post_id": row.remote_id,
+        "status": snap["status"],
+        "link": post.get("link"),
+        "title": snap["title"],
+        "excerpt": snap["excerpt"],
+        "seo": snap["seo"],
+        "featured_media": snap["featured_media"],
+        "content_sha256": sha256_hex(snap["content"]),
+        "content_chars": len(snap["content"]),
+        "digest": approvals.live_digest(post),
+        "preview": text_preview(snap["content"]),
+        "sent_title": sent.get("title"),
+        "sent_excerpt": sent.get("excerpt"),
+        "sent_seo": sent.get("seo") or {},
+        "error": None,
+    }
+
+
+def _request_of(job: Job) -> ApprovalRequest | None:
+    return ApprovalRequest.get_or_none(
+        ApprovalRequest.tenant == job.tenant,
+        ApprovalRequest.job_id == job.job_id,
+        ApprovalRequest.task_version == job.task_version,
+    )
+
+
+def awaiting_approval(config: Config, tenant: str) -> list[dict]:
+    """Jobs of ``tenant`` in phase ``verified`` or ``approval_pending`` (not cancelled), each
+    with a fresh read-back summary of what publishing would make public, the approval request
+    and the job's approvals with their state now. A WordPress failure is shown per job."""
+    query = (
+        Job.select()
+        .where(Job.tenant == tenant, Job.phase << AWAITING_PHASES, Job.cancelled == False)  # noqa: E712
+        .order_by(Job.updated_at.desc())
+    )
+    cards, now, sites = [], db.db_now(), _site_urls(tenant)
+    for job in query:
+        try:
+            live = _live_summary(jobs.target_for(config, job))
+        except GatewayError as error:
+            live = {"error": f"{error.title}: {error.detail}"}
+        request = _request_of(job)
+        post_id, digest = live.get("post_id"), live.get("digest")
+        cards.append(
+            {
+                "job_id": job.job_id,
+                "site": job.site,
+                "task_version": job.task_version,
+                "phase": job.phase,
+                "updated_at": db.rfc3339(job.updated_at),
+                "live": live,
+                "edit_link": edit_link(sites.get(job.site), post_id) if post_id else None,
+                "request": None
+                if request is None
+                else {
+                    "requested_by": request.requested_by,
+                    "requested_at": db.rfc3339(request.updated_at),
+                    "content_sha256": request.content_sha256,
+                    "changed_since": digest is not None and digest != request.content_sha256,
+                },
+                "approvals": [
+                    {
+                        **approvals.approval_view(a),
+                        "state": _approval_state(a, job, post_id, digest, now),
+                    }
+                    for a in approvals.approvals_of(job)
+                ],
+            }
+        )
+    return cards
+
+
+def approval_body(task_version: int, content_sha256: str, post_id: int) -> dict:
+    """The body of an approval given from the page: what the editor saw (version, digest and
+    post of the page's read-back, checked again against the live post by
+    :func:`approvals.approve`) and an expiry :data:`APPROVAL_HOURS` hours from now on the
+    database clock."""
+    expires = db.db_now() + dt.timedelta(hours=APPROVAL_HOURS)
+    return {
+        "task_version": task_version,
+        "content_sha256": content_sha256,
+        "post_id": post_id,
+        "expires_at": db.rfc3339(expires),
+    }

@@ -1,0 +1,298 @@
+"""The editors' review page (``/review``): sign-in, CSRF, and the whole editorial path in a real
+headless Chromium against a real ``gateway serve`` and the real test WordPress.
+
+The browser test needs Debian's ``chromium`` and ``chromium-driver``
+(``apt-get install -y --no-install-recommends chromium chromium-driver``) and ``selenium``;
+without them it skips on a laptop and fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from conftest import SITE_NAME
+from conftest import TENANT
+from conftest import admin_session
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import problem_slug
+from servers import Server
+
+from gateway.testing.fault_proxy import Fault
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts"
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--window-size=1280,1900",
+)
+
+
+# --------------------------------------------------------------------------- test client
+
+
+def _csrf(page) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)
+
+
+def _sign_in(client, token: str):
+    form = {"token": token, "csrf_token": _csrf(client.get("/review/login"))}
+    return client.post("/review/login", data=form)
+
+
+def test_login_refuses_a_workflow_token(offline_gw):
+    client = offline_gw.client
+    answer = _sign_in(client, offline_gw.token)
+    assert answer.status_code == 403
+    assert "editor or admin token" in answer.get_data(as_text=True)
+    assert offline_gw.token not in answer.get_data(as_text=True)
+    follow = client.get("/review")
+    assert follow.status_code == 303 and follow.headers["Location"].endswith("/review/login")
+
+
+def test_login_refuses_an_unknown_token_and_counts_it(offline_gw):
+    answer = _sign_in(offline_gw.client, "not-a-token")
+    assert answer.status_code == 401
+    admin = offline_gw.make_token("admin")
+    report = offline_gw.client.get("/v1/report", headers=offline_gw.headers(admin)).get_json()
+    assert report["unauthorized_calls"] >= 1
+
+
+def test_editor_signs_in_with_a_safe_session_cookie_and_no_token_in_the_page(offline_gw):
+    editor = offline_gw.make_token("editor")
+    answer = _sign_in(offline_gw.client, editor)
+    assert answer.status_code == 303
+    cookie = answer.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert editor not in cookie
+    page = offline_gw.client.get("/review")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "Signed in as test-editor" in html and editor not in html
+    assert page.headers["Cache-Control"] == "no-store"
+    assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+
+
+def test_form_post_without_csrf_token_is_400(offline_gw):
+    editor = offline_gw.make_token("editor")
+    assert offline_gw.client.post("/review/login", data={"token": editor}).status_code == 400
+    assert _sign_in(offline_gw.client, editor).status_code == 303
+    for path in ("/review/reviews/1/resolve", "/review/jobs/J-1/publish", "/review/logout"):
+        answer = offline_gw.client.post(path, data={"decision": "distinct"})
+        assert answer.status_code == 400, path
+        assert "Traceback" not in answer.get_data(as_text=True)
+
+
+def test_json_api_needs_no_csrf_token(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    editor = offline_gw.make_token("editor")
+    reviews = offline_gw.client.get("/v1/reviews", headers=offline_gw.headers(editor))
+    assert reviews.status_code == 200 and reviews.get_json() == {"reviews": []}
+    missing = offline_gw.client.post(
+        "/v1/reviews/999/resolve", json={"decision": "distinct"}, headers=offline_gw.headers(editor)
+    )
+    assert missing.status_code == 404 and problem_slug(missing) == "not-found"
+    cancelled = offline_gw.client.post(
+        f"/v1/jobs/{job_id}/cancel", json={"reason": "test"}, headers=offline_gw.headers(editor)
+    )
+    assert cancelled.status_code == 200, cancelled.get_json()
+
+
+def test_domain_errors_become_a_flash_message_not_a_trace(offline_gw):
+    editor = offline_gw.make_token("editor")
+    client = offline_gw.client
+    _sign_in(client, editor)
+    token = _csrf(client.get("/review"))
+    answer = client.post(
+        "/review/reviews/999/resolve",
+        data={"decision": "distinct", "csrf_token": token},
+        follow_redirects=True,
+    )
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 200
+    assert "Not found: no open review 999" in html and "Traceback" not in html
+
+
+def test_admin_may_resolve_but_not_approve(offline_gw):
+    admin = offline_gw.make_token("admin")
+    client = offline_gw.client
+    _sign_in(client, admin)
+    token = _csrf(client.get("/review"))
+    form = {"task_version": "1", "post_id": "1", "content_sha256": "0" * 64, "csrf_token": token}
+    answer = client.post("/review/jobs/J-1/approve", data=form, follow_redirects=True)
+    assert "Not allowed for this token" in answer.get_data(as_text=True)
+
+
+# --------------------------------------------------------------------------- browser
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """A headless Chromium driven through ``/usr/bin/chromedriver`` with a fresh profile."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium (pip install -e '.[test]')")
+    if missing:
+        message = (
+            f"no headless browser: missing {', '.join(missing)}; install with "
+            "apt-get install -y --no-install-recommends chromium chromium-driver"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
+
+
+@pytest.fixture
+def server(wp_site, ledger_url, tmp_path, proxy):
+    instance = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url)
+    yield instance
+    instance.kill()
+
+
+def _suspected_duplicate(server: Server, proxy, job_id: str, title: str) -> None:
+    """Without the companion plugin (its routes answer 404), a create whose response is lost
+    and a retry after the in-flight window leave a suspected duplicate for an editor."""
+    proxy.add_fault(
+        Fault(
+            kind="status_without_forward",
+            status=404,
+            path=r"^/wp-json/publishing-gateway/",
+            times=None,
+        )
+    )
+    server.start()
+    assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1})
+    proxy.add_fault(Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$"))
+    body = draft_body(title=title)
+    first = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+    assert first.status_code == 503 and problem_slug(first) == "outcome-unknown", first.text
+    time.sleep(3.2)  # past the in-flight window: absence is all the gateway can prove
+    second = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+    assert second.status_code == 409 and problem_slug(second) == "needs-review", second.text
+    server.kill()
+    proxy.clear_faults()
+
+
+def _draft_awaiting_approval(server: Server, job_id: str, title: str) -> int:
+    assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1}).ok
+    draft = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=draft_body(title=title))
+    assert draft.status_code == 201, draft.text
+    requested = server.call("POST", f"/v1/jobs/{job_id}/approval-requests")
+    assert requested.status_code == 201, requested.text
+    return draft.json()["post_id"]
+
+
+def _shot(driver, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"review-{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def _flash(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return " | ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".flash"))
+
+
+def _submit(driver, button) -> str:
+    """Press a form button and wait until the next page (after the POST-redirect-GET) is
+    loaded; returns its flash messages."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    button.click()
+    wait = WebDriverWait(driver, 60)
+    wait.until(expected_conditions.staleness_of(page))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+    return _flash(driver)
+
+
+@pytest.mark.wordpress
+def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
+    browser, server, proxy, wp_site
+):
+    from selenium.webdriver.common.by import By
+
+    suspect_job, draft_job = new_job_id(), new_job_id()
+    suspect_title, draft_title = f"Suspect {suspect_job}", f"Ready {draft_job}"
+    _suspected_duplicate(server, proxy, suspect_job, suspect_title)
+    server.start()  # a fresh process: the companion plugin is visible again
+    post_id = _draft_awaiting_approval(server, draft_job, draft_title)
+    editor = server._cli("tokens", "create", "--tenant", TENANT, "--role", "editor", "--name", "ed")
+    editor = editor.strip().splitlines()[-1]
+
+    browser.get(server.url + "/review")
+    assert browser.current_url.endswith("/review/login")
+    browser.find_element(By.ID, "token").send_keys(editor)
+    assert "Signed in as ed" in _submit(browser, browser.find_element(By.ID, "sign-in"))
+    assert editor not in browser.page_source
+
+    review = browser.find_element(By.CSS_SELECTOR, f'#reviews .review[data-job="{suspect_job}"]')
+    assert suspect_title in review.text  # the intended title and the suspect's title
+    candidates = review.find_elements(By.CSS_SELECTOR, ".candidate")
+    assert len(candidates) == 1 and suspect_title in candidates[0].text
+    pending = browser.find_element(By.ID, "pending").text
+    assert f"{TENANT}/{suspect_job}/v1/draft" in pending and "UNKNOWN" in pending
+    _shot(browser, "1-signed-in")
+    flashed = _submit(browser, candidates[0].find_element(By.CSS_SELECTOR, "button.same-as"))
+    assert "resolved: same as post" in flashed and "CONFIRMED" in flashed, flashed
+    assert not browser.find_elements(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')
+
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    assert draft_title in card.find_element(By.CSS_SELECTOR, ".title").text
+    assert "approval_pending" in card.text
+    flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.approve"))
+    assert "Approved job" in flashed, flashed
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    states = [
+        r.get_attribute("data-state") for r in card.find_elements(By.CSS_SELECTOR, ".approval")
+    ]
+    assert states == ["valid"]
+    _shot(browser, "2-approved")
+    flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.publish"))
+    assert f"post {post_id} is now publish" in flashed, flashed
+    _shot(browser, "3-published")
+
+    live = admin_session(wp_site).get(
+        f"{wp_site['url'].rstrip('/')}/wp-json/wp/v2/posts/{post_id}",
+        params={"context": "edit"},
+        timeout=30,
+    )
+    assert live.status_code == 200 and live.json()["status"] == "publish"
+    job = server.call("GET", f"/v1/jobs/{draft_job}").json()
+    assert job["phase"] == "published"
+    suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
+    assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
