@@ -135,6 +135,45 @@ def reconcile(older_than):
     click.echo(json.dumps(counts))
 
 
+@cli.command("doctor")
+@click.option("--tenant", required=True)
+@click.option("--site", "site_name", required=True)
+@with_appcontext
+def doctor_command(tenant, site_name):
+    """Preflight of a WordPress site: reachability, login, role, companion plugin."""
+    from gateway import doctor
+
+    with database.connection_context():
+        result = doctor.doctor(_config(), tenant, site_name)
+    for check in result["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
+        click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
+    click.echo(json.dumps(result, ensure_ascii=False))
+    sys.exit(0 if result["ok"] else 1)
+
+
+@cli.command("report")
+@click.option("--tenant", default=None, help="One tenant (default: every tenant).")
+@with_appcontext
+def report_command(tenant):
+    """The acceptance counters of GET /v1/report, as JSON per tenant."""
+    from gateway import report
+    from gateway.ledger import Job
+    from gateway.ledger import Site
+
+    with database.connection_context():
+        tenants = (
+            [tenant]
+            if tenant
+            else sorted(
+                {s.tenant for s in Site.select(Site.tenant)}
+                | {j.tenant for j in Job.select(Job.tenant)}
+            )
+        )
+        result = {t: report.report(_config(), t) for t in tenants}
+    click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+
+
 @cli.command("serve", with_appcontext=False)
 @click.option("--host", default="127.0.0.1")
 @click.option("--port", default=8000, type=int)

@@ -23,23 +23,26 @@ class GatewayClient:
         on_retry: called as ``on_retry(attempt, response_or_error)`` before each retry.
     """
 
-    def __init__(self, base_url: str, token: str, timeout: float = 60,
-                 on_retry: Callable | None = None):
+    def __init__(
+        self, base_url: str, token: str, timeout: float = 60, on_retry: Callable | None = None
+    ):
         self.base_url = base_url.rstrip("/")
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {token}"
         self.timeout = timeout
         self.on_retry = on_retry
 
-    def call(self, method: str, path: str, tries: int = 1, wait: float = 1.0,
-             **kwargs) -> requests.Response:
+    def call(
+        self, method: str, path: str, tries: int = 1, wait: float = 1.0, **kwargs
+    ) -> requests.Response:
         """One API call, retried up to ``tries`` times on a retryable status or a lost
         connection, as n8n's Retry On Fail does (it ignores ``Retry-After``; we honour it,
         capped at ``wait`` * 3 seconds)."""
         for attempt in range(1, tries + 1):
             try:
-                response = self.session.request(method, self.base_url + path,
-                                                timeout=self.timeout, **kwargs)
+                response = self.session.request(
+                    method, self.base_url + path, timeout=self.timeout, **kwargs
+                )
             except requests.ConnectionError as error:
                 if attempt == tries:
                     raise
@@ -59,15 +62,22 @@ class GatewayClient:
 
     def put_job(self, job_id: str, site: str, task_version: int = 1, **kw) -> requests.Response:
         """``PUT /v1/jobs/{job_id}``."""
-        return self.call("PUT", f"/v1/jobs/{job_id}",
-                         json={"site": site, "task_version": task_version}, **kw)
+        return self.call(
+            "PUT", f"/v1/jobs/{job_id}", json={"site": site, "task_version": task_version}, **kw
+        )
 
-    def put_media(self, job_id: str, slot: str, filename: str, content: bytes,
-                  **fields) -> requests.Response:
+    def put_media(
+        self, job_id: str, slot: str, filename: str, content: bytes, **fields
+    ) -> requests.Response:
         """``PUT /v1/jobs/{job_id}/media/{slot}`` as multipart (field ``file``)."""
         tries = fields.pop("tries", 1)
-        return self.call("PUT", f"/v1/jobs/{job_id}/media/{slot}", tries=tries,
-                         files={"file": (filename, content)}, data=fields)
+        return self.call(
+            "PUT",
+            f"/v1/jobs/{job_id}/media/{slot}",
+            tries=tries,
+            files={"file": (filename, content)},
+            data=fields,
+        )
 
     def put_draft(self, job_id: str, body: dict, **kw) -> requests.Response:
         """``PUT /v1/jobs/{job_id}/draft``."""

@@ -33,7 +33,7 @@ def bind(url: str):
     if url.startswith("sqlite"):
         db = connect(url, pragmas=SQLITE_PRAGMAS, autoconnect=True)
     else:
-        db = connect(url, autoconnect=True, autorollback=True)
+        db = connect(url, autoconnect=True)
     database.initialize(db)
     return db
 

@@ -56,10 +56,16 @@ def load_article() -> tuple[dict, dict[str, bytes]]:
 
 def draft_body(article: dict) -> dict:
     """The draft request an n8n workflow would send for ``article``."""
-    return {"title": article["title"], "content": article["content"],
-            "excerpt": article["excerpt"], "featured_media": {"slot": article["featured_slot"]},
-            "body_media": [i["slot"] for i in article["images"] if i["slot"] !=
-                           article["featured_slot"]], "seo": article["seo"]}
+    return {
+        "title": article["title"],
+        "content": article["content"],
+        "excerpt": article["excerpt"],
+        "featured_media": {"slot": article["featured_slot"]},
+        "body_media": [
+            i["slot"] for i in article["images"] if i["slot"] != article["featured_slot"]
+        ],
+        "seo": article["seo"],
+    }
 
 
 class Demo:
@@ -68,8 +74,12 @@ class Demo:
     def __init__(self, site: dict):
         self.site = site
         self.workdir = Path(tempfile.mkdtemp(prefix="gateway-demo-"))
-        self.env = {**os.environ, "GATEWAY_DATABASE_URL": f"sqlite:///{self.workdir}/ledger.db",
-                    "GATEWAY_SECRET_KEY": secrets.token_urlsafe(32), "GATEWAY_WP_TIMEOUT": "10"}
+        self.env = {
+            **os.environ,
+            "GATEWAY_DATABASE_URL": f"sqlite:///{self.workdir}/ledger.db",
+            "GATEWAY_SECRET_KEY": secrets.token_urlsafe(32),
+            "GATEWAY_WP_TIMEOUT": "10",
+        }
         self.proxy = FaultProxy(site["url"])
         self.server: subprocess.Popen | None = None
         self.run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
@@ -87,14 +97,34 @@ class Demo:
         with db.database.connection_context():
             ledger.create_tables()
             for name, url in (("wordpress", self.site["url"]), ("flaky", self.proxy.url)):
-                sites.add_site(self.env["GATEWAY_SECRET_KEY"], TENANT, name, url,
-                               author["username"], author["app_password"])
+                sites.add_site(
+                    self.env["GATEWAY_SECRET_KEY"],
+                    TENANT,
+                    name,
+                    url,
+                    author["username"],
+                    author["app_password"],
+                )
             token = tokens.create_token(TENANT, "workflow", "demo-n8n")
         port = _free_port()
         log = open(self.workdir / "server.log", "w")  # noqa: SIM115 - closed with the process
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), "--workers",
-             "2", "--sweep-interval", "0"], env=self.env, stdout=log, stderr=log)
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--sweep-interval",
+                "0",
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+        )
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
             try:
@@ -105,16 +135,24 @@ class Demo:
         else:
             raise RuntimeError(f"gateway serve did not start; see {self.workdir}/server.log")
         say(f"  gateway serve (gunicorn, 2 workers) at {base}, ledger {self.workdir}/ledger.db")
-        return GatewayClient(base, token, on_retry=lambda n, r: say(
-            f"    retry {n} after {getattr(r, 'status_code', type(r).__name__)} "
-            f"{_problem_slug(r)} (as n8n's Retry On Fail would)"))
+        return GatewayClient(
+            base,
+            token,
+            on_retry=lambda n, r: say(
+                f"    retry {n} after {getattr(r, 'status_code', type(r).__name__)} "
+                f"{_problem_slug(r)} (as n8n's Retry On Fail would)"
+            ),
+        )
 
     def count(self, keys: list[str]) -> dict[str, int]:
         """How many objects in WordPress carry each key (companion plugin lookup, admin)."""
         admin = self.site["users"]["admin"]
-        found = requests.get(self.site["url"] + "/wp-json/publishing-gateway/v1/objects",
-                             params={"keys": ",".join(keys)}, timeout=10,
-                             auth=(admin["username"], admin["app_password"])).json()
+        found = requests.get(
+            self.site["url"] + "/wp-json/publishing-gateway/v1/objects",
+            params={"keys": ",".join(keys)},
+            timeout=10,
+            auth=(admin["username"], admin["app_password"]),
+        ).json()
         counts = dict.fromkeys(keys, 0)
         for obj in found["objects"]:
             counts[obj["operation_key"]] += 1
@@ -123,12 +161,21 @@ class Demo:
     def upload(self, gw: GatewayClient, job_id: str, article: dict, images: dict) -> dict:
         media = {}
         for img in article["images"]:
-            r = gw.put_media(job_id, img["slot"], img["file"], images[img["file"]],
-                             alt_text=img["alt_text"], title=img["title"], tries=5)
+            r = gw.put_media(
+                job_id,
+                img["slot"],
+                img["file"],
+                images[img["file"]],
+                alt_text=img["alt_text"],
+                title=img["title"],
+                tries=5,
+            )
             body = r.json()
             media[img["slot"]] = body.get("media_id")
-            say(f"  media {img['slot']:8} -> {r.status_code} attachment {body.get('media_id')}"
-                f" ({body.get('mime_type')})")
+            say(
+                f"  media {img['slot']:8} -> {r.status_code} attachment {body.get('media_id')}"
+                f" ({body.get('mime_type')})"
+            )
         return media
 
     def job_a(self, gw: GatewayClient, article: dict, images: dict) -> dict:
@@ -140,40 +187,64 @@ class Demo:
         draft = r.json()
         say(f"  draft -> {r.status_code} post {draft.get('post_id')}")
         replay = gw.put_draft(job_id, draft_body(article))
-        say(f"  same draft again -> {replay.status_code}, Idempotent-Replayed: "
-            f"{replay.headers.get('Idempotent-Replayed')} (no WordPress write)")
+        say(
+            f"  same draft again -> {replay.status_code}, Idempotent-Replayed: "
+            f"{replay.headers.get('Idempotent-Replayed')} (no WordPress write)"
+        )
         verification = gw.verification(job_id).json()
         say("  verification (read back from WordPress, context=edit):")
         for name, field in verification["fields"].items():
-            self.check(f"{name:18} {json.dumps(field['actual'], ensure_ascii=False)[:60]}",
-                       field["ok"] is True)
-        self.check("replay returned the same post", replay.json().get("post_id") ==
-                   draft.get("post_id"))
-        return {"job_id": job_id, "post_id": draft.get("post_id"), "media": media,
-                "verified": verification["ok"] is True}
+            self.check(
+                f"{name:18} {json.dumps(field['actual'], ensure_ascii=False)[:60]}",
+                field["ok"] is True,
+            )
+        self.check(
+            "replay returned the same post", replay.json().get("post_id") == draft.get("post_id")
+        )
+        return {
+            "job_id": job_id,
+            "post_id": draft.get("post_id"),
+            "media": media,
+            "verified": verification["ok"] is True,
+        }
 
     def job_b(self, gw: GatewayClient, article: dict, images: dict) -> dict:
         job_id = f"article-{self.run_id}-flaky"
         say(f"\n[2/2] job {job_id}: WordPress commits the draft, the response is lost")
         gw.put_job(job_id, "flaky")
         media = self.upload(gw, job_id, article, images)
-        self.proxy.add_fault(Fault(kind="drop_response", method="POST",
-                                   path=r"^/wp-json/wp/v2/posts/?$", times=1))
-        self.proxy.add_fault(Fault(kind="status_without_forward", status=503, method="GET",
-                                   path=r"^/wp-json/publishing-gateway/v1/objects", times=1))
+        self.proxy.add_fault(
+            Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$", times=1)
+        )
+        self.proxy.add_fault(
+            Fault(
+                kind="status_without_forward",
+                status=503,
+                method="GET",
+                path=r"^/wp-json/publishing-gateway/v1/objects",
+                times=1,
+            )
+        )
         say("  fault proxy: drop the response of POST /wp/v2/posts; fail the first lookup")
         r = gw.put_draft(job_id, draft_body(article), tries=5, wait=1.0)
         body = r.json()
-        say(f"  draft -> {r.status_code} post {body.get('post_id')} "
-            f"(reconciled by lookup: {body.get('reconciled')})")
-        writes = self.proxy.count(method="POST", path=r"^/wp-json/wp/v2/posts/?$",
-                                  forwarded=True)
+        say(
+            f"  draft -> {r.status_code} post {body.get('post_id')} "
+            f"(reconciled by lookup: {body.get('reconciled')})"
+        )
+        writes = self.proxy.count(method="POST", path=r"^/wp-json/wp/v2/posts/?$", forwarded=True)
         self.check(f"create calls that reached WordPress: {writes}", writes == 1)
         row = next(o for o in gw.job(job_id).json()["operations"] if o["action"] == "draft")
-        self.check(f"ledger: {row['state']} after {row['attempts']} send(s), remote id "
-                   f"{row['remote_id']}", row["state"] == "CONFIRMED")
-        return {"job_id": job_id, "post_id": body.get("post_id"), "media": media,
-                "status": r.status_code}
+        self.check(
+            f"ledger: {row['state']} after {row['attempts']} send(s), remote id {row['remote_id']}",
+            row["state"] == "CONFIRMED",
+        )
+        return {
+            "job_id": job_id,
+            "post_id": body.get("post_id"),
+            "media": media,
+            "status": r.status_code,
+        }
 
     def report(self, a: dict, b: dict, started: float) -> int:
         say("\nReport")
@@ -183,17 +254,27 @@ class Demo:
             counts = self.count(keys + media_keys)
             posts = counts[keys[0]]
             attachments = sum(counts[k] for k in media_keys)
-            say(f"  {job['job_id']}: post {job['post_id']}, media "
-                f"{', '.join(f'{s}={i}' for s, i in job['media'].items())}")
+            say(
+                f"  {job['job_id']}: post {job['post_id']}, media "
+                f"{', '.join(f'{s}={i}' for s, i in job['media'].items())}"
+            )
             self.check(f"posts carrying the draft key in WordPress: {posts}", posts == 1)
             self.check(f"attachments carrying the media keys: {attachments}", attachments == 3)
         self.check("every field of job 1 verified by read-back", a["verified"])
         failed = [label for label, ok in self.checks if not ok]
-        say(f"  time: {time.monotonic() - started:.1f} s; checks: "
-            f"{len(self.checks) - len(failed)}/{len(self.checks)} ok")
-        say("RESULT: " + ("OK: 1 post per job, 3 media each, every field verified, lost "
-                          "response recovered without a duplicate" if not failed else
-                          "FAILED: " + "; ".join(failed)))
+        say(
+            f"  time: {time.monotonic() - started:.1f} s; checks: "
+            f"{len(self.checks) - len(failed)}/{len(self.checks)} ok"
+        )
+        say(
+            "RESULT: "
+            + (
+                "OK: 1 post per job, 3 media each, every field verified, lost "
+                "response recovered without a duplicate"
+                if not failed
+                else "FAILED: " + "; ".join(failed)
+            )
+        )
         return 1 if failed else 0
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ import html
 import json
 import re
 
+from gateway import checkpoints
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
@@ -182,9 +183,11 @@ def put_draft(target: Target, body: dict) -> Outcome:
         body: the validated request (API.md ``PUT /jobs/{id}/draft``).
 
     Raises:
+        ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
     job = target.job
+    checkpoints.check_body(job, body["content"])  # before anything is claimed
     key = operations.operation_key(job, "draft")
     digest = request_digest(body)
     existing = Operation.get_or_none(Operation.operation_key == key)

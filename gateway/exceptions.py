@@ -87,6 +87,9 @@ StaleFencingToken = _problem(
     "StaleFencingToken", 409, "stale-fencing-token", "A newer lease was granted"
 )
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
+VerificationFailed = _problem(
+    "VerificationFailed", 409, "verification-failed", "The post does not verify; repair it first"
+)
 PayloadTooLarge = _problem("PayloadTooLarge", 413, "payload-too-large", "The body is too large")
 UnsupportedMediaType = _problem(
     "UnsupportedMediaType", 415, "unsupported-media-type", "WordPress would refuse this file type"

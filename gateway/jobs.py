@@ -94,6 +94,31 @@ def advance_phase(job: Job, phase: str) -> None:
         job.phase = phase
 
 
+def cancel_job(job: Job, reason: str) -> Job:
+    """Cancel the job (repeat-safe: the first reason is kept). Afterwards every side-effect
+    call is refused with 409 ``job-cancelled`` before any ledger claim or WordPress call."""
+    Job.update(cancelled=True, cancel_reason=reason, updated_at=db.utcnow()).where(
+        Job.id == job.id,
+        Job.cancelled == False,  # noqa: E712 (peewee expression)
+    ).execute()
+    return Job.get_by_id(job.id)
+
+
+def ensure_active(job: Job) -> None:
+    """Refuse side effects on a cancelled job - replays of CONFIRMED operations included,
+    so that "cancelled" means one thing to every caller; ``recover`` reports what exists.
+
+    Raises:
+        JobCancelled (409).
+    """
+    if job.cancelled:
+        raise exc.JobCancelled(
+            f"job {job.job_id} was cancelled ({job.cancel_reason or 'no reason given'}); "
+            "no further writes",
+            cancel_reason=job.cancel_reason,
+        )
+
+
 def touch(job: Job, **fields) -> None:
     """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``."""
     Job.update(updated_at=db.utcnow(), **fields).where(Job.id == job.id).execute()
@@ -188,6 +213,7 @@ def job_view(job: Job, with_rows: bool = True) -> dict:
         "post_id": job.post_id,
         "status": status_of(job, rows, reviews),
         "cancelled": job.cancelled,
+        "cancel_reason": job.cancel_reason,
         "created_at": db.rfc3339(job.created_at),
         "updated_at": db.rfc3339(job.updated_at),
     }

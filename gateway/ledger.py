@@ -142,7 +142,82 @@ class Counter(BaseModel):
     value = IntegerField(default=0)
 
 
-TABLES = [Token, Site, Job, Operation, Review, Counter]
+class Checkpoint(BaseModel):
+    """A client phase of one task version with its artifacts ``[{role, uri, sha256}]``."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    phase = TextField()
+    artifacts = JSONField()
+    data = JSONField(null=True)  # scanned for secrets before it is stored
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version", "phase"), True),)
+
+
+class Lease(BaseModel):
+    """A job's lease: one row per job, kept after release so that tokens only increase.
+    ``owner`` is NULL once released; ``expires_at`` is judged by the database clock."""
+
+    tenant = TextField()
+    job_id = TextField()
+    owner = TextField(null=True)
+    fencing_token = IntegerField(default=1)
+    expires_at = DateTimeField()
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), True),)
+
+
+class ApprovalRequest(BaseModel):
+    """A verified job put in front of editors (one per task version; repeat-safe)."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    post_id = IntegerField()
+    content_sha256 = TextField()
+    requested_by = TextField()
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version"), True),)
+
+
+class Approval(BaseModel):
+    """An editor's approval of exactly one task version, content digest and post."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    post_id = IntegerField()
+    content_sha256 = TextField()
+    expires_at = DateTimeField()
+    approved_by = TextField()  # the editor token's name
+    created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)
+    revoked_by = TextField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+TABLES = [
+    Token,
+    Site,
+    Job,
+    Operation,
+    Review,
+    Counter,
+    Checkpoint,
+    Lease,
+    ApprovalRequest,
+    Approval,
+]
 
 
 def create_tables() -> None:

@@ -27,6 +27,7 @@ from peewee import IntegrityError
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway import leases
 from gateway import reviews
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
@@ -218,6 +219,8 @@ def perform(
             if row.state not in (SENT, UNKNOWN):
                 continue
             _check_resend_allowed(target, row, effect)
+        if target.fencing_token is not None:  # a newer grant may have come since the claim
+            leases.check_fencing(target.job, target.fencing_token)
         if _transition(
             row,
             SENT,
@@ -298,7 +301,7 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
     if not found:
         return None
     log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
-    return _confirm(target, row, effect, found[0]["id"], reconciled=True)
+    return confirm(target, row, effect, found[0]["id"], reconciled=True)
 
 
 def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
@@ -308,14 +311,14 @@ def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
         obj = effect.send()
     except WordPressDuplicate as dup:
         log.info("guard named existing object %s for %s", dup.existing_id, row.operation_key)
-        return _confirm(target, row, effect, dup.existing_id, reconciled=True)
+        return confirm(target, row, effect, dup.existing_id, reconciled=True)
     except WordPressRefused as refusal:
         _record_refusal(row, refusal)
         raise _refused(row, refusal) from refusal
     except WordPressError as error:
         return _after_unknown(target, row, effect, error)
     crash_point(target.config, "after_wordpress_response")
-    return _confirm(target, row, effect, int(obj["id"]), created=True, sent_object=obj)
+    return confirm(target, row, effect, int(obj["id"]), created=True, sent_object=obj)
 
 
 def _after_unknown(
@@ -333,11 +336,11 @@ def _after_unknown(
     except WordPressError:
         found = []
     if len(found) == 1:
-        return _confirm(target, row, effect, found[0]["id"], reconciled=True)
+        return confirm(target, row, effect, found[0]["id"], reconciled=True)
     raise _unknown(row, error)
 
 
-def _confirm(
+def confirm(
     target: Target,
     row: Operation,
     effect: Effect,

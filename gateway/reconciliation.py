@@ -17,6 +17,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media
 from gateway import operations
+from gateway import reviews
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
 from gateway.ledger import FAILED
@@ -26,6 +27,7 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Target
+from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
@@ -203,3 +205,53 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
             ).execute()
         else:
             counts["confirmed"] += 1
+
+
+def resolve_review(
+    config: Config, tenant: str, review_id: int, decision: str, post_id: int | None, editor: str
+) -> dict:
+    """Apply an editor's decision on a review item.
+
+    ``same_as``: the operation's object is ``post_id``: write the identifier onto it (when
+    the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
+    the next identical call is a replay. ``distinct``: the suspects are other posts; the
+    operation may be sent again (no title check for it from now on). Never deletes anything.
+
+    Raises:
+        NotFound: no open review ``review_id`` for ``tenant``.
+        WordPressRefused / WordPressUnavailable: the identifier could not be written.
+    """
+    review = reviews.get_open(tenant, review_id)
+    row = Operation.get(Operation.operation_key == review.operation_key)
+    if decision == "same_as":
+        target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))
+        _adopt(target, row, post_id)
+    review = reviews.close(review, decision, post_id, editor)
+    return {
+        "review": reviews.review_view(review),
+        "operation": jobs.row_view(Operation.get_by_id(row.id)),
+    }
+
+
+def _adopt(target: Target, row: Operation, object_id: int) -> None:
+    effect = effect_for_row(target, row)
+    client = target.client
+    try:
+        if target.companion.present:
+            carried = [o["id"] for o in client.find_by_operation_keys([row.operation_key])]
+            if object_id not in carried:
+                route = "media" if row.action == "media" else "posts"
+                client.call(
+                    "POST",
+                    f"/wp/v2/{route}/{object_id}",
+                    write=True,
+                    json_body={"meta": {OPERATION_KEY_META: row.operation_key}},
+                )
+        operations.confirm(target, row, effect, object_id, reconciled=True)
+    except WordPressError as error:
+        raise exc.WordPressUnavailable(
+            f"could not adopt object {object_id}: {error.message}", retry_after=2
+        ) from error
+    if row.action == "draft":
+        jobs.touch(target.job, post_id=object_id)
+        jobs.advance_phase(target.job, "draft_confirmed")

@@ -98,3 +98,57 @@ def check_suspected_duplicates(target, row: Operation, effect) -> None:
             ledger_state=row.state,
             review_id=review.id,
         )
+
+
+def list_open(tenant: str) -> list[dict]:
+    """Open review items of ``tenant``, oldest first."""
+    return [
+        review_view(r)
+        for r in Review.select()
+        .where(Review.tenant == tenant, Review.status == "open")
+        .order_by(Review.id)
+    ]
+
+
+def review_view(review: Review) -> dict:
+    """A review item as JSON."""
+    return {
+        "review_id": review.id,
+        "job_id": review.job_id,
+        "operation_key": review.operation_key,
+        "kind": review.kind,
+        "detail": review.detail,
+        "status": review.status,
+        "decision": review.decision,
+        "post_id": review.post_id,
+        "resolved_by": review.resolved_by,
+        "created_at": db.rfc3339(review.created_at),
+        "resolved_at": db.rfc3339(review.resolved_at),
+    }
+
+
+def get_open(tenant: str, review_id: int) -> Review:
+    """The open review ``review_id`` of ``tenant``.
+
+    Raises:
+        NotFound: no such review for this tenant, or it was already resolved.
+    """
+    review = Review.get_or_none(Review.id == review_id, Review.tenant == tenant)
+    if review is None or review.status != "open":
+        raise exc.NotFound(f"no open review {review_id}")
+    return review
+
+
+def close(review: Review, decision: str, post_id: int | None, editor: str) -> Review:
+    """Record an editor's decision (``same_as`` or ``distinct``) on ``review``."""
+    Review.update(
+        status="resolved",
+        decision=decision,
+        post_id=post_id,
+        resolved_by=editor,
+        resolved_at=db.utcnow(),
+    ).where(Review.id == review.id).execute()
+    log.info(
+        "review %s resolved as %s by %s (%s)", review.id, decision, editor, review.operation_key
+    )
+    return Review.get_by_id(review.id)

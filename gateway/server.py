@@ -8,6 +8,7 @@ reconciliation sweep runs in the master process for the whole server, not one pe
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from gunicorn.app.base import BaseApplication
@@ -54,6 +55,10 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
         ConfigError: configuration is invalid (checked before any worker starts).
     """
     cfg = config_module.load()
+    logging.basicConfig(
+        level=logging.INFO,
+        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
+    )
     if cfg.database_url.startswith("sqlite"):
         from gateway import create_app
 

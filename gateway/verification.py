@@ -5,13 +5,16 @@ rendered titles carry HTML entities) and compares it with the baseline WordPress
 the gateway wrote it (kept in the draft receipt). What WordPress changed at write time
 (sanitising ``&`` to ``&amp;``, stripping tags for authors) is reported under ``normalized``
 and is not a failure; later drift from the baseline - a field emptied, meta dropped, an image
-unset - is. Shape: API.md, "Verification response".
+unset - is. Gateway-marked blocks (:mod:`gateway.blocks`) are left out of the content comparison: a
+block insert is not drift (the approval digest still covers them). Shape: API.md,
+"Verification response".
 """
 
 from __future__ import annotations
 
 import re
 
+from gateway.blocks import strip_blocks
 from gateway.digests import canonical_json
 from gateway.digests import sha256_hex
 from gateway.wordpress import SEO_META
@@ -92,10 +95,11 @@ def compare(
         "title": _field(base["title"], live["title"]),
         "excerpt": _field(base["excerpt"], live["excerpt"]),
         "content": _field(
-            "sha256:" + sha256_hex(base["content"]), "sha256:" + sha256_hex(live["content"])
+            "sha256:" + sha256_hex(strip_blocks(base["content"])),
+            "sha256:" + sha256_hex(strip_blocks(live["content"])),
         ),
         "featured_media": _field(want["featured_media"], live["featured_media"]),
-        "body_media": _field(want["body_media"], body_image_ids(live["content"])),
+        "body_media": _field(want["body_media"], body_image_ids(strip_blocks(live["content"]))),
     }
     for name in SEO_META:
         label = "seo." + name

@@ -26,4 +26,10 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
   rm -f .venv/.installed-*; touch "$stamp"
 fi
+if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then
+  # The test suite also validates docker-compose.yml (Debian's docker-compose parses it without
+  # an engine), drives the review page in a real headless Chromium, and runs n8n.
+  apt_install docker-compose chromium chromium-driver
+  bash scripts/install_n8n.sh >/dev/null
+fi
 bash wp_test_site/up.sh

@@ -119,3 +119,14 @@ def test_draft_for_unknown_job_is_404(offline_gw):
     answer = offline_gw.put_draft(new_job_id(), draft_body())
     assert answer.status_code == 404
     assert problem_slug(answer) == "job-not-found"
+
+
+def test_metrics_expose_ledger_figures_without_credentials(offline_gw):
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    offline_gw.client.get("/v1/jobs", headers={"Authorization": "Bearer wrong"})
+    answer = offline_gw.client.get("/metrics")
+    assert answer.status_code == 200
+    text = answer.get_data(as_text=True)
+    assert "gateway_unauthorized_calls_total 1.0" in text
+    assert offline_gw.author["app_password"] not in text

@@ -100,11 +100,19 @@ def _authenticate():
 
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
+    from gateway.api import editorial
     from gateway.api import health
     from gateway.api import jobs
+    from gateway.api import report
+    from gateway.api import review_page
+    from gateway.api import reviews
 
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)
+    app.register_blueprint(editorial.bp)
+    app.register_blueprint(reviews.bp)
+    app.register_blueprint(report.bp)
+    app.register_blueprint(review_page.bp)
 
     @app.before_request
     def _connect():

@@ -9,9 +9,12 @@ from flask import Blueprint
 from flask import g
 from flask import request
 
+from gateway import approvals
+from gateway import checkpoints
 from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
+from gateway import leases
 from gateway import media
 from gateway import reconciliation
 from gateway import validation
@@ -25,6 +28,25 @@ bp = Blueprint("jobs", __name__, url_prefix="/v1")
 def _job(job_id: str):
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
     return jobs.get_job(g.principal.tenant, job_id)
+
+
+def check_side_effect(job) -> int | None:
+    """The checks that precede any ledger claim or WordPress call of a side-effect call: the
+    job is not cancelled (409 ``job-cancelled``) and, for workflow tokens,
+    ``X-Fencing-Token`` matches the job's lease (409 ``lease-required`` /
+    ``stale-fencing-token``). Returns the fencing token sent (None for editors)."""
+    jobs.ensure_active(job)
+    if g.principal.role != "workflow":
+        return None
+    token = leases.parse_token(request.headers.get("X-Fencing-Token"))
+    leases.check_fencing(job, token)
+    return token
+
+
+def side_effect_target(job):
+    """The WordPress target of a side-effect call after :func:`check_side_effect`; the
+    fencing token is stored on the ledger row."""
+    return jobs.target_for(config(), job, fencing_token=check_side_effect(job))
 
 
 def _answer(body: dict, outcome):
@@ -75,8 +97,14 @@ def put_job(job_id: str):
 @bp.get("/jobs/<job_id>")
 @roles("workflow", "editor", "admin")
 def get_job(job_id: str):
-    """The job, its ledger rows and open review items."""
-    return jobs.job_view(_job(job_id))
+    """The job, its ledger rows, approvals, checkpoints, lease and open review items."""
+    job = _job(job_id)
+    return {
+        **jobs.job_view(job),
+        "approvals": [approvals.approval_view(a) for a in approvals.approvals_of(job)],
+        "checkpoints": checkpoints.checkpoints_of(job),
+        "lease": leases.active_lease(job),
+    }
 
 
 @bp.put("/jobs/<job_id>/media/<slot>")
@@ -109,7 +137,7 @@ def put_media(job_id: str, slot: str):
             "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
         )
     media.sniff(content)  # 415 before any ledger row or WordPress call
-    target = jobs.target_for(config(), job)
+    target = side_effect_target(job)
     outcome = media.put_media(
         target,
         slot,
@@ -128,7 +156,7 @@ def put_draft(job_id: str):
     """Create the job's draft once, read it back and verify it."""
     job = _job(job_id)
     body = json_body("draft")
-    outcome = drafts.put_draft(jobs.target_for(config(), job), body)
+    outcome = drafts.put_draft(side_effect_target(job), body)
     return _answer(drafts.draft_view(outcome), outcome)
 
 

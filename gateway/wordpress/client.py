@@ -31,7 +31,8 @@ SEO_META = {
     "focus_keyword": "rank_math_focus_keyword",
 }
 COMPANION_NAMESPACE = "/publishing-gateway/v1"
-LOOKUP_BATCH = 50  # operation keys per lookup query (URL stays well under 8 KiB)
+LOOKUP_BATCH = 100  # operation keys per lookup query: the companion plugin's maximum
+LOOKUP_QUERY_BYTES = 6000  # URL-encoded keys per query, so the URL stays under 8 KiB
 
 _local = threading.local()
 _JSON_START = re.compile(r"[\[{]")
@@ -65,6 +66,24 @@ def parse_json_lenient(text: str):
         if not match:
             raise
         return json.JSONDecoder().raw_decode(text[match.start() :])[0]
+
+
+def lookup_batches(keys: list[str]) -> list[list[str]]:
+    """Split ``keys`` into lookup queries: at most :data:`LOOKUP_BATCH` keys and
+    :data:`LOOKUP_QUERY_BYTES` URL-encoded bytes each (a single longer key goes alone)."""
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    size = 0
+    for key in keys:
+        cost = len(quote(key, safe="")) + 3  # "%2C" between keys
+        if batch and (len(batch) == LOOKUP_BATCH or size + cost > LOOKUP_QUERY_BYTES):
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append(key)
+        size += cost
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 def error_for(method: str, url: str, response: requests.Response) -> WordPressError:
@@ -236,12 +255,12 @@ class WordPressClient:
             return None
 
     def find_by_operation_keys(self, keys: list[str]) -> list[dict]:
-        """Every object (any type, any status) carrying one of ``keys``, in batches of
-        :data:`LOOKUP_BATCH` keys per query. Entries: ``operation_key``, ``id``, ``type``,
+        """Every object (any type, any status) carrying one of ``keys``, in batches of up
+        to :data:`LOOKUP_BATCH` keys per query (fewer when long keys would make the URL
+        longer than :data:`LOOKUP_QUERY_BYTES`). Entries: ``operation_key``, ``id``, ``type``,
         ``status``, ``date_gmt``, ``title``."""
         found: list[dict] = []
-        for start in range(0, len(keys), LOOKUP_BATCH):
-            batch = keys[start : start + LOOKUP_BATCH]
+        for batch in lookup_batches(keys):
             body = self.call(
                 "GET",
                 COMPANION_NAMESPACE + "/objects",

@@ -1,0 +1,36 @@
+"""Review items for editors: ``GET /v1/reviews``, ``POST /v1/reviews/{id}/resolve``."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+from flask import g
+
+from gateway import reconciliation
+from gateway import reviews
+from gateway.api import config
+from gateway.api import json_body
+from gateway.api import roles
+
+bp = Blueprint("reviews", __name__, url_prefix="/v1")
+
+
+@bp.get("/reviews")
+@roles("editor", "admin")
+def list_reviews():
+    """The tenant's open review items (suspected duplicates, keys on several objects)."""
+    return {"reviews": reviews.list_open(g.principal.tenant)}
+
+
+@bp.post("/reviews/<int:review_id>/resolve")
+@roles("editor", "admin")
+def resolve(review_id: int):
+    """``{"decision": "same_as", "post_id"}`` or ``{"decision": "distinct"}``."""
+    body = json_body("review_resolve")
+    return reconciliation.resolve_review(
+        config(),
+        g.principal.tenant,
+        review_id,
+        body["decision"],
+        body.get("post_id"),
+        g.principal.name,
+    )

@@ -1,0 +1,104 @@
+"""Preflight of a WordPress site (``gateway doctor``): can the gateway reach it, log in, and
+which of its guarantees hold there?
+
+Without the companion plugin the gateway still works, but with weaker guarantees: no lookup by
+operation key (reconciliation waits out the in-flight window and falls back to
+suspected-duplicate review), no uniqueness guard inside WordPress, and no Rank Math fields over
+REST. This report says so plainly instead of letting a user find out from a duplicate.
+"""
+
+from __future__ import annotations
+
+from gateway import sites
+from gateway.config import Config
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressError
+
+ROLE_ADVICE = {
+    "administrator": "use an author: administrators have unfiltered_html, so WordPress would "
+    "not sanitise script in content written for them",
+    "editor": "use an author: editors have unfiltered_html, so WordPress would not sanitise "
+    "script in content written for them",
+}
+
+
+def _check(name: str, ok: bool | None, detail: str) -> dict:
+    return {"check": name, "ok": ok, "detail": detail}
+
+
+def doctor(config: Config, tenant: str, site_name: str) -> dict:
+    """Check site ``site_name`` of ``tenant``.
+
+    Returns ``{"site", "url", "ok", "checks": [{"check", "ok", "detail"}], "guarantees"}``;
+    ``ok`` is False when a check failed (None entries are warnings).
+
+    Raises:
+        SiteNotFound: no such site for the tenant.
+    """
+    site = sites.get_site(tenant, site_name)
+    client = sites.client_for(site, config.secret_key, config.wp_timeout)
+    checks = []
+    try:
+        me = client.me()
+    except WordPressAuthError as error:
+        checks.append(_check("login", False, f"application password refused: {error.message}"))
+        return _result(site, checks, sites.ABSENT)
+    except WordPressError as error:
+        checks.append(_check("rest_api", False, f"{client.url('/')} not usable: {error}"))
+        return _result(site, checks, sites.ABSENT)
+    checks.append(_check("rest_api", True, f"{client.url('/')} answers with pretty permalinks"))
+    roles = me.get("roles") or []
+    checks.append(_check("login", True, f"logged in as {me.get('slug')} ({', '.join(roles)})"))
+    advice = [ROLE_ADVICE[r] for r in roles if r in ROLE_ADVICE]
+    checks.append(
+        _check(
+            "role",
+            None if advice else True,
+            advice[0] if advice else "author role: WordPress sanitises content as for any author",
+        )
+    )
+    sites.forget_companion()
+    found = sites.companion(site, client)
+    checks.append(
+        _check(
+            "companion_plugin",
+            found.present or None,
+            f"version {found.version}: lookup by operation key available"
+            if found.present
+            else "absent: reconciliation can only wait out GATEWAY_INFLIGHT_WINDOW, then asks an "
+            "editor about same-title posts",
+        )
+    )
+    checks.append(
+        _check(
+            "uniqueness_guard",
+            found.guard or None,
+            "WordPress refuses a second object with one operation key"
+            if found.guard
+            else "absent: a resend after a lost response relies on the in-flight window alone",
+        )
+    )
+    checks.append(
+        _check(
+            "seo_meta",
+            found.seo_meta or None,
+            "Rank Math fields are writable and readable over REST"
+            if found.seo_meta
+            else "absent: Rank Math fields are silently dropped by WordPress and verify as null",
+        )
+    )
+    return _result(site, checks, found)
+
+
+def _result(site, checks: list[dict], found: sites.Companion) -> dict:
+    return {
+        "site": site.name,
+        "url": site.url,
+        "ok": all(c["ok"] is not False for c in checks),
+        "checks": checks,
+        "guarantees": {
+            "lookup_by_operation_key": found.present,
+            "guard": found.guard,
+            "seo_meta": found.seo_meta,
+        },
+    }

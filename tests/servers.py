@@ -1,0 +1,118 @@
+"""Real ``gateway serve`` processes for tests: started, SIGKILLed and restarted on one ledger,
+called like n8n calls them (retrying on a lost connection or a retryable status)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import requests
+from conftest import SECRET_KEY
+from conftest import SITE_NAME
+from conftest import TENANT
+from conftest import free_port
+from conftest import gateway_command
+from conftest import problem_slug
+
+PASSWORD_ENV = "GW_TEST_AUTHOR_APP_PASSWORD"
+
+
+class Server:
+    """A ``gateway serve`` process that can be SIGKILLed and restarted on the same ledger."""
+
+    def __init__(self, site: dict, ledger_url: str, workdir: Path, site_url: str | None = None):
+        self.env = {
+            **os.environ,
+            "GATEWAY_DATABASE_URL": ledger_url,
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "GATEWAY_WP_TIMEOUT": "3",
+            "GATEWAY_INFLIGHT_WINDOW": "3",
+            PASSWORD_ENV: site["users"]["author"]["app_password"],
+        }
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+        self._cli(
+            "sites",
+            "add",
+            "--tenant",
+            TENANT,
+            "--name",
+            SITE_NAME,
+            "--url",
+            site_url or site["url"],
+            "--username",
+            site["users"]["author"]["username"],
+            "--app-password-env",
+            PASSWORD_ENV,
+        )
+        out = self._cli(
+            "tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n"
+        )
+        self.headers = {"Authorization": "Bearer " + out.strip().splitlines()[-1]}
+
+    def _cli(self, *args: str) -> str:
+        done = subprocess.run(
+            [*gateway_command(), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def start(self, crash_point: str = "", workers: int = 2, sweep_interval: float = 0) -> Server:
+        port = free_port()
+        env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point}
+        log = open(self.workdir / f"serve-{port}.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                *gateway_command(),
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--sweep-interval",
+                str(sweep_interval),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(self.url + "/healthz", timeout=2).ok:
+                    return self
+            except requests.RequestException:
+                time.sleep(0.2)
+        raise AssertionError("gateway serve did not start")
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def call(self, method: str, path: str, **kwargs) -> requests.Response:
+        return requests.request(method, self.url + path, headers=self.headers, timeout=30, **kwargs)
+
+    def retry(self, method: str, path: str, tries: int = 10, **kwargs) -> requests.Response:
+        """Retry like n8n: on a lost connection or a retryable status, wait and send again."""
+        for _ in range(tries):
+            try:
+                answer = self.call(method, path, **kwargs)
+            except requests.ConnectionError:
+                time.sleep(1)
+                continue
+            if answer.status_code not in (409, 503) or problem_slug(answer) == "needs-review":
+                return answer
+            time.sleep(min(float(answer.headers.get("Retry-After", "1")), 3))
+        return answer

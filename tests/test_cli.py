@@ -1,0 +1,132 @@
+"""The ``gateway`` command line as an operator uses it (real processes, real WordPress)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import SECRET_KEY
+from conftest import gateway_command
+
+from gateway.testing.fault_proxy import Fault
+
+PASSWORD_ENV = "GW_TEST_APP_PASSWORD"
+
+
+@pytest.fixture
+def run(ledger_url):
+    env = {**os.environ, "GATEWAY_DATABASE_URL": ledger_url, "GATEWAY_SECRET_KEY": SECRET_KEY}
+
+    def cli(*args: str, password: str | None = None) -> subprocess.CompletedProcess:
+        extra = {PASSWORD_ENV: password} if password else {}
+        return subprocess.run(
+            [*gateway_command(), *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    return cli
+
+
+def add_site(run, url: str, user: dict, name: str = "blog") -> subprocess.CompletedProcess:
+    return run(
+        "sites",
+        "add",
+        "--tenant",
+        "acme",
+        "--name",
+        name,
+        "--url",
+        url,
+        "--username",
+        user["username"],
+        "--app-password-env",
+        PASSWORD_ENV,
+        password=user["app_password"],
+    )
+
+
+def test_tokens_create_prints_the_token_alone_on_the_last_line(run):
+    assert run("init-db").returncode == 0
+    done = run("tokens", "create", "--tenant", "acme", "--role", "editor", "--name", "ed")
+    assert done.returncode == 0
+    token = done.stdout.strip().splitlines()[-1]
+    assert len(token) >= 43 and " " not in token
+    refused = run("tokens", "create", "--tenant", "acme", "--role", "root", "--name", "x")
+    assert refused.returncode != 0
+
+
+def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
+    author = wp_site["users"]["author"]
+    first = add_site(run, wp_site["url"], author)
+    second = add_site(run, wp_site["url"], author)
+    assert first.returncode == 0 and second.returncode == 0
+    assert json.loads(second.stdout)["credential_version"] == 2
+    for text in (first.stdout, first.stderr, second.stdout, second.stderr):
+        assert author["app_password"] not in text
+    missing = run(
+        "sites",
+        "add",
+        "--tenant",
+        "acme",
+        "--name",
+        "x",
+        "--url",
+        "http://x",
+        "--username",
+        "u",
+        "--app-password-env",
+        "NOT_SET_ANYWHERE",
+    )
+    assert missing.returncode != 0 and "NOT_SET_ANYWHERE" in missing.stderr
+
+
+@pytest.mark.wordpress
+def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
+    add_site(run, wp_site["url"], wp_site["users"]["author"])
+    good = run("doctor", "--tenant", "acme", "--site", "blog")
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["guarantees"] == {
+        "lookup_by_operation_key": True,
+        "guard": True,
+        "seo_meta": True,
+    }
+    add_site(run, proxy.url, wp_site["users"]["editor"], name="bare")
+    proxy.add_fault(
+        Fault(
+            kind="status_without_forward",
+            status=404,
+            path=r"^/wp-json/publishing-gateway/",
+            times=None,
+        )
+    )
+    bare = run("doctor", "--tenant", "acme", "--site", "bare")
+    result = json.loads(bare.stdout)
+    assert bare.returncode == 0 and result["guarantees"]["guard"] is False
+    warnings = {c["check"] for c in result["checks"] if c["ok"] is None}
+    assert {"role", "companion_plugin", "uniqueness_guard", "seo_meta"} <= warnings
+    wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
+    add_site(run, wp_site["url"], wrong, name="revoked")
+    refused = run("doctor", "--tenant", "acme", "--site", "revoked")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["checks"][0]["check"] == "login"
+
+
+@pytest.mark.wordpress
+def test_reconcile_and_report_print_json(run, wp_site):
+    add_site(run, wp_site["url"], wp_site["users"]["author"])
+    counts = json.loads(run("reconcile").stdout)
+    assert counts == {
+        "examined": 0,
+        "confirmed": 0,
+        "absent": 0,
+        "needs_review": 0,
+        "unreachable": 0,
+    }
+    report = json.loads(run("report", "--tenant", "acme").stdout)["acme"]
+    assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0
