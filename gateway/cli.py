@@ -118,6 +118,17 @@ def tokens_create(tenant, role, name):
     click.echo(token)
 
 
+@tokens_group.command("revoke")
+@click.option("--tenant", required=True)
+@click.option("--name", required=True)
+@with_appcontext
+def tokens_revoke(tenant, name):
+    """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
+    with database.connection_context():
+        count = tokens.revoke_tokens(tenant, name)
+    click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
+
+
 @cli.command("reconcile")
 @click.option(
     "--older-than",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from gateway.db import utcnow
 from gateway.digests import sha256_hex
 from gateway.ledger import Token
 
@@ -38,7 +39,22 @@ def create_token(tenant: str, role: str, name: str) -> str:
 
 def authenticate(token: str) -> Principal | None:
     """The principal for ``token``, or None when it is unknown or revoked."""
-    row = Token.get_or_none(Token.token_hash == sha256_hex(token))
+    return authenticate_hash(sha256_hex(token))
+
+
+def authenticate_hash(token_hash: str) -> Principal | None:
+    """The principal for a token's SHA-256 (an editor's session keeps only that, so a
+    revoked token ends its sessions at the next request), or None."""
+    row = Token.get_or_none(Token.token_hash == token_hash)
     if row is None or row.revoked_at is not None:
         return None
     return Principal(row.tenant, row.role, row.name)
+
+
+def revoke_tokens(tenant: str, name: str) -> int:
+    """Revoke every live token of ``tenant`` named ``name``; returns how many."""
+    return (
+        Token.update(revoked_at=utcnow())
+        .where(Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null())
+        .execute()
+    )

@@ -87,6 +87,21 @@ def test_editor_signs_in_with_a_safe_session_cookie_and_no_token_in_the_page(off
     assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
 
 
+def test_revoking_the_editor_token_ends_the_session_at_the_next_request(offline_gw):
+    from gateway import tokens
+    from gateway.db import database
+
+    editor = offline_gw.make_token("editor")
+    client = offline_gw.app.test_client()
+    _sign_in(client, editor)
+    assert client.get("/review").status_code == 200
+    with offline_gw.app.app_context(), database.connection_context():
+        assert tokens.revoke_tokens("acme", "test-editor") == 1
+    answer = client.get("/review")
+    assert answer.status_code == 303 and answer.headers["Location"].endswith("/review/login")
+    assert client.get("/v1/reviews", headers=offline_gw.headers(editor)).status_code == 401
+
+
 def test_form_post_without_csrf_token_is_400(offline_gw):
     editor = offline_gw.make_token("editor")
     assert offline_gw.client.post("/review/login", data={"token": editor}).status_code == 400

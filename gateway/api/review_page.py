@@ -39,6 +39,7 @@ from gateway.api import config
 from gateway.api import roles
 from gateway.api.jobs import _job
 from gateway.api.jobs import side_effect_target
+from gateway.digests import sha256_hex
 
 log = logging.getLogger(__name__)
 bp = Blueprint("review_page", __name__, url_prefix="/review")
@@ -72,9 +73,14 @@ def _configure(state) -> None:
 
 def _signed_in() -> tokens.Principal | None:
     data = session.get(SESSION_KEY)
-    if not isinstance(data, dict) or data.get("role") not in EDITOR_ROLES:
+    if not isinstance(data, dict) or not data.get("token_sha256"):
         return None
-    return tokens.Principal(data["tenant"], data["role"], data["name"])
+    # Re-checked on every request: a revoked token ends its sessions at once.
+    principal = tokens.authenticate_hash(data["token_sha256"])
+    if principal is None or principal.role not in EDITOR_ROLES:
+        session.clear()
+        return None
+    return principal
 
 
 @bp.before_request
@@ -150,6 +156,7 @@ def login():
         "tenant": principal.tenant,
         "role": principal.role,
         "name": principal.name,
+        "token_sha256": sha256_hex(token),
     }
     log.info("review page: %s signed in (tenant %s)", principal.name, principal.tenant)
     flash(f"Signed in as {principal.name} ({principal.role}, tenant {principal.tenant}).", "info")
