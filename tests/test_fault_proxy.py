@@ -502,7 +502,7 @@ def test_cli_prints_url_and_applies_faults(upstream: Upstream) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            assert process.wait(timeout=30)  # generous: CI machines are busy == 0
+            assert process.wait(timeout=30) == 0  # generous: CI machines are busy
         finally:
             if process.poll() is None:
                 process.kill()
