@@ -1,0 +1,171 @@
+"""Merge the per-script JSON files of one ``benchmarks/run`` into one results file and print
+the figures as a Markdown table (the README's performance section is pasted from it).
+
+    python benchmarks/summarize.py DIR OUT.json
+"""
+
+# ruff: noqa: E501 - long report strings
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def load(directory: Path, name: str) -> dict | None:
+    path = directory / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    directory, out = Path(argv[0]), Path(argv[1])
+    parts = {
+        n: load(directory, n)
+        for n in (
+            "latency",
+            "throughput",
+            "race",
+            "ledger_scale",
+            "reconcile",
+            "profile",
+            "connections_sqlite",
+            "connections_postgresql",
+        )
+    }
+    rows = []  # (figure, compared, measured, goal, met)
+    lat = parts["latency"]
+    if lat:
+        s = lat["samples"]
+        o, m, r = lat["overhead"], lat["media_overhead"], lat["replay"]
+        rows.append(
+            (
+                "overhead",
+                "gateway draft create + read-back ÷ direct POST + GET context=edit",
+                f"{o['ratio_median']:.2f} (p95 {o['ratio_p95']:.2f}); {s['gateway_draft']['median_ms']:.1f} vs "
+                f"{s['direct_draft']['median_ms']:.1f} ms median, +{o['added_ms_median']:.1f} ms",
+                "≤ 1.10",
+                o["ratio_median"] <= 1.10,
+            )
+        )
+        rows.append(
+            (
+                "media overhead",
+                "gateway image ÷ direct upload + read-back",
+                f"{m['ratio_median']:.2f} (p95 {m['ratio_p95']:.2f}); {s['gateway_media']['median_ms']:.1f} vs "
+                f"{s['direct_media']['median_ms']:.1f} ms median",
+                "≤ 1.10",
+                m["ratio_median"] <= 1.10,
+            )
+        )
+        rows.append(
+            (
+                "replay",
+                "replayed draft (ledger only) ÷ direct create",
+                f"median {r['median_ms']:.2f} ms (p95 {r['p95_ms']:.2f}); ratio {r['ratio_to_direct_create']:.3f}",
+                "≤ 2 ms; ≤ 0.1",
+                r["median_ms"] <= 2 and r["ratio_to_direct_create"] <= 0.1,
+            )
+        )
+    race = parts["race"]
+    if race:
+        writes = [x["wordpress_writes"] for x in race["rounds"]]
+        statuses: dict[str, int] = {}
+        for x in race["rounds"]:
+            for k, v in x["statuses"].items():
+                statuses[k] = statuses.get(k, 0) + v
+        rows.append(
+            (
+                "race",
+                f"{race['concurrency']} identical requests × {len(writes)} rounds, "
+                f"{race['gateway_workers']} workers, {race['machine']['database']}",
+                f"WordPress writes per round {writes}; 5xx {race['total_5xx']}; statuses {statuses}; "
+                f"p50 {race['latency']['median_ms']:.0f} ms, p99 {race['latency']['p99_ms']:.0f} ms",
+                "1 write, 0 × 5xx",
+                max(writes) == 1 and min(writes) == 1 and race["total_5xx"] == 0,
+            )
+        )
+    tp = parts["throughput"]
+    if tp:
+        rows.append(
+            (
+                "throughput",
+                f"jobs/s through the gateway ÷ direct, {tp['clients']} clients",
+                f"{tp['ratio']:.2f} ({tp['gateway_jobs_per_s']:.1f} vs {tp['direct_jobs_per_s']:.1f} jobs/s)",
+                "≥ 0.9",
+                tp["ratio"] >= 0.9,
+            )
+        )
+    ls = parts["ledger_scale"]
+    if ls:
+        cells = "; ".join(
+            f"{e['database']} {e['rows']:,}: p50 {e['lookup_p50_ms']:.2f} / p99 {e['lookup_p99_ms']:.2f} ms, "
+            f"RSS {e['rss_mb']:.0f} MiB"
+            for e in ls["sizes"]
+        )
+        rows.append(
+            (
+                "ledger scale",
+                "operation lookup by key",
+                cells,
+                "p99 ≤ 1 ms, flat; RSS flat",
+                ls["worst_p99_ms"] <= 1.0,
+            )
+        )
+    rec = parts["reconcile"]
+    if rec:
+        a, m = rec["all_absent"], rec["mixed"]
+        rows.append(
+            (
+                "reconcile",
+                f"{a['rows']} UNKNOWN operations, one sweep",
+                f"all absent: {a['wordpress_queries']} queries {a['wordpress_queries_by_kind']}, "
+                f"{a['sweep_s']:.2f} s; {m['found_in_wordpress']} found: {m['wordpress_queries']} queries "
+                f"{m['wordpress_queries_by_kind']}, {m['sweep_s']:.2f} s",
+                "≤ 20 queries",
+                a["wordpress_queries"] <= 20 and m["wordpress_queries"] <= 20,
+            )
+        )
+    machine = next((p["machine"] for p in parts.values() if p and "machine" in p), {})
+    result = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine,
+        "table": [
+            {"figure": f, "compared": c, "measured": v, "goal": g, "met": bool(ok)}
+            for f, c, v, g, ok in rows
+        ],
+        "parts": parts,
+    }
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(
+        f"\nmachine: nproc {machine.get('nproc')} ({machine.get('cpu')}), PHP workers "
+        f"{machine.get('php_workers')}, load avg at start {machine.get('loadavg_at_start')}\n"
+    )
+    print("| figure | compared | measured | goal | met |")
+    print("|---|---|---|---|---|")
+    for f, c, v, g, ok in rows:
+        print(f"| {f} | {c} | {v} | {g} | {'yes' if ok else '**no**'} |")
+    prof = parts["profile"]
+    if prof and "per_draft_ms" in prof:
+        print(
+            f"\nprofile (in-process, per job: PUT job + draft + replay): {prof['per_draft_ms']} ms, "
+            f"of which WordPress calls {prof['wordpress_call_ms_per_draft']} ms, SQL "
+            f"{prof['sql_execute_ms_per_draft']} ms, other {prof['rest_ms_per_draft']} ms"
+        )
+    for kind in ("sqlite", "postgresql"):
+        c = parts[f"connections_{kind}"]
+        if c and "draft" in c:
+            print(
+                f"experiment, {kind}: a pooled ledger connection per worker saves "
+                f"{c['draft']['saved_ms_median']:.2f} ms per draft "
+                f"({c['draft']['stock']['median_ms']:.1f} -> {c['draft']['pooled']['median_ms']:.1f}) "
+                f"and {c['replay']['saved_ms_median']:.2f} ms per replay "
+                f"({c['replay']['stock']['median_ms']:.2f} -> {c['replay']['pooled']['median_ms']:.2f})"
+            )
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
