@@ -127,18 +127,13 @@ def touch(job: Job, **fields) -> None:
 
 
 def target_for(config: Config, job: Job, fencing_token: int | None = None) -> Target:
-    """The WordPress target of ``job``: site, client (credentials re-read now) and the
-    companion plugin's guarantees."""
-    site = sites.get_site(job.tenant, job.site)
-    client = sites.client_for(site, config.secret_key, config.wp_timeout)
-    return Target(
-        config=config,
-        job=job,
-        site=site,
-        client=client,
-        companion=sites.companion(site, client),
-        fencing_token=fencing_token,
-    )
+    """The WordPress target of ``job``: its site as stored now (credentials and the companion
+    plugin's guarantees are resolved on first use).
+
+    Raises:
+        SiteNotFound: the job's site was removed.
+    """
+    return Target(config, job, sites.get_site(job.tenant, job.site), fencing_token)
 
 
 def operations_of(job: Job) -> list[Operation]:

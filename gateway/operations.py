@@ -22,6 +22,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
+from functools import cached_property
 
 from peewee import IntegrityError
 
@@ -29,6 +30,7 @@ from gateway import db
 from gateway import exceptions as exc
 from gateway import leases
 from gateway import reviews
+from gateway import sites
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
 from gateway.ledger import FAILED
@@ -52,16 +54,28 @@ CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "aft
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
 
 
-@dataclass
 class Target:
-    """Where a job's side effects go: the job, its site, a client and the site's guarantees."""
+    """Where a job's side effects go: the job, its site, a client and the site's guarantees.
 
-    config: Config
-    job: Job
-    site: Site
-    client: WordPressClient
-    companion: Companion
-    fencing_token: int | None = None
+    The client (which decrypts the site's application password) and the companion-plugin
+    detection are made on first use, so a replay answered from the ledger costs neither.
+    """
+
+    def __init__(self, config: Config, job: Job, site: Site, fencing_token: int | None = None):
+        self.config = config
+        self.job = job
+        self.site = site
+        self.fencing_token = fencing_token
+
+    @cached_property
+    def client(self) -> WordPressClient:
+        """A REST client with the site's credentials as stored now."""
+        return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
+
+    @cached_property
+    def companion(self) -> Companion:
+        """What the site guarantees (companion plugin detection, cached per process)."""
+        return sites.companion(self.site, self.client)
 
 
 @dataclass

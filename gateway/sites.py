@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cryptography.fernet import Fernet
 from cryptography.fernet import InvalidToken
@@ -47,6 +48,7 @@ class Companion:
 ABSENT = Companion(present=False, guard=False, seo_meta=False)
 
 
+@lru_cache(maxsize=4)
 def _fernet(secret_key: str) -> Fernet:
     key = HKDF(
         algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"site-credentials"
