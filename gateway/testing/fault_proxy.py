@@ -34,6 +34,7 @@ import argparse
 import http.cookiejar
 import json
 import re
+import signal
 import socket
 import socketserver
 import struct
@@ -911,13 +912,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     for fault in faults:
         proxy.add_fault(fault)
+    stop = threading.Event()
+    # Installed explicitly: a process started in the background inherits SIGINT as ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     proxy.start()
     print(proxy.url, flush=True)
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
+        while not stop.wait(1):
+            pass
     finally:
         proxy.stop()
     return 0
