@@ -8,11 +8,8 @@ database connection is opened before it.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
-import threading
-import time
 
 import click
 from flask.cli import FlaskGroup
@@ -212,26 +209,6 @@ def demo(site_json):
     from gateway.demo import run_demo
 
     sys.exit(run_demo(site_json))
-
-
-def sweep_forever(interval: float, stop: threading.Event) -> None:
-    """Run a reconciliation sweep every ``interval`` seconds until ``stop`` is set."""
-    from gateway import config as config_module
-    from gateway import db
-    from gateway import reconciliation
-
-    cfg = config_module.load()
-    db.bind(cfg.database_url)
-    log = logging.getLogger("gateway.sweep")
-    while not stop.wait(interval):
-        try:
-            with database.connection_context():
-                counts = reconciliation.sweep(cfg)
-            if counts["examined"]:
-                log.info("sweep: %s", counts)
-        except Exception:  # a sweep must never take the server down
-            log.exception("sweep failed")
-        time.sleep(0)
 
 
 def main() -> None:

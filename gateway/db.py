@@ -25,17 +25,29 @@ SQLITE_PRAGMAS = {
 }
 
 
+POOL = {"max_connections": 16, "stale_timeout": 300, "timeout": 30}
+
+
 def bind(url: str):
     """Bind :data:`database` to ``url`` (``sqlite:///path`` or ``postgresql://...``).
 
+    Connections are pooled (peewee's ``playhouse.pool``): a request's ``close()`` hands its
+    connection back for the next request of the same process instead of reconnecting.
     Returns the concrete peewee database. Opens no connection.
     """
-    if url.startswith("sqlite"):
-        db = connect(url, pragmas=SQLITE_PRAGMAS, autoconnect=True)
-    else:
-        db = connect(url, autoconnect=True)
+    scheme, rest = url.split("://", 1)
+    pooled = scheme if scheme.endswith("+pool") else scheme + "+pool"
+    extra = {"pragmas": SQLITE_PRAGMAS} if scheme.startswith("sqlite") else {}
+    db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra)
+    if database.obj is not None:
+        database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
     database.initialize(db)
     return db
+
+
+def close_all() -> None:
+    """Close every pooled connection of this process (before a fork, or at exit)."""
+    database.obj.close_all()
 
 
 def is_postgres() -> bool:

@@ -8,7 +8,10 @@ reconciliation sweep runs in the master process for the whole server, not one pe
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 
 from gunicorn.app.base import BaseApplication
@@ -33,8 +36,6 @@ class GatewayServer(BaseApplication):
 
     def _when_ready(self, _server):
         if self.sweep_interval > 0:
-            from gateway.cli import sweep_forever
-
             threading.Thread(
                 target=sweep_forever,
                 args=(self.sweep_interval, self._stop),
@@ -46,6 +47,32 @@ class GatewayServer(BaseApplication):
         from gateway import create_app
 
         return create_app()
+
+
+def sweep_forever(interval: float, stop: threading.Event) -> None:
+    """Run ``gateway reconcile`` every ``interval`` seconds until ``stop`` is set.
+
+    Each sweep is a short child process, so the master - which forks the workers - never
+    holds a database connection (a connection carried across fork() corrupts SQLite and
+    confuses PostgreSQL)."""
+    log = logging.getLogger("gateway.sweep")
+    command = [sys.executable, "-m", "gateway.cli", "reconcile"]
+    while not stop.wait(interval):
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=max(interval * 10, 300),
+            )
+        except subprocess.TimeoutExpired:
+            log.error("sweep took too long; the next one starts on schedule")
+            continue
+        if done.returncode != 0:
+            log.error("sweep failed: %s", done.stderr.strip()[-2000:])
+        elif json.loads(done.stdout or "{}").get("examined"):
+            log.info("sweep: %s", done.stdout.strip())
 
 
 def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
@@ -63,9 +90,9 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
         from gateway import create_app
 
         create_app()  # create the SQLite ledger once, before the workers race to do it
-        from gateway.db import database
+        from gateway import db
 
-        database.close()
+        db.close_all()  # no connection may cross the fork into the workers
     options = {
         "bind": f"{host}:{port}",
         "workers": workers,
