@@ -37,7 +37,12 @@ def bind(url: str):
     """
     scheme, rest = url.split("://", 1)
     pooled = scheme if scheme.endswith("+pool") else scheme + "+pool"
-    extra = {"pragmas": SQLITE_PRAGMAS} if scheme.startswith("sqlite") else {}
+    # A pooled SQLite connection is handed from thread to thread, one user at a time.
+    extra = (
+        {"pragmas": SQLITE_PRAGMAS, "check_same_thread": False}
+        if scheme.startswith("sqlite")
+        else {}
+    )
     db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra)
     if database.obj is not None:
         database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones

@@ -187,12 +187,12 @@ def put_draft(target: Target, body: dict) -> Outcome:
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
     job = target.job
-    checkpoints.check_body(job, body["content"])  # before anything is claimed
     key = operations.operation_key(job, "draft")
     digest = request_digest(body)
     existing = Operation.get_or_none(Operation.operation_key == key)
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
-        return Outcome(existing, replayed=True)  # replay without touching WordPress
+        return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
+    checkpoints.check_body(job, body["content"])  # before anything is claimed
     featured, body_ids, content = resolve_media(job, body)
     fields = post_fields(key, body, featured, content)
     previous = _previous_draft(job)

@@ -133,7 +133,7 @@ def target_for(config: Config, job: Job, fencing_token: int | None = None) -> Ta
     Raises:
         SiteNotFound: the job's site was removed.
     """
-    return Target(config, job, sites.get_site(job.tenant, job.site), fencing_token)
+    return Target(config, job, fencing_token)
 
 
 def operations_of(job: Job) -> list[Operation]:

@@ -57,15 +57,20 @@ MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
 class Target:
     """Where a job's side effects go: the job, its site, a client and the site's guarantees.
 
-    The client (which decrypts the site's application password) and the companion-plugin
-    detection are made on first use, so a replay answered from the ledger costs neither.
+    The site row, the client (which decrypts the site's application password) and the
+    companion-plugin detection are made on first use, so a replay answered from the ledger
+    costs none of them.
     """
 
-    def __init__(self, config: Config, job: Job, site: Site, fencing_token: int | None = None):
+    def __init__(self, config: Config, job: Job, fencing_token: int | None = None):
         self.config = config
         self.job = job
-        self.site = site
         self.fencing_token = fencing_token
+
+    @cached_property
+    def site(self) -> Site:
+        """The job's site as stored now (raises SiteNotFound when it was removed)."""
+        return sites.get_site(self.job.tenant, self.job.site)
 
     @cached_property
     def client(self) -> WordPressClient:

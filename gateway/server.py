@@ -96,7 +96,9 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
     options = {
         "bind": f"{host}:{port}",
         "workers": workers,
-        "worker_class": "sync",
+        "worker_class": "gthread",  # keep-alive for n8n and clients; a few threads per worker
+        "threads": 4,
+        "keepalive": 5,
         "timeout": int(cfg.wp_timeout * 2 + 30),
         "graceful_timeout": int(cfg.wp_timeout + 5),
         "preload_app": False,
