@@ -121,11 +121,14 @@ def _seo_name(meta_key: str) -> str:
     return next(name for name, key in SEO_META.items() if key == meta_key)
 
 
-def read_back(target: Target, post_id: int, sent_object: dict | None, intent: dict) -> dict:
+def read_back(
+    target: Target, post_id: int, sent_object: dict | None, intent: dict, live: dict | None = None
+) -> dict:
     """Read the post back (``GET /wp/v2/posts/{id}?context=edit``) and build the draft
     receipt: the baseline WordPress returned to the write (or the read-back when the post was
-    found by reconciliation), what was sent, what is expected, and the verification."""
-    live = target.client.get_post(post_id)
+    found by reconciliation), what was sent, what is expected, and the verification.
+    ``live`` is a read-back already made (a sweep reads many posts in one query)."""
+    live = live or target.client.get_post(post_id)
     receipt = {
         "post_id": post_id,
         "link": live.get("link"),

@@ -54,9 +54,10 @@ def safe_filename(filename: str | None, slot: str, ext: str) -> str:
     return f"{stem}.{ext}"
 
 
-def read_back(target: Target, media_id: int, intent: dict) -> dict:
-    """Read the attachment back (``GET /wp/v2/media/{id}?context=edit``) into a receipt."""
-    stored = target.client.get_media(media_id)
+def read_back(target: Target, media_id: int, intent: dict, stored: dict | None = None) -> dict:
+    """Read the attachment back (``GET /wp/v2/media/{id}?context=edit``) into a receipt;
+    ``stored`` is a read-back already made (a sweep reads many attachments in one query)."""
+    stored = stored or target.client.get_media(media_id)
     return {
         "media_id": media_id,
         "source_url": stored.get("source_url"),

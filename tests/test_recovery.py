@@ -274,3 +274,23 @@ def test_the_server_sweep_finishes_an_unknown_operation_without_any_client_call(
         assert log.count("sweep: {") >= 1
     finally:
         server.kill()
+
+
+def test_a_sweep_reads_many_found_operations_back_in_a_few_queries(gwp, proxy):
+    from gateway import reconciliation
+    from gateway.db import database
+    from gateway.ledger import Operation
+
+    job_ids = [new_job_id() for _ in range(6)]
+    for job_id in job_ids:
+        gwp.put_job(job_id)
+        assert gwp.put_media(job_id, "hero", png_bytes((9, 9, 9), 2)).status_code == 201
+        assert gwp.put_draft(job_id, draft_body(title=f"Sweep {job_id}")).status_code == 201
+    with gwp.app.app_context(), database.connection_context():
+        Operation.update(state="UNKNOWN").execute()
+        proxy.reset_log()
+        counts = reconciliation.sweep(gwp.app.config["GATEWAY"], older_than=0)
+        states = {row.state for row in Operation.select()}
+    assert counts["confirmed"] == 12 and states == {"CONFIRMED"}
+    # One lookup for all keys, one read-back query per object type (plus a plugin check).
+    assert len(proxy.requests) <= 4, [(r.method, r.path) for r in proxy.requests]
