@@ -30,8 +30,6 @@ def main(argv=None) -> int:
             "ledger_scale",
             "reconcile",
             "profile",
-            "connections_sqlite",
-            "connections_postgresql",
         )
     }
     rows = []  # (figure, compared, measured, goal, met)
@@ -153,16 +151,6 @@ def main(argv=None) -> int:
             f"of which WordPress calls {prof['wordpress_call_ms_per_draft']} ms, SQL "
             f"{prof['sql_execute_ms_per_draft']} ms, other {prof['rest_ms_per_draft']} ms"
         )
-    for kind in ("sqlite", "postgresql"):
-        c = parts[f"connections_{kind}"]
-        if c and "draft" in c:
-            print(
-                f"experiment, {kind}: a pooled ledger connection per worker saves "
-                f"{c['draft']['saved_ms_median']:.2f} ms per draft "
-                f"({c['draft']['stock']['median_ms']:.1f} -> {c['draft']['pooled']['median_ms']:.1f}) "
-                f"and {c['replay']['saved_ms_median']:.2f} ms per replay "
-                f"({c['replay']['stock']['median_ms']:.2f} -> {c['replay']['pooled']['median_ms']:.2f})"
-            )
     print(f"\nwrote {out}")
     return 0
 

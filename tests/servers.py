@@ -94,6 +94,7 @@ class Server:
                     return self
             except requests.RequestException:
                 time.sleep(0.2)
+        self.kill()  # never leave a half-started server behind
         raise AssertionError("gateway serve did not start")
 
     def kill(self) -> None:
