@@ -214,10 +214,9 @@ def put_draft(target: Target, body: dict) -> Outcome:
     effect = _draft_effect(target, key, fields, intent, update_of, changed)
     outcome = operations.perform(target, key, digest, effect)
     if outcome.row.state == CONFIRMED:
-        jobs.touch(job, post_id=outcome.row.remote_id)
-        jobs.advance_phase(job, "draft_confirmed")
-        if (outcome.row.receipt.get("verification") or {}).get("ok"):
-            jobs.advance_phase(job, "verified")
+        verified = (outcome.row.receipt.get("verification") or {}).get("ok")
+        phase = "verified" if verified else "draft_confirmed"
+        jobs.advance_phase(job, phase, post_id=outcome.row.remote_id)
     return outcome
 
 

@@ -86,12 +86,14 @@ def put_job(
     return job, False
 
 
-def advance_phase(job: Job, phase: str) -> None:
-    """Move the job forward to ``phase`` (never backwards)."""
+def advance_phase(job: Job, phase: str, **fields) -> None:
+    """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
+    ``post_id``) in the same UPDATE."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
-        Job.update(phase=phase, updated_at=db.utcnow()).where(Job.id == job.id).execute()
-        job.phase = phase
+        fields["phase"] = phase
+    if fields:
+        touch(job, **fields)
 
 
 def cancel_job(job: Job, reason: str) -> Job:

@@ -248,7 +248,7 @@ def perform(
             credential_version=target.site.credential_version,
             fencing_token=target.fencing_token,
         ):
-            return _send(target, _reload(row), effect)
+            return _send(target, _reload(row), effect)  # the row as this sender committed it
         row = _reload(row)  # another request won the claim; look again
     raise exc.OperationInProgress(
         "another request is working on this operation",
@@ -374,11 +374,25 @@ def confirm(
     except WordPressError as error:
         raise _unknown(row, error) from error
     receipt["reconciled"] = reconciled
-    Operation.update(
-        state=CONFIRMED, remote_id=remote_id, receipt=receipt, problem=None, updated_at=db.utcnow()
-    ).where(Operation.id == row.id, Operation.state != CONFIRMED).execute()
+    fields = {
+        "state": CONFIRMED,
+        "remote_id": int(remote_id),
+        "receipt": receipt,
+        "problem": None,
+        "updated_at": db.utcnow(),
+    }
+    updated = (
+        Operation.update(**fields)
+        .where(Operation.id == row.id, Operation.state != CONFIRMED)
+        .execute()
+    )
     crash_point(target.config, "after_ledger_update")
-    return Outcome(_reload(row), created=created, reconciled=reconciled)
+    if updated == 1:  # ours: the row now holds exactly these fields
+        for name, value in fields.items():
+            setattr(row, name, value)
+    else:  # another request confirmed it first: answer with what it recorded
+        row = _reload(row)
+    return Outcome(row, created=created, reconciled=reconciled)
 
 
 def _record_refusal(row: Operation, refusal: WordPressRefused) -> None:

@@ -285,5 +285,4 @@ def _adopt(target: Target, row: Operation, object_id: int) -> None:
             f"could not adopt object {object_id}: {error.message}", retry_after=2
         ) from error
     if row.action == "draft":
-        jobs.touch(target.job, post_id=object_id)
-        jobs.advance_phase(target.job, "draft_confirmed")
+        jobs.advance_phase(target.job, "draft_confirmed", post_id=object_id)
