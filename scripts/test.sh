@@ -21,4 +21,6 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "SKIPPED: the PostgreSQL pass (no server could be started)" >&2
 fi
+echo "== benchmarks, smoke size (so the scripts cannot rot; figures: benchmarks/run)" >&2
+PYTHON=python bash benchmarks/run --smoke >/dev/null
 echo "== done in $((SECONDS - started)) s" >&2
