@@ -303,15 +303,4 @@ def publish(target: Target, by: str) -> Outcome:
 
 def publish_view(outcome: Outcome) -> dict:
     """The publish endpoint's response body."""
-    row = outcome.row
-    receipt = row.receipt or {}
-    return {
-        "operation_key": row.operation_key,
-        "state": row.state,
-        "post_id": row.remote_id,
-        "status": receipt.get("status"),
-        "link": receipt.get("link"),
-        "approval_id": receipt.get("approval_id"),
-        "replayed": outcome.replayed,
-        "reconciled": outcome.reconciled,
-    }
+    return operations.outcome_view(outcome, "post_id", "status", "link", "approval_id")

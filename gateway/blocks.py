@@ -159,14 +159,4 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
 
 def block_view(outcome: Outcome) -> dict:
     """The block endpoint's response body."""
-    row = outcome.row
-    receipt = row.receipt or {}
-    return {
-        "operation_key": row.operation_key,
-        "state": row.state,
-        "post_id": row.remote_id,
-        "name": receipt.get("name"),
-        "digest": receipt.get("digest"),
-        "replayed": outcome.replayed,
-        "reconciled": outcome.reconciled,
-    }
+    return operations.outcome_view(outcome, "post_id", "name", "digest")

@@ -222,48 +222,26 @@ def put_draft(target: Target, body: dict) -> Outcome:
 
 def _previous_draft(job) -> Operation | None:
     """The CONFIRMED draft of an earlier task version, whose post a new version updates."""
-    return (
-        Operation.select()
-        .where(
-            Operation.tenant == job.tenant,
-            Operation.job_id == job.job_id,
-            Operation.action == "draft",
-            Operation.state == CONFIRMED,
-            Operation.task_version < job.task_version,
-        )
-        .order_by(Operation.task_version.desc())
-        .first()
-    )
+    return latest_draft(job, below_version=job.task_version)
 
 
 def draft_view(outcome: Outcome) -> dict:
     """The draft endpoint's response body."""
-    row = outcome.row
-    receipt = row.receipt or {}
-    return {
-        "operation_key": row.operation_key,
-        "state": row.state,
-        "post_id": row.remote_id,
-        "replayed": outcome.replayed,
-        "reconciled": outcome.reconciled,
-        "link": receipt.get("link"),
-        "verification": receipt.get("verification"),
-    }
+    return operations.outcome_view(outcome, "post_id", "link", "verification")
 
 
-def latest_draft(job) -> Operation | None:
-    """The job's CONFIRMED draft row of the highest task version."""
-    return (
-        Operation.select()
-        .where(
-            Operation.tenant == job.tenant,
-            Operation.job_id == job.job_id,
-            Operation.action == "draft",
-            Operation.state == CONFIRMED,
-        )
-        .order_by(Operation.task_version.desc())
-        .first()
+def latest_draft(job, below_version: int | None = None) -> Operation | None:
+    """The job's CONFIRMED draft row of the highest task version (below ``below_version``
+    when given)."""
+    query = Operation.select().where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.action == "draft",
+        Operation.state == CONFIRMED,
     )
+    if below_version is not None:
+        query = query.where(Operation.task_version < below_version)
+    return query.order_by(Operation.task_version.desc()).first()
 
 
 def verify_job(target: Target) -> dict:

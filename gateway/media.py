@@ -150,14 +150,4 @@ def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
 
 def media_view(outcome: Outcome) -> dict:
     """The media endpoint's response body."""
-    row = outcome.row
-    receipt = row.receipt or {}
-    return {
-        "operation_key": row.operation_key,
-        "state": row.state,
-        "media_id": row.remote_id,
-        "source_url": receipt.get("source_url"),
-        "mime_type": receipt.get("mime_type"),
-        "replayed": outcome.replayed,
-        "reconciled": outcome.reconciled,
-    }
+    return operations.outcome_view(outcome, "media_id", "source_url", "mime_type")

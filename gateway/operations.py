@@ -121,6 +121,21 @@ class Outcome:
     reconciled: bool = False  # found in WordPress by lookup
 
 
+def outcome_view(outcome: Outcome, id_name: str, *receipt_fields: str) -> dict:
+    """The common response body of a side-effect call: operation key, ledger state, the
+    remote id under ``id_name``, ``replayed``/``reconciled``, and the named receipt fields."""
+    row = outcome.row
+    receipt = row.receipt or {}
+    return {
+        "operation_key": row.operation_key,
+        "state": row.state,
+        id_name: row.remote_id,
+        **{name: receipt.get(name) for name in receipt_fields},
+        "replayed": outcome.replayed,
+        "reconciled": outcome.reconciled,
+    }
+
+
 def crash_point(config: Config, name: str) -> None:
     """Kill this process at ``name`` when fault tests enabled it (``GATEWAY_CRASH_POINTS``)."""
     if name in config.crash_points:
