@@ -84,6 +84,24 @@ def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
         "NOT_SET_ANYWHERE",
     )
     assert missing.returncode != 0 and "NOT_SET_ANYWHERE" in missing.stderr
+    xmlrpc = run(
+        "sites",
+        "add",
+        "--tenant",
+        "acme",
+        "--name",
+        "x",
+        "--url",
+        "http://x",
+        "--username",
+        "u",
+        "--app-password-env",
+        PASSWORD_ENV,
+        "--transport",
+        "xmlrpc",
+        password="p",
+    )
+    assert xmlrpc.returncode != 0 and "not available yet" in xmlrpc.stderr
 
 
 @pytest.mark.wordpress
