@@ -12,9 +12,11 @@ import os
 import sys
 
 import click
-from flask.cli import FlaskGroup
+from flask.cli import AppGroup
+from flask.cli import ScriptInfo
 from flask.cli import with_appcontext
 
+from gateway import __version__
 from gateway import create_app
 from gateway import ledger
 from gateway import sites
@@ -30,13 +32,8 @@ def _app_factory():
         raise click.ClickException(str(error)) from None
 
 
-@click.group(
-    cls=FlaskGroup,
-    create_app=_app_factory,
-    add_version_option=False,
-    load_dotenv=False,
-    set_debug_flag=False,
-)
+@click.group(cls=AppGroup)
+@click.version_option(__version__, prog_name="gateway")
 def cli():
     """Publishing Gateway: idempotent, reconciling writes from automations to WordPress."""
 
@@ -218,7 +215,9 @@ def demo(site_json):
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="gateway")
+    # Flask's ScriptInfo loads the app only for commands that need it, so --help and the
+    # commands that configure themselves (serve, demo) work without GATEWAY_SECRET_KEY.
+    cli(prog_name="gateway", obj=ScriptInfo(create_app=_app_factory, set_debug_flag=False))
 
 
 if __name__ == "__main__":

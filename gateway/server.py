@@ -15,6 +15,7 @@ import sys
 import threading
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.config import KNOWN_SETTINGS
 
 from gateway import config as config_module
 
@@ -106,4 +107,8 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
         "errorlog": "-",
         "loglevel": "info",
     }
+    if "control_socket_disable" in {setting.name for setting in KNOWN_SETTINGS}:
+        # gunicorn >= 25.1 opens one control socket per user by default: several gateway
+        # servers on one host would fight over its path.
+        options["control_socket_disable"] = True
     GatewayServer(options, sweep_interval).run()

@@ -264,14 +264,15 @@ def test_the_server_sweep_finishes_an_unknown_operation_without_any_client_call(
         lost = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=draft_body())
         assert lost.status_code == 503
         deadline = time.monotonic() + 60  # each sweep is a child process: slow on a busy CI box
-        state = "UNKNOWN"
-        while state != "CONFIRMED" and time.monotonic() < deadline:
+        state, log = "UNKNOWN", ""
+        # The child commits CONFIRMED before the server logs its counts: wait for both.
+        while (state != "CONFIRMED" or "sweep: {" not in log) and time.monotonic() < deadline:
             time.sleep(0.5)
             state = server.call("GET", f"/v1/jobs/{job_id}").json()["operations"][0]["state"]
-        log = b"".join(p.read_bytes() for p in tmp_path.glob("serve-*.log")).decode()
+            log = b"".join(p.read_bytes() for p in tmp_path.glob("serve-*.log")).decode()
         assert state == "CONFIRMED", log[-3000:]
+        assert "sweep: {" in log, log[-3000:]
         assert gw.count_objects(op_key(job_id, "draft")) == 1
-        assert log.count("sweep: {") >= 1
     finally:
         server.kill()
 

@@ -71,7 +71,9 @@ def roles(*allowed: str):
         @wraps(view)
         def wrapper(*args, **kwargs):
             if g.principal.role not in allowed:
-                raise exc.Forbidden(f"this call needs a {' or '.join(allowed)} token")
+                raise exc.Forbidden(
+                    f"this call needs a token with one of the roles: {', '.join(allowed)}"
+                )
             return view(*args, **kwargs)
 
         return wrapper
