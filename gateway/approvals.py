@@ -207,7 +207,7 @@ def approvals_of(job: Job) -> list[Approval]:
     )
 
 
-def _refusal(
+def refusal_for(
     approval: Approval, job: Job, post_id: int, digest: str, now
 ) -> exc.GatewayError | None:
     """Why ``approval`` does not allow publishing now, or None when it does."""
@@ -241,9 +241,9 @@ def valid_approval(target: Target) -> tuple[Approval, int]:
     post_id, live = _live(target)
     digest, now = live_digest(live), db.db_now()
     for approval in approvals:
-        if _refusal(approval, job, post_id, digest, now) is None:
+        if refusal_for(approval, job, post_id, digest, now) is None:
             return approval, post_id
-    raise _refusal(approvals[0], job, post_id, digest, now)
+    raise refusal_for(approvals[0], job, post_id, digest, now)
 
 
 def _publish_effect(target: Target, post_id: int, approval: Approval, by: str) -> Effect:

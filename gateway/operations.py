@@ -218,9 +218,9 @@ def in_flight_window(target: Target) -> float:
     return target.config.inflight_window
 
 
-def _age(row: Operation) -> float:
-    sent = row.sent_at or row.updated_at
-    return (db.utcnow() - sent).total_seconds()
+def sent_age(row: Operation) -> float:
+    """Seconds since ``row`` was last sent (or last updated, if never sent)."""
+    return seconds_since(row.sent_at or row.updated_at)
 
 
 def perform(
@@ -293,20 +293,20 @@ def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> Non
     """Absence is proven at once with the guard (or for idempotent updates); otherwise only
     after the in-flight window, and only when no suspected duplicate exists."""
     window = in_flight_window(target)
-    if row.state == SENT and _age(row) < window:
+    if row.state == SENT and sent_age(row) < window:
         raise exc.OperationInProgress(
             "the operation was sent moments ago and is not visible in WordPress yet",
-            retry_after=max(1, int(window - _age(row))),
+            retry_after=max(1, int(window - sent_age(row))),
             operation_key=row.operation_key,
             ledger_state=row.state,
         )
     if not effect.creates or target.companion.guard:
         return
-    if _age(row) < window:
+    if sent_age(row) < window:
         raise exc.OperationInProgress(
             "without the companion plugin's guard, absence is proven only after the "
             "in-flight window",
-            retry_after=max(1, int(window - _age(row))),
+            retry_after=max(1, int(window - sent_age(row))),
             operation_key=row.operation_key,
             ledger_state=row.state,
         )

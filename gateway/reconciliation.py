@@ -89,11 +89,8 @@ def recover_job(target: Target) -> dict:
             report["completed"].append(_entry(row, remote_id=row.remote_id))
         elif row.state == FAILED:
             report["failed"].append(_entry(row, problem="wordpress-refused"))
-    if target.job.post_id is None:
-        draft = next(
-            (r for r in jobs.operations_of(job) if r.action == "draft" and r.state == CONFIRMED),
-            None,
-        )
+    if job.post_id is None:  # a draft confirmed by this reconciliation
+        draft = drafts.latest_draft(job)
         if draft is not None:
             jobs.touch(job, post_id=draft.remote_id)
     report["status"] = jobs.status_of(job)
@@ -114,7 +111,7 @@ def _recover_row(target: Target, row: Operation, report: dict) -> None:
     if outcome is not None:
         report["completed"].append(_entry(row, remote_id=outcome.row.remote_id, reconciled=True))
         return
-    if row.state == SENT and operations._age(row) < operations.in_flight_window(target):
+    if row.state == SENT and operations.sent_age(row) < operations.in_flight_window(target):
         report["unknown"].append(_entry(row, reason="in flight"))
         return
     # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.

@@ -118,7 +118,7 @@ def _approval_state(approval, job: Job, post_id: int | None, digest: str | None,
     """``valid`` or the problem slug that would refuse a publish under ``approval`` now."""
     if post_id is None or digest is None:
         return "unverified"
-    refusal = approvals._refusal(approval, job, post_id, digest, now)
+    refusal = approvals.refusal_for(approval, job, post_id, digest, now)
     return "valid" if refusal is None else refusal.slug
 
 
