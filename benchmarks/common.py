@@ -270,14 +270,14 @@ class Gateway:
 
     def setup_ledger(self) -> None:
         from gateway import db
-        from gateway import ledger
+        from gateway import migrations
         from gateway import sites
         from gateway import tokens
 
         author = self.site["users"]["author"]
         db.bind(self.db_url)
         with db.database.connection_context():
-            ledger.create_tables()
+            migrations.migrate()
             sites.add_site(
                 self.secret,
                 TENANT,

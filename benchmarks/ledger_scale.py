@@ -193,7 +193,7 @@ def size_of(url: str, postgres: bool, database) -> int:
 
 def run_backend(kind: str, sizes: list[int], lookups: int) -> list[dict]:
     from gateway import db
-    from gateway import ledger
+    from gateway import migrations
 
     workdir = Path(tempfile.mkdtemp(prefix="ledger-scale-"))
     postgres = kind == "postgresql"
@@ -202,7 +202,7 @@ def run_backend(kind: str, sizes: list[int], lookups: int) -> list[dict]:
     try:
         database = db.bind(url)
         database.connect()
-        ledger.create_tables()
+        migrations.migrate()
         current = 0
         for size in sizes:
             t0 = time.perf_counter()

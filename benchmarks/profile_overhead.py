@@ -50,14 +50,14 @@ def main(argv=None) -> int:
     try:
         from gateway import create_app
         from gateway import db
-        from gateway import ledger
+        from gateway import migrations
         from gateway import sites
         from gateway import tokens
 
-        app = create_app()
+        app = create_app(check_ledger=False)  # migrated just below
         author = site["users"]["author"]
         with db.database.connection_context():
-            ledger.create_tables()
+            migrations.migrate()
             sites.add_site(
                 secret,
                 common.TENANT,

@@ -51,7 +51,7 @@ def classify(path: str, method: str) -> str:
 
 def scenario(site: dict, proxy: FaultProxy, rows: int, found: int, rid: str, database: str) -> dict:
     from gateway import db
-    from gateway import ledger
+    from gateway import migrations
     from gateway import sites
     from gateway.config import Config
     from gateway.ledger import Job
@@ -88,7 +88,7 @@ def scenario(site: dict, proxy: FaultProxy, rows: int, found: int, rid: str, dat
         # 2. the ledger: one job and one UNKNOWN draft row per key
         database_obj = db.bind(url)
         database_obj.connect(reuse_if_open=True)
-        ledger.create_tables()
+        migrations.migrate()
         author = site["users"]["author"]
         sites.add_site(
             secret,

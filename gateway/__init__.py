@@ -10,20 +10,24 @@ from flask import Flask
 
 from gateway import config as config_module
 from gateway import db
-from gateway import ledger
+from gateway import migrations
 
 __version__ = "0.1.0"
 
 
-def create_app(test_config: dict | None = None) -> Flask:
+def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Flask:
     """The app factory.
 
     Args:
         test_config: overrides of :class:`gateway.config.Config` fields (tests, the demo);
-            when given, a missing ``GATEWAY_SECRET_KEY`` is tolerated.
+            when given, a missing ``GATEWAY_SECRET_KEY`` is tolerated and the ledger is
+            created or migrated (tests start from an empty database).
+        check_ledger: refuse a missing or outdated ledger (the CLI passes False and checks
+            per command, so that ``init-db`` can create it).
 
     Raises:
         ConfigError: configuration is missing or malformed (outside tests).
+        LedgerError: no ledger, or one that ``gateway init-db`` has to migrate first.
     """
     from gateway import api
 
@@ -37,8 +41,10 @@ def create_app(test_config: dict | None = None) -> Flask:
     app.json.ensure_ascii = False
     app.json.sort_keys = False
     db.bind(cfg.database_url)
-    if cfg.database_url.startswith("sqlite") or cfg.testing:
-        ledger.create_tables()
+    if cfg.testing:
+        migrations.migrate()
+    elif check_ledger:
+        migrations.check(cfg.database_url)
     api.init_app(app)
     logging.getLogger("gateway").setLevel(logging.INFO)
     return app

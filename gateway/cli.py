@@ -7,6 +7,7 @@ database connection is opened before it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -18,18 +19,40 @@ from flask.cli import with_appcontext
 
 from gateway import __version__
 from gateway import create_app
-from gateway import ledger
+from gateway import migrations
 from gateway import sites
 from gateway import tokens
 from gateway.config import ConfigError
 from gateway.db import database
 
 
+class KnownProblem(click.ClickException):
+    """A problem the user can fix (configuration, ledger, unknown names): one line on stderr,
+    exit status 2, never a traceback."""
+
+    exit_code = 2
+
+
 def _app_factory():
     try:
-        return create_app()
+        return create_app(check_ledger=False)  # init-db must reach a missing ledger
     except ConfigError as error:
-        raise click.ClickException(str(error)) from None
+        raise KnownProblem(str(error)) from None
+
+
+def needs_ledger(command):
+    """``with_appcontext`` plus a ledger at the current schema version (else exit 2)."""
+
+    @functools.wraps(command)
+    @with_appcontext
+    def wrapper(*args, **kwargs):
+        try:
+            migrations.check(_config().database_url)
+        except migrations.LedgerError as error:
+            raise KnownProblem(str(error)) from None
+        return command(*args, **kwargs)
+
+    return wrapper
 
 
 @click.group(cls=AppGroup)
@@ -48,8 +71,17 @@ def _config():
 @with_appcontext
 def init_db():
     """Create or migrate the ledger at GATEWAY_DATABASE_URL."""
-    ledger.create_tables()
-    click.echo("ledger ready", err=True)
+    where = migrations.describe(_config().database_url)
+    try:
+        before, after = migrations.migrate()
+    except migrations.LedgerError as error:
+        raise KnownProblem(str(error)) from None
+    if before is None:
+        click.echo(f"ledger created at {where} (schema version {after})", err=True)
+    elif before == after:
+        click.echo(f"ledger at {where} is up to date (schema version {after})", err=True)
+    else:
+        click.echo(f"ledger at {where} migrated from schema version {before} to {after}", err=True)
 
 
 @cli.group("sites")
@@ -69,7 +101,7 @@ def sites_group():
     help="Environment variable holding the application password.",
 )
 @click.option("--transport", type=click.Choice(["rest", "xmlrpc"]), default="rest")
-@with_appcontext
+@needs_ledger
 def sites_add(tenant, name, url, username, app_password_env, transport):
     """Add or update a site; an update bumps its credential_version."""
     if transport == "xmlrpc":
@@ -81,7 +113,6 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
     if not password:
         raise click.ClickException(f"environment variable {app_password_env} is empty")
     with database.connection_context():
-        ledger.create_tables()
         site = sites.add_site(
             _config().secret_key, tenant, name, url, username, password, transport
         )
@@ -107,11 +138,10 @@ def tokens_group():
 @click.option("--tenant", required=True)
 @click.option("--role", type=click.Choice(tokens.ROLES), required=True)
 @click.option("--name", required=True, help="Who holds it (shown in audit records).")
-@with_appcontext
+@needs_ledger
 def tokens_create(tenant, role, name):
     """Create a token and print it alone on the last line of stdout, once."""
     with database.connection_context():
-        ledger.create_tables()
         token = tokens.create_token(tenant, role, name)
     click.echo(f"token for {tenant}/{name} ({role}); it is shown only once:", err=True)
     click.echo(token)
@@ -120,7 +150,7 @@ def tokens_create(tenant, role, name):
 @tokens_group.command("revoke")
 @click.option("--tenant", required=True)
 @click.option("--name", required=True)
-@with_appcontext
+@needs_ledger
 def tokens_revoke(tenant, name):
     """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
     with database.connection_context():
@@ -135,7 +165,7 @@ def tokens_revoke(tenant, name):
     default=None,
     help="Seconds since a row's last update for it to count as stale.",
 )
-@with_appcontext
+@needs_ledger
 def reconcile(older_than):
     """One sweep over stale SENT/UNKNOWN rows of every job; prints counts as JSON."""
     from gateway import reconciliation
@@ -148,7 +178,7 @@ def reconcile(older_than):
 @cli.command("doctor")
 @click.option("--tenant", required=True)
 @click.option("--site", "site_name", required=True)
-@with_appcontext
+@needs_ledger
 def doctor_command(tenant, site_name):
     """Preflight of a WordPress site: reachability, login, role, companion plugin."""
     from gateway import doctor
@@ -164,7 +194,7 @@ def doctor_command(tenant, site_name):
 
 @cli.command("report")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
-@with_appcontext
+@needs_ledger
 def report_command(tenant):
     """The acceptance counters of GET /v1/report, as JSON per tenant."""
     from gateway import report
@@ -200,8 +230,8 @@ def serve(host, port, workers, sweep_interval):
 
     try:
         run(host, port, workers, sweep_interval)
-    except ConfigError as error:
-        raise click.ClickException(str(error)) from None
+    except (ConfigError, migrations.LedgerError) as error:
+        raise KnownProblem(str(error)) from None
 
 
 @cli.command("demo", with_appcontext=False)

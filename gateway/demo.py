@@ -24,7 +24,7 @@ from pathlib import Path
 import requests
 
 from gateway import db
-from gateway import ledger
+from gateway import migrations
 from gateway import sites
 from gateway import tokens
 from gateway.client import GatewayClient
@@ -95,7 +95,7 @@ class Demo:
         author = self.site["users"]["author"]
         db.bind(self.env["GATEWAY_DATABASE_URL"])
         with db.database.connection_context():
-            ledger.create_tables()
+            migrations.migrate()
             for name, url in (("wordpress", self.site["url"]), ("flaky", self.proxy.url)):
                 sites.add_site(
                     self.env["GATEWAY_SECRET_KEY"],

@@ -220,12 +220,6 @@ TABLES = [
 ]
 
 
-def create_tables() -> None:
-    """Create or migrate the ledger's tables (idempotent)."""
-    with database.connection_context():
-        database.create_tables(TABLES, safe=True)
-
-
 def bump_counter(name: str, by: int = 1) -> None:
     """Add ``by`` to counter ``name`` atomically (insert on first use)."""
     updated = Counter.update(value=Counter.value + by).where(Counter.name == name).execute()

@@ -81,19 +81,19 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
 
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
+        LedgerError: no ledger, or an outdated one (``gateway init-db`` first).
     """
     cfg = config_module.load()
     logging.basicConfig(
         level=logging.INFO,
         format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
     )
-    if cfg.database_url.startswith("sqlite"):
-        from gateway import create_app
+    from gateway import db
+    from gateway import migrations
 
-        create_app()  # create the SQLite ledger once, before the workers race to do it
-        from gateway import db
-
-        db.close_all()  # no connection may cross the fork into the workers
+    db.bind(cfg.database_url)
+    migrations.check(cfg.database_url)  # refuse before any worker starts: one line, no traceback
+    db.close_all()  # no connection may cross the fork into the workers
     options = {
         "bind": f"{host}:{port}",
         "workers": workers,

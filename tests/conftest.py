@@ -411,6 +411,7 @@ def gateway_server(wp_site, ledger_url, tmp_path):
         assert done.returncode == 0, f"gateway {' '.join(args)} failed: {done.stderr}"
         return done.stdout
 
+    cli("init-db")
     cli(
         "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
         "--username", wp_site["users"]["author"]["username"],

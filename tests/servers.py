@@ -35,6 +35,7 @@ class Server:
         self.workdir = workdir
         self.process: subprocess.Popen | None = None
         self.url = ""
+        self._cli("init-db")
         self._cli(
             "sites",
             "add",

@@ -30,6 +30,8 @@ def run(ledger_url):
             check=False,
         )
 
+    created = cli("init-db")
+    assert created.returncode == 0, created.stderr
     return cli
 
 

@@ -1,0 +1,186 @@
+"""Ledger schema versions and the migrations between them (peewee's ``playhouse.migrate``).
+
+The ledger of release 0.1.0 had no version table: its tables are schema version 1
+(:data:`BASELINE`). Every later change to the tables is one :class:`Migration` in
+:data:`MIGRATIONS`, applied in order inside one transaction each, and recorded as a row of
+``schema_version``. A new, empty database gets the current tables directly and every version
+recorded at once.
+
+Only ``gateway init-db`` (and the test fixtures) call :func:`migrate`; every other command and
+``gateway serve`` call :func:`check`, which refuses a missing or outdated ledger with one line
+saying what to run. Adding a migration: append a ``Migration`` with the next version whose
+``apply`` changes an existing ledger exactly as the models in :mod:`gateway.ledger` now
+describe it (add the column to the model too), and give the change a test that migrates the
+previous release's ledger fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from peewee import DateTimeField
+from peewee import IntegerField
+from peewee import TextField
+from playhouse.migrate import SchemaMigrator
+
+from gateway import db
+from gateway import ledger
+from gateway.db import database
+from gateway.db import utcnow
+
+BASELINE = 1
+
+
+class LedgerError(Exception):
+    """The ledger cannot be used as it is; the message is one line that says what to do."""
+
+
+class SchemaVersion(ledger.BaseModel):
+    """One applied schema version (a row per version: the ledger's migration history)."""
+
+    version = IntegerField(unique=True)
+    description = TextField()
+    applied_at = DateTimeField(default=utcnow)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step from ``version - 1`` to ``version``.
+
+    ``apply(migrator)`` receives a :class:`playhouse.migrate.SchemaMigrator` for the bound
+    database and runs inside the step's transaction; new tables are created with
+    ``Model.create_table(safe=True)``.
+    """
+
+    version: int
+    description: str
+    apply: Callable[[SchemaMigrator], None]
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def latest_version() -> int:
+    """The schema version the code in this checkout reads and writes."""
+    return max([BASELINE, *(m.version for m in MIGRATIONS)])
+
+
+def current_version() -> int | None:
+    """The version of the bound ledger: None when it holds no ledger tables at all,
+    :data:`BASELINE` for a ledger of release 0.1.0 (tables but no ``schema_version``).
+    Needs an open connection."""
+    tables = set(database.get_tables())
+    if SchemaVersion._meta.table_name in tables:
+        newest = SchemaVersion.select(SchemaVersion.version).order_by(SchemaVersion.version.desc())
+        row = newest.first()
+        return row.version if row else BASELINE
+    if ledger.Operation._meta.table_name in tables:
+        return BASELINE
+    return None
+
+
+def migrate() -> tuple[int | None, int]:
+    """Create the ledger, or bring an existing one to :func:`latest_version`.
+
+    Returns ``(version before, version after)``; ``before`` is None for a new ledger.
+
+    Raises:
+        LedgerError: the ledger was written by a newer gateway than this one.
+    """
+    with database.connection_context():
+        before = current_version()
+        target = latest_version()
+        if before is None:
+            with db.atomic():
+                database.create_tables([*ledger.TABLES, SchemaVersion], safe=True)
+                _record(BASELINE, "release 0.1.0 tables")
+                for step in MIGRATIONS:
+                    _record(step.version, step.description)
+            return None, target
+        if before > target:
+            raise LedgerError(
+                f"the ledger is at schema version {before}, newer than this gateway's "
+                f"{target}: upgrade the gateway"
+            )
+        if before == BASELINE:
+            with db.atomic():
+                SchemaVersion.create_table(safe=True)
+                _record(BASELINE, "release 0.1.0 tables")
+        migrator = SchemaMigrator.from_database(database.obj)
+        for step in MIGRATIONS:
+            if step.version > before:
+                with db.atomic():
+                    step.apply(migrator)
+                    _record(step.version, step.description)
+        return before, target
+
+
+def _record(version: int, description: str) -> None:
+    SchemaVersion.insert(version=version, description=description).on_conflict_ignore().execute()
+
+
+def check(database_url: str) -> None:
+    """Refuse a ledger that :func:`migrate` has not brought to the current version.
+
+    Needs the database bound (:func:`gateway.db.bind`); opens and closes a connection.
+
+    Raises:
+        LedgerError: no ledger at ``database_url``, an outdated or newer one, or the database
+            cannot be reached. The message names the URL without its password.
+    """
+    where = describe(database_url)
+    if sqlite_file_missing(database_url):
+        raise _no_ledger(where)
+    try:
+        with database.connection_context():
+            version = current_version()
+    except Exception as error:  # any driver's connection error: one line, never a traceback
+        raise LedgerError(f"cannot open the ledger at {where}: {_first_line(error)}") from None
+    if version is None:
+        raise _no_ledger(where)
+    if version < latest_version():
+        raise LedgerError(
+            f"the ledger at {where} is at schema version {version}, this gateway needs "
+            f"{latest_version()}: run 'gateway init-db' to migrate it"
+        )
+    if version > latest_version():
+        raise LedgerError(
+            f"the ledger at {where} is at schema version {version}, newer than this "
+            f"gateway's {latest_version()}: upgrade the gateway"
+        )
+
+
+def _no_ledger(where: str) -> LedgerError:
+    return LedgerError(
+        f"no ledger at {where}: run 'gateway init-db' to create it, or set "
+        "GATEWAY_DATABASE_URL to the ledger you meant"
+    )
+
+
+def describe(database_url: str) -> str:
+    """``database_url`` fit for a message: a password in it is replaced by ``***``."""
+    from urllib.parse import urlsplit
+    from urllib.parse import urlunsplit
+
+    parts = urlsplit(database_url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    return database_url
+
+
+def sqlite_file_missing(database_url: str) -> bool:
+    """True for a ``sqlite:///`` URL whose file does not exist (opening it would create an
+    empty ledger somewhere nobody meant)."""
+    import os
+
+    if not database_url.startswith("sqlite:///"):
+        return False
+    path = database_url[len("sqlite:///") :].split("?", 1)[0]
+    return path not in ("", ":memory:") and not os.path.exists(path)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
