@@ -243,15 +243,27 @@ def _flash(driver) -> str:
 def _submit(driver, button) -> str:
     """Press a form button and wait until the next page (after the POST-redirect-GET) is
     loaded; returns its flash messages."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     button.click()
-    wait = WebDriverWait(driver, 60)
+    wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(expected_conditions.staleness_of(page))
-    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+    def settled(d) -> bool:
+        # On a loaded machine Chromium may still swap the document after readyState first
+        # says "complete" (a lookup then fails with "Node ... does not belong to the
+        # document"): the page counts as loaded once the same document stays for 250 ms.
+        first = d.find_element(By.TAG_NAME, "html")
+        if d.execute_script("return document.readyState") != "complete":
+            return False
+        time.sleep(0.25)
+        return d.find_element(By.TAG_NAME, "html") == first
+
+    wait.until(settled)
     return _flash(driver)
 
 
