@@ -18,16 +18,18 @@ wait_gone() { # wait_gone TENTHS_OF_SECONDS kill-target...
 	return 1
 }
 
-# php built-in server: the whole process group (parent + workers).
-if [[ -f "$RT/php.pgid" ]]; then
-	pgid="$(cat "$RT/php.pgid" 2>/dev/null || true)"
+# The web server: one process group (nginx + PHP-FPM, or php -S and its workers);
+# php.pgid is the name older checkouts used.
+for pgid_file in "$RT/web.pgid" "$RT/php.pgid"; do
+	[[ -f "$pgid_file" ]] || continue
+	pgid="$(cat "$pgid_file" 2>/dev/null || true)"
 	if [[ "$pgid" =~ ^[0-9]+$ ]] && kill -0 -- "-$pgid" 2>/dev/null; then
 		kill -TERM -- "-$pgid" 2>/dev/null || true
 		wait_gone 50 -- "-$pgid" || kill -KILL -- "-$pgid" 2>/dev/null || true
-		echo "stopped php server (pgid $pgid)"
+		echo "stopped web server (pgid $pgid)"
 	fi
-	rm -f "$RT/php.pgid"
-fi
+	rm -f "$pgid_file"
+done
 
 # private mariadbd, if up.sh had to start one.
 if [[ -f "$RT/mysql/mariadbd.pid" ]]; then

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Brings up a real WordPress (Debian's package) on 127.0.0.1 without Docker:
-# php's built-in web server + MariaDB, fresh database on every real start.
-# State lives in ./.runtime (see README.md). Stop with ./down.sh.
+# Brings up a real WordPress (Debian's package) on 127.0.0.1 without Docker, served as
+# production sites serve it: nginx + PHP-FPM (keep-alive, the Authorization header passed to
+# PHP) + MariaDB, fresh database on every real start. Where nginx or PHP-FPM cannot be
+# installed it falls back to PHP's built-in server (php -S), and says so.
+# State lives in ./.runtime (see README.md); the web root lives where the pool's user can read
+# it (WEBDIR below). Stop with ./down.sh.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -11,7 +14,13 @@ SITE_JSON="$RT/site.json"
 # One database per checkout: two clones on one machine (a developer's tree and CI's fresh
 # clone) must never drop each other's site.
 DB_NAME="${WP_TEST_SITE_DB_NAME:-wp_gateway_test_$(printf '%s' "$RT" | sha1sum | cut -c1-10)}"
-PACKAGES=(mariadb-server php-cli php-mysql php-xml php-curl php-gd wordpress)
+# nginx and php-fpm in the same apt transaction as wordpress: otherwise its dependency
+# "apache2 | httpd, libapache2-mod-php | php" pulls in Apache and mod_php.
+PACKAGES=(mariadb-server php-cli php-mysql php-xml php-curl php-gd nginx php-fpm wordpress)
+# The web root, PHP-FPM's socket and nginx's temporary files: outside the checkout, whose
+# folders (a CI clone under mktemp -d, .runtime with mode 700) the pool's user cannot enter.
+WEBDIR="${WP_TEST_SITE_WEBDIR:-/var/lib/wp-test-site/$(printf '%s' "$RT" | sha1sum | cut -c1-10)}"
+WEB_USER=www-data
 
 log() { echo "[wp_test_site] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -45,7 +54,9 @@ if ((${#missing[@]})); then
 	SUDO=""
 	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
 	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2 \
+		|| $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			"${PACKAGES[@]/#nginx/}" >&2 # a mirror without nginx: php -S below
 fi
 
 mkdir -p "$RT"
@@ -111,8 +122,21 @@ fi
 	"DROP DATABASE IF EXISTS \`$DB_NAME\`; CREATE DATABASE \`$DB_NAME\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
 
 # --- WordPress files ----------------------------------------------------------
-rm -rf "$WP"
-cp -rL /usr/share/wordpress "$WP"
+FPM_BIN="$(ls /usr/sbin/php-fpm* 2>/dev/null | sort -V | tail -n 1 || true)"
+NGINX_BIN="$(command -v nginx || true)"
+USE_NGINX=""
+if [[ "${WP_TEST_SITE_SERVER:-nginx}" == "nginx" && -x "$FPM_BIN" && -n "$NGINX_BIN" ]] && id "$WEB_USER" >/dev/null 2>&1; then
+	USE_NGINX=1
+	rm -rf "$WP" "$WEBDIR/wordpress"
+	mkdir -p "$WEBDIR/wordpress" "$WEBDIR/tmp"
+	chmod 755 "$WEBDIR" "$(dirname "$WEBDIR")"
+	ln -s "$WEBDIR/wordpress" "$WP" # tests and scripts keep using .runtime/wordpress
+else
+	log "nginx or PHP-FPM is not available: serving with PHP's built-in server (php -S)"
+	rm -rf "$WP"
+	mkdir -p "$WP"
+fi
+cp -rL /usr/share/wordpress/. "$WP/"
 rm -f "$WP/.htaccess"
 mkdir -p "$WP/wp-content/uploads" "$WP/wp-content/plugins" "$WP/wp-content/themes"
 cp -r "$HERE/publishing-gateway-companion" "$WP/wp-content/plugins/"
@@ -178,11 +202,89 @@ PGW_DB_HOST="$DB_HOST" PGW_DB_PORT="$DB_PORT" PGW_DB_NAME="$DB_NAME" \
 umask 022
 
 # --- web server ---------------------------------------------------------------
+start_nginx() {
+	local sock="$WEBDIR/php-fpm.sock"
+	chown -R "$WEB_USER:$WEB_USER" "$WP/wp-content/uploads" "$WEBDIR/tmp"
+	cat >"$RT/php-fpm.conf" <<FPM
+[global]
+pid = $RT/php-fpm.pid
+error_log = $RT/php-fpm.log
+daemonize = no
+
+[wordpress]
+user = $WEB_USER
+group = $WEB_USER
+listen = $sock
+listen.owner = $WEB_USER
+listen.group = $WEB_USER
+listen.mode = 0660
+pm = dynamic
+pm.max_children = 8
+pm.start_servers = 2
+pm.min_spare_servers = 1
+pm.max_spare_servers = 4
+catch_workers_output = yes
+php_admin_flag[display_errors] = off
+php_admin_flag[log_errors] = on
+php_admin_value[upload_max_filesize] = 64M
+php_admin_value[post_max_size] = 64M
+php_admin_value[memory_limit] = 256M
+FPM
+	cat >"$RT/nginx.conf" <<NGINX
+user $WEB_USER;
+worker_processes 2;
+pid $RT/nginx.pid;
+error_log $RT/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+	include /etc/nginx/mime.types;
+	default_type application/octet-stream;
+	access_log off;
+	sendfile on;
+	keepalive_timeout 65s;
+	keepalive_requests 10000;
+	# A test can meet this limit: the gateway's own limit is 25 MiB.
+	client_max_body_size 64m;
+	client_body_temp_path $WEBDIR/tmp/body;
+	fastcgi_temp_path $WEBDIR/tmp/fastcgi;
+	proxy_temp_path $WEBDIR/tmp/proxy;
+	uwsgi_temp_path $WEBDIR/tmp/uwsgi;
+	scgi_temp_path $WEBDIR/tmp/scgi;
+	server {
+		listen 127.0.0.1:$PORT;
+		root $WEBDIR/wordpress;
+		index index.php;
+		location / { try_files \$uri \$uri/ /index.php?\$args; }
+		location ~ \.php\$ {
+			try_files \$uri =404;
+			include /etc/nginx/fastcgi_params;
+			fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+			# WordPress reads application passwords from it; some stacks drop it.
+			fastcgi_param HTTP_AUTHORIZATION \$http_authorization;
+			fastcgi_pass unix:$sock;
+			fastcgi_read_timeout 300s;
+		}
+	}
+}
+NGINX
+	: >"$RT/nginx-error.log"
+	"$NGINX_BIN" -t -q -c "$RT/nginx.conf" 2>>"$RT/nginx-error.log" || die "nginx rejected its configuration, see $RT/nginx-error.log"
+	# One process group for both servers, so that down.sh stops them together.
+	setsid bash -c 'echo $$ >"$1"; "$2" --nodaemonize --fpm-config "$3" & exec "$4" -c "$5" -g "daemon off;"' \
+		_ "$RT/web.pgid" "$FPM_BIN" "$RT/php-fpm.conf" "$NGINX_BIN" "$RT/nginx.conf" \
+		</dev/null >>"$RT/php.log" 2>&1 &
+	log "nginx + $(basename "$FPM_BIN") on $URL (web root $WEBDIR/wordpress)"
+}
+
+start_php_builtin() {
+	PHP_CLI_SERVER_WORKERS=4 setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RT/web.pgid" \
+		php -d display_errors=0 -d log_errors=1 -d upload_max_filesize=64M -d post_max_size=64M \
+		-d memory_limit=256M -d opcache.enable_cli=1 \
+		-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 &
+}
+
 : >"$RT/php.log"
-PHP_CLI_SERVER_WORKERS=4 setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RT/php.pgid" \
-	php -d display_errors=0 -d log_errors=1 -d upload_max_filesize=64M -d post_max_size=64M \
-	-d memory_limit=256M -d opcache.enable_cli=1 \
-	-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 &
+if [[ -n "$USE_NGINX" ]]; then start_nginx; else start_php_builtin; fi
 
 AUTHOR_AUTH="$(json_get "$site_tmp" '$j["users"]["author"]["username"].":".$j["users"]["author"]["app_password"]')"
 ok=""
@@ -192,13 +294,13 @@ for _ in $(seq 1 150); do
 		ok=1
 		break
 	fi
-	if [[ -f "$RT/php.pgid" ]] && ! kill -0 -- "-$(cat "$RT/php.pgid")" 2>/dev/null; then
+	if [[ -f "$RT/web.pgid" ]] && ! kill -0 -- "-$(cat "$RT/web.pgid")" 2>/dev/null; then
 		break
 	fi
 	sleep 0.1
 done
 if [[ -z "$ok" ]]; then
-	tail -n 20 "$RT/php.log" >&2 || true
+	tail -n 20 "$RT/php.log" "$RT/php-fpm.log" "$RT/nginx-error.log" >&2 2>/dev/null || true
 	die "site did not come up at $URL"
 fi
 
