@@ -234,6 +234,14 @@ def serve(host, port, workers, sweep_interval):
         raise KnownProblem(str(error)) from None
 
 
+@cli.command("openapi", with_appcontext=False)
+def openapi_command():
+    """Print the OpenAPI 3.1 document (the same as GET /openapi.json); needs no ledger."""
+    from gateway import openapi
+
+    click.echo(json.dumps(openapi.build(openapi.bare_app()), indent=2, ensure_ascii=False))
+
+
 @cli.command("demo", with_appcontext=False)
 @click.option("--site-json", default=None, help="The test site's site.json.")
 def demo(site_json):

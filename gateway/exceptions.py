@@ -41,6 +41,17 @@ class GatewayError(Exception):
         return body
 
 
+def framework_error(status: int, name: str, detail: str = "") -> GatewayError:
+    """The problem for an HTTP error the web framework raises itself: no such route (404
+    ``not-found``), a method the route does not take (405 ``method-not-allowed``), an unhandled
+    exception (500 ``internal-server-error``). Slug and title come from the status's reason
+    phrase (RFC 9110), e.g. ``Method Not Allowed`` -> ``method-not-allowed``."""
+    error = GatewayError(detail or name)
+    error.status, error.title = status, name
+    error.slug = name.lower().replace(" ", "-")
+    return error
+
+
 def _problem(name: str, status: int, slug: str, title: str, retryable: bool = False):
     return type(
         name,

@@ -19,13 +19,27 @@ SLOT = re.compile(r"^[a-z0-9_-]{1,64}$")
 TENANT = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 
+def schema_names() -> list[str]:
+    """The names of the request schemas in ``gateway/schemas`` (``draft`` for ``draft.json``),
+    sorted."""
+    folder = resources.files("gateway").joinpath("schemas")
+    return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+@cache
+def schema(name: str) -> dict:
+    """The JSON Schema document ``schemas/{name}.json``, as loaded from the file (the one
+    source of both validation and the OpenAPI document; do not mutate it)."""
+    text = resources.files("gateway").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    return json.loads(text)
+
+
 @cache
 def validator(name: str) -> Draft202012Validator:
     """The compiled validator of ``schemas/{name}.json``."""
-    text = resources.files("gateway").joinpath("schemas", f"{name}.json").read_text("utf-8")
-    schema = json.loads(text)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    document = schema(name)
+    Draft202012Validator.check_schema(document)
+    return Draft202012Validator(document)
 
 
 def _pointer(parts) -> str:

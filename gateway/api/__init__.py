@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import uuid
 from functools import wraps
 
 from flask import Flask
@@ -23,6 +25,9 @@ from gateway.db import database
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
+# A client's X-Request-Id is echoed only when it is a plain token (no header injection, no
+# unbounded log lines); otherwise the gateway makes one.
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def problem_response(error: exc.GatewayError):
@@ -32,6 +37,8 @@ def problem_response(error: exc.GatewayError):
     response.mimetype = PROBLEM_JSON
     if error.retry_after is not None:
         response.headers["Retry-After"] = str(error.retry_after)
+    if error.status == 401:  # RFC 9110 section 11.6.1: a 401 names its scheme (RFC 6750)
+        response.headers["WWW-Authenticate"] = 'Bearer realm="publishing-gateway"'
     return response
 
 
@@ -76,6 +83,7 @@ def roles(*allowed: str):
                 )
             return view(*args, **kwargs)
 
+        wrapper.roles = allowed  # read by gateway.openapi
         return wrapper
 
     return decorate
@@ -108,6 +116,7 @@ def init_app(app: Flask) -> None:
     from gateway.api import report
     from gateway.api import review_page
     from gateway.api import reviews
+    from gateway.api import spec
 
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)
@@ -115,11 +124,19 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(reviews.bp)
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)
+    app.register_blueprint(spec.bp)
 
     @app.before_request
     def _connect():
+        sent = request.headers.get("X-Request-Id", "")
+        g.request_id = sent if REQUEST_ID.match(sent) else uuid.uuid4().hex
         database.connect(reuse_if_open=True)
         return _authenticate()
+
+    @app.after_request
+    def _echo_request_id(response):
+        response.headers["X-Request-Id"] = g.get("request_id") or uuid.uuid4().hex
+        return response
 
     @app.teardown_request
     def _close(_error=None):
@@ -145,7 +162,4 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(error):
-        generic = exc.GatewayError(error.description or error.name)
-        generic.status, generic.title = error.code, error.name
-        generic.slug = error.name.lower().replace(" ", "-")
-        return problem_response(generic)
+        return problem_response(exc.framework_error(error.code, error.name, error.description))

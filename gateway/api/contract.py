@@ -1,0 +1,179 @@
+"""What each route promises beyond what the URL map knows: its request body (a schema file in
+``gateway/schemas``), success statuses and body, the problem types particular to it, and its
+headers. :mod:`gateway.openapi` joins this with the URL map into the OpenAPI document; a route
+missing here, or an entry whose route is gone, fails the tests (``tests/test_openapi.py``).
+
+Problems every route of a kind can answer are added by the builder, not listed here: all routes
+``ledger-unavailable``; ``/v1`` routes ``unauthenticated`` and ``forbidden``; a JSON body
+``invalid-json``, ``payload-too-large`` and ``validation-failed``; a ``{job_id}`` route
+``job-not-found``; fenced writes (:data:`FENCED`) and ledger operations (:data:`LEDGER`) theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Checked by gateway.api.jobs.check_side_effect before any ledger claim or WordPress call.
+FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
+# What gateway.operations.perform answers besides the stored receipt.
+LEDGER = (
+    "operation-key-reused",
+    "operation-in-progress",
+    "needs-review",
+    "wordpress-refused",
+    "outcome-unknown",
+    "wordpress-unavailable",
+)
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One operation's promises.
+
+    Attributes:
+        body: request schema name (``gateway/schemas/{body}.json``); ``empty`` means an empty
+            body or ``{}``.
+        ok: success statuses (201 = first execution, 200 = existing or replay).
+        returns: the component schema of the success body (``None``: see ``media_type``).
+        problems: problem slugs particular to this operation.
+        fenced: a side-effect call (X-Fencing-Token, cancellation, ``FENCED`` problems).
+        replays: a ledger operation (``Idempotent-Replayed`` on 200, ``LEDGER`` problems).
+        query: query parameters ``{name: JSON Schema}``.
+        form: review page form fields (``application/x-www-form-urlencoded`` + CSRF token).
+        media_type: the success body's media type.
+        pages: error statuses a review page answers with HTML (400: a stale CSRF token).
+    """
+
+    body: str | None = None
+    ok: tuple[int, ...] = (200,)
+    returns: str | None = None
+    problems: tuple[str, ...] = ()
+    fenced: bool = False
+    replays: bool = False
+    query: dict | None = None
+    form: tuple[str, ...] | None = None
+    media_type: str = "application/json"
+    pages: tuple[int, ...] = ()
+
+
+PAGE = "text/html"
+JOB_QUERY = {
+    "status": {
+        "type": "string",
+        "description": "comma-separated statuses: in_progress, completed, failed, unknown, "
+        "needs_review, cancelled",
+    },
+    "phase": {"type": "string", "description": "one phase, e.g. approval_pending"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+    "after": {"type": "integer", "minimum": 0, "description": "the previous page's next_after"},
+}
+READ_BACK = ("not-found", "wordpress-unavailable")
+
+OPERATIONS: dict[str, Contract] = {
+    "GET /healthz": Contract(returns="Health"),
+    "GET /metrics": Contract(media_type="text/plain"),
+    "GET /openapi.json": Contract(returns="OpenAPI"),
+    "GET /v1/jobs": Contract(returns="JobList", query=JOB_QUERY, problems=("validation-failed",)),
+    "PUT /v1/jobs/{job_id}": Contract(
+        body="job", ok=(200, 201), returns="Job", problems=("site-not-found", "stale-task-version")
+    ),
+    "GET /v1/jobs/{job_id}": Contract(returns="JobDetail"),
+    "PUT /v1/jobs/{job_id}/media/{slot}": Contract(
+        body="media",
+        ok=(200, 201),
+        returns="Media",
+        problems=("unsupported-media-type",),
+        fenced=True,
+        replays=True,
+    ),
+    "PUT /v1/jobs/{job_id}/draft": Contract(
+        body="draft",
+        ok=(200, 201),
+        returns="Draft",
+        problems=("media-not-ready", "artifact-digest-mismatch"),
+        fenced=True,
+        replays=True,
+    ),
+    "GET /v1/jobs/{job_id}/verification": Contract(returns="Verification", problems=READ_BACK),
+    "POST /v1/jobs/{job_id}/recover": Contract(body="empty", returns="Recover"),
+    "POST /v1/jobs/{job_id}/checkpoints": Contract(
+        body="checkpoint",
+        ok=(200, 201),
+        returns="Checkpoint",
+        problems=("phase-owned-by-gateway", "checkpoint-conflict", "secret-in-checkpoint"),
+        fenced=True,
+    ),
+    "POST /v1/jobs/{job_id}/lease": Contract(
+        body="lease", returns="Lease", problems=("lease-held",)
+    ),
+    "DELETE /v1/jobs/{job_id}/lease": Contract(
+        body="lease_release", returns="LeaseRelease", problems=("stale-fencing-token",)
+    ),
+    "POST /v1/jobs/{job_id}/cancel": Contract(body="cancel", returns="Job"),
+    "POST /v1/jobs/{job_id}/repair": Contract(
+        body="empty", ok=(200, 201), returns="Repair", problems=READ_BACK, fenced=True, replays=True
+    ),
+    "PUT /v1/jobs/{job_id}/blocks/{name}": Contract(
+        body="block",
+        ok=(200, 201),
+        returns="Block",
+        problems=("not-found",),
+        fenced=True,
+        replays=True,
+    ),
+    "POST /v1/jobs/{job_id}/approval-requests": Contract(
+        body="empty",
+        ok=(200, 201),
+        returns="ApprovalRequest",
+        problems=("verification-failed", *READ_BACK),
+        fenced=True,
+    ),
+    "POST /v1/jobs/{job_id}/approvals": Contract(
+        body="approval",
+        ok=(201,),
+        returns="Approval",
+        problems=("job-cancelled", "approval-required", "approval-stale", "wordpress-unavailable"),
+    ),
+    "DELETE /v1/jobs/{job_id}/approvals/{approval_id}": Contract(
+        returns="Approval", problems=("not-found",)
+    ),
+    "POST /v1/jobs/{job_id}/publish": Contract(
+        body="empty",
+        ok=(200, 201),
+        returns="Publish",
+        problems=(
+            "approval-required",
+            "approval-expired",
+            "approval-revoked",
+            "approval-stale",
+            "wordpress-unavailable",
+        ),
+        fenced=True,
+        replays=True,
+    ),
+    "GET /v1/report": Contract(returns="Report"),
+    "GET /v1/reviews": Contract(returns="ReviewList"),
+    "POST /v1/reviews/{review_id}/resolve": Contract(
+        body="review_resolve",
+        returns="ReviewResolution",
+        problems=("not-found", "job-not-found", "wordpress-refused", "wordpress-unavailable"),
+    ),
+    "GET /review": Contract(media_type=PAGE, ok=(200, 303)),
+    "GET /review/login": Contract(media_type=PAGE),
+    "POST /review/login": Contract(
+        media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403)
+    ),
+    "POST /review/logout": Contract(media_type=PAGE, ok=(303,), form=(), pages=(400,)),
+    "POST /review/reviews/{review_id}/resolve": Contract(
+        media_type=PAGE, ok=(303,), form=("decision", "post_id"), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/approve": Contract(
+        media_type=PAGE, ok=(303,), form=("task_version", "content_sha256", "post_id"), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/approvals/{approval_id}/revoke": Contract(
+        media_type=PAGE, ok=(303,), form=(), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/publish": Contract(
+        media_type=PAGE, ok=(303,), form=(), pages=(400,)
+    ),
+}

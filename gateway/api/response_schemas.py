@@ -1,0 +1,222 @@
+"""JSON Schemas (draft 2020-12) of the success bodies the views return, for the OpenAPI
+document's ``components.schemas``. They name what a client may rely on (``required``) and
+allow extra members (the contract lets responses grow). ``tests/test_openapi.py`` checks real
+responses against them, so a view that changes its shape fails there.
+"""
+
+from __future__ import annotations
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+NSTR = {"type": ["string", "null"]}
+NINT = {"type": ["integer", "null"]}
+TIME = {"type": ["string", "null"], "format": "date-time"}
+STATE = {"enum": ["PREPARED", "SENT", "CONFIRMED", "FAILED", "UNKNOWN"]}
+STATUS = {"enum": ["in_progress", "completed", "failed", "unknown", "needs_review", "cancelled"]}
+
+
+def obj(required: tuple[str, ...], **properties) -> dict:
+    """An object schema whose ``required`` members are listed first in ``properties``."""
+    return {"type": "object", "required": list(required), "properties": properties}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def arr(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+OUTCOME = {
+    "operation_key": STR,
+    "state": STATE,
+    "replayed": BOOL,
+    "reconciled": BOOL,
+}
+FIELD = obj(("expected", "actual", "ok"), expected={}, actual={}, ok={"type": ["boolean", "null"]})
+JOB = {
+    "job_id": STR,
+    "site": STR,
+    "task_version": INT,
+    "session_id": NSTR,
+    "phase": NSTR,
+    "post_id": NINT,
+    "status": STATUS,
+    "cancelled": BOOL,
+    "cancel_reason": NSTR,
+    "created_at": TIME,
+    "updated_at": TIME,
+}
+OPERATION_ROW = obj(
+    ("operation_key", "action", "state", "request_hash", "attempts"),
+    operation_key=STR,
+    action=STR,
+    slot=NSTR,
+    task_version=INT,
+    state=STATE,
+    remote_id=NINT,
+    request_hash=STR,
+    attempts=INT,
+    receipt={"type": ["object", "null"]},
+    problem={"type": ["object", "null"]},
+    fencing_token=NINT,
+    credential_version=NINT,
+    created_at=TIME,
+    updated_at=TIME,
+    sent_at=TIME,
+)
+REVIEW = obj(
+    ("review_id", "job_id", "operation_key", "kind", "status"),
+    review_id=INT,
+    job_id=STR,
+    operation_key=STR,
+    kind=STR,
+    detail={},
+    status=STR,
+    decision=NSTR,
+    post_id=NINT,
+    resolved_by=NSTR,
+    created_at=TIME,
+    resolved_at=TIME,
+)
+APPROVAL = obj(
+    ("approval_id", "job_id", "task_version", "post_id", "content_sha256", "expires_at"),
+    approval_id=INT,
+    job_id=STR,
+    task_version=INT,
+    post_id=INT,
+    content_sha256=STR,
+    expires_at=TIME,
+    approved_by=NSTR,
+    created_at=TIME,
+    revoked_at=TIME,
+    revoked_by=NSTR,
+)
+LEASE = obj(("owner", "fencing_token", "expires_at"), owner=STR, fencing_token=INT, expires_at=TIME)
+ARTIFACT = obj(("role", "uri", "sha256"), role=STR, uri=STR, sha256=STR)
+ENTRY = obj(("operation_key", "action"), operation_key=STR, action=STR)
+VERIFICATION = obj(
+    ("job_id", "post_id", "ok", "content_sha256", "fields", "normalized"),
+    job_id=STR,
+    post_id=NINT,
+    ok={"type": ["boolean", "null"]},
+    content_sha256=STR,
+    fields={"type": "object", "additionalProperties": FIELD},
+    normalized={"type": "object"},
+)
+
+SCHEMAS: dict[str, dict] = {
+    "Health": obj(("status", "ledger", "version"), status=STR, ledger=STR, version=STR),
+    "OpenAPI": obj(("openapi", "info", "paths"), openapi=STR, info={"type": "object"}, paths={}),
+    "Job": obj(tuple(JOB), **JOB),
+    "JobDetail": obj(
+        (*JOB, "operations", "reviews", "approvals", "checkpoints", "lease"),
+        **JOB,
+        operations=arr(OPERATION_ROW),
+        reviews=arr(obj(("review_id", "operation_key", "kind"), review_id=INT, kind=STR)),
+        approvals=arr(APPROVAL),
+        checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
+        lease={"anyOf": [LEASE, {"type": "null"}]},
+    ),
+    "JobList": obj(
+        ("jobs", "next_after"),
+        jobs=arr(
+            obj(
+                ("job_id", "status", "phase", "task_version", "post_id", "updated_at"),
+                **{k: JOB[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
+                updated_at=TIME,
+            )
+        ),
+        next_after=NINT,
+    ),
+    "Media": obj(
+        (*OUTCOME, "media_id", "source_url", "mime_type"),
+        **OUTCOME,
+        media_id=NINT,
+        source_url=NSTR,
+        mime_type=NSTR,
+    ),
+    "Draft": obj(
+        (*OUTCOME, "post_id", "link", "verification"),
+        **OUTCOME,
+        post_id=NINT,
+        link=NSTR,
+        verification={"type": ["object", "null"]},
+    ),
+    "Block": obj(
+        (*OUTCOME, "post_id", "name", "digest"), **OUTCOME, post_id=NINT, name=STR, digest=STR
+    ),
+    "Publish": obj(
+        (*OUTCOME, "post_id", "status", "approval_id"),
+        **OUTCOME,
+        post_id=NINT,
+        status=NSTR,
+        link=NSTR,
+        approval_id=NINT,
+    ),
+    "Repair": obj(
+        ("job_id", "post_id", "fixes", "operation_key", "replayed", "verification"),
+        job_id=STR,
+        post_id=INT,
+        fixes={"type": "object"},
+        operation_key=NSTR,
+        state=STATE,
+        replayed=BOOL,
+        verification={"type": ["object", "null"]},
+    ),
+    "Verification": VERIFICATION,
+    "Recover": obj(
+        ("job_id", "status", "completed", "failed", "unknown", "needs_review"),
+        job_id=STR,
+        status=STATUS,
+        completed=arr(ENTRY),
+        failed=arr(ENTRY),
+        unknown=arr(ENTRY),
+        needs_review=arr(ENTRY),
+        next_allowed_actions=arr(STR),
+    ),
+    "Checkpoint": obj(
+        ("job_id", "task_version", "phase", "artifacts", "job_phase"),
+        job_id=STR,
+        task_version=INT,
+        phase=STR,
+        artifacts=arr(ARTIFACT),
+        job_phase=NSTR,
+        created_at=TIME,
+    ),
+    "Lease": LEASE,
+    "LeaseRelease": obj(
+        ("owner", "fencing_token", "released"), owner=STR, fencing_token=INT, released=BOOL
+    ),
+    "ApprovalRequest": obj(
+        ("job_id", "task_version", "post_id", "content_sha256", "phase"),
+        job_id=STR,
+        task_version=INT,
+        post_id=INT,
+        content_sha256=STR,
+        phase=STR,
+        verification=VERIFICATION,
+    ),
+    "Approval": APPROVAL,
+    "Report": obj(
+        (
+            "duplicate_posts",
+            "duplicate_media",
+            "unauthorized_calls",
+            "rejected_checkpoint_advances",
+            "unknown_operations",
+            "jobs_by_status",
+        ),
+        duplicate_posts=INT,
+        duplicate_media=INT,
+        sites_unreachable=arr(STR),
+        unauthorized_calls=INT,
+        rejected_checkpoint_advances=INT,
+        unknown_operations=INT,
+        jobs_by_status={"type": "object", "additionalProperties": INT},
+    ),
+    "ReviewList": obj(("reviews",), reviews=arr(REVIEW)),
+    "ReviewResolution": obj(("review", "operation"), review=REVIEW, operation=OPERATION_ROW),
+}
