@@ -356,23 +356,42 @@ def _problem_response(status: int, slugs: list[str], problems: dict, echo: dict)
 
 
 def _problem_schema(problems: dict) -> dict:
-    pointer = {
-        "type": "object",
-        "properties": {"pointer": {"type": "string"}, "message": {"type": "string"}},
-    }
+    text, number = {"type": "string"}, {"type": "integer"}
+    pointer = {"type": "object", "properties": {"pointer": text, "message": text}}
     return {
         "type": "object",
         "description": "RFC 9457 problem details; x-problem-types lists every type",
         "required": ["type", "title", "status", "detail", "retryable"],
         "properties": {
             "type": {"enum": [exc.PROBLEM_BASE + s for s in problems]},
-            "title": {"type": "string"},
-            "status": {"type": "integer"},
-            "detail": {"type": "string"},
-            "instance": {"type": "string"},
+            "title": text,
+            "status": number,
+            "detail": text,
+            "instance": text,
             "retryable": {"type": "boolean"},
-            "operation_key": {"type": "string"},
-            "ledger_state": {"type": "string"},
             "errors": {"type": "array", "items": pointer},
+            **{name: {} for name in EXTENSIONS},
         },
     }
+
+
+# Extension members some problems carry (gateway.exceptions.GatewayError(**extensions)).
+EXTENSIONS = (
+    "operation_key",
+    "ledger_state",
+    "wordpress_status",
+    "wordpress_code",
+    "review_id",
+    "task_version",
+    "post_id",
+    "content_sha256",
+    "approval_id",
+    "expires_at",
+    "fencing_token",
+    "cancel_reason",
+    "phase",
+    "slots",
+    "failed_fields",
+    "expected_sha256",
+    "actual_sha256",
+)

@@ -96,7 +96,13 @@ APPROVAL = obj(
 )
 LEASE = obj(("owner", "fencing_token", "expires_at"), owner=STR, fencing_token=INT, expires_at=TIME)
 ARTIFACT = obj(("role", "uri", "sha256"), role=STR, uri=STR, sha256=STR)
-ENTRY = obj(("operation_key", "action"), operation_key=STR, action=STR)
+
+
+def entry(**extra) -> dict:
+    """One ledger row in the recover report."""
+    return obj(("operation_key", "action"), operation_key=STR, action=STR, **extra)
+
+
 VERIFICATION = obj(
     ("job_id", "post_id", "ok", "content_sha256", "fields", "normalized"),
     job_id=STR,
@@ -111,15 +117,29 @@ SCHEMAS: dict[str, dict] = {
     "Health": obj(("status", "ledger", "version"), status=STR, ledger=STR, version=STR),
     "OpenAPI": obj(("openapi", "info", "paths"), openapi=STR, info={"type": "object"}, paths={}),
     "Job": obj(tuple(JOB), **JOB),
-    "JobDetail": obj(
-        (*JOB, "operations", "reviews", "approvals", "checkpoints", "lease"),
-        **JOB,
-        operations=arr(OPERATION_ROW),
-        reviews=arr(obj(("review_id", "operation_key", "kind"), review_id=INT, kind=STR)),
-        approvals=arr(APPROVAL),
-        checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
-        lease={"anyOf": [LEASE, {"type": "null"}]},
-    ),
+    "JobDetail": {
+        "allOf": [
+            ref("Job"),
+            obj(
+                ("operations", "reviews", "approvals", "checkpoints", "lease"),
+                operations=arr(ref("OperationRow")),
+                reviews=arr(
+                    obj(
+                        ("review_id", "operation_key", "kind", "detail"),
+                        review_id=INT,
+                        operation_key=STR,
+                        kind=STR,
+                        detail={},
+                    )
+                ),
+                approvals=arr(ref("Approval")),
+                checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
+                lease={"anyOf": [ref("Lease"), {"type": "null"}]},
+            ),
+        ]
+    },
+    "OperationRow": OPERATION_ROW,
+    "Review": REVIEW,
     "JobList": obj(
         ("jobs", "next_after"),
         jobs=arr(
@@ -171,10 +191,10 @@ SCHEMAS: dict[str, dict] = {
         ("job_id", "status", "completed", "failed", "unknown", "needs_review"),
         job_id=STR,
         status=STATUS,
-        completed=arr(ENTRY),
-        failed=arr(ENTRY),
-        unknown=arr(ENTRY),
-        needs_review=arr(ENTRY),
+        completed=arr(entry(remote_id=INT, reconciled=BOOL)),
+        failed=arr(entry(problem=STR)),
+        unknown=arr(entry(reason=STR, absent=BOOL)),
+        needs_review=arr(entry(review_id=INT)),
         next_allowed_actions=arr(STR),
     ),
     "Checkpoint": obj(
@@ -197,7 +217,7 @@ SCHEMAS: dict[str, dict] = {
         post_id=INT,
         content_sha256=STR,
         phase=STR,
-        verification=VERIFICATION,
+        verification=ref("Verification"),
     ),
     "Approval": APPROVAL,
     "Report": obj(
@@ -217,6 +237,8 @@ SCHEMAS: dict[str, dict] = {
         unknown_operations=INT,
         jobs_by_status={"type": "object", "additionalProperties": INT},
     ),
-    "ReviewList": obj(("reviews",), reviews=arr(REVIEW)),
-    "ReviewResolution": obj(("review", "operation"), review=REVIEW, operation=OPERATION_ROW),
+    "ReviewList": obj(("reviews",), reviews=arr(ref("Review"))),
+    "ReviewResolution": obj(
+        ("review", "operation"), review=ref("Review"), operation=ref("OperationRow")
+    ),
 }
