@@ -191,7 +191,7 @@ def ledger_url(tmp_path):
         with admin.cursor() as cur:
             cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         yield urlunsplit(urlsplit(base)._replace(path="/" + name))
-        if not database.is_closed():
+        if database.obj is not None and not database.is_closed():  # unbound: no app fixture
             database.close()
         with admin.cursor() as cur:
             cur.execute(
