@@ -23,12 +23,13 @@ import re
 
 from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
-from werkzeug.routing import IntegerConverter
 
 from gateway import __version__
 from gateway import exceptions as exc
 from gateway import validation
+from gateway.api.contract import EXTENSIONS
 from gateway.api.contract import FENCED
+from gateway.api.contract import HEADERS
 from gateway.api.contract import LEDGER
 from gateway.api.contract import OPERATIONS
 from gateway.api.contract import Contract
@@ -40,7 +41,8 @@ EXCLUDED_ENDPOINTS = frozenset({"static"})
 # Errors the web framework raises itself (gateway.exceptions.framework_error).
 FRAMEWORK_STATUSES = (400, 404, 405, 500)
 PATH_PATTERNS = {"job_id": validation.JOB_ID, "slot": validation.SLOT, "name": validation.SLOT}
-_CONVERTER = re.compile(r"<(?:[a-z]+:)?([A-Za-z_]+)>")
+# A Werkzeug rule variable, ``<job_id>`` or ``<int:approval_id>``: (converter, name).
+VARIABLE = re.compile(r"<(?:([a-z]+)(?:\([^)]*\))?:)?([A-Za-z_]\w*)>")
 PROBLEM = "application/problem+json"
 
 
@@ -76,10 +78,16 @@ def routes(app: Flask) -> list[tuple[str, str, object]]:
     for rule in app.url_map.iter_rules():
         if rule.endpoint in EXCLUDED_ENDPOINTS:
             continue
-        path = _CONVERTER.sub(r"{\1}", rule.rule)
+        path = openapi_path(rule.rule)
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             found.append((method, path, rule))
     return sorted(found, key=lambda r: (r[1], r[0]))
+
+
+def openapi_path(rule: str) -> str:
+    """A Werkzeug rule as an OpenAPI path: ``/v1/jobs/<job_id>/approvals/<int:approval_id>``
+    becomes ``/v1/jobs/{job_id}/approvals/{approval_id}``."""
+    return VARIABLE.sub(lambda m: "{" + m.group(2) + "}", rule)
 
 
 def undocumented(app: Flask) -> list[str]:
@@ -160,28 +168,6 @@ def build(app: Flask) -> dict:
     }
 
 
-HEADERS = {
-    "Idempotent-Replayed": {
-        "description": "true: the answer is the stored receipt of an earlier identical "
-        "request; nothing was sent to WordPress",
-        "schema": {"enum": ["true"]},
-    },
-    "Retry-After": {
-        "description": "seconds to wait before retrying (retryable problems)",
-        "schema": {"type": "integer", "minimum": 0},
-    },
-    "X-Request-Id": {
-        "description": "the request's id: the client's X-Request-Id when it matches "
-        "[A-Za-z0-9._:-]{1,128}, otherwise one the gateway made",
-        "schema": {"type": "string"},
-    },
-    "WWW-Authenticate": {
-        "description": 'Bearer realm="publishing-gateway" (RFC 6750)',
-        "schema": {"type": "string"},
-    },
-}
-
-
 def _request_id_parameter() -> dict:
     return {
         "name": "X-Request-Id",
@@ -223,8 +209,9 @@ def _page_security(path: str) -> list:
 
 def _parameters(rule, contract: Contract) -> list:
     found = [{"$ref": "#/components/parameters/X-Request-Id"}]
+    converters = {name: converter for converter, name in VARIABLE.findall(rule.rule)}
     for name in sorted(rule.arguments):
-        if isinstance(rule._converters[name], IntegerConverter):
+        if converters.get(name) == "int":
             schema = {"type": "integer", "minimum": 0}
         elif name in PATH_PATTERNS:
             schema = {"type": "string", "pattern": PATH_PATTERNS[name].pattern}
@@ -373,25 +360,3 @@ def _problem_schema(problems: dict) -> dict:
             **{name: {} for name in EXTENSIONS},
         },
     }
-
-
-# Extension members some problems carry (gateway.exceptions.GatewayError(**extensions)).
-EXTENSIONS = (
-    "operation_key",
-    "ledger_state",
-    "wordpress_status",
-    "wordpress_code",
-    "review_id",
-    "task_version",
-    "post_id",
-    "content_sha256",
-    "approval_id",
-    "expires_at",
-    "fencing_token",
-    "cancel_reason",
-    "phase",
-    "slots",
-    "failed_fields",
-    "expected_sha256",
-    "actual_sha256",
-)

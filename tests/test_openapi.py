@@ -4,14 +4,20 @@ types are the exception tree's, and whose response schemas match what the views 
 
 from __future__ import annotations
 
+import ast
+import base64
+import datetime as dt
+import io
 import json
 import subprocess
 
 import pytest
+from conftest import JPEG_BYTES
 from conftest import ROOT
 from conftest import draft_body
 from conftest import gateway_command
 from conftest import new_job_id
+from conftest import png_bytes
 from openapi_check import Conformance
 from openapi_spec_validator import validate
 
@@ -41,7 +47,7 @@ def test_every_route_is_documented_and_nothing_else(app, document):
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
             continue
-        path = openapi._CONVERTER.sub(r"{\1}", rule.rule)
+        path = openapi.openapi_path(rule.rule)
         in_map |= {f"{m} {path}" for m in rule.methods - {"HEAD", "OPTIONS"}}
     documented = {f"{m.upper()} {p}" for p, ops in document["paths"].items() for m in ops}
     assert documented == in_map
@@ -191,3 +197,86 @@ def test_responses_conform_without_wordpress(offline_gw, document):
         200, 201, 200, 422, 200, 200, 422, 200, 409, 409, 200, 403, 201, 404, 200, 404, 403,
         200, 200, 409, 404, 200,
     ]  # fmt: skip
+
+
+@pytest.mark.wordpress
+def test_responses_conform_with_wordpress(gw, document):
+    """One job through every WordPress-backed route, each answer checked against the
+    documented statuses, headers and schemas."""
+    check = Conformance(document)
+    job_id, editor = new_job_id(), gw.headers(gw.make_token("editor"))
+    job, wf = f"/v1/jobs/{job_id}", gw.headers()
+    answers = []
+
+    def call(method, url, body=None, headers=wf, **kwargs):
+        if body is not None:
+            kwargs["json"] = body
+        answer = gw.client.open(url, method=method, headers=headers, **kwargs)
+        check.check(method, url, answer.status_code, answer.mimetype, answer.get_json(silent=True))
+        answers.append(answer.status_code)
+        return answer
+
+    call("PUT", job, {"site": "blog", "task_version": 1})
+    image = {"file": (io.BytesIO(png_bytes()), "a.png"), "alt_text": "a"}
+    call("PUT", f"{job}/media/hero", data=image, content_type="multipart/form-data")
+    jpeg = {"content_base64": base64.b64encode(JPEG_BYTES).decode(), "filename": "b.jpg"}
+    call("PUT", f"{job}/media/side", jpeg)
+    body = draft_body(content="<p>x</p>{{media:hero}}", body_media=["hero"])
+    call("PUT", f"{job}/draft", body)
+    replay = call("PUT", f"{job}/draft", body)
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    call("PUT", f"{job}/blocks/box", {"html": "<p>box</p>"})
+    verification = call("GET", f"{job}/verification").get_json()
+    call("POST", f"{job}/repair")
+    call("POST", f"{job}/recover")
+    call("POST", f"{job}/approval-requests")
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat()
+    approval = {
+        "task_version": 1,
+        "content_sha256": verification["content_sha256"],
+        "post_id": verification["post_id"],
+        "expires_at": expires,
+    }
+    approval_id = call("POST", f"{job}/approvals", approval, editor).get_json()["approval_id"]
+    call("POST", f"{job}/publish")
+    call("POST", f"{job}/publish")
+    call("DELETE", f"{job}/approvals/{approval_id}", headers=editor)
+    call("GET", job)
+    call("PUT", f"{job}/media/bad", data={"file": (io.BytesIO(b"%PDF-1.4"), "x.pdf")})
+    assert answers == [
+        201,
+        201,
+        201,
+        201,
+        200,
+        201,
+        200,
+        200,
+        200,
+        201,
+        201,
+        201,
+        200,
+        200,
+        200,
+        415,
+    ]
+
+
+def test_every_problem_extension_in_the_code_is_documented(document):
+    """Keyword arguments given to an exception of the tree anywhere in ``gateway/`` (beyond
+    ``retry_after``) are problem members: each must be in the Problem schema."""
+    members = set(document["components"]["schemas"]["Problem"]["properties"])
+    used = set()
+    for source in (ROOT / "gateway").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "exc"
+                and node.func.attr[:1].isupper()
+            ):
+                used |= {k.arg for k in node.keywords if k.arg and k.arg != "retry_after"}
+    assert used, "no exception raised with extension members found"
+    assert sorted(used - members) == []

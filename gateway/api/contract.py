@@ -25,6 +25,48 @@ LEDGER = (
     "wordpress-unavailable",
 )
 
+# Extension members some problems carry (gateway.exceptions.GatewayError(**extensions)).
+EXTENSIONS = (
+    "operation_key",
+    "ledger_state",
+    "wordpress_status",
+    "wordpress_code",
+    "review_id",
+    "task_version",
+    "post_id",
+    "content_sha256",
+    "approval_id",
+    "expires_at",
+    "fencing_token",
+    "cancel_reason",
+    "phase",
+    "slots",
+    "failed_fields",
+    "expected_sha256",
+    "actual_sha256",
+)
+
+HEADERS = {
+    "Idempotent-Replayed": {
+        "description": "true: the answer is the stored receipt of an earlier identical "
+        "request; nothing was sent to WordPress",
+        "schema": {"enum": ["true"]},
+    },
+    "Retry-After": {
+        "description": "seconds to wait before retrying (retryable problems)",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "X-Request-Id": {
+        "description": "the request's id: the client's X-Request-Id when it matches "
+        "[A-Za-z0-9._:-]{1,128}, otherwise one the gateway made",
+        "schema": {"type": "string"},
+    },
+    "WWW-Authenticate": {
+        "description": 'Bearer realm="publishing-gateway" (RFC 6750)',
+        "schema": {"type": "string"},
+    },
+}
+
 
 @dataclass(frozen=True)
 class Contract:
