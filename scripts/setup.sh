@@ -28,8 +28,9 @@ if [ ! -f "$stamp" ]; then
 fi
 if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then
   # The test suite also validates docker-compose.yml (Debian's docker-compose parses it without
-  # an engine), drives the review page in a real headless Chromium, and runs n8n.
-  apt_install docker-compose chromium chromium-driver
+  # an engine), drives the review page in a real headless Chromium, runs n8n, and runs
+  # docs/walkthrough.md's curl commands.
+  apt_install docker-compose chromium chromium-driver curl
   bash scripts/install_n8n.sh >/dev/null
 fi
 bash wp_test_site/up.sh

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -135,6 +136,8 @@ def _quote(value: str) -> str:
 
 
 def test_walkthrough_runs_against_the_test_wordpress(wp_site, ledger_url, tmp_path):
+    assert shutil.which("curl"), "the walkthrough needs curl (scripts/setup.sh installs it)"
+    assert (ROOT / ".venv" / "bin" / "activate").exists(), "run bash scripts/setup.sh first"
     found = blocks()
     assert tuple(step for step, _ in found) == STEPS
     declared = set(re.findall(r"^export ([A-Z_]+)=", found[0][1], re.M))
