@@ -9,7 +9,7 @@ reached phase with the same artifacts is a replay (200); with other artifacts it
 403 ``phase-owned-by-gateway`` and the ``rejected_checkpoint_advances`` counter grows.
 
 Checkpoint ``data`` is scanned for secret-looking keys and values before anything is stored
-(422 ``secret-in-checkpoint``): the ledger never holds a credential. Source: API.md, "Job
+(422 ``secret-in-checkpoint``): the ledger never holds a credential. Source: docs/api.md, "Job
 status and phases".
 """
 

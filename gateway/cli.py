@@ -1,4 +1,4 @@
-"""The ``gateway`` command line (API.md "Command line"), built on Flask's click integration.
+"""The ``gateway`` command line (README, "Command line"), built on Flask's click integration.
 
 Machine-readable results go to stdout, messages to stderr. ``gateway serve`` runs gunicorn
 (never Flask's development server) with the app loaded in each worker after the fork, so no

@@ -1,5 +1,5 @@
 """Request digests and content digests: SHA-256 over canonical JSON (sorted keys, compact
-separators, UTF-8, non-ASCII kept), as the ledger contract in API.md defines them."""
+separators, UTF-8, non-ASCII kept), as docs/api.md, "The ledger", defines them."""
 
 from __future__ import annotations
 

@@ -183,7 +183,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
     then read it back.
 
     Args:
-        body: the validated request (API.md ``PUT /jobs/{id}/draft``).
+        body: the validated request (docs/api.md, ``PUT /v1/jobs/{job_id}/draft``).
 
     Raises:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.

@@ -1,6 +1,6 @@
 """Jobs: one article job per ``(tenant, job_id)``, its task version, phase and status.
 
-Status (API.md, "Job status and phases") is derived from the ledger, never stored twice:
+Status (docs/api.md, "Job status and phases") is derived from the ledger, never stored twice:
 ``cancelled`` > ``needs_review`` > ``unknown`` > ``failed`` > ``completed`` > ``in_progress``.
 """
 

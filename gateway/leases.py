@@ -5,7 +5,7 @@ increases. Conditional UPDATEs decide every grant (the row count says who won; n
 read-then-write), and expiry is judged by the database's clock (:func:`gateway.db.db_now`,
 ``clock_timestamp()`` on PostgreSQL), never by a worker's.
 
-Fencing (API.md, "Common rules of side-effect calls"): while a job has an active lease, a
+Fencing (docs/api.md, "Headers"): while a job has an active lease, a
 workflow-token call to a side-effect endpoint must carry ``X-Fencing-Token`` equal to the latest
 grant; the check runs before the call is claimed and again just before the WordPress write.
 """

@@ -19,7 +19,7 @@ from peewee import TextField
 from gateway.db import database
 from gateway.db import utcnow
 
-# Operation states (API.md, "Operation keys and the ledger").
+# Operation states (docs/api.md, "The ledger").
 PREPARED = "PREPARED"
 SENT = "SENT"
 CONFIRMED = "CONFIRMED"

@@ -1,4 +1,4 @@
-"""Side-effect operations: intent -> act -> record, with the ledger rules of API.md.
+"""Side-effect operations: intent -> act -> record, with the ledger rules of docs/api.md.
 
 :func:`perform` is the one path by which the gateway writes to WordPress:
 

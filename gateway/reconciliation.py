@@ -71,7 +71,7 @@ def _entry(row: Operation, **extra) -> dict:
 
 
 def recover_job(target: Target) -> dict:
-    """Reconcile every SENT/UNKNOWN row of the job and report (API.md "Recover response").
+    """Reconcile every SENT/UNKNOWN row of the job and report (docs/api.md, "Recover").
 
     Never raises for WordPress trouble: rows it cannot look up stay ``unknown``."""
     job = target.job

@@ -6,8 +6,8 @@ the gateway wrote it (kept in the draft receipt). What WordPress changed at writ
 (sanitising ``&`` to ``&amp;``, stripping tags for authors) is reported under ``normalized``
 and is not a failure; later drift from the baseline - a field emptied, meta dropped, an image
 unset - is. Gateway-marked blocks (:mod:`gateway.blocks`) are left out of the content comparison: a
-block insert is not drift (the approval digest still covers them). Shape: API.md,
-"Verification response".
+block insert is not drift (the approval digest still covers them). Shape: docs/api.md,
+"Verification".
 """
 
 from __future__ import annotations

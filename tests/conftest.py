@@ -96,7 +96,7 @@ def new_job_id() -> str:
 
 
 def op_key(job_id: str, action: str, slot: str | None = None, version: int = 1) -> str:
-    """The operation key the gateway uses (API.md "Operation keys and the ledger")."""
+    """The operation key the gateway uses (docs/api.md, "The ledger")."""
     key = f"{TENANT}/{job_id}/v{version}/{action}"
     return f"{key}/{slot}" if slot else key
 

@@ -29,7 +29,7 @@ GATEWAY_PREFIX = "={{ $env.GATEWAY_URL }}/v1/"
 EXPRESSION = re.compile(r"\{\{.*?\}\}")
 TRIGGER = re.compile(r"(Trigger|\.webhook)$")
 
-# Paths in API.md that the workflows may call before the gateway serves them (add an entry
+# Paths in docs/api.md that the workflows may call before the gateway serves them (add an entry
 # only while another issue is adding that route, e.g. ("POST", "/v1/jobs/<job_id>/publish")).
 # The test below fails on an entry whose route exists, so this list can only shrink. Empty now.
 NOT_YET_IMPLEMENTED: set[tuple[str, str]] = set()

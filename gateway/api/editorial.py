@@ -1,5 +1,5 @@
-"""Editorial control endpoints (API.md "Endpoints"): checkpoints, leases, cancel, repair,
-blocks, approval requests, approvals and publishing.
+"""Editorial control endpoints (docs/api.md, "Editorial control"): checkpoints, leases,
+cancel, repair, blocks, approval requests, approvals and publishing.
 
 Side-effect views get their target from :func:`gateway.api.jobs.side_effect_target`
 (cancellation and fencing checked before any ledger claim or WordPress call). Editor actions,

@@ -1,4 +1,4 @@
-"""Job endpoints (API.md "Endpoints"): jobs, media, draft, verification, recover."""
+"""Job endpoints (docs/api.md, "Jobs"): jobs, media, draft, verification, recover."""
 
 from __future__ import annotations
 
