@@ -27,6 +27,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from gateway import __version__
 from gateway import exceptions as exc
 from gateway import validation
+from gateway.api import REQUEST_ID
 from gateway.api.contract import EXTENSIONS
 from gateway.api.contract import FENCED
 from gateway.api.contract import HEADERS
@@ -73,7 +74,7 @@ def problem_types() -> dict[str, dict]:
 
 
 def routes(app: Flask) -> list[tuple[str, str, object]]:
-    """``(METHOD, /openapi/{path}, rule)`` of every route in the URL map, sorted."""
+    """``(METHOD, OpenAPI path, rule)`` of every route in the URL map, sorted by path."""
     found = []
     for rule in app.url_map.iter_rules():
         if rule.endpoint in EXCLUDED_ENDPOINTS:
@@ -120,7 +121,8 @@ def request_schema(name: str) -> dict:
 
 
 def build(app: Flask) -> dict:
-    """The OpenAPI 3.1 document of ``app`` (a JSON-ready dict)."""
+    """The OpenAPI 3.1 document of ``app`` (a JSON-ready dict of its own: shares nothing with
+    the module's constants)."""
     problems = problem_types()
     paths: dict[str, dict] = {}
     for method, path, rule in routes(app):
@@ -131,41 +133,43 @@ def build(app: Flask) -> dict:
     schemas = {f"request.{n}": request_schema(n) for n in validation.schema_names()}
     schemas.update(SCHEMAS)
     schemas["Problem"] = _problem_schema(problems)
-    return {
-        "openapi": OPENAPI_VERSION,
-        "info": {
-            "title": "Publishing Gateway",
-            "version": __version__,
-            "summary": "Idempotent, reconciling writes from automations to WordPress",
-            "description": "The project's API reference is docs/api.md; problem types are "
-            "listed under x-problem-types (RFC 9457).",
-            "license": {"name": "MIT", "identifier": "MIT"},
-        },
-        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {
-                "bearerAuth": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "a token from 'gateway tokens create' (role workflow, "
-                    "editor or admin; its tenant scopes every call)",
-                },
-                "editorSession": {
-                    "type": "apiKey",
-                    "in": "cookie",
-                    "name": "session",
-                    "description": "the review page's signed session, after POST /review/login",
-                },
+    return copy.deepcopy(
+        {
+            "openapi": OPENAPI_VERSION,
+            "info": {
+                "title": "Publishing Gateway",
+                "version": __version__,
+                "summary": "Idempotent, reconciling writes from automations to WordPress",
+                "description": "The project's API reference is docs/api.md; problem types are "
+                "listed under x-problem-types (RFC 9457).",
+                "license": {"name": "MIT", "identifier": "MIT"},
             },
-            "headers": HEADERS,
-            "parameters": {"X-Request-Id": _request_id_parameter()},
-        },
-        "x-problem-types": {
-            slug: {"type": exc.PROBLEM_BASE + slug, **facts} for slug, facts in problems.items()
-        },
-    }
+            "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+            "paths": paths,
+            "components": {
+                "schemas": schemas,
+                "securitySchemes": {
+                    "bearerAuth": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "a token from 'gateway tokens create' (role workflow, "
+                        "editor or admin; its tenant scopes every call)",
+                    },
+                    "editorSession": {
+                        "type": "apiKey",
+                        "in": "cookie",
+                        "name": "session",
+                        "description": "the review page's signed session, after POST /review/login",
+                    },
+                },
+                "headers": HEADERS,
+                "parameters": {"X-Request-Id": _request_id_parameter()},
+            },
+            "x-problem-types": {
+                slug: {"type": exc.PROBLEM_BASE + slug, **facts} for slug, facts in problems.items()
+            },
+        }
+    )
 
 
 def _request_id_parameter() -> dict:
@@ -174,7 +178,7 @@ def _request_id_parameter() -> dict:
         "in": "header",
         "required": False,
         "description": "an id to correlate this request (echoed in the response)",
-        "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,128}$"},
+        "schema": {"type": "string", "pattern": REQUEST_ID.pattern},
     }
 
 
