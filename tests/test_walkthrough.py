@@ -82,6 +82,7 @@ class Reader:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
         self.groups: list[int] = []
         self.workdir = workdir
+        self.conformance: Conformance | None = None
 
     def run(self, step: str, text: str) -> subprocess.CompletedProcess:
         script = self.workdir / f"{step}.sh"
@@ -171,9 +172,11 @@ def _only(done, status: int) -> tuple[dict, object]:
 
 
 def _conforms(reader: Reader, method: str, path: str, status: int, headers: dict, body):
-    url = reader.variable("GATEWAY_URL")
-    document = requests.get(url + "/openapi.json", timeout=30).json()
-    Conformance(document).check(method, path, status, headers.get("content-type", ""), body)
+    """Check a response against the OpenAPI document the running server serves."""
+    if reader.conformance is None:
+        url = reader.variable("GATEWAY_URL")
+        reader.conformance = Conformance(requests.get(url + "/openapi.json", timeout=30).json())
+    reader.conformance.check(method, path, status, headers.get("content-type", ""), body)
 
 
 def check_ledger(done, _reader):
