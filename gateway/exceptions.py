@@ -118,6 +118,15 @@ SecretInCheckpoint = _problem(
 WordPressRefused = _problem(
     "WordPressRefused", 502, "wordpress-refused", "WordPress refused the request"
 )
+UpstreamRefused = _problem(
+    "UpstreamRefused",
+    502,
+    "upstream-refused",
+    "Something in front of WordPress refused the request",
+)
+OperationNotFailed = _problem(
+    "OperationNotFailed", 409, "operation-not-failed", "Only a FAILED operation can be retried"
+)
 OutcomeUnknown = _problem(
     "OutcomeUnknown",
     503,

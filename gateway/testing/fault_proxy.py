@@ -14,6 +14,10 @@ are hard to trigger on purpose against a real server:
 * ``php_notice`` -- a PHP notice (HTML) is prepended to upstream's body, breaking JSON parsing.
 * ``unauthorized`` -- WordPress's 401 for a revoked application password, without forwarding.
 * ``throttle`` -- 429/503 with ``Retry-After``, without forwarding.
+* ``upstream_page`` -- an HTML page (``Fault.status``, default 403, titled ``Fault.title``) as
+  a firewall, CDN challenge, load balancer or web server sends it, without forwarding;
+  ``Fault.retry_after_header`` (seconds or an HTTP date) adds ``Retry-After``, and status 200
+  stands for a login or maintenance page where JSON was expected.
 
 Every request is recorded in :attr:`FaultProxy.requests` so tests can assert how many requests
 actually reached upstream (see :meth:`FaultProxy.count`).
@@ -31,6 +35,7 @@ Command line (runs until Ctrl-C and prints its URL on stdout)::
 from __future__ import annotations
 
 import argparse
+import html
 import http.cookiejar
 import json
 import re
@@ -76,6 +81,7 @@ FAULT_KINDS: frozenset[str] = frozenset(
         "php_notice",
         "unauthorized",
         "throttle",
+        "upstream_page",
     }
 )
 
@@ -124,6 +130,7 @@ _DEFAULT_STATUS: dict[str, int] = {
     "status_after_forward": 500,
     "status_without_forward": 500,
     "throttle": 429,
+    "upstream_page": 403,
 }
 
 
@@ -144,6 +151,9 @@ class Fault:
         status: HTTP status for ``status_after_forward`` / ``status_without_forward`` (default
             500) and ``throttle`` (default 429); ignored by the other kinds.
         retry_after: ``throttle`` only: value of the ``Retry-After`` header, in seconds.
+        title: ``upstream_page`` only: the page's ``<title>`` (default: status and phrase).
+        retry_after_header: ``upstream_page`` only: a ``Retry-After`` value sent verbatim
+            (delay-seconds or an HTTP date); ``None`` sends no header.
 
     Raises:
         ValueError: (on construction) for an unknown kind, an invalid regex, ``times < 1``,
@@ -158,6 +168,8 @@ class Fault:
     seconds: float = 0.0
     status: int | None = None
     retry_after: int = 1
+    title: str | None = None
+    retry_after_header: str | None = None
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _query_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -188,7 +200,18 @@ class Fault:
         Raises:
             ValueError: for unknown keys or invalid values.
         """
-        allowed = {"kind", "method", "path", "query", "times", "seconds", "status", "retry_after"}
+        allowed = {
+            "kind",
+            "method",
+            "path",
+            "query",
+            "times",
+            "seconds",
+            "status",
+            "retry_after",
+            "title",
+            "retry_after_header",
+        }
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown fault field(s): {sorted(unknown)}")
@@ -783,6 +806,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 f"{status} Too many requests, retry after {fault.retry_after} s\n".encode(),
                 extra_headers=[("Retry-After", str(fault.retry_after))],
             )
+        elif fault.kind == "upstream_page":
+            headers = []
+            if fault.retry_after_header is not None:
+                headers.append(("Retry-After", fault.retry_after_header))
+            self._send_simple(
+                status,
+                "text/html; charset=UTF-8",
+                _error_html(status, fault.title),
+                extra_headers=headers,
+            )
         else:  # status_without_forward
             self._send_simple(status, "text/html; charset=UTF-8", _error_html(status))
 
@@ -845,14 +878,16 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.connection.close()
 
 
-def _error_html(status: int) -> bytes:
-    """Small HTML error page like the ones nginx/Apache send for 5xx."""
+def _error_html(status: int, title: str | None = None) -> bytes:
+    """Small HTML error page like the ones nginx/Apache send for 5xx (``title`` replaces
+    the default ``<title>``, HTML-escaped)."""
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
         phrase = "Error"
+    head = html.escape(title) if title is not None else f"{status} {phrase}"
     return (
-        f"<html>\r\n<head><title>{status} {phrase}</title></head>\r\n<body>\r\n"
+        f"<html>\r\n<head><title>{head}</title></head>\r\n<body>\r\n"
         f"<center><h1>{status} {phrase}</h1></center>\r\n</body>\r\n</html>\r\n"
     ).encode()
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import requests
 
+from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
 from gateway.wordpress.errors import WordPressError
@@ -23,6 +24,9 @@ from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.errors import is_wordpress_error_body
+from gateway.wordpress.errors import parse_retry_after
+from gateway.wordpress.errors import upstream_refusal
 
 OPERATION_KEY_META = "_gateway_operation_key"
 SEO_META = {
@@ -50,9 +54,15 @@ def _session(base_url: str, username: str) -> requests.Session:
     return sessions[key]
 
 
-def _retry_after(response: requests.Response) -> int | None:
-    value = response.headers.get("Retry-After", "")
-    return int(value) if value.isdigit() else None
+def _upstream(method: str, url: str, response: requests.Response) -> UpstreamRefused:
+    return upstream_refusal(
+        method=method,
+        url=url,
+        status=response.status_code,
+        content_type=response.headers.get("Content-Type", ""),
+        text=response.text,
+        retry_after=response.headers.get("Retry-After"),
+    )
 
 
 def parse_json_lenient(text: str):
@@ -87,13 +97,22 @@ def lookup_batches(keys: list[str]) -> list[list[str]]:
 
 
 def error_for(method: str, url: str, response: requests.Response) -> WordPressError:
-    """Map a non-2xx WordPress response to the right error class (definite or not)."""
+    """Map a non-2xx response to the right error class, by origin first: only a WordPress
+    REST error body (JSON ``code`` + ``message``) can be a definite refusal; an HTML or
+    empty page is :class:`UpstreamRefused` (4xx, 429, 503) or an unknown outcome (other
+    5xx, which a proxy also sends after forwarding)."""
     status = response.status_code
     try:
         body = parse_json_lenient(response.text)
     except ValueError:
-        body = {}
-    body = body if isinstance(body, dict) else {}
+        body = None
+    if not is_wordpress_error_body(body):
+        if status >= 500 and status != 503:
+            refusal = _upstream(method, url, response)
+            return WordPressOutcomeUnknown(
+                refusal.message, method=method, url=url, status=status, origin="upstream"
+            )
+        return _upstream(method, url, response)
     code, message = body.get("code"), body.get("message") or response.reason
     data = body.get("data") if isinstance(body.get("data"), dict) else {}
     facts = dict(
@@ -102,7 +121,7 @@ def error_for(method: str, url: str, response: requests.Response) -> WordPressEr
         status=status,
         code=code,
         data=data,
-        retry_after=_retry_after(response),
+        retry_after=parse_retry_after(response.headers.get("Retry-After")),
     )
     if status in (401, 403):
         return WordPressAuthError(message, **facts)
@@ -117,6 +136,24 @@ def error_for(method: str, url: str, response: requests.Response) -> WordPressEr
     if status == 500 and code == "rest_upload_sideload_error":
         return WordPressRefused(message, **facts)  # upload refused: nothing was created
     return WordPressOutcomeUnknown(message, **facts)
+
+
+def _json_of(method: str, url: str, response: requests.Response, write: bool):
+    """The JSON of a 2xx answer. WordPress labels every REST answer JSON, even with PHP
+    notices in front of it; a 2xx that is neither labelled JSON nor parses as JSON is a page
+    from in front of WordPress (:class:`UpstreamRefused`). JSON behind PHP notices is an
+    unknown outcome for a write (strict) and read leniently otherwise."""
+    try:
+        return response.json() if write else parse_json_lenient(response.text)
+    except ValueError as exc:
+        if "json" not in response.headers.get("Content-Type", "").lower():
+            raise _upstream(method, url, response) from exc
+        raise WordPressOutcomeUnknown(
+            "2xx without a valid JSON body (PHP output before it?)",
+            method=method,
+            url=url,
+            status=response.status_code,
+        ) from exc
 
 
 class WordPressClient:
@@ -159,9 +196,12 @@ class WordPressClient:
         (e.g. PHP notices in front of the body) is an unknown outcome; reads parse leniently.
 
         Raises:
-            WordPressRefused (and subclasses): a definite refusal.
-            WordPressUnavailable: no connection, or 429/503.
-            WordPressOutcomeUnknown: timeout or reset after sending, other 5xx, non-JSON 2xx.
+            WordPressRefused (and subclasses): a definite refusal by WordPress itself.
+            UpstreamRefused: an HTML/empty 4xx, 429 or 503, or a 2xx page without JSON: the
+                answer came from in front of WordPress (outcome unknown).
+            WordPressUnavailable: no connection, or WordPress's own 429/503.
+            WordPressOutcomeUnknown: timeout or reset after sending, other 5xx, a 2xx with
+                PHP output before the JSON.
         """
         url = self.url(route)
         try:
@@ -177,24 +217,25 @@ class WordPressClient:
                 allow_redirects=False,
             )
         except requests.ConnectTimeout as exc:
-            raise WordPressUnavailable(f"connect timeout: {exc}", method=method, url=url) from exc
+            raise WordPressUnavailable(
+                f"connect timeout: {exc}", method=method, url=url, origin="network"
+            ) from exc
         except requests.ConnectionError as exc:
             text = str(exc)
             if "NewConnectionError" in text or "Connection refused" in text:
-                raise WordPressUnavailable("connection refused", method=method, url=url) from exc
+                raise WordPressUnavailable(
+                    "connection refused", method=method, url=url, origin="network"
+                ) from exc
             raise WordPressOutcomeUnknown(
-                "connection lost: " + text[:200], method=method, url=url
+                "connection lost: " + text[:200], method=method, url=url, origin="network"
             ) from exc
         except requests.Timeout as exc:
-            raise WordPressOutcomeUnknown("read timeout", method=method, url=url) from exc
+            raise WordPressOutcomeUnknown(
+                "read timeout", method=method, url=url, origin="network"
+            ) from exc
         if not 200 <= response.status_code < 300:
             raise error_for(method, url, response)
-        try:
-            return response.json() if write else parse_json_lenient(response.text)
-        except ValueError as exc:
-            raise WordPressOutcomeUnknown(
-                "2xx without a JSON body", method=method, url=url, status=response.status_code
-            ) from exc
+        return _json_of(method, url, response, write)
 
     # Posts (WordPress REST API, /wp/v2/posts)
     def create_post(self, fields: dict) -> dict:

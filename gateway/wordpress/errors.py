@@ -1,8 +1,22 @@
-"""Errors of the WordPress client. Each carries the HTTP facts (method, URL, status, WordPress
-error ``code``) and says whether the outcome is *definite*: a definite refusal proves that
-nothing was created; anything else after the request left us means the outcome is unknown."""
+"""Errors of the WordPress transports (REST and XML-RPC). Each carries the HTTP facts (method,
+URL, status, WordPress error ``code``), says whether the outcome is *definite* (a definite
+refusal proves that nothing was created; anything else after the request left us means the
+outcome is unknown) and says who answered: its ``origin``.
+
+Origins: ``"wordpress"`` (a REST error body: JSON with ``code``, ``message`` and
+``data.status``, or an XML-RPC fault), ``"upstream"`` (anything else: an HTML or empty page from
+a firewall, CDN, load balancer, proxy or the web server in front of WordPress) and
+``"network"`` (no answer at all). Only WordPress can refuse definitely; :func:`upstream_refusal`
+builds the error for an upstream answer from plain HTTP facts, so every transport classifies
+the same way.
+"""
 
 from __future__ import annotations
+
+import datetime as dt
+import math
+from email.utils import parsedate_to_datetime
+from html.parser import HTMLParser
 
 
 class WordPressError(Exception):
@@ -18,6 +32,7 @@ class WordPressError(Exception):
     """
 
     definite = False
+    origin = "wordpress"  # who answered: "wordpress", "upstream", or "network" (no answer)
 
     def __init__(
         self,
@@ -29,8 +44,11 @@ class WordPressError(Exception):
         code: str | None = None,
         data: dict | None = None,
         retry_after: int | None = None,
+        origin: str | None = None,
     ):
         super().__init__(message)
+        if origin is not None:
+            self.origin = origin
         self.message = message
         self.method = method
         self.url = url
@@ -47,6 +65,7 @@ class WordPressError(Exception):
             "message": self.message,
             "method": self.method,
             "url": self.url,
+            "origin": self.origin,
         }
 
 
@@ -81,3 +100,145 @@ class WordPressOutcomeUnknown(WordPressError):
 
 class WordPressUnavailable(WordPressOutcomeUnknown):
     """No connection could be made, or WordPress asked us to back off (429/503)."""
+
+
+class UpstreamRefused(WordPressOutcomeUnknown):
+    """An answer that did not come from WordPress: a non-2xx HTML or empty page (a firewall,
+    CDN, load balancer, proxy or the web server's own 413), or a 2xx HTML page where JSON was
+    expected (a login or maintenance page).
+
+    It proves nothing about WordPress, so the outcome is unknown, never a refusal by
+    WordPress. Extra attributes: ``content_type`` (without parameters, "" when absent),
+    ``title`` (the page's ``<title>``, at most :data:`TITLE_CHARS` characters, or None).
+    ``retryable`` is True for 429 and 503 (the block lifts by itself; ``retry_after`` says
+    when), False otherwise (a person must act).
+    """
+
+    origin = "upstream"
+
+    def __init__(self, message: str, *, content_type: str = "", title: str | None = None, **kw):
+        super().__init__(message, **kw)
+        self.content_type = content_type
+        self.title = title
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (429, 503)
+
+    def as_dict(self) -> dict:
+        return {
+            **super().as_dict(),
+            "origin": self.origin,
+            "content_type": self.content_type,
+            "title": self.title,
+        }
+
+
+# --------------------------------------------------------------------------- classification
+# Transport-neutral: the REST client and the XML-RPC transport both pass the HTTP facts here.
+
+TITLE_CHARS = 200
+MAX_RETRY_AFTER = 24 * 3600
+
+
+def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> int | None:
+    """Seconds to wait from a ``Retry-After`` header (RFC 9110 section 10.2.3): either
+    delay-seconds or an HTTP date. Returns None when absent or unparseable; a date in the
+    past gives 0; capped at one day."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return min(int(value), MAX_RETRY_AFTER)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
+    return min(max(0, math.ceil((when - now).total_seconds())), MAX_RETRY_AFTER)
+
+
+class _TitleParser(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.inside = False
+        self.done = False
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "title" and not self.done:
+            self.inside = True
+
+    def handle_endtag(self, tag):
+        if tag == "title" and self.inside:
+            self.inside, self.done = False, True
+
+    def handle_data(self, data):
+        if self.inside:
+            self.parts.append(data)
+
+
+def page_title(text: str) -> str | None:
+    """The ``<title>`` of an HTML page (whitespace collapsed, at most :data:`TITLE_CHARS`
+    characters), or None. Uses the standard library's forgiving ``html.parser``."""
+    parser = _TitleParser()
+    try:
+        parser.feed(text[:65536])
+        parser.close()
+    except (AssertionError, ValueError):  # badly broken markup: no title
+        return None
+    title = " ".join("".join(parser.parts).split())
+    return title[:TITLE_CHARS] or None
+
+
+def is_wordpress_error_body(body) -> bool:
+    """True for WordPress's REST error shape: an object with ``code`` and ``message``
+    (``data.status`` usually present) - the mark that WordPress itself answered."""
+    return isinstance(body, dict) and isinstance(body.get("code"), str) and "message" in body
+
+
+def upstream_refusal(
+    *,
+    method: str,
+    url: str,
+    status: int,
+    content_type: str,
+    text: str,
+    retry_after: str | None,
+) -> UpstreamRefused:
+    """The :class:`UpstreamRefused` for a response that did not come from WordPress.
+
+    Args:
+        status: the HTTP status (a 2xx means an HTML page where JSON was expected).
+        content_type: the ``Content-Type`` header (parameters are dropped).
+        text: the body as text (only the ``<title>`` is kept).
+        retry_after: the raw ``Retry-After`` header, or None.
+    """
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    title = page_title(text) if text else None
+    what = f"{status} {mime or 'response without a content type'}"
+    if not text.strip():
+        what += " (empty)"
+    if title:
+        what += f" titled {title!r}"
+    if 200 <= status < 300:
+        message = (
+            f"a {what} page came back where WordPress answers JSON (a login, maintenance or "
+            "challenge page in front of the REST API)"
+        )
+    else:
+        message = (
+            f"a {what} answer came from in front of WordPress (a firewall, CDN, load "
+            "balancer, proxy or the web server), not from WordPress"
+        )
+    return UpstreamRefused(
+        message,
+        method=method,
+        url=url,
+        status=status,
+        content_type=mime,
+        title=title,
+        retry_after=parse_retry_after(retry_after),
+    )
