@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+from peewee import DatabaseError
 from peewee import DatabaseProxy
+from peewee import OperationalError
 from peewee import PostgresqlDatabase
 from peewee import SqliteDatabase
 from playhouse.db_url import connect
@@ -92,3 +94,26 @@ def rfc3339(value: dt.datetime | None) -> str | None:
     if isinstance(value, str):  # SQLite hands back text for some expressions
         value = dt.datetime.fromisoformat(value)
     return value.replace(tzinfo=dt.UTC).isoformat()
+
+
+# SQLSTATE classes and codes of PostgreSQL that mean "try again later", not "bad request":
+# connection exceptions (08), insufficient resources (53), operator intervention (57:
+# statement timeout, shutdown, cannot connect now), read-only transaction (25006),
+# serialization failure and deadlock (40001, 40P01), lock not available (55P03).
+PG_UNAVAILABLE_CLASSES = ("08", "53", "57")
+PG_UNAVAILABLE_CODES = frozenset({"25006", "40001", "40P01", "55P03"})
+
+
+def is_unavailable(error: DatabaseError) -> bool:
+    """True when ``error`` (a peewee database error) says the ledger cannot serve right now
+    and the same request may succeed later: on PostgreSQL a refused or lost connection, a
+    read-only transaction, a serialization failure or deadlock, a lock or statement
+    timeout; on SQLite a lock held past the busy timeout, a read-only file, a disk I/O
+    error (sqlite3 reports all of those as ``OperationalError``). Constraint violations and
+    programming errors are not: they are bugs or bad input."""
+    code = None
+    for original in (error, error.__cause__, error.__context__, *error.args[:1]):
+        code = code or getattr(original, "pgcode", None)  # the driver's error, wrapped
+    if code:
+        return code in PG_UNAVAILABLE_CODES or code[:2] in PG_UNAVAILABLE_CLASSES
+    return isinstance(error, OperationalError)

@@ -14,10 +14,11 @@ from flask import current_app
 from flask import g
 from flask import jsonify
 from flask import request
-from peewee import OperationalError
+from peewee import DatabaseError
 from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from gateway import db
 from gateway import exceptions as exc
 from gateway import ledger
 from gateway import tokens
@@ -153,11 +154,19 @@ def init_app(app: Flask) -> None:
             exc.PayloadTooLarge(f"the body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes")
         )
 
-    @app.errorhandler(OperationalError)
-    def _ledger_down(error):
-        log.error("ledger unavailable: %s", error)
+    @app.errorhandler(DatabaseError)
+    def _ledger_error(error):
+        if not db.is_unavailable(error):
+            log.exception("ledger error %s %s", request.method, request.path)
+            return problem_response(exc.GatewayError("an internal error occurred"))
+        log.error("ledger unavailable %s %s: %s", request.method, request.path, error)
         return problem_response(
-            exc.LedgerUnavailable("the ledger cannot be reached", retry_after=2)
+            exc.LedgerUnavailable(
+                "the ledger cannot serve this request now (connection, lock, timeout, "
+                "read-only database or I/O error); send the same request again later: the "
+                "gateway writes to WordPress only after recording its intent",
+                retry_after=2,
+            )
         )
 
     @app.errorhandler(HTTPException)
