@@ -206,6 +206,21 @@ class Approval(BaseModel):
         indexes = ((("tenant", "job_id"), False),)
 
 
+class OperationRetry(BaseModel):
+    """An editor's or admin's decision to send a FAILED operation again: who, why, and the
+    refusal it overrode (schema version 2). The row of :class:`Operation` itself moves from
+    FAILED to UNKNOWN, so the next identical request reconciles first and then sends."""
+
+    operation_key = TextField(index=True)
+    tenant = TextField()
+    job_id = TextField()
+    requested_by = TextField()
+    role = TextField()
+    reason = TextField()
+    previous_problem = JSONField(null=True)
+    created_at = DateTimeField(default=utcnow)
+
+
 TABLES = [
     Token,
     Site,
@@ -217,6 +232,7 @@ TABLES = [
     Lease,
     ApprovalRequest,
     Approval,
+    OperationRetry,
 ]
 
 

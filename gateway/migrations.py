@@ -58,7 +58,13 @@ class Migration:
     apply: Callable[[SchemaMigrator], None]
 
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[Migration] = [
+    Migration(
+        2,
+        "operation_retry: who turned a FAILED operation back to be sent again, and why",
+        lambda _migrator: ledger.OperationRetry.create_table(safe=True),
+    ),
+]
 
 
 def latest_version() -> int:

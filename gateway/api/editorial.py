@@ -17,6 +17,7 @@ from gateway import checkpoints
 from gateway import jobs
 from gateway import leases
 from gateway import repair
+from gateway import retries
 from gateway import validation
 from gateway.api import config
 from gateway.api import json_body
@@ -127,3 +128,12 @@ def publish(job_id: str):
     json_body("empty")
     outcome = approvals.publish(side_effect_target(job), g.principal.name)
     return _answer(approvals.publish_view(outcome), outcome)
+
+
+@bp.post("/jobs/<job_id>/operations/retry")
+@roles("editor", "admin")
+def retry_operation(job_id: str):
+    """Let a FAILED operation be sent again by its next identical request (after
+    reconciling): ``{"operation_key", "reason"}``; 409 ``operation-not-failed`` otherwise."""
+    body = json_body("operation_retry")
+    return retries.retry_failed(_job(job_id), body["operation_key"], body["reason"], g.principal)

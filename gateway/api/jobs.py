@@ -17,6 +17,7 @@ from gateway import jobs
 from gateway import leases
 from gateway import media
 from gateway import reconciliation
+from gateway import retries
 from gateway import validation
 from gateway.api import config
 from gateway.api import json_body
@@ -103,6 +104,7 @@ def get_job(job_id: str):
         **jobs.job_view(job),
         "approvals": [approvals.approval_view(a) for a in approvals.approvals_of(job)],
         "checkpoints": checkpoints.checkpoints_of(job),
+        "retries": retries.retries_of(job),
         "lease": leases.active_lease(job),
     }
 

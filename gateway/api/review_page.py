@@ -32,6 +32,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import ledger
 from gateway import reconciliation
+from gateway import retries
 from gateway import review_board
 from gateway import tokens
 from gateway import validation
@@ -180,6 +181,10 @@ def index():
         principal=g.principal,
         items=review_board.open_items(tenant),
         pending=review_board.pending_operations(tenant),
+        failed=[
+            {**jobs.row_view(row), "job_id": row.job_id}
+            for row in retries.failed_operations(tenant)
+        ],
         cards=review_board.awaiting_approval(config(), tenant),
         approval_hours=review_board.APPROVAL_HOURS,
     )
@@ -245,6 +250,22 @@ def publish(job_id: str):
     again = " (already published: nothing sent)" if view["replayed"] else ""
     flash(
         f"Job {job_id}: post {view['post_id']} is now {view['status'] or view['state']}{again}.",
+        "info",
+    )
+    return _back()
+
+
+@bp.post("/jobs/<job_id>/operations/retry")
+@roles("editor", "admin")
+def retry_operation(job_id: str):
+    """Let a FAILED operation be sent again (form fields ``operation_key``, ``reason``)."""
+    body = {"operation_key": request.form.get("operation_key", ""), "reason": ""}
+    body["reason"] = request.form.get("reason", "").strip()
+    validation.validate("operation_retry", body)
+    retries.retry_failed(_job(job_id), body["operation_key"], body["reason"], g.principal)
+    flash(
+        f"{body['operation_key']} will be sent again by its next identical request, after "
+        "a lookup in WordPress.",
         "info",
     )
     return _back()
