@@ -261,6 +261,7 @@ def _publish_effect(target: Target, post_id: int, approval: Approval, by: str) -
             "post_id": object_id,
             "status": "publish",
             "link": live.get("link"),
+            "slug": live.get("slug"),
             "approval_id": approval.id,
             "approved_by": approval.approved_by,
             "content_sha256": approval.content_sha256,
@@ -303,4 +304,4 @@ def publish(target: Target, by: str) -> Outcome:
 
 def publish_view(outcome: Outcome) -> dict:
     """The publish endpoint's response body."""
-    return operations.outcome_view(outcome, "post_id", "status", "link", "approval_id")
+    return operations.outcome_view(outcome, "post_id", "status", "link", "slug", "approval_id")

@@ -207,7 +207,11 @@ def put_draft(target: Target, body: dict) -> Outcome:
             "excerpt": body["excerpt"],
             "seo": dict(body["seo"]),
         },
-        "expected": {"featured_media": featured, "body_media": body_ids},
+        "expected": {
+            "featured_media": featured,
+            "body_media": body_ids,
+            **({"slug": body["slug"]} if body.get("slug") else {}),
+        },
         "update_of": update_of,
     }
     changed = _changed_fields(fields, previous.receipt) if previous is not None else None

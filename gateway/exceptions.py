@@ -106,6 +106,12 @@ UnsupportedMediaType = _problem(
     "UnsupportedMediaType", 415, "unsupported-media-type", "WordPress would refuse this file type"
 )
 ValidationFailed = _problem("ValidationFailed", 422, "validation-failed", "Validation failed")
+TemplateLeftover = _problem(
+    "TemplateLeftover", 422, "template-leftover", "Unevaluated template text in the request"
+)
+ImageUnreadable = _problem(
+    "ImageUnreadable", 422, "image-unreadable", "The image cannot be decoded"
+)
 OperationKeyReused = _problem(
     "OperationKeyReused",
     422,

@@ -7,7 +7,12 @@ Under a new task version, unchanged bytes of a slot reuse the earlier attachment
 
 from __future__ import annotations
 
+import io
 import re
+import struct
+
+from PIL import Image
+from PIL import UnidentifiedImageError
 
 from gateway import db
 from gateway import drafts
@@ -22,28 +27,66 @@ from gateway.operations import Outcome
 from gateway.operations import Target
 from gateway.wordpress import OPERATION_KEY_META
 
-# Signatures of the image types every WordPress site accepts from an author.
+# The image types every WordPress site accepts from an author: signature -> Pillow's format.
 SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png", "png"),
-    (b"\xff\xd8\xff", "image/jpeg", "jpg"),
-    (b"GIF87a", "image/gif", "gif"),
-    (b"GIF89a", "image/gif", "gif"),
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
 )
+TYPES = {
+    "PNG": ("image/png", "png"),
+    "JPEG": ("image/jpeg", "jpg"),
+    "GIF": ("image/gif", "gif"),
+    "WEBP": ("image/webp", "webp"),
+}
+
+
+def _claimed_format(content: bytes) -> str | None:
+    for magic, name in SIGNATURES:
+        if content.startswith(magic):
+            return name
+    if content[:4] == b"RIFF" and content[8:12] == b"WEBP":
+        return "WEBP"
+    return None
 
 
 def sniff(content: bytes) -> tuple[str, str]:
-    """``(mime_type, extension)`` of an image from its first bytes.
+    """``(mime_type, extension)`` of an image: the type from the file's signature, then the
+    whole image DECODED with Pillow, so a truncated or corrupt file never reaches WordPress.
+    The client's file name and MIME type are never trusted.
 
     Raises:
-        UnsupportedMediaType: not PNG, JPEG, GIF or WebP.
+        UnsupportedMediaType (415): not a PNG, JPEG, GIF or WebP image.
+        ImageUnreadable (422): it says it is one, but does not decode (truncated, corrupt,
+            or a decompression bomb).
     """
-    for magic, mime, ext in SIGNATURES:
-        if content.startswith(magic):
-            return mime, ext
-    if content[:4] == b"RIFF" and content[8:12] == b"WEBP":
-        return "image/webp", "webp"
-    raise exc.UnsupportedMediaType(
-        "the file is not a PNG, JPEG, GIF or WebP image (type sniffed from its bytes)"
+    claimed = _claimed_format(content)
+    if claimed is None:
+        raise exc.UnsupportedMediaType(
+            "the file is not a PNG, JPEG, GIF or WebP image (type sniffed from its bytes)"
+        )
+    try:
+        with Image.open(io.BytesIO(content), formats=[claimed]) as image:
+            image.load()  # decodes every pixel of the (first) frame
+    except UnidentifiedImageError:
+        raise _unreadable(claimed, "its header is incomplete or corrupt") from None
+    except (
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        struct.error,
+        Image.DecompressionBombError,
+    ) as error:
+        raise _unreadable(claimed, str(error)[:80] or type(error).__name__) from None
+    return TYPES[claimed]
+
+
+def _unreadable(claimed: str, reason: str) -> exc.GatewayError:
+    return exc.ImageUnreadable(
+        f"the {claimed} image cannot be decoded ({reason}); nothing was sent to WordPress",
+        errors=[{"pointer": "/file", "message": f"{claimed} image does not decode"}],
     )
 
 

@@ -109,6 +109,19 @@ def _authenticate():
     return None
 
 
+def _no_job_route() -> exc.GatewayError:
+    """A path under ``/v1/jobs/`` that no route takes: most often a job id holding ``/``
+    (or ``%2F``), which the job-id rule forbids."""
+    from gateway import validation
+
+    rule = validation.JOB_ID.pattern
+    return exc.NotFound(
+        f"no endpoint at {request.method} {request.path[:120]}; a job id must match {rule} "
+        "(letters, digits and . _ : - only, never '/')",
+        errors=[{"pointer": "/job_id", "message": f"job_id must match {rule}"}],
+    )
+
+
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
     from gateway.api import editorial
@@ -126,6 +139,18 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)
     app.register_blueprint(spec.bp)
+
+    @app.before_request
+    def _chunked_limit():
+        # Werkzeug stops reading a body without Content-Length (Transfer-Encoding: chunked)
+        # at MAX_CONTENT_LENGTH and hands on the truncated bytes: refuse it as too large.
+        if (
+            request.content_length is None
+            and "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        ):
+            if len(request.get_data(cache=True)) >= app.config["MAX_CONTENT_LENGTH"]:
+                raise RequestEntityTooLarge()
+        return None
 
     @app.before_request
     def _connect():
@@ -171,4 +196,11 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(error):
-        return problem_response(exc.framework_error(error.code, error.name, error.description))
+        generic = exc.framework_error(error.code, error.name, error.description)
+        if error.code == 404 and request.path.startswith("/v1/jobs/"):
+            generic = _no_job_route()
+        response = problem_response(generic)
+        allow = dict(error.get_headers()).get("Allow")
+        if allow:  # 405: RFC 9110 section 15.5.6 asks for the methods the route allows
+            response.headers["Allow"] = allow
+        return response

@@ -24,6 +24,7 @@ from gateway.api import json_body
 from gateway.api import roles
 
 bp = Blueprint("jobs", __name__, url_prefix="/v1")
+MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
 
 
 def _job(job_id: str):
@@ -91,7 +92,7 @@ def put_job(job_id: str):
     body = json_body("job")
     job, created = jobs.put_job(
         g.principal.tenant, job_id, body["site"], body["task_version"], body.get("session_id")
-    )
+    )  # task_version is an int even when sent as 1.0 (validation hands on ints)
     return jobs.job_view(job), 201 if created else 200
 
 
@@ -123,7 +124,9 @@ def put_media(job_id: str, slot: str):
                 "multipart field 'file' is required",
                 errors=[{"pointer": "/file", "message": "missing"}],
             )
-        content, filename, fields = upload.read(), upload.filename, request.form
+        fields = {k: request.form[k] for k in MEDIA_FORM_FIELDS if k in request.form}
+        fields = validation.validate("media", {"content_base64": "-", **fields})
+        content, filename = upload.read(), upload.filename or None
     else:
         fields = json_body("media")
         try:
@@ -133,7 +136,7 @@ def put_media(job_id: str, slot: str):
                 "content_base64 is not valid base64",
                 errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
             ) from None
-        filename = fields["filename"]
+        filename = fields.get("filename")  # absent: named {slot}.{ext} from the bytes
     if not content:
         raise exc.ValidationFailed(
             "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
