@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway import sites
 from gateway.config import Config
+from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
 
@@ -26,11 +27,25 @@ def _check(name: str, ok: bool | None, detail: str) -> dict:
     return {"check": name, "ok": ok, "detail": detail}
 
 
+def firewall_detail(error: UpstreamRefused) -> str:
+    """What a person needs to lift a block in front of the REST API (status, content type,
+    the page's title), never a credentials hint: WordPress did not answer."""
+    title = f" titled {error.title!r}" if error.title else ""
+    return (
+        f"a firewall, CDN, proxy or the web server in front of the REST API answered "
+        f"{error.method} {error.url} with {error.status} {error.content_type or 'no content type'}"
+        f"{title}, not WordPress: let the gateway's address or User-Agent "
+        "'publishing-gateway' through to /wp-json/"
+    )
+
+
 def doctor(config: Config, tenant: str, site_name: str) -> dict:
     """Check site ``site_name`` of ``tenant``.
 
     Returns ``{"site", "url", "ok", "checks": [{"check", "ok", "detail"}], "guarantees"}``;
-    ``ok`` is False when a check failed (None entries are warnings).
+    ``ok`` is False when a check failed (None entries are warnings). When the first probe
+    (``GET /wp/v2/users/me``) meets an answer from in front of WordPress the only check is
+    ``firewall`` (False), naming the status, content type and page title.
 
     Raises:
         SiteNotFound: no such site for the tenant.
@@ -40,6 +55,9 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     checks = []
     try:
         me = client.me()
+    except UpstreamRefused as error:
+        checks.append(_check("firewall", False, firewall_detail(error)))
+        return _result(site, checks, sites.ABSENT)
     except WordPressAuthError as error:
         checks.append(_check("login", False, f"application password refused: {error.message}"))
         return _result(site, checks, sites.ABSENT)

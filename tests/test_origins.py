@@ -7,10 +7,13 @@ WordPress ends with exactly one object."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
 from email.utils import format_datetime
 
 import pytest
 from conftest import draft_body
+from conftest import gateway_command
 from conftest import new_job_id
 from conftest import op_key
 from conftest import png_bytes
@@ -186,3 +189,24 @@ def _lookup(wp_site, key):
 )
 def test_retry_after_forms(value, expected):
     assert parse_retry_after(value) == expected
+
+
+def test_doctor_reports_a_firewall_in_front_of_the_rest_api(wp_site, ledger_url, tmp_path, proxy):
+    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url)  # init-db, sites add
+    title = "Access denied | blog.example used Cloudflare to restrict access"
+    proxy.add_fault(
+        Fault(kind="upstream_page", path=r"^/wp-json/wp/v2/users/me", title=title, times=None)
+    )
+    done = subprocess.run(
+        [*gateway_command(), "doctor", "--tenant", "acme", "--site", "blog"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    [check] = json.loads(done.stdout)["checks"]
+    assert check["check"] == "firewall" and check["ok"] is False
+    assert "403 text/html" in check["detail"] and title in check["detail"]
+    assert "password" not in check["detail"]
