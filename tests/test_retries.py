@@ -6,6 +6,8 @@ state is 409 ``operation-not-failed``. Plus: a ledger of the previous schema mig
 from __future__ import annotations
 
 import re
+import sqlite3
+from pathlib import Path
 
 import pytest
 from conftest import draft_body
@@ -20,6 +22,7 @@ from gateway.db import database
 from gateway.testing.fault_proxy import Fault
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def _failed_draft(gwp, proxy) -> tuple[str, dict]:
@@ -114,15 +117,19 @@ def test_review_page_button_allows_the_retry(gwp, proxy):
     assert gwp.count_objects(op_key(job_id, "draft")) == 1
 
 
-def test_a_version_1_ledger_migrates_to_operation_retries(ledger_url):
-    """A ledger of release 0.1.0 (no schema_version, no operation_retry) gets the table."""
-    db.bind(ledger_url)
+def test_the_release_0_1_0_ledger_migrates_to_operation_retries(tmp_path):
+    """The previous release's ledger fixture gets the ``operation_retry`` table (version 2)."""
+    path = tmp_path / "ledger-0.1.0.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript((FIXTURES / "ledger-0.1.0.sql").read_text())
+    url = f"sqlite:///{path}"
+    db.bind(url)
     with database.connection_context():
-        for model in [*ledger.TABLES, migrations.SchemaVersion]:  # the fixture's tables
-            model.drop_table(safe=True)
-        database.create_tables([t for t in ledger.TABLES if t is not ledger.OperationRetry])
-        assert migrations.current_version() == migrations.BASELINE
+        assert "operation_retry" not in database.get_tables()
     assert migrations.migrate() == (migrations.BASELINE, migrations.latest_version())
     with database.connection_context():
         assert "operation_retry" in database.get_tables()
-        assert migrations.current_version() == migrations.latest_version() >= 2
+        assert migrations.current_version() >= 2
+        assert ledger.OperationRetry.select().count() == 0
+        assert ledger.Operation.select().count() == 2  # the old rows are kept
+    database.close()
