@@ -117,3 +117,16 @@ def is_unavailable(error: DatabaseError) -> bool:
     if code:
         return code in PG_UNAVAILABLE_CODES or code[:2] in PG_UNAVAILABLE_CLASSES
     return isinstance(error, OperationalError)
+
+
+def discard_connection() -> None:
+    """Close this thread's ledger connection for good instead of handing it back to the pool,
+    after :func:`is_unavailable` said so: a session that met a read-only database, a broken
+    file descriptor or a dead server must not serve the next request once the ledger is
+    back (a PostgreSQL session keeps ``default_transaction_read_only`` from its start)."""
+    if database.obj is None or database.is_closed():
+        return
+    try:
+        database.obj.manual_close()
+    except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped
+        pass

@@ -19,9 +19,11 @@ from conftest import new_job_id
 from conftest import op_key
 from conftest import problem_slug
 from conftest import sqlite_path
+from servers import Server
 
 from gateway import db
 from gateway.db import database
+from gateway.ledger import Job
 
 pytestmark = pytest.mark.wordpress
 POSTS = r"^/wp-json/wp/v2/posts/?$"
@@ -186,7 +188,6 @@ def test_ledger_failure_is_503_without_a_wordpress_call(gwp, proxy, ledger_url, 
         assert problem_slug(answer) == "ledger-unavailable"
         assert int(answer.headers["Retry-After"]) >= 1
         assert answer.get_json()["retryable"] is True
-    database.obj.close_all()  # nothing of the fault survives in the pool
     assert proxy.count(method="POST", path=POSTS) == 0
     again = gwp.put_draft(job_id, body)
     assert again.status_code == 201, again.get_json()
@@ -200,3 +201,39 @@ def test_a_constraint_violation_is_not_ledger_unavailable():
 
     assert not db.is_unavailable(IntegrityError(Exception("UNIQUE constraint failed")))
     assert db.is_unavailable(OperationalError(sqlite3.OperationalError("database is locked")))
+
+
+def test_read_only_postgresql_through_gateway_serve(wp_site, ledger_url, tmp_path, proxy):
+    """The issue's row through a real ``gateway serve``: the ledger's database turned
+    read-only (``default_transaction_read_only``) -> 503 ``ledger-unavailable`` with
+    ``Retry-After`` and no WordPress write; once it is writable again the same request
+    creates the post (the read-only sessions were not kept in the pool)."""
+    if not ledger_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL ledger only")
+    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url)  # init-db, site, token
+    job_id = new_job_id()
+    db.bind(ledger_url)
+    with database.connection_context():
+        Job.create(tenant="acme", job_id=job_id, site="blog", task_version=1)
+    database.obj.close_all()
+    body = draft_body(title=f"Read-only {job_id}")
+    with _pg_admin(ledger_url) as cur:
+        cur.execute(
+            f'ALTER DATABASE "{_pg_name(ledger_url)}" SET default_transaction_read_only = on'
+        )
+    server.start()
+    try:
+        answer = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+        assert answer.status_code == 503, answer.text
+        assert problem_slug(answer) == "ledger-unavailable"
+        assert int(answer.headers["Retry-After"]) >= 1
+        assert proxy.count(method="POST", path=POSTS) == 0
+        with _pg_admin(ledger_url) as cur:
+            cur.execute(
+                f'ALTER DATABASE "{_pg_name(ledger_url)}" RESET default_transaction_read_only'
+            )
+        again = server.retry("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+        assert again.status_code == 201, again.text
+    finally:
+        server.kill()
+    assert proxy.count(method="POST", path=POSTS) == 1

@@ -185,6 +185,7 @@ def init_app(app: Flask) -> None:
             log.exception("ledger error %s %s", request.method, request.path)
             return problem_response(exc.GatewayError("an internal error occurred"))
         log.error("ledger unavailable %s %s: %s", request.method, request.path, error)
+        db.discard_connection()
         return problem_response(
             exc.LedgerUnavailable(
                 "the ledger cannot serve this request now (connection, lock, timeout, "
