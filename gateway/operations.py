@@ -29,6 +29,7 @@ from peewee import IntegrityError
 from gateway import db
 from gateway import exceptions as exc
 from gateway import leases
+from gateway import refusals
 from gateway import reviews
 from gateway import sites
 from gateway.config import Config
@@ -351,7 +352,7 @@ def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
         _record_refusal(row, refusal)
         raise _refused(row, refusal) from refusal
     except UpstreamRefused as refusal:
-        _record_upstream(row, refusal)
+        refusals.record_upstream(row, refusal)
         raise _unknown(row, refusal) from refusal
     except WordPressError as error:
         return _after_unknown(target, row, effect, error)
@@ -422,56 +423,6 @@ def _record_refusal(row: Operation, refusal: WordPressRefused) -> None:
     ).where(Operation.id == row.id, Operation.state == SENT).execute()
 
 
-def _record_upstream(row: Operation, refusal: UpstreamRefused) -> None:
-    """UNKNOWN, reason ``upstream-refused``: an answer from in front of WordPress proves
-    nothing about WordPress, so the next identical request reconciles first. No lookup now:
-    the same block would most likely answer it."""
-    Operation.update(
-        state=UNKNOWN,
-        updated_at=db.utcnow(),
-        problem={
-            "detail": refusal.message,
-            "reason": "upstream-refused",
-            **upstream_facts(refusal),
-        },
-    ).where(Operation.id == row.id, Operation.state == SENT).execute()
-    log.warning("upstream refused %s job_id=%s: %s", row.operation_key, row.job_id, refusal)
-
-
-def upstream_facts(refusal: UpstreamRefused) -> dict:
-    """What a person needs to lift a block in front of WordPress (no credentials)."""
-    return {
-        "origin": "upstream",
-        "upstream": {
-            "status": refusal.status,
-            "content_type": refusal.content_type,
-            "title": refusal.title,
-            "method": refusal.method,
-            "url": refusal.url,
-        },
-    }
-
-
-def upstream_problem(refusal: UpstreamRefused, **extensions) -> exc.GatewayError:
-    """502 ``upstream-refused``: retryable with ``Retry-After`` for 429/503, else a person
-    must act (no retry storm against a firewall)."""
-    advice = (
-        "it asks to come back later"
-        if refusal.retryable
-        else "ask whoever runs the site's firewall, CDN or web server to let the gateway "
-        "through (WordPress itself did not answer)"
-    )
-    error = exc.UpstreamRefused(
-        f"{refusal.message}; {advice}. Nothing proves a write: the next identical request "
-        "looks the operation up in WordPress before sending",
-        retry_after=(refusal.retry_after or 5) if refusal.retryable else None,
-        **upstream_facts(refusal),
-        **extensions,
-    )
-    error.retryable = refusal.retryable
-    return error
-
-
 def _wp_facts(error: WordPressError) -> dict:
     return {"wordpress_status": error.status, "wordpress_code": error.code}
 
@@ -487,7 +438,7 @@ def _refused(row: Operation, refusal: WordPressRefused) -> exc.GatewayError:
 
 def _unknown(row: Operation, error: WordPressError) -> exc.GatewayError:
     if isinstance(error, UpstreamRefused):
-        return upstream_problem(
+        return refusals.upstream_problem(
             error, operation_key=row.operation_key, ledger_state=_reload(row).state
         )
     cls = (
