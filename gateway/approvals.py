@@ -26,6 +26,7 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import refusals
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -55,9 +56,7 @@ def _live(target: Target) -> tuple[int, dict]:
     try:
         return draft.remote_id, target.client.get_post(draft.remote_id)
     except WordPressError as error:
-        raise exc.WordPressUnavailable(
-            f"cannot read the post back: {error.message}", retry_after=2
-        ) from error
+        raise refusals.cannot_read(error) from error
 
 
 def live_digest(post: dict) -> str:

@@ -16,6 +16,7 @@ from gateway import checkpoints
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import refusals
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -265,9 +266,7 @@ def verify_job(target: Target) -> dict:
     except WordPressNotFound:
         live = {"id": row.remote_id, "status": None}
     except WordPressError as error:
-        raise exc.WordPressUnavailable(
-            f"cannot read the post back: {error.message}", retry_after=2
-        ) from error
+        raise refusals.cannot_read(error) from error
     expected_status = "publish" if job.phase == "published" else "draft"
     result = verification.compare(row.receipt, live, target.companion.present, expected_status)
     if result["ok"]:

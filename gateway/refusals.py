@@ -17,6 +17,7 @@ from gateway.ledger import SENT
 from gateway.ledger import UNKNOWN
 from gateway.ledger import Operation
 from gateway.wordpress.errors import UpstreamRefused
+from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +70,11 @@ def upstream_problem(refusal: UpstreamRefused, **extensions) -> exc.GatewayError
     )
     error.retryable = refusal.retryable
     return error
+
+
+def cannot_read(error: WordPressError) -> exc.GatewayError:
+    """The problem for a read-back that failed: 502 ``upstream-refused`` when a page from in
+    front of WordPress answered, else 503 ``wordpress-unavailable`` (retry shortly)."""
+    if isinstance(error, UpstreamRefused):
+        return upstream_problem(error)
+    return exc.WordPressUnavailable(f"cannot read the post back: {error.message}", retry_after=2)

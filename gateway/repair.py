@@ -22,6 +22,7 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import refusals
 from gateway import verification
 from gateway.digests import canonical_json
 from gateway.digests import request_digest
@@ -70,9 +71,7 @@ def _read_live(target: Target, post_id: int) -> dict:
     try:
         return target.client.get_post(post_id)
     except WordPressError as error:
-        raise exc.WordPressUnavailable(
-            f"cannot read the post back: {error.message}", retry_after=2
-        ) from error
+        raise refusals.cannot_read(error) from error
 
 
 def _expected_status(job) -> str:

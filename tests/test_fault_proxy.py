@@ -316,6 +316,26 @@ def test_status_without_forward(proxy: FaultProxy, upstream: Upstream) -> None:
     assert proxy.count(method="POST", forwarded=False) == 1
 
 
+def test_upstream_page_answers_html_with_title_and_optional_retry_after(
+    proxy: FaultProxy, upstream: Upstream
+) -> None:
+    proxy.add_fault(Fault(kind="upstream_page", method="POST", title="Just a moment & wait"))
+    resp = post(proxy)
+    assert resp.status_code == 403
+    assert resp.headers["Content-Type"].startswith("text/html")
+    assert "<title>Just a moment &amp; wait</title>" in resp.text
+    assert "Retry-After" not in resp.headers
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    proxy.add_fault(
+        Fault.from_dict({"kind": "upstream_page", "status": 503, "retry_after_header": date})
+    )
+    resp = post(proxy)
+    assert resp.status_code == 503 and resp.headers["Retry-After"] == date
+    assert "<title>503 Service Unavailable</title>" in resp.text
+    assert upstream.got("POST") == []
+    assert proxy.count(fault_kind="upstream_page", forwarded=False) == 2
+
+
 def test_php_notice_prepended_to_body(proxy: FaultProxy, upstream: Upstream) -> None:
     proxy.add_fault(Fault(kind="php_notice", method="POST", path=POSTS))
     resp = post(proxy)

@@ -210,3 +210,17 @@ def test_doctor_reports_a_firewall_in_front_of_the_rest_api(wp_site, ledger_url,
     assert check["check"] == "firewall" and check["ok"] is False
     assert "403 text/html" in check["detail"] and title in check["detail"]
     assert "password" not in check["detail"]
+
+
+def test_read_back_behind_a_block_names_it(gwp, proxy):
+    """Verification's read-back meeting a firewall page: 502 ``upstream-refused``, not 503."""
+    job_id = new_job_id()
+    gwp.put_job(job_id)
+    assert gwp.put_draft(job_id, draft_body(title=f"Read {job_id}")).status_code == 201
+    proxy.add_fault(
+        Fault(kind="upstream_page", method="GET", path=r"^/wp-json/wp/v2/posts/\d+", status=406)
+    )
+    answer = gwp.verification(job_id)
+    assert answer.status_code == 502 and problem_slug(answer) == "upstream-refused"
+    assert answer.get_json()["upstream"]["status"] == 406
+    assert gwp.verification(job_id).status_code == 200  # the block was lifted
