@@ -107,12 +107,14 @@ def request_schema(name: str) -> dict:
     relative to ``#/components/schemas/request.{name}``."""
     prefix = f"#/components/schemas/request.{name}"
 
+    def target(ref: str) -> str:
+        if ref == validation.TEXT_SCHEMA_ID:  # the one text-field definition
+            return "#/components/schemas/Text"
+        return prefix + ref[1:] if ref.startswith("#/") else ref
+
     def rewrite(node):
         if isinstance(node, dict):
-            return {
-                k: (prefix + v[1:] if k == "$ref" and v.startswith("#/") else rewrite(v))
-                for k, v in node.items()
-            }
+            return {k: (target(v) if k == "$ref" else rewrite(v)) for k, v in node.items()}
         if isinstance(node, list):
             return [rewrite(v) for v in node]
         return node
@@ -131,6 +133,7 @@ def build(app: Flask) -> dict:
         operation = _operation(method, path, rule, view, contract, problems)
         paths.setdefault(path, {})[method.lower()] = operation
     schemas = {f"request.{n}": request_schema(n) for n in validation.schema_names()}
+    schemas["Text"] = {k: v for k, v in validation.schema("text").items() if k != "$id"}
     schemas.update(SCHEMAS)
     schemas["Problem"] = _problem_schema(problems)
     return copy.deepcopy(

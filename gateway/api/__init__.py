@@ -183,7 +183,9 @@ def init_app(app: Flask) -> None:
     def _ledger_error(error):
         if not db.is_unavailable(error):
             log.exception("ledger error %s %s", request.method, request.path)
-            return problem_response(exc.GatewayError("an internal error occurred"))
+            return problem_response(
+                exc.framework_error(500, "Internal Server Error", "an internal error occurred")
+            )
         log.error("ledger unavailable %s %s: %s", request.method, request.path, error)
         db.discard_connection()
         return problem_response(

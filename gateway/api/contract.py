@@ -21,6 +21,7 @@ LEDGER = (
     "operation-in-progress",
     "needs-review",
     "wordpress-refused",
+    "upstream-refused",
     "outcome-unknown",
     "wordpress-unavailable",
 )
@@ -44,6 +45,8 @@ EXTENSIONS = (
     "failed_fields",
     "expected_sha256",
     "actual_sha256",
+    "origin",
+    "upstream",
 )
 
 HEADERS = {
@@ -109,7 +112,7 @@ JOB_QUERY = {
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
     "after": {"type": "integer", "minimum": 0, "description": "the previous page's next_after"},
 }
-READ_BACK = ("not-found", "wordpress-unavailable")
+READ_BACK = ("not-found", "wordpress-unavailable", "upstream-refused")
 
 OPERATIONS: dict[str, Contract] = {
     "GET /healthz": Contract(returns="Health"),
@@ -124,7 +127,7 @@ OPERATIONS: dict[str, Contract] = {
         body="media",
         ok=(200, 201),
         returns="Media",
-        problems=("unsupported-media-type",),
+        problems=("unsupported-media-type", "image-unreadable"),
         fenced=True,
         replays=True,
     ),
@@ -132,12 +135,17 @@ OPERATIONS: dict[str, Contract] = {
         body="draft",
         ok=(200, 201),
         returns="Draft",
-        problems=("media-not-ready", "artifact-digest-mismatch"),
+        problems=("media-not-ready", "artifact-digest-mismatch", "template-leftover"),
         fenced=True,
         replays=True,
     ),
     "GET /v1/jobs/{job_id}/verification": Contract(returns="Verification", problems=READ_BACK),
     "POST /v1/jobs/{job_id}/recover": Contract(body="empty", returns="Recover"),
+    "POST /v1/jobs/{job_id}/operations/retry": Contract(
+        body="operation_retry",
+        returns="OperationRetry",
+        problems=("not-found", "operation-not-failed"),
+    ),
     "POST /v1/jobs/{job_id}/checkpoints": Contract(
         body="checkpoint",
         ok=(200, 201),
@@ -174,7 +182,13 @@ OPERATIONS: dict[str, Contract] = {
         body="approval",
         ok=(201,),
         returns="Approval",
-        problems=("job-cancelled", "approval-required", "approval-stale", "wordpress-unavailable"),
+        problems=(
+            "job-cancelled",
+            "approval-required",
+            "approval-stale",
+            "wordpress-unavailable",
+            "upstream-refused",
+        ),
     ),
     "DELETE /v1/jobs/{job_id}/approvals/{approval_id}": Contract(
         returns="Approval", problems=("not-found",)
@@ -189,6 +203,7 @@ OPERATIONS: dict[str, Contract] = {
             "approval-revoked",
             "approval-stale",
             "wordpress-unavailable",
+            "upstream-refused",
         ),
         fenced=True,
         replays=True,
@@ -217,5 +232,8 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "POST /review/jobs/{job_id}/publish": Contract(
         media_type=PAGE, ok=(303,), form=(), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/operations/retry": Contract(
+        media_type=PAGE, ok=(303,), form=("operation_key", "reason"), pages=(400,)
     ),
 }

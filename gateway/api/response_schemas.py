@@ -135,6 +135,7 @@ SCHEMAS: dict[str, dict] = {
                 approvals=arr(ref("Approval")),
                 checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
                 lease={"anyOf": [ref("Lease"), {"type": "null"}]},
+                retries=arr(ref("Retry")),
             ),
         ]
     },
@@ -174,6 +175,7 @@ SCHEMAS: dict[str, dict] = {
         post_id=NINT,
         status=NSTR,
         link=NSTR,
+        slug=NSTR,
         approval_id=NINT,
     ),
     "Repair": obj(
@@ -187,6 +189,18 @@ SCHEMAS: dict[str, dict] = {
         verification={"type": ["object", "null"]},
     ),
     "Verification": VERIFICATION,
+    "OperationRetry": obj(
+        ("operation_key", "state", "retry"), operation_key=STR, state=STATE, retry=ref("Retry")
+    ),
+    "Retry": obj(
+        ("requested_by", "role", "reason", "created_at"),
+        operation_key=STR,
+        requested_by=STR,
+        role=STR,
+        reason=STR,
+        previous_problem={"type": ["object", "null"]},
+        created_at=TIME,
+    ),
     "Recover": obj(
         ("job_id", "status", "completed", "failed", "unknown", "needs_review"),
         job_id=STR,
