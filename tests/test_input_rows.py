@@ -256,3 +256,22 @@ def test_another_slug_difference_fails_verification():
     assert slug_field("news", "news-3")["reason"] == "made-unique"
     other = slug_field("news", "breaking")
     assert other["ok"] is False and other["reason"] != "made-unique"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(lambda: png_bytes((1, 2, 3), 8)[:40], id="png-header-only"),
+        pytest.param(lambda: png_bytes((1, 2, 3), 8)[:50], id="png-cut-in-its-pixels"),
+        pytest.param(lambda: JPEG_BYTES[:-60], id="jpeg-cut"),
+        pytest.param(lambda: JPEG_BYTES[:300], id="jpeg-tables-only"),
+        pytest.param(lambda: b"GIF89a" + b"\0" * 10, id="gif-signature-only"),
+        pytest.param(lambda: b"RIFF\0\0\0\0WEBPVP8 ", id="webp-signature-only"),
+    ],
+)
+def test_images_that_do_not_decode_are_unreadable(cut):
+    from gateway import exceptions
+    from gateway import media
+
+    with pytest.raises(exceptions.ImageUnreadable):
+        media.sniff(cut())
