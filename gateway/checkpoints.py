@@ -106,7 +106,7 @@ def post_checkpoint(job: Job, body: dict) -> tuple[Checkpoint, bool]:
     """
     phase = body["phase"]
     if phase in jobs.GATEWAY_PHASES:
-        ledger.bump_counter(REJECTED_ADVANCES)
+        ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
         log.warning("job_id=%s: client tried to set gateway phase %s", job.job_id, phase)
         raise exc.PhaseOwnedByGateway(
             f"phase {phase!r} is set only by the gateway on its own evidence", phase=phase
@@ -171,7 +171,7 @@ def check_body(job: Job, content: str) -> None:
     expected = body_digest(job)
     if expected is None or expected == sha256_hex(content):
         return
-    ledger.bump_counter(REJECTED_ADVANCES)
+    ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
     raise exc.ArtifactDigestMismatch(
         "the draft content's SHA-256 differs from the body artifact of the body_generated "
         "checkpoint",

@@ -7,6 +7,7 @@ database connection is opened before it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -16,6 +17,7 @@ import click
 from flask.cli import AppGroup
 from flask.cli import ScriptInfo
 from flask.cli import with_appcontext
+from peewee import PeeweeException as PeeweeError
 
 from gateway import __version__
 from gateway import create_app
@@ -24,6 +26,7 @@ from gateway import sites
 from gateway import tokens
 from gateway.config import ConfigError
 from gateway.db import database
+from gateway.exceptions import GatewayError
 
 
 class KnownProblem(click.ClickException):
@@ -40,19 +43,57 @@ def _app_factory():
         raise KnownProblem(str(error)) from None
 
 
+@contextlib.contextmanager
+def _known_problems(where: str):
+    """Turn the problems a user can fix into :class:`KnownProblem` (one line, exit 2): a
+    ledger that is missing, outdated or unreachable (``where`` names it), an unknown site or
+    job (any :class:`GatewayError`), a ``GATEWAY_SECRET_KEY`` other than the one the sites
+    were added with."""
+    try:
+        yield
+    except (migrations.LedgerError, GatewayError) as error:
+        raise KnownProblem(str(error)) from None
+    except PeeweeError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise KnownProblem(f"cannot use the ledger at {where}: {first}") from None
+
+
 def needs_ledger(command):
-    """``with_appcontext`` plus a ledger at the current schema version (else exit 2)."""
+    """``with_appcontext`` plus a ledger at the current schema version (else exit 2); the
+    command's known problems become one line on stderr and exit status 2."""
 
     @functools.wraps(command)
     @with_appcontext
     def wrapper(*args, **kwargs):
-        try:
-            migrations.check(_config().database_url)
-        except migrations.LedgerError as error:
-            raise KnownProblem(str(error)) from None
-        return command(*args, **kwargs)
+        url = _config().database_url
+        with _known_problems(migrations.describe(url)):
+            migrations.check(url)
+            return command(*args, **kwargs)
 
     return wrapper
+
+
+def known_tenant(tenant: str) -> None:
+    """Refuse a tenant that has neither a token nor a site in the ledger (a typo, or the
+    wrong ledger): one line that says where it looked and what creates a tenant.
+
+    Raises:
+        KnownProblem: the tenant is unknown.
+    """
+    from gateway.ledger import Site
+    from gateway.ledger import Token
+
+    with database.connection_context():
+        found = (
+            Token.select().where(Token.tenant == tenant).exists()
+            or Site.select().where(Site.tenant == tenant).exists()
+        )
+    if not found:
+        where = migrations.describe(_config().database_url)
+        raise KnownProblem(
+            f"unknown tenant {tenant!r}: the ledger at {where} has no token and no site for "
+            "it ('gateway sites add' or 'gateway tokens create' make one)"
+        )
 
 
 @click.group(cls=AppGroup)
@@ -72,10 +113,8 @@ def _config():
 def init_db():
     """Create or migrate the ledger at GATEWAY_DATABASE_URL."""
     where = migrations.describe(_config().database_url)
-    try:
+    with _known_problems(where):
         before, after = migrations.migrate()
-    except migrations.LedgerError as error:
-        raise KnownProblem(str(error)) from None
     if before is None:
         click.echo(f"ledger created at {where} (schema version {after})", err=True)
     elif before == after:
@@ -153,6 +192,7 @@ def tokens_create(tenant, role, name):
 @needs_ledger
 def tokens_revoke(tenant, name):
     """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
+    known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
@@ -183,7 +223,14 @@ def doctor_command(tenant, site_name):
     """Preflight of a WordPress site: reachability, login, role, companion plugin."""
     from gateway import doctor
 
+    known_tenant(tenant)
     with database.connection_context():
+        configured = sorted(s.name for s in sites.list_sites(tenant))
+        if site_name not in configured:
+            raise KnownProblem(
+                f"unknown site {site_name!r} for tenant {tenant!r}; its sites: "
+                f"{', '.join(configured) or 'none'} ('gateway sites add' adds one)"
+            )
         result = doctor.doctor(_config(), tenant, site_name)
     for check in result["checks"]:
         mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
@@ -196,11 +243,16 @@ def doctor_command(tenant, site_name):
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
 def report_command(tenant):
-    """The acceptance counters of GET /v1/report, as JSON per tenant."""
+    """The acceptance counters of GET /v1/report as JSON: ``{"tenants": {T: {...}}}``, and
+    without --tenant also ``"global"``: the refusal counters over every tenant, calls
+    without a valid token included."""
     from gateway import report
     from gateway.ledger import Job
     from gateway.ledger import Site
+    from gateway.ledger import Token
 
+    if tenant:
+        known_tenant(tenant)
     with database.connection_context():
         tenants = (
             [tenant]
@@ -208,9 +260,12 @@ def report_command(tenant):
             else sorted(
                 {s.tenant for s in Site.select(Site.tenant)}
                 | {j.tenant for j in Job.select(Job.tenant)}
+                | {t.tenant for t in Token.select(Token.tenant)}
             )
         )
-        result = {t: report.report(_config(), t) for t in tenants}
+        result = {"tenants": {t: report.report(_config(), t) for t in tenants}}
+        if not tenant:
+            result["global"] = report.global_counters()
     click.echo(json.dumps(result, indent=2, ensure_ascii=False))
 
 
@@ -244,11 +299,17 @@ def openapi_command():
 
 @cli.command("demo", with_appcontext=False)
 @click.option("--site-json", default=None, help="The test site's site.json.")
-def demo(site_json):
+@click.option("--keep", is_flag=True, help="Keep the demo's ledger directory afterwards.")
+def demo(site_json, keep):
     """The main job end to end against the test site, with a lost response recovered."""
+    from gateway.demo import DemoUnavailable
     from gateway.demo import run_demo
 
-    sys.exit(run_demo(site_json))
+    try:
+        status = run_demo(site_json, keep=keep)
+    except DemoUnavailable as error:
+        raise KnownProblem(str(error)) from None
+    sys.exit(status)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,6 +34,10 @@ from gateway.testing.fault_proxy import FaultProxy
 
 DEFAULT_SITE_JSON = Path("wp_test_site/.runtime/site.json")
 TENANT = "demo"
+
+
+class DemoUnavailable(Exception):
+    """The demo cannot start (no test site); the message says what to run."""
 
 
 def say(text: str) -> None:
@@ -277,7 +282,8 @@ class Demo:
         )
         return 1 if failed else 0
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
+        """Stop the server and the proxy; remove the ledger directory unless ``keep``."""
         if self.server is not None:
             self.server.terminate()
             try:
@@ -285,6 +291,12 @@ class Demo:
             except subprocess.TimeoutExpired:
                 self.server.kill()
         self.proxy.stop()
+        if db.database.obj is not None:
+            db.close_all()  # no open handle on the ledger file about to be removed
+        if keep:
+            say(f"ledger and server log kept in {self.workdir}")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _problem_slug(response) -> str:
@@ -294,13 +306,20 @@ def _problem_slug(response) -> str:
         return ""
 
 
-def run_demo(site_json: str | None = None) -> int:
-    """Run the demo against the site in ``site_json``; returns the exit status (0 = ok)."""
+def run_demo(site_json: str | None = None, keep: bool = False) -> int:
+    """Run the demo against the site in ``site_json``; returns the exit status (0 = ok,
+    1 = a check failed). The demo's ledger directory is removed afterwards unless ``keep``.
+
+    Raises:
+        DemoUnavailable: no readable ``site.json`` (the test WordPress is not up).
+    """
     path = Path(site_json) if site_json else DEFAULT_SITE_JSON
-    if not path.exists():
-        say(f"no test site at {path}: run 'bash wp_test_site/up.sh' first")
-        return 2
-    site = json.loads(path.read_text())
+    try:
+        site = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise DemoUnavailable(
+            f"no test site at {path.resolve()}: run 'bash wp_test_site/up.sh' first"
+        ) from None
     started = time.monotonic()
     say(f"Publishing Gateway demo against WordPress at {site['url']}")
     demo = Demo(site)
@@ -311,4 +330,4 @@ def run_demo(site_json: str | None = None) -> int:
         b = demo.job_b(gw, article, images)
         return demo.report(a, b, started)
     finally:
-        demo.close()
+        demo.close(keep)

@@ -146,3 +146,9 @@ WordPressUnavailable = _problem(
 LedgerUnavailable = _problem(
     "LedgerUnavailable", 503, "ledger-unavailable", "The ledger is not reachable", True
 )
+SecretKeyMismatch = _problem(
+    "SecretKeyMismatch",
+    500,
+    "secret-key-mismatch",
+    "The stored site credentials cannot be decrypted with this GATEWAY_SECRET_KEY",
+)

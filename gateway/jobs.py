@@ -44,6 +44,11 @@ def get_job(tenant: str, job_id: str) -> Job:
     return job
 
 
+def held_by_another_tenant(tenant: str, job_id: str) -> bool:
+    """True when a tenant other than ``tenant`` has a job ``job_id`` (a refusal to count)."""
+    return Job.select().where(Job.job_id == job_id, Job.tenant != tenant).exists()
+
+
 def put_job(
     tenant: str, job_id: str, site: str, task_version: int, session_id: str | None = None
 ) -> tuple[Job, bool]:

@@ -236,16 +236,28 @@ TABLES = [
 ]
 
 
-def bump_counter(name: str, by: int = 1) -> None:
-    """Add ``by`` to counter ``name`` atomically (insert on first use)."""
-    updated = Counter.update(value=Counter.value + by).where(Counter.name == name).execute()
-    if not updated:
-        Counter.insert(name=name, value=by).on_conflict(
-            conflict_target=[Counter.name], update={Counter.value: Counter.value + by}
-        ).execute()
+def counter_name(name: str, tenant: str | None = None) -> str:
+    """The :class:`Counter` row of ``name``: the global figure, or ``{name}/{tenant}`` for one
+    tenant's share (tenants never contain ``/``: it separates an operation key's parts)."""
+    return name if tenant is None else f"{name}/{tenant}"
 
 
-def counter(name: str) -> int:
-    """Current value of counter ``name`` (0 when never bumped)."""
-    row = Counter.get_or_none(Counter.name == name)
+def bump_counter(name: str, by: int = 1, tenant: str | None = None) -> None:
+    """Add ``by`` to counter ``name`` atomically (insert on first use).
+
+    With ``tenant`` (a refusal whose tenant is known: a valid token of the wrong role, or for
+    another tenant's job) the tenant's own row grows too; without it (a 401 with no valid
+    token) only the global figure does."""
+    names = [name] if tenant is None else [name, counter_name(name, tenant)]
+    for key in names:
+        updated = Counter.update(value=Counter.value + by).where(Counter.name == key).execute()
+        if not updated:
+            Counter.insert(name=key, value=by).on_conflict(
+                conflict_target=[Counter.name], update={Counter.value: Counter.value + by}
+            ).execute()
+
+
+def counter(name: str, tenant: str | None = None) -> int:
+    """Current value of counter ``name``, global or of ``tenant`` (0 when never bumped)."""
+    row = Counter.get_or_none(Counter.name == counter_name(name, tenant))
     return row.value if row else 0

@@ -158,17 +158,29 @@ def check(database_url: str) -> None:
 
 
 def _no_ledger(where: str) -> LedgerError:
+    from gateway.config import DEFAULT_DATABASE_URL
+
+    unset = (
+        " (it is not set, so the default, a file in the current directory, was used)"
+        if where.startswith(DEFAULT_DATABASE_URL + " ")
+        else ""
+    )
     return LedgerError(
         f"no ledger at {where}: run 'gateway init-db' to create it, or set "
-        "GATEWAY_DATABASE_URL to the ledger you meant"
+        f"GATEWAY_DATABASE_URL to the ledger you meant{unset}"
     )
 
 
 def describe(database_url: str) -> str:
-    """``database_url`` fit for a message: a password in it is replaced by ``***``."""
+    """``database_url`` fit for a message: a password in it is replaced by ``***``, and a
+    relative SQLite path is followed by the absolute file it names here."""
+    import os
     from urllib.parse import urlsplit
     from urllib.parse import urlunsplit
 
+    path = _sqlite_path(database_url)
+    if path and not os.path.isabs(path) and path != ":memory:":
+        return f"{database_url} (file {os.path.abspath(path)})"
     parts = urlsplit(database_url)
     if parts.password:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
@@ -181,10 +193,14 @@ def sqlite_file_missing(database_url: str) -> bool:
     empty ledger somewhere nobody meant)."""
     import os
 
+    path = _sqlite_path(database_url)
+    return path not in (None, "", ":memory:") and not os.path.exists(path)
+
+
+def _sqlite_path(database_url: str) -> str | None:
     if not database_url.startswith("sqlite:///"):
-        return False
-    path = database_url[len("sqlite:///") :].split("?", 1)[0]
-    return path not in ("", ":memory:") and not os.path.exists(path)
+        return None
+    return database_url[len("sqlite:///") :].split("?", 1)[0]
 
 
 def _first_line(error: BaseException) -> str:

@@ -54,8 +54,13 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
     return counts
 
 
+REFUSAL_COUNTERS = ("unauthorized_calls", "rejected_checkpoint_advances")
+
+
 def report(config: Config, tenant: str) -> dict:
-    """The acceptance counters of ``tenant``."""
+    """The acceptance counters of ``tenant``: ``unauthorized_calls`` counts the refusals of
+    the tenant's own tokens (wrong role, another tenant's job); a call without a valid token
+    counts only in :func:`global_counters`."""
     statuses = Tally(jobs.status_of(job) for job in Job.select().where(Job.tenant == tenant))
     unknown = (
         Operation.select()
@@ -64,8 +69,13 @@ def report(config: Config, tenant: str) -> dict:
     )
     return {
         **duplicates_in_wordpress(config, tenant),
-        "unauthorized_calls": ledger.counter("unauthorized_calls"),
-        "rejected_checkpoint_advances": ledger.counter("rejected_checkpoint_advances"),
+        **{name: ledger.counter(name, tenant) for name in REFUSAL_COUNTERS},
         "unknown_operations": unknown,
         "jobs_by_status": {s: statuses.get(s, 0) for s in jobs.STATUSES},
     }
+
+
+def global_counters() -> dict:
+    """The refusal counters over every tenant, calls without a valid token (401) included:
+    ``{"unauthorized_calls": int, "rejected_checkpoint_advances": int}``."""
+    return {name: ledger.counter(name) for name in REFUSAL_COUNTERS}

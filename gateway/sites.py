@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway import db
+from gateway.exceptions import SecretKeyMismatch
 from gateway.exceptions import SiteNotFound
 from gateway.ledger import Site
 from gateway.wordpress import WordPressClient
@@ -65,12 +66,12 @@ def decrypt_password(secret_key: str, token: str) -> str:
     """Decrypt a stored application password.
 
     Raises:
-        RuntimeError: the ledger was written under another ``GATEWAY_SECRET_KEY``.
+        SecretKeyMismatch: the ledger was written under another ``GATEWAY_SECRET_KEY``.
     """
     try:
         return _fernet(secret_key).decrypt(token.encode("ascii")).decode("utf-8")
     except InvalidToken:
-        raise RuntimeError(
+        raise SecretKeyMismatch(
             "cannot decrypt a site password: GATEWAY_SECRET_KEY differs from the one used "
             "by 'gateway sites add'"
         ) from None
@@ -122,6 +123,11 @@ def get_site(tenant: str, name: str) -> Site:
             errors=[{"pointer": "/site", "message": "unknown site"}],
         )
     return site
+
+
+def list_sites(tenant: str) -> list[Site]:
+    """Every site of ``tenant``, by name."""
+    return list(Site.select().where(Site.tenant == tenant).order_by(Site.name))
 
 
 def client_for(site: Site, secret_key: str, timeout: float) -> WordPressClient:

@@ -130,3 +130,35 @@ def test_metrics_expose_ledger_figures_without_credentials(offline_gw):
     text = answer.get_data(as_text=True)
     assert "gateway_unauthorized_calls_total 1.0" in text
     assert offline_gw.author["app_password"] not in text
+
+
+def test_refusals_count_for_the_tenant_they_know_and_401s_only_globally(offline_gw):
+    from gateway import ledger
+    from gateway import report
+    from gateway.db import database
+
+    def counts() -> tuple[int, int, int]:
+        with offline_gw.app.app_context(), database.connection_context():
+            return (
+                report.global_counters()["unauthorized_calls"],
+                ledger.counter("unauthorized_calls", "acme"),
+                ledger.counter("unauthorized_calls", "other"),
+            )
+
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    assert counts() == (0, 0, 0)
+    client = offline_gw.client
+    assert client.get("/v1/jobs", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert counts() == (1, 0, 0)  # no valid token: no tenant to charge it to
+    editor = offline_gw.make_token("editor")
+    assert offline_gw.put_draft(job_id, draft_body(), token=editor).status_code == 403
+    assert counts() == (2, 1, 0)  # a valid acme token of the wrong role
+    stranger = offline_gw.make_token("workflow", tenant="other")
+    answer = client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers(stranger))
+    assert answer.status_code == 404  # acme's job stays invisible to "other"...
+    assert counts() == (3, 1, 1)  # ... but the attempt counts for "other"
+    assert client.get(f"/v1/jobs/{new_job_id()}", headers=offline_gw.headers()).status_code == 404
+    assert counts() == (3, 1, 1)  # a job nobody has is no refusal
+    acme = client.get("/v1/report", headers=offline_gw.headers(editor)).get_json()
+    assert acme["unauthorized_calls"] == 1

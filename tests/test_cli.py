@@ -148,5 +148,8 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "needs_review": 0,
         "unreachable": 0,
     }
-    report = json.loads(run("report", "--tenant", "acme").stdout)["acme"]
+    report = json.loads(run("report", "--tenant", "acme").stdout)["tenants"]["acme"]
     assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0
+    every = json.loads(run("report").stdout)
+    assert set(every["tenants"]) == {"acme"}
+    assert every["global"] == {"unauthorized_calls": 0, "rejected_checkpoint_advances": 0}

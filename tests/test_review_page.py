@@ -65,11 +65,17 @@ def test_login_refuses_a_workflow_token(offline_gw):
 
 
 def test_login_refuses_an_unknown_token_and_counts_it(offline_gw):
+    from gateway import report
+    from gateway.db import database
+
     answer = _sign_in(offline_gw.client, "not-a-token")
     assert answer.status_code == 401
+    assert _sign_in(offline_gw.client, offline_gw.token).status_code == 403  # workflow token
     admin = offline_gw.make_token("admin")
-    report = offline_gw.client.get("/v1/report", headers=offline_gw.headers(admin)).get_json()
-    assert report["unauthorized_calls"] >= 1
+    acme = offline_gw.client.get("/v1/report", headers=offline_gw.headers(admin)).get_json()
+    assert acme["unauthorized_calls"] == 1  # the workflow token's: its tenant is known
+    with offline_gw.app.app_context(), database.connection_context():
+        assert report.global_counters()["unauthorized_calls"] == 2
 
 
 def test_editor_signs_in_with_a_safe_session_cookie_and_no_token_in_the_page(offline_gw):

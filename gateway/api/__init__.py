@@ -73,12 +73,21 @@ def json_body(schema: str) -> dict:
 
 
 def roles(*allowed: str):
-    """Allow only tokens whose role is in ``allowed`` (403 ``forbidden`` otherwise)."""
+    """Allow only tokens whose role is in ``allowed`` (403 ``forbidden`` otherwise, counted
+    as an unauthorized call of the token's tenant)."""
 
     def decorate(view):
         @wraps(view)
         def wrapper(*args, **kwargs):
             if g.principal.role not in allowed:
+                ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
+                log.warning(
+                    "refused %s %s: role %s (tenant %s)",
+                    request.method,
+                    request.path,
+                    g.principal.role,
+                    g.principal.tenant,
+                )
                 raise exc.Forbidden(
                     f"this call needs a token with one of the roles: {', '.join(allowed)}"
                 )

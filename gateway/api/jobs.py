@@ -15,6 +15,7 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import leases
+from gateway import ledger
 from gateway import media
 from gateway import reconciliation
 from gateway import retries
@@ -29,7 +30,13 @@ MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
 
 def _job(job_id: str):
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
-    return jobs.get_job(g.principal.tenant, job_id)
+    try:
+        return jobs.get_job(g.principal.tenant, job_id)
+    except exc.JobNotFound:
+        if jobs.held_by_another_tenant(g.principal.tenant, job_id):
+            # Still a 404 (no tenant learns of another's jobs), but counted: the token is valid.
+            ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
+        raise
 
 
 def check_side_effect(job) -> int | None:

@@ -142,7 +142,7 @@ def login():
     token = request.form.get("token", "").strip()
     principal = tokens.authenticate(token) if token else None
     if principal is None or principal.role not in EDITOR_ROLES:
-        ledger.bump_counter("unauthorized_calls")
+        ledger.bump_counter("unauthorized_calls", tenant=principal.tenant if principal else None)
         log.warning("review page: sign-in refused (%s)", principal.role if principal else "unknown")
         message = (
             "Unknown or revoked token."

@@ -1,0 +1,213 @@
+"""Every ``gateway`` command answers a problem the user can fix with one line on stderr and
+exit status 2, never a traceback; only ``init-db`` creates a ledger.
+
+The matrix runs the commands in-process with click's ``CliRunner`` (a real process each would
+cost a second per cell); an exception escaping a command shows up there as
+``result.exception``, which a real process would print as a traceback. The headline case of
+the issue also runs as a real process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+from conftest import SECRET_KEY
+from conftest import gateway_command
+from conftest import sqlite_path
+from flask.cli import ScriptInfo
+
+from gateway import db
+from gateway import migrations
+from gateway.cli import _app_factory
+from gateway.cli import cli
+
+PASSWORD_ENV = "GW_TEST_PROBLEM_PASSWORD"
+UNREACHABLE = "postgresql://gateway@127.0.0.1:1/nowhere"  # nothing listens on port 1
+
+COMMANDS = {
+    "init-db": ["init-db"],
+    "sites add": [
+        "sites",
+        "add",
+        "--tenant",
+        "acme",
+        "--name",
+        "blog",
+        "--url",
+        "http://127.0.0.1:9",
+        "--username",
+        "author",
+        "--app-password-env",
+        PASSWORD_ENV,
+    ],
+    "tokens create": ["tokens", "create", "--tenant", "acme", "--role", "editor", "--name", "e"],
+    "tokens revoke": ["tokens", "revoke", "--tenant", "acme", "--name", "e"],
+    "reconcile": ["reconcile"],
+    "doctor": ["doctor", "--tenant", "acme", "--site", "blog"],
+    "report": ["report"],
+    "report --tenant": ["report", "--tenant", "acme"],
+    "serve": ["serve", "--port", "9"],
+}
+LEDGER_COMMANDS = [name for name in COMMANDS if name != "init-db"]
+
+
+def invoke(args: list[str], env: dict):
+    """Run ``gateway ARGS`` in-process with ``env`` replacing every ``GATEWAY_*`` variable."""
+    base = {k: None for k in os.environ if k.startswith("GATEWAY_")}
+    runner = CliRunner()
+    return runner.invoke(
+        cli,
+        args,
+        obj=ScriptInfo(create_app=_app_factory, set_debug_flag=False),
+        env={**base, PASSWORD_ENV: "pass word", **env},
+        prog_name="gateway",
+    )
+
+
+def assert_one_line(result, status: int = 2, *words: str) -> str:
+    """No traceback (no exception escaped), the exit status, one line on stderr."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{type(result.exception).__name__}: {result.exception}"
+    )
+    assert result.exit_code == status, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def env(ledger_url):
+    return {"GATEWAY_DATABASE_URL": ledger_url, "GATEWAY_SECRET_KEY": SECRET_KEY}
+
+
+@pytest.fixture
+def ready(env):
+    """A current ledger with tenant acme, its site ``blog`` and an editor token."""
+    assert invoke(["init-db"], env).exit_code == 0
+    assert invoke(COMMANDS["sites add"], env).exit_code == 0
+    assert invoke(COMMANDS["tokens create"], env).exit_code == 0
+    return env
+
+
+def _no_tables(ledger_url: str) -> bool:
+    path = sqlite_path(ledger_url)
+    if path is not None:
+        return not path.exists()
+    db.bind(ledger_url)
+    with db.database.connection_context():
+        return migrations.current_version() is None
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_no_secret_key(name, ledger_url):
+    result = invoke(COMMANDS[name], {"GATEWAY_DATABASE_URL": ledger_url})
+    assert_one_line(result, 2, "GATEWAY_SECRET_KEY is required")
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_ledger_unreachable(name):
+    env = {"GATEWAY_DATABASE_URL": UNREACHABLE, "GATEWAY_SECRET_KEY": SECRET_KEY}
+    assert_one_line(invoke(COMMANDS[name], env), 2, "ledger at postgresql://", "refused")
+
+
+@pytest.mark.parametrize("name", LEDGER_COMMANDS)
+def test_missing_ledger_is_refused_and_not_created(name, env, ledger_url):
+    line = assert_one_line(invoke(COMMANDS[name], env), 2, "no ledger at", "gateway init-db")
+    assert "GATEWAY_DATABASE_URL" in line
+    assert _no_tables(ledger_url)
+
+
+def test_outdated_ledger_is_refused_until_init_db_migrates_it(ready, monkeypatch):
+    step = migrations.Migration(migrations.latest_version() + 1, "test step", lambda m: None)
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, step])
+    for name in LEDGER_COMMANDS:
+        assert_one_line(invoke(COMMANDS[name], ready), 2, "run 'gateway init-db' to migrate")
+    migrated = invoke(["init-db"], ready)
+    assert migrated.exit_code == 0 and "migrated" in migrated.stderr
+    assert invoke(COMMANDS["report"], ready).exit_code == 0
+
+
+def test_newer_ledger_is_refused_by_every_command(ready):
+    with db.database.connection_context():
+        migrations.SchemaVersion.create(version=99, description="from the future")
+    for name in COMMANDS:
+        assert_one_line(invoke(COMMANDS[name], ready), 2, "upgrade the gateway")
+
+
+@pytest.mark.parametrize("name", ["tokens revoke", "doctor", "report --tenant"])
+def test_unknown_tenant(name, ready):
+    args = ["nobody" if a == "acme" else a for a in COMMANDS[name]]
+    assert_one_line(invoke(args, ready), 2, "unknown tenant 'nobody'", "gateway sites add")
+
+
+def test_unknown_site_and_another_secret_key(ready):
+    args = ["nosuch" if a == "blog" else a for a in COMMANDS["doctor"]]
+    assert_one_line(invoke(args, ready), 2, "unknown site 'nosuch'", "its sites: blog")
+    other_key = {**ready, "GATEWAY_SECRET_KEY": "another key"}
+    assert_one_line(invoke(COMMANDS["doctor"], other_key), 2, "GATEWAY_SECRET_KEY differs")
+
+
+def test_doctor_failing_its_checks_exits_1_and_success_exits_0(ready):
+    unreachable_site = invoke(COMMANDS["doctor"], ready)  # http://127.0.0.1:9: nothing there
+    assert unreachable_site.exit_code == 1 and unreachable_site.exception.code == 1
+    assert "FAIL rest_api" in unreachable_site.stderr
+    assert invoke(COMMANDS["report --tenant"], ready).exit_code == 0
+    assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
+
+
+def test_demo_without_a_test_site(tmp_path):
+    missing = tmp_path / "site.json"
+    assert_one_line(invoke(["demo", "--site-json", str(missing)], {}), 2, "wp_test_site/up.sh")
+
+
+@pytest.mark.parametrize("name", ["report", "sites add", "tokens create"])
+def test_from_another_directory_no_second_ledger(name, tmp_path, monkeypatch):
+    """Without GATEWAY_DATABASE_URL the default is ./gateway.db: the command says where it
+    looked and how to point it at a ledger, and leaves no empty ledger behind."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    line = assert_one_line(invoke(COMMANDS[name], {"GATEWAY_SECRET_KEY": SECRET_KEY}), 2)
+    assert str(elsewhere / "gateway.db") in line
+    assert "set GATEWAY_DATABASE_URL" in line and "gateway init-db" in line
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_create_app_never_creates_a_ledger(tmp_path, monkeypatch):
+    import gateway
+
+    target = tmp_path / "ledger.db"
+    monkeypatch.setenv("GATEWAY_DATABASE_URL", f"sqlite:///{target}")
+    monkeypatch.setenv("GATEWAY_SECRET_KEY", SECRET_KEY)
+    with pytest.raises(migrations.LedgerError, match="gateway init-db"):
+        gateway.create_app()
+    assert not target.exists()
+
+
+def test_doctor_for_an_unknown_site_as_a_real_process(env):
+    """The issue's own case: ``gateway doctor --tenant acme --site nosuch``."""
+    run_env = {**os.environ, **env, PASSWORD_ENV: "pass word"}
+
+    def run(*args):
+        return subprocess.run(
+            [*gateway_command(), *args],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert run("init-db").returncode == 0
+    assert run(*COMMANDS["sites add"]).returncode == 0
+    done = run("doctor", "--tenant", "acme", "--site", "nosuch")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "Error: unknown site 'nosuch' for tenant 'acme'; its sites: blog "
+        "('gateway sites add' adds one)"
+    )
