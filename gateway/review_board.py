@@ -9,14 +9,14 @@ Shapes are plain dicts for templates; no Flask here.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import logging
-import re
+from collections.abc import Callable
 
 from gateway import approvals
 from gateway import db
 from gateway import drafts
 from gateway import jobs
+from gateway import previews
 from gateway import reviews
 from gateway import verification
 from gateway.config import Config
@@ -33,9 +33,7 @@ from gateway.wordpress.errors import WordPressError
 log = logging.getLogger(__name__)
 AWAITING_PHASES = ("verified", "approval_pending")
 APPROVAL_HOURS = 24
-PREVIEW_CHARS = 400
-_TAG = re.compile(r"<[^>]*>")
-_SPACE = re.compile(r"\s+")
+ImageURL = Callable[[str, int], str]  # (job_id, attachment id) -> the page's thumbnail URL
 
 
 def edit_link(site_url: str | None, post_id: int) -> str | None:
@@ -99,19 +97,15 @@ def open_items(tenant: str) -> list[dict]:
 
 
 def pending_operations(tenant: str) -> list[dict]:
-    """``UNKNOWN`` and ``SENT`` ledger rows of ``tenant``, oldest first."""
+    """``UNKNOWN`` and ``SENT`` ledger rows of ``tenant``, oldest first, each with
+    ``words``: its problem for an editor (:func:`gateway.previews.problem_in_words`)."""
     query = (
         Operation.select()
         .where(Operation.tenant == tenant, Operation.state << (UNKNOWN, SENT))
         .order_by(Operation.id)
     )
-    return [jobs.row_view(row) for row in query]
-
-
-def text_preview(content: str, limit: int = PREVIEW_CHARS) -> str:
-    """The first ``limit`` characters of ``content`` as plain text (tags dropped)."""
-    text = _SPACE.sub(" ", html.unescape(_TAG.sub(" ", content or ""))).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    views = [jobs.row_view(row) for row in query]
+    return [{**view, "words": previews.problem_in_words(view)} for view in views]
 
 
 def _approval_state(approval, job: Job, post_id: int | None, digest: str | None, now) -> str:
@@ -122,8 +116,10 @@ def _approval_state(approval, job: Job, post_id: int | None, digest: str | None,
     return "valid" if refusal is None else refusal.slug
 
 
-def _live_summary(target) -> dict:
-    """The live post of the job's latest draft, summarised (``context=edit`` read-back)."""
+def _live_summary(target, image_url: ImageURL) -> dict:
+    """The live post of the job's latest draft, summarised (``context=edit`` read-back): its
+    fields, the content rendered for reading (sanitized, the job's images as thumbnails
+    through ``image_url``) and the featured image."""
     row = drafts.latest_draft(target.job)
     if row is None:
         return {"error": "the job has no confirmed draft"}
@@ -133,6 +129,12 @@ def _live_summary(target) -> dict:
         return {"post_id": row.remote_id, "error": f"cannot read the post back: {error.message}"}
     snap = verification.snapshot(post)
     sent = (row.receipt or {}).get("sent") or {}
+    job = target.job
+    media = previews.job_media(job.tenant, job.job_id)
+    rendered = previews.render_content(
+        snap["content"], media, lambda media_id: image_url(job.job_id, media_id)
+    )
+    featured = snap["featured_media"]
     return {
         "post_id": row.remote_id,
         "status": snap["status"],
@@ -140,11 +142,16 @@ def _live_summary(target) -> dict:
         "title": snap["title"],
         "excerpt": snap["excerpt"],
         "seo": snap["seo"],
-        "featured_media": snap["featured_media"],
+        "featured_media": featured,
+        "featured_url": image_url(job.job_id, featured) if featured in media else None,
+        "content_html": rendered["html"],
+        "body_images": [
+            {"id": media_id, "url": image_url(job.job_id, media_id)}
+            for media_id in dict.fromkeys(rendered["images"])
+        ],
         "content_sha256": sha256_hex(snap["content"]),
         "content_chars": len(snap["content"]),
         "digest": approvals.live_digest(post),
-        "preview": text_preview(snap["content"]),
         "sent_title": sent.get("title"),
         "sent_excerpt": sent.get("excerpt"),
         "sent_seo": sent.get("seo") or {},
@@ -160,10 +167,11 @@ def _request_of(job: Job) -> ApprovalRequest | None:
     )
 
 
-def awaiting_approval(config: Config, tenant: str) -> list[dict]:
+def awaiting_approval(config: Config, tenant: str, image_url: ImageURL) -> list[dict]:
     """Jobs of ``tenant`` in phase ``verified`` or ``approval_pending`` (not cancelled), each
     with a fresh read-back summary of what publishing would make public, the approval request
-    and the job's approvals with their state now. A WordPress failure is shown per job."""
+    and the job's approvals with their state now. A WordPress failure is shown per job.
+    ``image_url(job_id, attachment_id)`` is the review page's thumbnail route."""
     query = (
         Job.select()
         .where(Job.tenant == tenant, Job.phase << AWAITING_PHASES, Job.cancelled == False)  # noqa: E712
@@ -172,7 +180,7 @@ def awaiting_approval(config: Config, tenant: str) -> list[dict]:
     cards, now, sites = [], db.db_now(), _site_urls(tenant)
     for job in query:
         try:
-            live = _live_summary(jobs.target_for(config, job))
+            live = _live_summary(jobs.target_for(config, job), image_url)
         except GatewayError as error:
             live = {"error": f"{error.title}: {error.detail}"}
         request = _request_of(job)

@@ -21,6 +21,7 @@ from conftest import TENANT
 from conftest import admin_session
 from conftest import draft_body
 from conftest import new_job_id
+from conftest import png_bytes
 from conftest import problem_slug
 from servers import Server
 
@@ -159,6 +160,101 @@ def test_admin_may_resolve_but_not_approve(offline_gw):
     assert "Not allowed for this token" in answer.get_data(as_text=True)
 
 
+@pytest.mark.wordpress
+def test_images_come_through_the_gateway_only_for_the_editors_own_jobs(gw):
+    """The thumbnail route streams an image the job uploaded, fetched from WordPress with
+    the site's credentials; it is scoped to the editor's tenant and to attachments the job's
+    ledger holds (never an open proxy), and needs a signed-in editor."""
+    job_id, other_job = new_job_id(), new_job_id()
+    uploaded = {}
+    for job in (job_id, other_job):
+        assert gw.put_job(job).status_code == 201
+        answer = gw.put_media(job, "hero", png_bytes((10, 150, 90), size=40))
+        assert answer.status_code == 201, answer.get_json()
+        uploaded[job] = answer.get_json()["media_id"]
+    route = f"/review/jobs/{job_id}/media/{uploaded[job_id]}"
+    assert gw.client.get(route).status_code == 303  # not signed in: to the sign-in page
+    _sign_in(gw.client, gw.make_token("editor"))
+    image = gw.client.get(route)
+    assert image.status_code == 200 and image.mimetype == "image/png"
+    assert image.data == png_bytes((10, 150, 90), size=40)  # too small for a generated size
+    assert "default-src 'none'" in image.headers["Content-Security-Policy"]
+    # another job's attachment, an id WordPress has but no job uploaded, an unknown job
+    for path in (
+        f"/review/jobs/{job_id}/media/{uploaded[other_job]}",
+        f"/review/jobs/{job_id}/media/1",
+        f"/review/jobs/{new_job_id()}/media/{uploaded[job_id]}",
+    ):
+        assert gw.client.get(path).status_code == 404, path
+    stranger = gw.app.test_client()
+    _sign_in(stranger, gw.make_token("editor", tenant="other"))
+    assert stranger.get(route).status_code == 404  # another tenant's editor
+
+
+def test_content_is_rendered_without_scripts_and_with_only_the_jobs_images():
+    from gateway import previews
+
+    media = {7: "http://wp.test/wp-content/uploads/a.png"}
+    content = (
+        '<!-- wp:paragraph --><p onclick="steal()">Hi <script>alert(1)</script>'
+        '<a href="javascript:alert(1)">x</a><a href="https://example.org">y</a></p>'
+        '<figure><img src="http://wp.test/wp-content/uploads/a.png" alt="A" class="wp-image-7">'
+        '</figure><img src="https://tracker.example/pixel.gif"><iframe src="https://x"></iframe>'
+        "<style>body{display:none}</style>"
+    )
+    rendered = previews.render_content(content, media, lambda i: f"/review/jobs/J/media/{i}")
+    html = rendered["html"]
+    assert rendered["images"] == [7]
+    assert '<img src="/review/jobs/J/media/7" alt="A">' in html
+    for banned in (
+        "script",
+        "onclick",
+        "javascript:",
+        "tracker.example",
+        "iframe",
+        "style",
+        "<!--",
+    ):
+        assert banned not in html, banned
+    assert 'href="https://example.org" rel="noopener noreferrer"' in html
+    assert "not one of this job's uploads" in html
+
+
+def test_times_to_the_minute_and_problems_in_words():
+    from gateway import previews
+
+    assert previews.minute("2026-11-30T08:56:51.340918+00:00") == "30 Nov 2026, 08:56 UTC"
+    assert previews.minute("2026-11-30T09:56:51+01:00") == "30 Nov 2026, 08:56 UTC"
+    assert previews.minute("2026-11-30T08:56:51") == "30 Nov 2026, 08:56 UTC"  # date_gmt
+    assert previews.minute(None) == "—"
+    row = {
+        "action": "draft",
+        "slot": None,
+        "state": "UNKNOWN",
+        "sent_at": "2026-11-30T08:56:51+00:00",
+        "problem": {
+            "detail": "connection lost: ('Connection aborted.', RemoteDisconnected('x'))",
+            "wordpress_status": None,
+            "wordpress_code": None,
+        },
+    }
+    words = previews.problem_in_words(row)
+    assert words["summary"].startswith("The connection to WordPress was lost")
+    assert "RemoteDisconnected" not in words["summary"]
+    assert "RemoteDisconnected" in words["technical"]
+    words = previews.problem_in_words(
+        {
+            **row,
+            "action": "media",
+            "slot": "hero",
+            "problem": {"detail": "Bad gateway", "wordpress_status": 502, "wordpress_code": None},
+        }
+    )
+    assert "the image 'hero'" in words["summary"] and "HTTP 502" in words["summary"]
+    sent = previews.problem_in_words({**row, "state": "SENT", "problem": None})
+    assert "30 Nov 2026, 08:56 UTC" in sent["summary"] and sent["technical"] is None
+
+
 # --------------------------------------------------------------------------- browser
 
 
@@ -224,9 +320,26 @@ def _suspected_duplicate(server: Server, proxy, job_id: str, title: str) -> None
     proxy.clear_faults()
 
 
+ARTICLE = (
+    "<p>An <strong>opening</strong> paragraph an editor reads before approving.</p>\n"
+    "{{media:body}}\n<h2>A heading</h2>\n<ul><li>one point</li><li>another point</li></ul>\n"
+    '<p>A <a href="https://example.org/source">source link</a> and a closing line.</p>'
+)
+
+
 def _draft_awaiting_approval(server: Server, job_id: str, title: str) -> int:
+    """A verified draft with a featured image and an image in the text, approval requested."""
     assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1}).ok
-    draft = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=draft_body(title=title))
+    for slot, colour in (("hero", (30, 110, 200)), ("body", (220, 140, 20))):
+        image = png_bytes(colour, size=96)
+        answer = server.call(
+            "PUT", f"/v1/jobs/{job_id}/media/{slot}", files={"file": (f"{slot}.png", image)}
+        )
+        assert answer.status_code == 201, answer.text
+    body = draft_body(
+        title=title, content=ARTICLE, featured_media={"slot": "hero"}, body_media=["body"]
+    )
+    draft = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
     assert draft.status_code == 201, draft.text
     requested = server.call("POST", f"/v1/jobs/{job_id}/approval-requests")
     assert requested.status_code == 201, requested.text
@@ -238,6 +351,35 @@ def _shot(driver, name: str) -> Path:
     path = ARTIFACTS / f"review-{name}.png"
     driver.save_screenshot(str(path))
     return path
+
+
+TIME_TO_THE_MINUTE = re.compile(r"\b\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC\b")
+
+
+def _assert_readable_times(driver) -> None:
+    """Times read like ``30 Nov 2026, 08:56 UTC``: no seconds, microseconds or ISO ``T``."""
+    from selenium.webdriver.common.by import By
+
+    text = driver.find_element(By.TAG_NAME, "main").text
+    assert TIME_TO_THE_MINUTE.search(text), text
+    assert not re.search(r"\d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T", text), text
+
+
+def _assert_images_load(driver, card) -> None:
+    """The featured image, the image in the text and its copy inside the rendered text are
+    all served by the gateway (same origin) and decoded by the browser."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    images = card.find_elements(By.CSS_SELECTOR, "img.featured, img.body-image, .rendered img")
+    assert len(images) == 3
+    for image in images:
+        assert image.get_attribute("src").startswith(driver.current_url.split("/review")[0])
+        WebDriverWait(driver, 30).until(lambda d, i=image: d.execute_script(JS_LOADED, i))
+        assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
+
+
+JS_LOADED = "return arguments[0].complete && arguments[0].naturalWidth > 0"
 
 
 def _flash(driver) -> str:
@@ -289,6 +431,7 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
 
     browser.get(server.url + "/review")
     assert browser.current_url.endswith("/review/login")
+    _shot(browser, "0-sign-in")
     browser.find_element(By.ID, "token").send_keys(editor)
     assert "Signed in as ed" in _submit(browser, browser.find_element(By.ID, "sign-in"))
     assert editor not in browser.page_source
@@ -299,7 +442,19 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     assert len(candidates) == 1 and suspect_title in candidates[0].text
     pending = browser.find_element(By.ID, "pending").text
     assert f"{TENANT}/{suspect_job}/v1/draft" in pending and "UNKNOWN" in pending
+    assert "may or may not have saved it" in pending  # the problem in words...
+    details = browser.find_element(By.CSS_SELECTOR, "#pending .problem details")
+    assert details.get_attribute("open") is None  # ... the technical detail folded away
+    _assert_readable_times(browser)
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    _assert_images_load(browser, card)
+    rendered = card.find_element(By.CSS_SELECTOR, ".rendered")
+    assert "An opening paragraph an editor reads" in rendered.text
+    assert rendered.find_element(By.TAG_NAME, "h2").text == "A heading"
+    assert "sha256" not in card.text  # the digests are folded away too
     _shot(browser, "1-signed-in")
+    browser.execute_script("arguments[0].scrollIntoView()", card)
+    _shot(browser, "1-draft-awaiting-approval")
     flashed = _submit(browser, candidates[0].find_element(By.CSS_SELECTOR, "button.same-as"))
     assert "resolved: same as post" in flashed and "CONFIRMED" in flashed, flashed
     assert not browser.find_elements(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')

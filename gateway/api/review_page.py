@@ -17,6 +17,7 @@ import datetime as dt
 import logging
 
 from flask import Blueprint
+from flask import Response
 from flask import flash
 from flask import g
 from flask import redirect
@@ -31,6 +32,7 @@ from gateway import approvals
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import ledger
+from gateway import previews
 from gateway import reconciliation
 from gateway import retries
 from gateway import review_board
@@ -63,6 +65,7 @@ SECURITY_HEADERS = {
 @bp.record_once
 def _configure(state) -> None:
     app = state.app
+    app.add_template_filter(previews.minute, "minute")
     # Checked per view by _before() instead of app-wide, so the JSON API is never affected.
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", SESSION_HOURS * 3600)  # a page left open
@@ -185,9 +188,24 @@ def index():
             {**jobs.row_view(row), "job_id": row.job_id}
             for row in retries.failed_operations(tenant)
         ],
-        cards=review_board.awaiting_approval(config(), tenant),
+        cards=review_board.awaiting_approval(config(), tenant, _image_url),
         approval_hours=review_board.APPROVAL_HOURS,
     )
+
+
+def _image_url(job_id: str, media_id: int) -> str:
+    return url_for("review_page.job_image", job_id=job_id, media_id=media_id)
+
+
+@bp.get("/jobs/<job_id>/media/<int:media_id>")
+def job_image(job_id: str, media_id: int):
+    """An image this job uploaded, fetched from WordPress with the site's credentials and
+    streamed (so the page's ``img-src 'self'`` policy holds). Only the signed-in editor's
+    tenant's jobs, and only attachments the job's ledger holds: never an open proxy."""
+    content_type, chunks = previews.job_image(config(), _job(job_id), media_id)
+    response = Response(chunks, mimetype=content_type)
+    response.headers["Cache-Control"] = "private, max-age=300"
+    return response
 
 
 @bp.post("/reviews/<int:review_id>/resolve")
@@ -226,7 +244,7 @@ def approve(job_id: str):
     view = approvals.approval_view(approval)
     flash(
         f"Approved job {job_id} v{view['task_version']} (approval {view['approval_id']}, "
-        f"post {view['post_id']}) until {view['expires_at']}.",
+        f"post {view['post_id']}) until {previews.minute(view['expires_at'])}.",
         "info",
     )
     return _back()

@@ -301,6 +301,53 @@ class WordPressClient:
         """``GET /wp/v2/media/{id}?context=edit``."""
         return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})
 
+    def fetch_file(self, url: str, content_types: tuple[str, ...], max_bytes: int):
+        """``GET url`` (an uploaded file of this site, e.g. an attachment's ``source_url``)
+        with the site's credentials, streamed.
+
+        Returns ``(content type, iterator of byte chunks)``; the iterator closes the
+        response when exhausted and stops at ``max_bytes``.
+
+        Raises:
+            WordPressNotFound: 404, or a content type outside ``content_types``, or a body
+                announced larger than ``max_bytes``.
+            WordPressUnavailable / WordPressRefused: as for :meth:`call`.
+        """
+        try:
+            response = _session(self.base_url, self.username).get(
+                url, auth=self._auth, timeout=self.timeout, stream=True, allow_redirects=False
+            )
+        except requests.RequestException as exc:
+            raise WordPressUnavailable(
+                f"cannot fetch the file: {exc}", method="GET", url=url
+            ) from exc
+        if not 200 <= response.status_code < 300:
+            response.close()
+            raise error_for("GET", url, response)
+        kind = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        length = response.headers.get("Content-Length", "")
+        if kind not in content_types or (length.isdigit() and int(length) > max_bytes):
+            response.close()
+            raise WordPressNotFound(
+                f"not an image this gateway shows ({kind or 'no type'}, {length or '?'} bytes)",
+                method="GET",
+                url=url,
+                status=404,
+            )
+
+        def chunks():
+            sent = 0
+            try:
+                for chunk in response.iter_content(64 * 1024):
+                    sent += len(chunk)
+                    if sent > max_bytes:
+                        return
+                    yield chunk
+            finally:
+                response.close()
+
+        return kind, chunks()
+
     # Companion plugin (wp_test_site/publishing-gateway-companion)
     def companion_status(self) -> dict | None:
         """The companion plugin's status, or None when the plugin is absent (404)."""
