@@ -131,15 +131,17 @@ class Demo:
             stderr=log,
         )
         base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                if requests.get(base + "/healthz", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"gateway serve did not start; see {self.workdir}/server.log")
-        say(f"  gateway serve (gunicorn, 2 workers) at {base}, ledger {self.workdir}/ledger.db")
+        deadline = time.monotonic() + 90  # a busy two-core machine starts gunicorn slowly
+        while not self._healthy(base):
+            if time.monotonic() > deadline or self.server.poll() is not None:
+                raise DemoUnavailable(
+                    f"gateway serve did not start; its log: {self.workdir}/server.log"
+                )
+            time.sleep(0.2)
+        say(
+            f"  gateway serve (gunicorn, 2 workers) at {base}, ledger {self.workdir}/ledger.db "
+            "(removed at the end unless --keep)"
+        )
         return GatewayClient(
             base,
             token,
@@ -148,6 +150,13 @@ class Demo:
                 f"{_problem_slug(r)} (as n8n's Retry On Fail would)"
             ),
         )
+
+    @staticmethod
+    def _healthy(base: str) -> bool:
+        try:
+            return requests.get(base + "/healthz", timeout=5).ok
+        except requests.RequestException:
+            return False
 
     def count(self, keys: list[str]) -> dict[str, int]:
         """How many objects in WordPress carry each key (companion plugin lookup, admin)."""
@@ -311,7 +320,8 @@ def run_demo(site_json: str | None = None, keep: bool = False) -> int:
     1 = a check failed). The demo's ledger directory is removed afterwards unless ``keep``.
 
     Raises:
-        DemoUnavailable: no readable ``site.json`` (the test WordPress is not up).
+        DemoUnavailable: no readable ``site.json`` (the test WordPress is not up), or
+            ``gateway serve`` did not start (its log is kept).
     """
     path = Path(site_json) if site_json else DEFAULT_SITE_JSON
     try:
@@ -323,11 +333,14 @@ def run_demo(site_json: str | None = None, keep: bool = False) -> int:
     started = time.monotonic()
     say(f"Publishing Gateway demo against WordPress at {site['url']}")
     demo = Demo(site)
+    finished = False
     try:
         gw = demo.setup()
         article, images = load_article()
         a = demo.job_a(gw, article, images)
         b = demo.job_b(gw, article, images)
-        return demo.report(a, b, started)
+        status = demo.report(a, b, started)
+        finished = True
+        return status
     finally:
-        demo.close(keep)
+        demo.close(keep or not finished)  # a demo that broke off keeps its logs

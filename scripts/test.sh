@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite: sets everything up, lints, then runs pytest against the real test
 # WordPress. Under CI=true a WordPress test that cannot reach WordPress fails instead of
-# skipping. Extra arguments go to pytest.
+# skipping, and the test WordPress this run started is purged at the end. Extra arguments go
+# to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-SETUP_TEST_TOOLS=1 bash scripts/setup.sh
+if [ "${CI:-}" = "true" ] && [ ! -f wp_test_site/.runtime/site.json ]; then
+  # CI purges the test WordPress it started (this checkout's database and files), also when a
+  # step fails. Without CI=true, or when the site was already up, it is left running: a
+  # developer's site (and every other checkout's, which has its own database) is never touched.
+  trap 'bash wp_test_site/down.sh --purge >&2 || true' EXIT
+fi
+SETUP_TEST_TOOLS=1 bash scripts/setup.sh >/dev/null
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff" >&2
 ruff check .

@@ -1,12 +1,40 @@
 #!/usr/bin/env bash
 # Stops everything wp_test_site/up.sh started. Idempotent; exits 0 when nothing runs.
 # Leaves .runtime/ in place but removes site.json so the next up.sh starts fresh.
+#   --purge  also drops this checkout's MariaDB database and removes .runtime/ and the web
+#            root outside it (the WordPress copy, its uploads, a private mariadbd's data):
+#            nothing of the site is left.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RT="$HERE/.runtime"
+PURGE=0
+case "${1:-}" in
+--purge) PURGE=1 ;;
+"") ;;
+*) echo "usage: $0 [--purge]" >&2; exit 2 ;;
+esac
 
 rm -f "$RT/site.json" "$RT/site.json.tmp"
+
+# The database up.sh created, read back from the wp-config.php it wrote (name, host:port).
+drop_database() {
+	local config="$RT/wordpress/wp-config.php" name host port mysql=mariadb
+	[[ -f "$config" ]] || return 0
+	name="$(sed -n "s/^define( 'DB_NAME', '\(.*\)' );/\1/p" "$config")"
+	host="$(sed -n "s/^define( 'DB_HOST', '\(.*\)' );/\1/p" "$config")"
+	port="${host##*:}"
+	host="${host%:*}"
+	[[ "$name" =~ ^[A-Za-z0-9_]+$ && -n "$port" ]] || return 0
+	command -v mariadb >/dev/null 2>&1 || mysql=mysql
+	if "$mysql" --no-defaults --protocol=TCP -h"$host" -P"$port" -uroot --connect-timeout=3 \
+		-e "DROP DATABASE IF EXISTS \`$name\`" 2>/dev/null; then
+		echo "dropped database $name at $host:$port"
+	else
+		echo "could not drop database $name at $host:$port (server not answering)" >&2
+	fi
+}
+((PURGE)) && drop_database
 
 wait_gone() { # wait_gone TENTHS_OF_SECONDS kill-target...
 	local n="$1"
@@ -45,6 +73,21 @@ if [[ -f "$RT/mysql/mariadbd.pid" ]]; then
 		rm -rf "$(dirname "$sock")"
 	fi
 	rm -f "$RT/mysql/socket"
+fi
+
+if ((PURGE)); then
+	# The web root up.sh keeps outside the checkout for nginx + PHP-FPM (WEBDIR in up.sh),
+	# found through the .runtime/wordpress symlink, else where up.sh puts it by default.
+	webdir="$(dirname "$(readlink "$RT/wordpress" 2>/dev/null || true)")"
+	[[ "$webdir" == "." ]] && webdir="${WP_TEST_SITE_WEBDIR:-/var/lib/wp-test-site/$(printf '%s' "$RT" | sha1sum | cut -c1-10)}"
+	if [[ -d "$webdir/wordpress" || -S "$webdir/php-fpm.sock" || -d "$webdir/tmp" ]]; then
+		rm -rf "$webdir"
+		echo "removed $webdir"
+	fi
+	if [[ -d "$RT" ]]; then
+		rm -rf "$RT"
+		echo "removed $RT"
+	fi
 fi
 
 exit 0

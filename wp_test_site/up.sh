@@ -4,7 +4,9 @@
 # PHP) + MariaDB, fresh database on every real start. Where nginx or PHP-FPM cannot be
 # installed it falls back to PHP's built-in server (php -S), and says so.
 # State lives in ./.runtime (see README.md); the web root lives where the pool's user can read
-# it (WEBDIR below). Stop with ./down.sh.
+# it (WEBDIR below). Stop with ./down.sh (--purge: also the database and the web root).
+# One line per step on stderr; the full output goes to .runtime/up.log (its last lines and its
+# path are printed when a step fails). The URL alone goes to stdout.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,8 +24,7 @@ PACKAGES=(mariadb-server php-cli php-mysql php-xml php-curl php-gd nginx php-fpm
 WEBDIR="${WP_TEST_SITE_WEBDIR:-/var/lib/wp-test-site/$(printf '%s' "$RT" | sha1sum | cut -c1-10)}"
 WEB_USER=www-data
 
-log() { echo "[wp_test_site] $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+die() { echo "ERROR: $*" >&2; exit 1; }
 
 json_get() { # json_get FILE php-expression-on-$j
 	php -r '$j = json_decode(file_get_contents($argv[1]), true); if (!is_array($j)) exit(1); echo '"$2"';' "$1"
@@ -43,6 +44,10 @@ if [[ -f "$SITE_JSON" ]] && command -v php >/dev/null 2>&1; then
 fi
 
 t0=$(date +%s.%N)
+mkdir -p "$RT"
+chmod 700 "$RT"
+# shellcheck source=../scripts/steps.sh
+. "$HERE/../scripts/steps.sh" "$RT/up.log" "[wp_test_site] "
 
 # --- packages -----------------------------------------------------------------
 missing=()
@@ -50,7 +55,7 @@ for p in "${PACKAGES[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 if ((${#missing[@]})); then
-	log "installing packages: ${missing[*]}"
+	step "installing packages: ${missing[*]} (apt-get)"
 	SUDO=""
 	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
 	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -58,9 +63,6 @@ if ((${#missing[@]})); then
 		|| $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			"${PACKAGES[@]/#nginx/}" >&2 # a mirror without nginx: php -S below
 fi
-
-mkdir -p "$RT"
-chmod 700 "$RT"
 
 # Stop whatever an earlier run left behind (stale php server, private mariadbd).
 bash "$HERE/down.sh" >/dev/null 2>&1 || true
@@ -80,9 +82,9 @@ db_answers() { # db_answers PORT
 DB_HOST=127.0.0.1
 DB_PORT=3306
 if [[ "${WP_TEST_SITE_PRIVATE_DB:-0}" != "1" ]] && db_answers 3306; then
-	log "using MariaDB at 127.0.0.1:3306"
+	step "database $DB_NAME on the MariaDB at 127.0.0.1:3306"
 else
-	log "no usable MariaDB at 127.0.0.1:3306; starting a private mariadbd"
+	step "database $DB_NAME on a private mariadbd (none usable at 127.0.0.1:3306)"
 	MYDIR="$RT/mysql"
 	mkdir -p "$MYDIR"
 	SOCK="$MYDIR/mysqld.sock"
@@ -104,7 +106,7 @@ else
 		"$MARIADBD" --no-defaults "${USER_OPT[@]}" --datadir="$MYDIR/data" \
 		--socket="$SOCK" --port="$DB_PORT" --bind-address=127.0.0.1 \
 		--pid-file="$MYDIR/mysqld.pid" --log-error="$MYDIR/error.log" \
-		--skip-log-bin --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 &
+		--skip-log-bin --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 3>&- 4>&- &
 	for _ in $(seq 1 50); do [[ -s "$MYDIR/mariadbd.pid" ]] && break; sleep 0.1; done
 	echo "$SOCK" >"$MYDIR/socket"
 	for _ in $(seq 1 150); do
@@ -122,6 +124,7 @@ fi
 	"DROP DATABASE IF EXISTS \`$DB_NAME\`; CREATE DATABASE \`$DB_NAME\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
 
 # --- WordPress files ----------------------------------------------------------
+step "WordPress files in $WP"
 FPM_BIN="$(ls /usr/sbin/php-fpm* 2>/dev/null | sort -V | tail -n 1 || true)"
 NGINX_BIN="$(command -v nginx || true)"
 USE_NGINX=""
@@ -132,7 +135,7 @@ if [[ "${WP_TEST_SITE_SERVER:-nginx}" == "nginx" && -x "$FPM_BIN" && -n "$NGINX_
 	chmod 755 "$WEBDIR" "$(dirname "$WEBDIR")"
 	ln -s "$WEBDIR/wordpress" "$WP" # tests and scripts keep using .runtime/wordpress
 else
-	log "nginx or PHP-FPM is not available: serving with PHP's built-in server (php -S)"
+	say "[wp_test_site] nginx or PHP-FPM is not available: serving with PHP's built-in server (php -S)"
 	rm -rf "$WP"
 	mkdir -p "$WP"
 fi
@@ -194,6 +197,7 @@ umask 022
 chmod 644 "$WP/wp-config.php"
 
 # --- install ------------------------------------------------------------------
+step "installing WordPress (users, application passwords, companion plugin)"
 site_tmp="$RT/site.json.tmp"
 umask 077
 PGW_DB_HOST="$DB_HOST" PGW_DB_PORT="$DB_PORT" PGW_DB_NAME="$DB_NAME" \
@@ -272,15 +276,16 @@ NGINX
 	# One process group for both servers, so that down.sh stops them together.
 	setsid bash -c 'echo $$ >"$1"; "$2" --nodaemonize --fpm-config "$3" & exec "$4" -c "$5" -g "daemon off;"' \
 		_ "$RT/web.pgid" "$FPM_BIN" "$RT/php-fpm.conf" "$NGINX_BIN" "$RT/nginx.conf" \
-		</dev/null >>"$RT/php.log" 2>&1 &
-	log "nginx + $(basename "$FPM_BIN") on $URL (web root $WEBDIR/wordpress)"
+		</dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- &
+	step "serving it at $URL: nginx + $(basename "$FPM_BIN") (web root $WEBDIR/wordpress)"
 }
 
 start_php_builtin() {
 	PHP_CLI_SERVER_WORKERS=4 setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RT/web.pgid" \
 		php -d display_errors=0 -d log_errors=1 -d upload_max_filesize=64M -d post_max_size=64M \
 		-d memory_limit=256M -d opcache.enable_cli=1 \
-		-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 &
+		-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- &
+	step "serving it at $URL: php -S"
 }
 
 : >"$RT/php.log"
@@ -307,5 +312,5 @@ fi
 install -m 600 "$site_tmp" "$SITE_JSON"
 rm -f "$site_tmp"
 t1=$(date +%s.%N)
-log "up in $(php -r 'printf("%.1f", $argv[2] - $argv[1]);' "$t0" "$t1")s (site.json: $SITE_JSON)"
-echo "$URL"
+step "up in $(php -r 'printf("%.1f", $argv[2] - $argv[1]);' "$t0" "$t1") s (site.json: $SITE_JSON)"
+result "$URL"

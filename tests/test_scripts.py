@@ -1,0 +1,111 @@
+"""The setup scripts as a newcomer meets them: one line per step, full logs in a file, the
+failing step's last lines and the log's path, ``down.sh --purge`` leaving nothing behind; and
+the README's "Running it for real" keeping secrets out of the clone."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import ROOT
+
+STEP = "[wp_test_site] "
+
+
+def _mariadb(port: str, sql: str) -> subprocess.CompletedProcess:
+    client = shutil.which("mariadb") or shutil.which("mysql") or "mariadb"
+    return subprocess.run(
+        [client, "--no-defaults", "--protocol=TCP", "-h127.0.0.1", f"-P{port}", "-uroot"]
+        + ["-N", "-e", sql],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def _database(runtime) -> tuple[str, str]:
+    config = (runtime / "wordpress" / "wp-config.php").read_text()
+    name = re.search(r"define\( 'DB_NAME', '([^']+)' \);", config).group(1)
+    port = re.search(r"define\( 'DB_HOST', '[^:']+:(\d+)' \);", config).group(1)
+    return name, port
+
+
+@pytest.mark.wordpress
+def test_up_prints_one_line_per_step_and_down_purge_leaves_nothing(wp_site, tmp_path):
+    """A second checkout's test WordPress (its own database): a failing start shows the
+    log's last lines and its path; a good start prints one line per step and the URL; and
+    ``down.sh --purge`` drops the database and removes the runtime directory."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(
+        ROOT / "wp_test_site",
+        checkout / "wp_test_site",
+        ignore=shutil.ignore_patterns(".runtime"),
+    )
+    (checkout / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "steps.sh", checkout / "scripts")
+    runtime = checkout / "wp_test_site" / ".runtime"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_TEST_SITE_")}
+
+    def script(name: str, *args: str, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(checkout / "wp_test_site" / name), *args],
+            env={**env, **extra},
+            capture_output=True,  # also proves no server keeps the caller's pipes open
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    busy_port = wp_site["url"].rsplit(":", 1)[1]
+    try:
+        failed = script("up.sh", WP_TEST_SITE_PORT=busy_port)  # the port is taken
+        assert failed.returncode != 0 and failed.stdout == ""
+        assert f"FAILED (exit {failed.returncode}); the last lines of {runtime}/up.log" in (
+            failed.stderr
+        )
+        assert f"full log: {runtime}/up.log" in failed.stderr
+        assert "Traceback" not in failed.stderr
+
+        started = script("up.sh")
+        assert started.returncode == 0, started.stderr
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+\n", started.stdout)
+        lines = started.stderr.splitlines()
+        assert 4 <= len(lines) <= 6 and all(line.startswith(STEP) for line in lines), lines
+        assert lines[-1].startswith(STEP + "up in ")
+        assert "installing WordPress" in (runtime / "up.log").read_text()
+        name, port = _database(runtime)
+        shared = port == "3306"  # else a private mariadbd whose data lives in .runtime
+        if shared:
+            assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == name
+    finally:
+        purged = script("down.sh", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not runtime.exists()
+    if shared:
+        assert f"dropped database {name}" in purged.stdout
+        assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == ""
+    # the shared test site of this checkout is untouched
+    assert wp_site["url"] in (ROOT / "wp_test_site" / ".runtime" / "site.json").read_text()
+
+
+def _running_it_for_real() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Running it for real", 1)[1].split("\n## ", 1)[0]
+    return section.split("```sh", 1)[1].split("```", 1)[0]
+
+
+def test_readme_keeps_tokens_and_keys_out_of_the_clone():
+    """Every file the commands write (``> FILE``) and the ledger lie outside the work tree
+    (under ``$state``), written with umask 077 (mode 0600)."""
+    commands = _running_it_for_real()
+    assert "umask 077" in commands
+    targets = re.findall(r">\s*(\S+)", commands)
+    assert targets and all(t.startswith('"$state/') for t in targets), targets
+    assert "GATEWAY_DATABASE_URL=sqlite:///$state/" in commands
+    assert "$PWD" not in commands and "token.txt" not in commands
+    state = re.search(r"^state=(\S+)", commands, re.MULTILINE).group(1)
+    assert not state.startswith(("$PWD", ".", "~/publishing-gateway")), state
