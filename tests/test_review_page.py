@@ -471,7 +471,7 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     assert states == ["valid"]
     _shot(browser, "2-approved")
     flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.publish"))
-    assert f"post {post_id} is now publish" in flashed, flashed
+    assert f"post {post_id} is now published" in flashed, flashed
     _shot(browser, "3-published")
 
     live = admin_session(wp_site).get(

@@ -50,6 +50,7 @@ csrf = CSRFProtect()
 SESSION_KEY = "editor"
 SESSION_HOURS = 8
 EDITOR_ROLES = ("editor", "admin")
+PUBLISHED_WORDS = {"publish": "published", "future": "scheduled", "private": "published privately"}
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -267,7 +268,8 @@ def publish(job_id: str):
     view = approvals.publish_view(outcome)
     again = " (already published: nothing sent)" if view["replayed"] else ""
     flash(
-        f"Job {job_id}: post {view['post_id']} is now {view['status'] or view['state']}{again}.",
+        f"Job {job_id}: post {view['post_id']} is now "
+        f"{PUBLISHED_WORDS.get(view['status'], view['status'] or view['state'])}{again}.",
         "info",
     )
     return _back()
