@@ -368,18 +368,31 @@ def _assert_readable_times(driver) -> None:
 def _assert_images_load(driver, card) -> None:
     """The featured image, the image in the text and its copy inside the rendered text are
     all served by the gateway (same origin) and decoded by the browser."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     images = card.find_elements(By.CSS_SELECTOR, "img.featured, img.body-image, .rendered img")
     assert len(images) == 3
     for image in images:
-        assert image.get_attribute("src").startswith(driver.current_url.split("/review")[0])
-        WebDriverWait(driver, 30).until(lambda d, i=image: d.execute_script(JS_LOADED, i))
-        assert driver.execute_script("return arguments[0].naturalWidth", image) > 0
+        src = image.get_attribute("src")
+        assert src.startswith(driver.current_url.split("/review")[0]), src
+        try:
+            WebDriverWait(driver, 30).until(lambda d, i=image: d.execute_script(JS_DONE, i))
+        except TimeoutException:
+            pytest.fail(f"{src} still loading after 30 s")
+        width = driver.execute_script("return arguments[0].naturalWidth", image)
+        if not width:  # say why: what the same request answers now
+            status = driver.execute_async_script(JS_FETCH_STATUS, src)
+            pytest.fail(f"{src} did not load (naturalWidth 0); fetching it now: {status}")
 
 
-JS_LOADED = "return arguments[0].complete && arguments[0].naturalWidth > 0"
+JS_DONE = "return arguments[0].complete"
+JS_FETCH_STATUS = (
+    "const done = arguments[arguments.length - 1];"
+    "fetch(arguments[0]).then(r => done(r.status + ' ' + r.headers.get('content-type')),"
+    " e => done(String(e)));"
+)
 
 
 def _flash(driver) -> str:
@@ -392,14 +405,29 @@ def _submit(driver, button) -> str:
     """Press a form button and wait until the next page (after the POST-redirect-GET) is
     loaded; returns its flash messages."""
     from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     button.click()
     wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
-    wait.until(expected_conditions.staleness_of(page))
+
+    def left(_d) -> bool:
+        # The old page is gone: Chromium says so with a stale element, or (when the
+        # document was swapped under the lookup) with "Node ... does not belong to the
+        # document".
+        try:
+            page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+        return False
+
+    wait.until(left)
 
     def settled(d) -> bool:
         # On a loaded machine Chromium may still swap the document after readyState first
