@@ -11,12 +11,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from gateway import ledger
+from gateway.ledger import Counter
 from gateway.ledger import Operation
 from gateway.ledger import Review
+from gateway.report import REFUSAL_COUNTERS
 
 
 class LedgerCollector:
-    """Operations by tenant, action and state; open review items; acceptance counters."""
+    """Operations by tenant, action and state; open review items; acceptance counters, in
+    all and per tenant."""
 
     def collect(self):
         operations = GaugeMetricFamily(
@@ -48,10 +51,21 @@ class LedgerCollector:
         ):
             reviews.add_metric([tenant], count)
         yield reviews
-        for name in ("unauthorized_calls", "rejected_checkpoint_advances"):
+        for name in REFUSAL_COUNTERS:
             counter = CounterMetricFamily(f"gateway_{name}", name.replace("_", " "))
             counter.add_metric([], ledger.counter(name))
             yield counter
+            # A tenant's share: refusals of its own tokens (a 401 has no tenant to count for).
+            per_tenant = CounterMetricFamily(
+                f"gateway_tenant_{name}",
+                name.replace("_", " ") + " of each tenant's own tokens",
+                labels=["tenant"],
+            )
+            prefix = ledger.counter_name(name, "")
+            rows = Counter.select().where(Counter.name.startswith(prefix))
+            for row in rows:
+                per_tenant.add_metric([row.name[len(prefix) :]], row.value)
+            yield per_tenant
 
 
 def registry() -> CollectorRegistry:

@@ -162,3 +162,7 @@ def test_refusals_count_for_the_tenant_they_know_and_401s_only_globally(offline_
     assert counts() == (3, 1, 1)  # a job nobody has is no refusal
     acme = client.get("/v1/report", headers=offline_gw.headers(editor)).get_json()
     assert acme["unauthorized_calls"] == 1
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert "gateway_unauthorized_calls_total 3.0" in metrics
+    assert 'gateway_tenant_unauthorized_calls_total{tenant="acme"} 1.0' in metrics
+    assert 'gateway_tenant_unauthorized_calls_total{tenant="other"} 1.0' in metrics
