@@ -217,6 +217,9 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "GET /review": Contract(media_type=PAGE, ok=(200, 303)),
     "GET /review/login": Contract(media_type=PAGE),
+    "GET /review/jobs/{job_id}/media/{media_id}": Contract(
+        media_type="image/*", ok=(200, 303), pages=(404,)
+    ),
     "POST /review/login": Contract(
         media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403)
     ),
