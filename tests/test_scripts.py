@@ -78,13 +78,14 @@ def test_up_prints_one_line_per_step_and_down_purge_leaves_nothing(wp_site, tmp_
         assert lines[-1].startswith(STEP + "up in ")
         assert "installing WordPress" in (runtime / "up.log").read_text()
         name, port = _database(runtime)
+        web_root = (runtime / "wordpress").resolve().parent  # nginx: outside the checkout
         shared = port == "3306"  # else a private mariadbd whose data lives in .runtime
         if shared:
             assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == name
     finally:
         purged = script("down.sh", "--purge")
     assert purged.returncode == 0, purged.stderr
-    assert not runtime.exists()
+    assert not runtime.exists() and not web_root.exists()
     if shared:
         assert f"dropped database {name}" in purged.stdout
         assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == ""
