@@ -167,51 +167,77 @@ def _image_source(attachment: dict) -> str:
 
 
 WHAT = {"draft": "the post", "media": "the image", "publish": "publishing the post"}
+LOOKUP_FIRST = (
+    "The gateway looks it up in WordPress before anything is sent again (on the next call, on "
+    "recover, or in its background sweep), so nothing is written twice."
+)
 
 
 def problem_in_words(row: dict) -> dict:
-    """What an UNKNOWN or SENT ledger row (:func:`gateway.jobs.row_view`) means for an editor.
+    """What a SENT, UNKNOWN or FAILED ledger row (:func:`gateway.jobs.row_view`) means for an
+    editor.
 
     Returns ``{"summary": str, "next": str, "technical": str | None}``: what happened, what
-    the gateway does about it, and the recorded problem as it was (for the folded-away
-    detail).
+    happens next, and the recorded problem as it was (for the folded-away detail).
     """
     what = WHAT.get(row["action"], f"the {row['action']} operation")
     if row["action"] == "media" and row.get("slot"):
         what = f"the image '{row['slot']}'"
     problem = row.get("problem") or {}
-    status, detail = problem.get("wordpress_status"), str(problem.get("detail") or "")
-    if row["state"] != "UNKNOWN":
-        summary = (
-            f"The request for {what} was sent to WordPress at {minute(row.get('sent_at'))}; "
-            "its answer has not been recorded yet."
+    summary, next_step = _what_happened(row, problem, what), LOOKUP_FIRST
+    if row["state"] == "FAILED":
+        next_step = (
+            "Nothing is sent again by itself: fix the cause, then allow a retry (or renew the "
+            "site's application password after a 401 or 403)."
         )
-    elif status:
-        summary = (
-            f"WordPress answered the request for {what} with an error (HTTP {status}) after "
-            "receiving it, so it may or may not have saved it."
-        )
-    elif "timeout" in detail:
-        summary = (
-            f"WordPress did not answer the request for {what} in time, so it may or may not "
-            "have saved it."
-        )
-    else:
-        summary = (
-            f"The connection to WordPress was lost while it handled the request for {what}, "
-            "so it may or may not have saved it."
-        )
-    next_step = (
-        "The gateway looks it up in WordPress before anything is sent again (on the next "
-        "call, on recover, or in its background sweep), so nothing is written twice."
-    )
+    upstream = problem.get("upstream") or {}
+    status = problem.get("wordpress_status") or upstream.get("status")
     technical = "; ".join(
-        part
+        str(part)
         for part in (
-            detail,
+            problem.get("detail"),
             f"HTTP {status}" if status else "",
             f"WordPress code {problem['wordpress_code']}" if problem.get("wordpress_code") else "",
+            f"{upstream.get('method')} {upstream.get('url')}" if upstream.get("url") else "",
         )
         if part
     )
     return {"summary": summary, "next": next_step, "technical": technical or None}
+
+
+def _what_happened(row: dict, problem: dict, what: str) -> str:
+    status, detail = problem.get("wordpress_status"), str(problem.get("detail") or "")
+    upstream = problem.get("upstream") or {}
+    if row["state"] == "FAILED":
+        message = detail.removeprefix("WordPress refused: ")
+        code = f" (HTTP {status})" if status else ""
+        return f"WordPress refused {what}{code}: {message}"
+    if row["state"] == "SENT":
+        return (
+            f"The request for {what} was sent to WordPress at {minute(row.get('sent_at'))}; "
+            "its answer has not been recorded yet."
+        )
+    if problem.get("reason") == "retry-authorized":
+        return f"WordPress had refused {what}; {detail}."
+    if problem.get("reason") == "upstream-refused":
+        title = f" (“{upstream['title']}”)" if upstream.get("title") else ""
+        return (
+            f"A page from in front of WordPress — a firewall, proxy or the web server — "
+            f"answered the request for {what} with HTTP {upstream.get('status')}{title}, so it "
+            "is not known whether WordPress saved it. Someone may have to let the gateway "
+            "through."
+        )
+    if status:
+        return (
+            f"WordPress answered the request for {what} with an error (HTTP {status}) after "
+            "receiving it, so it may or may not have saved it."
+        )
+    if "timeout" in detail:
+        return (
+            f"WordPress did not answer the request for {what} in time, so it may or may not "
+            "have saved it."
+        )
+    return (
+        f"The connection to WordPress was lost while it handled the request for {what}, so "
+        "it may or may not have saved it."
+    )

@@ -17,6 +17,7 @@ from gateway import db
 from gateway import drafts
 from gateway import jobs
 from gateway import previews
+from gateway import retries
 from gateway import reviews
 from gateway import verification
 from gateway.config import Config
@@ -105,6 +106,15 @@ def pending_operations(tenant: str) -> list[dict]:
         .order_by(Operation.id)
     )
     views = [jobs.row_view(row) for row in query]
+    return [{**view, "words": previews.problem_in_words(view)} for view in views]
+
+
+def failed_operations(tenant: str) -> list[dict]:
+    """FAILED ledger rows of ``tenant`` (:func:`gateway.retries.failed_operations`) with
+    their ``job_id`` and ``words`` (:func:`gateway.previews.problem_in_words`)."""
+    views = [
+        {**jobs.row_view(row), "job_id": row.job_id} for row in retries.failed_operations(tenant)
+    ]
     return [{**view, "words": previews.problem_in_words(view)} for view in views]
 
 

@@ -106,6 +106,7 @@ def test_review_page_button_allows_the_retry(gwp, proxy):
     client.post("/review/login", data={"token": editor, "csrf_token": csrf})
     page = client.get("/review").get_data(as_text=True)
     assert op_key(job_id, "draft") in page and "Allow retry" in page
+    assert "WordPress refused the post (HTTP 401)" in page  # the refusal in words
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
     answer = client.post(
         f"/review/jobs/{job_id}/operations/retry",

@@ -253,6 +253,33 @@ def test_times_to_the_minute_and_problems_in_words():
     assert "the image 'hero'" in words["summary"] and "HTTP 502" in words["summary"]
     sent = previews.problem_in_words({**row, "state": "SENT", "problem": None})
     assert "30 Nov 2026, 08:56 UTC" in sent["summary"] and sent["technical"] is None
+    refused = previews.problem_in_words(
+        {
+            **row,
+            "state": "FAILED",
+            "problem": {
+                "detail": "WordPress refused: Sorry, you are not allowed to create posts.",
+                "wordpress_status": 403,
+                "wordpress_code": "rest_cannot_create",
+            },
+        }
+    )
+    assert refused["summary"] == (
+        "WordPress refused the post (HTTP 403): Sorry, you are not allowed to create posts."
+    )
+    assert "allow a retry" in refused["next"] and "rest_cannot_create" in refused["technical"]
+    blocked = previews.problem_in_words(
+        {
+            **row,
+            "problem": {
+                "detail": "403 text/html page",
+                "reason": "upstream-refused",
+                "origin": "upstream",
+                "upstream": {"status": 403, "title": "Access denied", "url": "http://x/wp-json"},
+            },
+        }
+    )
+    assert "in front of WordPress" in blocked["summary"] and "Access denied" in blocked["summary"]
 
 
 # --------------------------------------------------------------------------- browser

@@ -185,10 +185,7 @@ def index():
         principal=g.principal,
         items=review_board.open_items(tenant),
         pending=review_board.pending_operations(tenant),
-        failed=[
-            {**jobs.row_view(row), "job_id": row.job_id}
-            for row in retries.failed_operations(tenant)
-        ],
+        failed=review_board.failed_operations(tenant),
         cards=review_board.awaiting_approval(config(), tenant, _image_url),
         approval_hours=review_board.APPROVAL_HOURS,
     )
