@@ -86,6 +86,8 @@ def test_up_prints_one_line_per_step_and_down_purge_leaves_nothing(wp_site, tmp_
         purged = script("down.sh", "--purge")
     assert purged.returncode == 0, purged.stderr
     assert not runtime.exists() and not web_root.exists()
+    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    assert str(checkout) not in running.stdout  # no web server, PHP-FPM or mariadbd left
     if shared:
         assert f"dropped database {name}" in purged.stdout
         assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == ""

@@ -59,6 +59,18 @@ for pgid_file in "$RT/web.pgid" "$RT/php.pgid"; do
 	rm -f "$pgid_file"
 done
 
+# PHP-FPM's master leaves the web server's process group (it starts a session of its own):
+# stop it by the pid file its configuration names.
+if [[ -f "$RT/php-fpm.pid" ]]; then
+	pid="$(cat "$RT/php-fpm.pid" 2>/dev/null || true)"
+	if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		wait_gone 50 "$pid" || kill -KILL "$pid" 2>/dev/null || true
+		echo "stopped php-fpm (pid $pid)"
+	fi
+	rm -f "$RT/php-fpm.pid"
+fi
+
 # private mariadbd, if up.sh had to start one.
 if [[ -f "$RT/mysql/mariadbd.pid" ]]; then
 	pid="$(cat "$RT/mysql/mariadbd.pid" 2>/dev/null || true)"
