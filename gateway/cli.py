@@ -215,6 +215,38 @@ def reconcile(older_than):
     click.echo(json.dumps(counts))
 
 
+@cli.command("worker")
+@click.option("--once", is_flag=True, help="One pass, print counts as JSON, exit.")
+@click.option(
+    "--interval",
+    type=float,
+    default=None,
+    help="Seconds between passes (default GATEWAY_AGENT_POLL_INTERVAL).",
+)
+@needs_ledger
+def worker_command(once, interval):
+    """The agent worker: stored webhook events, stale sessions, unsettled session inputs."""
+    import threading
+
+    from gateway.agents import worker
+
+    config = _config()
+    if not config.openai_api_key:
+        raise KnownProblem("GATEWAY_OPENAI_API_KEY is not set: the agent worker has nothing to do")
+    if once:
+        with database.connection_context():
+            click.echo(json.dumps(worker.run_once(config)))
+        return
+    stop = threading.Event()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        worker.run_forever(config, interval or config.agent_poll_interval, stop)
+    except KeyboardInterrupt:
+        pass
+
+
 @cli.command("doctor")
 @click.option("--tenant", required=True)
 @click.option("--site", "site_name", required=True)
@@ -279,12 +311,18 @@ def report_command(tenant):
     type=float,
     help="Seconds between background reconciliation sweeps (0 = off).",
 )
-def serve(host, port, workers, sweep_interval):
-    """Serve the gateway with gunicorn (several workers, one background sweep)."""
+@click.option(
+    "--agent-worker/--no-agent-worker",
+    default=True,
+    help="Run one agent worker for the server (only when GATEWAY_OPENAI_API_KEY is set).",
+)
+def serve(host, port, workers, sweep_interval, agent_worker):
+    """Serve the gateway with gunicorn (several workers, one background sweep, one agent
+    worker)."""
     from gateway.server import run
 
     try:
-        run(host, port, workers, sweep_interval)
+        run(host, port, workers, sweep_interval, agent_worker)
     except (ConfigError, migrations.LedgerError) as error:
         raise KnownProblem(str(error)) from None
 
@@ -300,11 +338,18 @@ def openapi_command():
 @cli.command("demo", with_appcontext=False)
 @click.option("--site-json", default=None, help="The test site's site.json.")
 @click.option("--keep", is_flag=True, help="Keep the demo's ledger directory afterwards.")
-def demo(site_json, keep):
+@click.option(
+    "--agent",
+    is_flag=True,
+    help="Drive the main job by a scripted agent session (a local OpenAI stand-in).",
+)
+def demo(site_json, keep, agent):
     """The main job end to end against the test site, with a lost response recovered."""
     from gateway.demo import DemoUnavailable
     from gateway.demo import run_demo
 
+    if agent:
+        from gateway.agent_demo import run_agent_demo as run_demo
     try:
         status = run_demo(site_json, keep=keep)
     except DemoUnavailable as error:

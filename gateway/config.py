@@ -34,6 +34,18 @@ class Config:
         max_content_length: request body limit in bytes.
         crash_points: named crash points enabled for fault tests (empty in production).
         testing: relaxes the secret-key requirement.
+        openai_api_key: the OpenAI project key the agent worker calls the Agents API with;
+            never stored in the ledger, logged, returned, or handed to an agent.
+        openai_base_url: the Agents API base URL (None: the SDK's default, api.openai.com).
+        openai_webhook_secret: verifies ``POST /v1/webhooks/openai`` (``whsec_...``).
+        agent_poll_interval: seconds between the agent worker's passes.
+        agent_stale_after: seconds without news after which a session waiting for an action
+            is retrieved again (covers lost webhooks).
+        agent_max_resumes / agent_max_tool_calls / agent_max_tokens: per-job limits of the
+            agent counters; reaching one stops the agent (a person decides).
+        agent_deadline_hours: hours after the session was bound after which the agent stops.
+        agent_lease_seconds: the job lease the worker takes while it answers a session's
+            actions (a crashed worker's lease passes to the next worker after this).
     """
 
     database_url: str = DEFAULT_DATABASE_URL
@@ -43,6 +55,16 @@ class Config:
     max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH
     crash_points: frozenset[str] = frozenset()
     testing: bool = False
+    openai_api_key: str = field(default="", repr=False)
+    openai_base_url: str | None = None
+    openai_webhook_secret: str = field(default="", repr=False)
+    agent_poll_interval: float = 15.0
+    agent_stale_after: float = 120.0
+    agent_max_resumes: int = 50
+    agent_max_tool_calls: int = 200
+    agent_max_tokens: int = 5_000_000
+    agent_deadline_hours: float = 48.0
+    agent_lease_seconds: int = 120
 
     def with_overrides(self, **overrides) -> Config:
         """Return a copy with ``overrides`` applied (used by tests and the demo)."""
@@ -88,4 +110,14 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         ),
         crash_points=frozenset(p.strip() for p in crash.split(",") if p.strip()),
         testing=testing,
+        openai_api_key=env.get("GATEWAY_OPENAI_API_KEY", ""),
+        openai_base_url=env.get("GATEWAY_OPENAI_BASE_URL") or None,
+        openai_webhook_secret=env.get("GATEWAY_OPENAI_WEBHOOK_SECRET", ""),
+        agent_poll_interval=_number(env, "GATEWAY_AGENT_POLL_INTERVAL", 15.0),
+        agent_stale_after=_number(env, "GATEWAY_AGENT_STALE_AFTER", 120.0),
+        agent_max_resumes=int(_number(env, "GATEWAY_AGENT_MAX_RESUMES", 50, int)),
+        agent_max_tool_calls=int(_number(env, "GATEWAY_AGENT_MAX_TOOL_CALLS", 200, int)),
+        agent_max_tokens=int(_number(env, "GATEWAY_AGENT_MAX_TOKENS", 5_000_000, int)),
+        agent_deadline_hours=_number(env, "GATEWAY_AGENT_DEADLINE_HOURS", 48.0),
+        agent_lease_seconds=int(_number(env, "GATEWAY_AGENT_LEASE_SECONDS", 120, int)),
     )

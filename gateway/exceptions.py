@@ -101,6 +101,24 @@ ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval n
 VerificationFailed = _problem(
     "VerificationFailed", 409, "verification-failed", "The post does not verify; repair it first"
 )
+SessionBound = _problem(
+    "SessionBound", 409, "session-bound", "The agent session belongs to another job"
+)
+SessionChangeNeedsBump = _problem(
+    "SessionChangeNeedsBump",
+    409,
+    "session-change-needs-version-bump",
+    "A job's agent session changes only with a higher task_version",
+)
+AgentNotConfigured = _problem(
+    "AgentNotConfigured", 503, "agent-not-configured", "The OpenAI connection is not configured"
+)
+AgentUnavailable = _problem(
+    "AgentUnavailable", 503, "agent-unavailable", "The OpenAI Agents API cannot be reached", True
+)
+WebhookSignatureInvalid = _problem(
+    "WebhookSignatureInvalid", 400, "webhook-signature-invalid", "The webhook signature is invalid"
+)
 PayloadTooLarge = _problem("PayloadTooLarge", 413, "payload-too-large", "The body is too large")
 UnsupportedMediaType = _problem(
     "UnsupportedMediaType", 415, "unsupported-media-type", "WordPress would refuse this file type"

@@ -220,6 +220,46 @@ class OperationRetry(BaseModel):
     previous_problem = JSONField(null=True)
     created_at = DateTimeField(default=utcnow)
 
+class AgentSession(BaseModel):
+    """An OpenAI agent session bound to one job (``session_id`` unique across the gateway,
+    whatever the tenant). A job's session changes only with a task-version bump: the row of
+    the old session stays (its pending actions are never answered). Counters and limits of
+    the agent's work live here; ``summary`` is the last stored state rebuild."""
+
+    session_id = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()  # the job's version when this session was bound
+    status = TextField(null=True)  # as last retrieved: idle, in_progress, requires_action...
+    summary = JSONField(null=True)
+    summary_at = DateTimeField(null=True)
+    resume_attempts = IntegerField(default=0)
+    tool_calls_answered = IntegerField(default=0)
+    tokens_used = IntegerField(default=0)  # from the session's best-effort ``usage``
+    deadline_at = DateTimeField(null=True)
+    stopped_reason = TextField(null=True)  # a stop: a person decides; never retried
+    stopped_credential_version = IntegerField(null=True)
+    checked_at = DateTimeField(null=True)  # last retrieve by the worker
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class WebhookEvent(BaseModel):
+    """A verified webhook delivery, stored (unique ``event_id``) before it is answered 2xx.
+    ``status``: pending -> processing -> done (or ignored); ``attempts`` counts claims."""
+
+    event_id = TextField(unique=True)
+    event_type = TextField()
+    session_id = TextField(null=True, index=True)
+    payload = JSONField()
+    status = TextField(default="pending", index=True)
+    attempts = IntegerField(default=0)
+    received_at = DateTimeField(default=utcnow)
+    claimed_at = DateTimeField(null=True)
+    processed_at = DateTimeField(null=True)
+
 
 TABLES = [
     Token,
@@ -233,6 +273,8 @@ TABLES = [
     ApprovalRequest,
     Approval,
     OperationRetry,
+    AgentSession,
+    WebhookEvent,
 ]
 
 

@@ -58,12 +58,18 @@ class Migration:
     apply: Callable[[SchemaMigrator], None]
 
 
+def _agent_tables(_migrator: SchemaMigrator) -> None:
+    ledger.AgentSession.create_table(safe=True)
+    ledger.WebhookEvent.create_table(safe=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
         "operation_retry: who turned a FAILED operation back to be sent again, and why",
         lambda _migrator: ledger.OperationRetry.create_table(safe=True),
     ),
+    Migration(3, "agent sessions bound to jobs, stored webhook events", _agent_tables),
 ]
 
 

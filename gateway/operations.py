@@ -54,6 +54,14 @@ log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
+# Inputs to agent sessions (gateway.agents.submissions): recovered by sending the same event
+# with the same idempotency key again, never by a WordPress lookup.
+RESEND_ACTIONS = (
+    "tool_result",
+    "mcp_approval_result",
+    "computer_use_approval_result",
+    "session_cancel",
+)
 
 
 class Target:

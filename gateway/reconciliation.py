@@ -83,7 +83,13 @@ def recover_job(target: Target) -> dict:
         "needs_review": [],
     }
     for row in jobs.operations_of(job):
-        if row.state in (SENT, UNKNOWN):
+        if row.action in operations.RESEND_ACTIONS and row.state != CONFIRMED:
+            # An agent-session input: the agent worker resends it with the same key.
+            if row.state != FAILED:
+                report["unknown"].append(_entry(row, reason="resent by the agent worker"))
+            else:
+                report["failed"].append(_entry(row, problem="refused-by-openai"))
+        elif row.state in (SENT, UNKNOWN):
             _recover_row(target, row, report)
         elif row.state == CONFIRMED:
             report["completed"].append(_entry(row, remote_id=row.remote_id))
@@ -162,7 +168,9 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
     counts = {"examined": 0, "confirmed": 0, "absent": 0, "needs_review": 0, "unreachable": 0}
     stale = [
         r
-        for r in Operation.select().where(Operation.state.in_((SENT, UNKNOWN)))
+        for r in Operation.select().where(
+            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(operations.RESEND_ACTIONS)
+        )
         if operations.seconds_since(r.updated_at) >= older_than
     ]
     by_job: dict[tuple, list[Operation]] = {}
@@ -237,7 +245,13 @@ def _read_back_many(target: Target, pairs, found_by_row: dict) -> dict[int, dict
 
 
 def resolve_review(
-    config: Config, tenant: str, review_id: int, decision: str, post_id: int | None, editor: str
+    config: Config,
+    tenant: str,
+    review_id: int,
+    decision: str,
+    post_id: int | None,
+    editor: str,
+    reason: str | None = None,
 ) -> dict:
     """Apply an editor's decision on a review item.
 
@@ -245,12 +259,24 @@ def resolve_review(
     the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
     the next identical call is a replay. ``distinct``: the suspects are other posts; the
     operation may be sent again (no title check for it from now on). Never deletes anything.
+    ``approve``/``deny``/``dismiss`` (with ``reason``) decide an ``agent_action`` item
+    (:func:`gateway.agents.required_actions.resolve`).
 
     Raises:
         NotFound: no open review ``review_id`` for ``tenant``.
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
     review = reviews.get_open(tenant, review_id)
+    agent_kind = review.kind == "agent_action"
+    if agent_kind != (decision in ("approve", "deny", "dismiss")):
+        raise exc.ValidationFailed(
+            f"decision {decision!r} does not fit a {review.kind} review item",
+            errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
+        )
+    if agent_kind:
+        from gateway.agents import required_actions  # the agents package builds on this one
+
+        return required_actions.resolve(config, review, decision, reason, editor)
     row = Operation.get(Operation.operation_key == review.operation_key)
     if decision == "same_as":
         target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))

@@ -6,6 +6,9 @@
   decides.
 * ``multiple_objects``: two or more objects carry one operation key (legacy data). Never an
   automatic delete.
+* ``agent_action``: an agent session asks for what only a person decides (an MCP or
+  computer-use approval, an unknown tool, an environment reconnection); see
+  :mod:`gateway.agents.required_actions`.
 """
 
 from __future__ import annotations
@@ -22,24 +25,20 @@ log = logging.getLogger(__name__)
 
 def open_review(target, row: Operation, kind: str, detail: dict) -> Review:
     """The open review item of ``row``'s operation key, created on first need."""
+    return open_item(row.tenant, row.job_id, row.operation_key, kind, detail)
+
+
+def open_item(tenant: str, job_id: str, operation_key: str, kind: str, detail: dict) -> Review:
+    """The open review item of ``operation_key``, created on first need (also for items
+    that have no WordPress operation, such as an agent's request only a person decides)."""
     with db.atomic():
-        review = Review.get_or_none(
-            Review.operation_key == row.operation_key, Review.status == "open"
-        )
+        review = Review.get_or_none(Review.operation_key == operation_key, Review.status == "open")
         if review is None:
             review = Review.create(
-                tenant=row.tenant,
-                job_id=row.job_id,
-                operation_key=row.operation_key,
-                kind=kind,
-                detail=detail,
+                tenant=tenant, job_id=job_id, operation_key=operation_key, kind=kind, detail=detail
             )
             log.warning(
-                "review %s opened for %s job_id=%s: %s",
-                review.id,
-                row.operation_key,
-                row.job_id,
-                kind,
+                "review %s opened for %s job_id=%s: %s", review.id, operation_key, job_id, kind
             )
     return review
 

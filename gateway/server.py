@@ -3,7 +3,9 @@
 Follows gunicorn's "Custom Application" pattern (``gunicorn.app.base.BaseApplication``). The
 worker timeout stays above ``GATEWAY_WP_TIMEOUT`` so that gunicorn never kills a worker that is
 still waiting for WordPress (which would leave a SENT row for reconciliation). One background
-reconciliation sweep runs in the master process for the whole server, not one per worker.
+reconciliation sweep runs in the master process for the whole server, not one per worker, and
+so does one agent worker (``gateway worker``, a child process) when ``GATEWAY_OPENAI_API_KEY`` is
+set.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from gateway import config as config_module
 class GatewayServer(BaseApplication):
     """A gunicorn application serving :func:`gateway.create_app`."""
 
-    def __init__(self, options: dict, sweep_interval: float):
+    def __init__(self, options: dict, sweep_interval: float, agent_worker: bool = False):
         self.options = options
         self.sweep_interval = sweep_interval
+        self.agent_worker = agent_worker
+        self._worker: subprocess.Popen | None = None
         self._stop = threading.Event()
         super().__init__()
 
@@ -33,9 +37,21 @@ class GatewayServer(BaseApplication):
         for key, value in self.options.items():
             self.cfg.set(key, value)
         self.cfg.set("when_ready", self._when_ready)
-        self.cfg.set("on_exit", lambda _server: self._stop.set())
+        self.cfg.set("on_exit", self._on_exit)
+
+    def _on_exit(self, _server):
+        self._stop.set()
+        if self._worker is not None and self._worker.poll() is None:
+            self._worker.terminate()
+            try:
+                self._worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._worker.kill()
 
     def _when_ready(self, _server):
+        if self.agent_worker:
+            # Its own process, like the sweep: the master never holds a ledger connection.
+            self._worker = subprocess.Popen([sys.executable, "-m", "gateway.cli", "worker"])
         if self.sweep_interval > 0:
             threading.Thread(
                 target=sweep_forever,
@@ -76,7 +92,9 @@ def sweep_forever(interval: float, stop: threading.Event) -> None:
             log.info("sweep: %s", done.stdout.strip())
 
 
-def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
+def run(
+    host: str, port: int, workers: int, sweep_interval: float, agent_worker: bool = True
+) -> None:
     """Run gunicorn until stopped.
 
     Raises:
@@ -111,4 +129,4 @@ def run(host: str, port: int, workers: int, sweep_interval: float) -> None:
         # gunicorn >= 25.1 opens one control socket per user by default: several gateway
         # servers on one host would fight over its path.
         options["control_socket_disable"] = True
-    GatewayServer(options, sweep_interval).run()
+    GatewayServer(options, sweep_interval, agent_worker and bool(cfg.openai_api_key)).run()

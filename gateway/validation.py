@@ -125,8 +125,18 @@ def validate(name: str, document) -> dict:
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
         TemplateLeftover: a draft field holds an unevaluated template expression.
     """
+    return check(validator(name), document)
+
+
+def check(compiled: Draft202012Validator, document):
+    """Validate ``document`` with a compiled validator (e.g. an agent tool's parameters,
+    generated from these schema files) and return it.
+
+    Raises:
+        ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
+    """
     found = []
-    for error in validator(name).iter_errors(document):
+    for error in compiled.iter_errors(document):
         found.extend(_errors(error))
     if found:
         found = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in found)]

@@ -133,6 +133,7 @@ def _no_job_route() -> exc.GatewayError:
 
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
+    from gateway.api import agents
     from gateway.api import editorial
     from gateway.api import health
     from gateway.api import jobs
@@ -148,6 +149,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)
     app.register_blueprint(spec.bp)
+    app.register_blueprint(agents.bp)
 
     @app.before_request
     def _chunked_limit():

@@ -19,6 +19,7 @@ from gateway import leases
 from gateway import repair
 from gateway import retries
 from gateway import validation
+from gateway.agents import stops
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
@@ -65,7 +66,9 @@ def cancel(job_id: str):
     """Cancel the job; every later side-effect call is 409 ``job-cancelled``."""
     job = _job(job_id)
     body = json_body("cancel")
-    return jobs.job_view(jobs.cancel_job(job, body["reason"]), with_rows=False)
+    job = jobs.cancel_job(job, body["reason"])
+    stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
+    return jobs.job_view(job, with_rows=False)
 
 
 @bp.post("/jobs/<job_id>/repair")

@@ -20,6 +20,7 @@ from gateway import media
 from gateway import reconciliation
 from gateway import retries
 from gateway import validation
+from gateway.agents import sessions
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
@@ -97,9 +98,13 @@ def put_job(job_id: str):
     """Create the job (201), return it unchanged (200), or bump its task version."""
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
     body = json_body("job")
-    job, created = jobs.put_job(
-        g.principal.tenant, job_id, body["site"], body["task_version"], body.get("session_id")
-    )  # task_version is an int even when sent as 1.0 (validation hands on ints)
+    session_id = body.get("session_id")
+    if session_id:
+        sessions.check_free(g.principal.tenant, job_id, session_id)
+    # task_version is an int even when sent as 1.0 (validation hands on ints)
+    job, created = jobs.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
+    if session_id:
+        job = sessions.bind(config(), job, session_id)
     return jobs.job_view(job), 201 if created else 200
 
 
@@ -114,6 +119,7 @@ def get_job(job_id: str):
         "checkpoints": checkpoints.checkpoints_of(job),
         "retries": retries.retries_of(job),
         "lease": leases.active_lease(job),
+        "agent": sessions.agent_view(job),
     }
 
 
@@ -186,4 +192,7 @@ def recover(job_id: str):
     """Reconcile every SENT/UNKNOWN row of the job; 200 even when WordPress is down."""
     job = _job(job_id)
     json_body("empty")
-    return reconciliation.recover_job(jobs.target_for(config(), job))
+    report = reconciliation.recover_job(jobs.target_for(config(), job))
+    if job.session_id:
+        report["agent"] = sessions.recover_view(config(), job)
+    return report

@@ -24,7 +24,8 @@ def list_reviews():
 @bp.post("/reviews/<int:review_id>/resolve")
 @roles("editor", "admin")
 def resolve(review_id: int):
-    """``{"decision": "same_as", "post_id"}`` or ``{"decision": "distinct"}``."""
+    """``{"decision": "same_as", "post_id"}``, ``{"decision": "distinct"}``, or for an agent's
+    request ``{"decision": "approve" | "deny" | "dismiss", "reason"}``."""
     body = json_body("review_resolve")
     return reconciliation.resolve_review(
         config(),
@@ -33,4 +34,5 @@ def resolve(review_id: int):
         body["decision"],
         body.get("post_id"),
         g.principal.name,
+        body.get("reason"),
     )

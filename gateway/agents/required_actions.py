@@ -1,0 +1,255 @@
+"""Required actions of an agent session, answered exactly once through the ledger.
+
+``AgentSession.required_actions`` (``openai.types.beta.agent_session``), by ``type``:
+
+* ``function_call`` naming a gateway tool: run through the tool's domain function under the
+  job's lease (:func:`gateway.agents.tools.execute`), then submit the result as the ledger
+  operation ``.../tool_result/{call_id}`` (:mod:`gateway.agents.submissions`). A call id that
+  already has a result row is never executed again: its stored event is resent with the same
+  idempotency key.
+* ``mcp_approval_request``, ``computer_use_approval_request``, a ``function_call`` naming an
+  unknown tool, ``environment_connection``: never answered automatically. Each becomes a review
+  item (kind ``agent_action``) that an editor resolves with :func:`resolve`: ``approve`` /
+  ``deny`` (the matching ``*_result`` event, or for an unknown tool ``success: false`` with the
+  editor's reason), ``dismiss`` (environment reconnection: work for whoever owns the
+  environment).
+
+Outcomes of :func:`handle`: ``answered``, ``resent``, ``review``, ``later`` (retryable: the
+next pass tries again), ``stopped`` (a stop is never retried).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import openai
+
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import operations
+from gateway import reviews
+from gateway.agents import stops
+from gateway.agents import submissions
+from gateway.agents import tools
+from gateway.config import Config
+from gateway.ledger import CONFIRMED
+from gateway.ledger import AgentSession
+from gateway.ledger import Job
+from gateway.ledger import Review
+from gateway.operations import Target
+
+log = logging.getLogger(__name__)
+KIND = "agent_action"
+AUTH_STATUSES = (401, 403)
+_LATER = (exc.NeedsReview, exc.StaleFencingToken, exc.LeaseRequired)
+# The ledger action of the result each person-decided request type gets.
+RESULT_ACTION = {
+    "mcp_approval_request": "mcp_approval_result",
+    "computer_use_approval_request": "computer_use_approval_result",
+    "function_call": "tool_result",
+    "environment_connection": "environment_connection",
+}
+DECISIONS = {
+    "mcp_approval_request": ("approve", "deny"),
+    "computer_use_approval_request": ("approve", "deny"),
+    "function_call": ("deny",),
+    "environment_connection": ("dismiss",),
+}
+
+
+@dataclass
+class Context:
+    """What one worker pass over a session holds: the job (under the lease), its target
+    with the lease's fencing token, the session row and the OpenAI client."""
+
+    config: Config
+    oai: openai.OpenAI
+    job: Job
+    target: Target
+    session: AgentSession
+
+
+def _slot(action) -> str:
+    return (
+        getattr(action, "call_id", None)
+        or getattr(action, "request_id", None)
+        or (action.environment_id)
+    )
+
+
+def handle(ctx: Context, action) -> str:
+    """Handle one required action (see the module docstring for the outcomes)."""
+    if action.type == "function_call" and action.name in tools.TOOLS:
+        return _function_call(ctx, action)
+    existing = submissions.find(ctx.job, RESULT_ACTION[action.type], _slot(action))
+    if existing is not None:
+        return "resent" if _resend(ctx, existing) else "answered"
+    _open_review(ctx, action)
+    return "review"
+
+
+def _resend(ctx: Context, row) -> bool:
+    if row.state == CONFIRMED:
+        return False
+    submissions.send(ctx.config, ctx.oai, row)
+    return True
+
+
+def _function_call(ctx: Context, action) -> str:
+    existing = submissions.find(ctx.job, "tool_result", action.call_id)
+    if existing is not None:  # executed before: never again; resend the stored result
+        return "resent" if _resend(ctx, existing) else "answered"
+    actor = f"agent:{ctx.session.session_id}"
+    try:
+        output = tools.execute(ctx.target, action.name, action.arguments, actor)
+        result = {"success": True, "output": json.dumps(output, ensure_ascii=False)}
+    except exc.JobCancelled:
+        return "stopped"
+    except exc.WordPressRefused as refusal:
+        if refusal.extensions.get("wordpress_status") not in AUTH_STATUSES:
+            result = _failure(refusal)
+        else:
+            stops.stop(ctx.session, "WordPress refused the site's credentials", ctx.target)
+            return "stopped"
+    except _LATER:
+        return "later"
+    except exc.GatewayError as error:
+        if error.retryable:
+            return "later"
+        result = _failure(error)
+    ctx.job = ctx.target.job  # a version bump replaced it
+    operations.crash_point(ctx.config, "before_tool_result")
+    return _submit_tool_result(ctx, action, result)
+
+
+def _failure(error: exc.GatewayError) -> dict:
+    problem = error.problem()
+    if error.slug == "operation-key-reused":
+        problem["hint"] = (
+            f"this operation was done with other arguments under this task version; call "
+            f"{tools.BUMP_TOOL} with a higher task_version to change it"
+        )
+        problem["next_tool"] = tools.BUMP_TOOL
+    return {"success": False, "error": json.dumps(problem, ensure_ascii=False)}
+
+
+def _submit_tool_result(ctx: Context, action, result: dict) -> str:
+    event = {
+        "type": "agent.session.input.tool_result",
+        "call_id": action.call_id,
+        "turn_id": action.turn_id,
+        **result,
+    }
+    row = submissions.submit(
+        ctx.config, ctx.oai, ctx.job, "tool_result", action.call_id, ctx.session.session_id, event
+    )
+    if row.state == CONFIRMED:
+        stops.count_answer(ctx.session)
+    log.info(
+        "job_id=%s tool %s call %s -> %s (%s)",
+        ctx.job.job_id,
+        action.name,
+        action.call_id,
+        "ok" if result["success"] else "refused",
+        row.state,
+    )
+    return "answered"
+
+
+def _open_review(ctx: Context, action) -> Review | None:
+    result_action = RESULT_ACTION[action.type]
+    key = operations.operation_key(ctx.job, result_action, _slot(action))
+    if Review.select().where(Review.operation_key == key).exists():
+        return None  # open, or already decided (a dismissed reconnection stays dismissed)
+    detail = {
+        "session_id": ctx.session.session_id,
+        "action": action.model_dump(mode="json"),
+        "decisions": list(DECISIONS[action.type]),
+    }
+    if action.type == "function_call":
+        detail["unknown_tool"] = action.name
+    return reviews.open_item(ctx.job.tenant, ctx.job.job_id, key, KIND, detail)
+
+
+def _result_event(action: dict, decision: str, reason: str | None) -> dict:
+    """The ``*_result`` event for an editor's decision (OpenAI Agents API input types).
+
+    Raises:
+        ValidationFailed (422): the decision does not fit this request.
+    """
+    kind = action["type"]
+    if decision not in DECISIONS[kind]:
+        raise exc.ValidationFailed(
+            f"a {kind} takes one of: {', '.join(DECISIONS[kind])}",
+            errors=[{"pointer": "/decision", "message": f"not allowed for {kind}"}],
+        )
+    if kind == "function_call":
+        error = f"an editor denied this call: {reason or 'no reason given'}"
+        return {
+            "type": "agent.session.input.tool_result",
+            "call_id": action["call_id"],
+            "turn_id": action["turn_id"],
+            "success": False,
+            "error": error,
+        }
+    if kind == "mcp_approval_request":
+        response = {"type": "mcp_tool_call", "decision": decision}
+        return {
+            "type": "agent.session.input.mcp_approval_request_result",
+            "request_id": action["request_id"],
+            "response": response,
+        }
+    request = action["request"]
+    if request["type"] == "browser_origin_access":
+        response = {"type": "browser_origin_access", "decision": decision}
+    elif decision == "deny":
+        response = {"type": "browser_authentication", "action": "cancel"}
+    else:  # signing in means handing credentials to the agent: never through the gateway
+        raise exc.ValidationFailed(
+            "a browser sign-in cannot be approved through the gateway; deny it",
+            errors=[{"pointer": "/decision", "message": "only deny"}],
+        )
+    return {
+        "type": "agent.session.input.computer_use_approval_request_result",
+        "request_id": action["request_id"],
+        "response": response,
+    }
+
+
+def resolve(config: Config, review: Review, decision: str, reason: str | None, editor: str) -> dict:
+    """Apply an editor's decision on an ``agent_action`` review item.
+
+    The ``*_result`` event is submitted once as a ledger operation; if OpenAI cannot be
+    reached the row stays UNKNOWN and the worker resends it with the same key.
+
+    Raises:
+        ValidationFailed (422): the decision does not fit the request.
+        JobCancelled (409): the job was cancelled (its pending actions are never answered).
+        SessionBound (409): the job's session was replaced since.
+    """
+    from gateway.agents import sessions
+
+    job = jobs.get_job(review.tenant, review.job_id)
+    jobs.ensure_active(job)
+    detail = review.detail
+    action = detail["action"]
+    row = None
+    if action["type"] != "environment_connection":
+        event = _result_event(action, decision, reason)
+        if job.session_id != detail["session_id"]:
+            raise exc.SessionBound("the job's agent session was replaced; nothing to answer")
+        result_action = RESULT_ACTION[action["type"]]
+        slot = review.operation_key.rsplit("/", 1)[1]
+        row = submissions.submit(
+            config, sessions.client(config), job, result_action, slot, detail["session_id"], event
+        )
+    elif decision not in DECISIONS["environment_connection"]:
+        _result_event(action, decision, reason)  # raises the 422
+    Review.update(detail={**detail, "reason": reason}).where(Review.id == review.id).execute()
+    closed = reviews.close(review, decision, None, editor)
+    return {
+        "review": reviews.review_view(closed),
+        "operation": jobs.row_view(row) if row is not None else None,
+    }

@@ -1,0 +1,127 @@
+"""Stops and counters of an agent's work on a job.
+
+A stop is never a retry: a revoked WordPress password, a cancelled job, an exhausted limit or
+a passed deadline leaves the session's actions unanswered and the job shown with
+``agent.stopped_reason`` until a person acts. (A credentials stop lifts itself once the site's
+credentials were updated: ``gateway sites add`` bumps ``credential_version``.)
+
+Counters (stored with the session row): resume attempts (worker passes that found actions to
+answer), tool calls answered, tokens used (the session's best-effort ``usage``), and a deadline.
+The general budget mechanism (limits only an editor or admin may raise, 429
+``budget-exhausted``) belongs to the operator issue; here the limits are simple settings:
+``GATEWAY_AGENT_MAX_RESUMES``, ``GATEWAY_AGENT_MAX_TOOL_CALLS``, ``GATEWAY_AGENT_MAX_TOKENS``,
+``GATEWAY_AGENT_DEADLINE_HOURS``.
+
+Cancel: ``POST /v1/jobs/{id}/cancel`` always succeeds locally at once. For a job with a session
+it claims the ledger operation ``.../session_cancel/{session_id}`` and tries to send
+``agent.session.input.cancel`` once when the session has an active turn; while OpenAI is
+unreachable the worker retries (same idempotency key).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import openai
+
+from gateway import db
+from gateway import exceptions as exc
+from gateway.agents import submissions
+from gateway.config import Config
+from gateway.ledger import CONFIRMED
+from gateway.ledger import AgentSession
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.ledger import Site
+from gateway.operations import Target
+
+log = logging.getLogger(__name__)
+ACTIVE = ("in_progress", "requires_action")
+
+
+def stop(row: AgentSession, reason: str, target: Target | None = None) -> None:
+    """Stop the agent's work on the job (the first reason is kept)."""
+    version = target.site.credential_version if target is not None else None
+    AgentSession.update(stopped_reason=reason, stopped_credential_version=version).where(
+        AgentSession.id == row.id, AgentSession.stopped_reason.is_null()
+    ).execute()
+    log.warning("agent on job_id=%s stopped: %s", row.job_id, reason)
+
+
+def still_stopped(row: AgentSession, job: Job) -> bool:
+    """True while a stop holds; a credentials stop ends once the site's credentials were
+    updated after it."""
+    if row.stopped_reason is None:
+        return False
+    if row.stopped_credential_version is None:
+        return True
+    site = Site.get_or_none(Site.tenant == job.tenant, Site.name == job.site)
+    if site is None or site.credential_version == row.stopped_credential_version:
+        return True
+    AgentSession.update(stopped_reason=None, stopped_credential_version=None).where(
+        AgentSession.id == row.id
+    ).execute()
+    return False
+
+
+def limit_reached(config: Config, row: AgentSession) -> str | None:
+    """Which limit the session's counters reached, or None."""
+    if row.deadline_at is not None and row.deadline_at <= db.utcnow():
+        return "deadline passed"
+    if row.resume_attempts >= config.agent_max_resumes:
+        return f"resume attempts reached {config.agent_max_resumes}"
+    if row.tool_calls_answered >= config.agent_max_tool_calls:
+        return f"tool calls answered reached {config.agent_max_tool_calls}"
+    if row.tokens_used >= config.agent_max_tokens:
+        return f"tokens used reached {config.agent_max_tokens}"
+    return None
+
+
+def count_resume(row: AgentSession) -> None:
+    AgentSession.update(resume_attempts=AgentSession.resume_attempts + 1).where(
+        AgentSession.id == row.id
+    ).execute()
+
+
+def count_answer(row: AgentSession) -> None:
+    AgentSession.update(tool_calls_answered=AgentSession.tool_calls_answered + 1).where(
+        AgentSession.id == row.id
+    ).execute()
+
+
+def request_cancel(config: Config, job: Job) -> Operation | None:
+    """After the job was cancelled: claim the session's cancel and try to send it now.
+
+    Never raises for OpenAI trouble or a missing configuration (the cancel has succeeded
+    locally; the worker sends the claimed cancel later). Returns the cancel row, or None for
+    a job without a session.
+    """
+    if not job.session_id:
+        return None
+    event = {"type": "agent.session.input.cancel"}
+    row = submissions.claim(job, submissions.CANCEL, job.session_id, job.session_id, event)
+    try:
+        from gateway.agents import sessions
+
+        return settle_cancel(config, sessions.client(config), row)
+    except exc.GatewayError as error:
+        log.warning("cancel of job_id=%s not sent yet: %s", job.job_id, error.detail)
+        return row
+
+
+def settle_cancel(config: Config, oai: openai.OpenAI, row: Operation) -> Operation:
+    """Send a claimed cancel if the session has an active turn; otherwise record that no
+    cancel was needed. Raises AgentUnavailable while the session cannot be retrieved."""
+    from gateway.agents import sessions
+
+    if row.state == CONFIRMED:
+        return row
+    session_id = row.intent["session_id"]
+    session = sessions.retrieve(oai, session_id)
+    if session.status in ACTIVE or row.attempts > 0:  # a sent one is resent: same key
+        return submissions.send(config, oai, row)
+    receipt = {"sent": False, "reason": f"session {session.status}: no active turn"}
+    Operation.update(state=CONFIRMED, receipt=receipt, updated_at=db.utcnow()).where(
+        Operation.id == row.id, Operation.state != CONFIRMED
+    ).execute()
+    return Operation.get_by_id(row.id)

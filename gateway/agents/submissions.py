@@ -1,0 +1,173 @@
+"""Session inputs as ledger operations: every event the gateway sends to an agent session
+(a tool result, an MCP or computer-use approval result, a cancel) is one row of the ledger.
+
+Operation key ``{tenant}/{job_id}/v{version}/{action}/{slot}`` - for a tool result the action is
+``tool_result`` and the slot the ``call_id`` exactly as the SDK gives it. The idempotency key
+sent with the event is the SHA-256 hex of that operation key, so a resend after a crash or a
+lost answer carries the same key and the Agents API keeps one event
+(``POST /v1/agents/sessions/{id}/events``, ``Idempotency-Key``; HTTP 202 = accepted).
+
+Recovery kind: *idempotent resend*. PREPARED (claimed, intent stored: the event itself) ->
+SENT -> CONFIRMED on 202; a connection error or a 5xx/429 leaves UNKNOWN and the worker sends
+the same event with the same key again; any other 4xx is a definite FAILED.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import openai
+from peewee import IntegrityError
+
+from gateway import db
+from gateway import exceptions as exc
+from gateway import operations
+from gateway.config import Config
+from gateway.digests import request_digest
+from gateway.digests import sha256_hex
+from gateway.ledger import CONFIRMED
+from gateway.ledger import FAILED
+from gateway.ledger import PREPARED
+from gateway.ledger import SENT
+from gateway.ledger import UNKNOWN
+from gateway.ledger import Job
+from gateway.ledger import Operation
+
+log = logging.getLogger(__name__)
+ACTIONS = operations.RESEND_ACTIONS
+CANCEL = "session_cancel"
+
+
+def idempotency_key(operation_key: str) -> str:
+    """SHA-256 hex of the operation key: the ``Idempotency-Key`` of the event."""
+    return sha256_hex(operation_key)
+
+
+def find(job: Job, action: str, slot: str) -> Operation | None:
+    """The job's row of ``action``/``slot`` under any task version (a tool result belongs to
+    its call id whatever version the job moved to since)."""
+    return (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == action,
+            Operation.slot == slot,
+        )
+        .order_by(Operation.id)
+        .first()
+    )
+
+
+def claim(job: Job, action: str, slot: str, session_id: str, event: dict) -> Operation:
+    """The PREPARED row of this input (the event stored as its intent), or the existing one.
+
+    Raises:
+        OperationKeyReused: the key exists with another event (e.g. an editor's different
+            decision on the same request).
+    """
+    key = operations.operation_key(job, action, slot)
+    digest = request_digest(event)
+    try:
+        with db.atomic():
+            row = Operation.create(
+                operation_key=key,
+                tenant=job.tenant,
+                job_id=job.job_id,
+                task_version=job.task_version,
+                action=action,
+                slot=slot,
+                request_hash=digest,
+                state=PREPARED,
+                intent={"session_id": session_id, "event": event},
+            )
+    except IntegrityError:
+        row = Operation.get(Operation.operation_key == key)
+    if row.request_hash != digest:
+        raise exc.OperationKeyReused(
+            f"operation {key} was first submitted with another event",
+            operation_key=key,
+            ledger_state=row.state,
+        )
+    return row
+
+
+def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
+    """Send the row's stored event once more (same idempotency key) unless it is settled.
+
+    Returns the row as recorded afterwards. Never raises for OpenAI trouble: the row stays
+    UNKNOWN for the worker's next pass.
+    """
+    if row.state in (CONFIRMED, FAILED):
+        return row
+    if (
+        row.action != CANCEL
+        and Job.get(Job.tenant == row.tenant, Job.job_id == row.job_id).cancelled
+    ):
+        log.info("not sending %s: job_id=%s was cancelled", row.operation_key, row.job_id)
+        return row
+    moved = (
+        Operation.update(state=SENT, attempts=row.attempts + 1, sent_at=db.utcnow())
+        .where(
+            Operation.id == row.id,
+            Operation.attempts == row.attempts,
+            Operation.state.in_((PREPARED, SENT, UNKNOWN)),
+        )
+        .execute()
+    )
+    if not moved:  # another worker sends it right now (with the same key: harmless)
+        return Operation.get_by_id(row.id)
+    intent, key = row.intent, idempotency_key(row.operation_key)
+    log.info("submitting %s job_id=%s attempt=%s", row.operation_key, row.job_id, row.attempts + 1)
+    try:
+        client.beta.agents.sessions.events.create(
+            intent["session_id"], events=[intent["event"]], idempotency_key=key
+        )
+    except openai.APIStatusError as error:
+        definite = 400 <= error.status_code < 500 and error.status_code not in (408, 429)
+        return _settle(row, FAILED if definite else UNKNOWN, error)
+    except openai.APIError as error:  # connection, timeout: the event may have arrived
+        return _settle(row, UNKNOWN, error)
+    operations.crash_point(config, "after_session_input_sent")
+    receipt = {"idempotency_key": key, "accepted": True, "session_id": intent["session_id"]}
+    Operation.update(state=CONFIRMED, receipt=receipt, problem=None, updated_at=db.utcnow()).where(
+        Operation.id == row.id
+    ).execute()
+    return Operation.get_by_id(row.id)
+
+
+def _settle(row: Operation, state: str, error: Exception) -> Operation:
+    status = getattr(error, "status_code", None)
+    log.warning("submission %s: %s (%s)", row.operation_key, state, type(error).__name__)
+    problem = {"detail": str(error)[:500], "openai_status": status}
+    Operation.update(state=state, problem=problem, updated_at=db.utcnow()).where(
+        Operation.id == row.id, Operation.state == SENT
+    ).execute()
+    return Operation.get_by_id(row.id)
+
+
+def submit(
+    config: Config,
+    client: openai.OpenAI,
+    job: Job,
+    action: str,
+    slot: str,
+    session_id: str,
+    event: dict,
+) -> Operation:
+    """Claim and send one input event (see the module docstring)."""
+    return send(config, client, claim(job, action, slot, session_id, event))
+
+
+def unsettled(sent_older_than: float) -> list[Operation]:
+    """Inputs not yet accepted: PREPARED and UNKNOWN ones, and SENT ones untouched for
+    ``sent_older_than`` seconds (a resend carries the same key, so overlapping a sender that
+    is still waiting costs nothing but a deduplicated request)."""
+    rows = Operation.select().where(
+        Operation.action.in_(ACTIONS), Operation.state.in_((PREPARED, SENT, UNKNOWN))
+    )
+    return [
+        r
+        for r in rows
+        if r.state != SENT or operations.seconds_since(r.updated_at) >= sent_older_than
+    ]

@@ -1,0 +1,249 @@
+"""The gateway's function tools for agents: their definitions and ONE dispatch table.
+
+``GET /v1/agent-tools`` returns :func:`definitions` (the OpenAI Agents API's function tool shape,
+``{"type": "function", "name", "description", "parameters"}``). Each tool's parameters are
+generated from the JSON Schema file the HTTP API validates the same call with
+(``gateway/schemas/*.json``: one source, not a copy), plus the path parameter the URL carries
+(``slot``, ``name``) with the pattern :mod:`gateway.validation` checks it with.
+
+:data:`TOOLS` maps a tool name to the domain function the HTTP API calls for the same action
+(media, drafts, blocks, verification, approvals, the job's version bump, recover). This table
+is the one place to point at the actions registry once it exists. Operation keys are made by
+those domain functions from job, task version, action and slot - never from a ``call_id`` - so
+an agent that calls put-draft again under a new call id gets the stored receipt. No tool
+approves or publishes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+from functools import cache
+
+from jsonschema import Draft202012Validator
+
+from gateway import approvals
+from gateway import blocks
+from gateway import drafts
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import media
+from gateway import reconciliation
+from gateway import validation
+from gateway.operations import Target
+
+BUMP_TOOL = "bump_task_version"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One function tool.
+
+    Attributes:
+        name: the function name the agent calls.
+        description: what it does, for the model.
+        schema: the ``gateway/schemas`` file of the HTTP call's body.
+        path: path parameters of the HTTP call, ``{name: JSON Schema}`` (all required).
+        only: keep only these body properties (None: all).
+        run: ``(target, arguments, actor) -> dict`` the JSON the agent receives.
+    """
+
+    name: str
+    description: str
+    schema: str
+    run: Callable[[Target, dict, str], dict]
+    path: dict = field(default_factory=dict)
+    only: tuple[str, ...] | None = None
+
+
+def _slot_schema(what: str) -> dict:
+    return {"type": "string", "pattern": validation.SLOT.pattern, "description": what}
+
+
+def _upload_media(target: Target, args: dict, _actor: str) -> dict:
+    try:
+        content = base64.b64decode(args["content_base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise exc.ValidationFailed(
+            "content_base64 is not valid base64",
+            errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
+        ) from None
+    media.sniff(content)
+    outcome = media.put_media(
+        target,
+        args["slot"],
+        content,
+        args["filename"],
+        args.get("alt_text"),
+        args.get("caption"),
+        args.get("title"),
+    )
+    return media.media_view(outcome)
+
+
+def _put_draft(target: Target, args: dict, _actor: str) -> dict:
+    return drafts.draft_view(drafts.put_draft(target, args))
+
+
+def _insert_block(target: Target, args: dict, _actor: str) -> dict:
+    outcome = blocks.put_block(target, args["name"], args["html"], args.get("position", "end"))
+    return blocks.block_view(outcome)
+
+
+def _verify(target: Target, _args: dict, _actor: str) -> dict:
+    return drafts.verify_job(target)
+
+
+def _request_approval(target: Target, _args: dict, actor: str) -> dict:
+    body, _created = approvals.request_approval(target, actor)
+    return body
+
+
+def _bump(target: Target, args: dict, _actor: str) -> dict:
+    job = target.job
+    bumped, _created = jobs.put_job(job.tenant, job.job_id, job.site, args["task_version"])
+    target.job = bumped
+    return {"job_id": bumped.job_id, "task_version": bumped.task_version}
+
+
+def _recover(target: Target, _args: dict, _actor: str) -> dict:
+    return reconciliation.recover_job(target)
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool(
+            "upload_media",
+            "Upload one image of the job into a named slot, once (base64 bytes). Returns the "
+            "media id and URL; the same slot and bytes again returns the stored receipt.",
+            "media",
+            _upload_media,
+            path={"slot": _slot_schema("the media slot, e.g. hero")},
+        ),
+        Tool(
+            "put_draft",
+            "Create the job's WordPress post as a draft, once, and verify it by read-back. "
+            "{{media:SLOT}} placeholders in content become image blocks. Different content "
+            f"under the same task version is refused: call {BUMP_TOOL} first.",
+            "draft",
+            _put_draft,
+        ),
+        Tool(
+            "insert_block",
+            "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
+            "block",
+            _insert_block,
+            path={"name": _slot_schema("the block's name, e.g. resources")},
+        ),
+        Tool(
+            "verify",
+            "Read the post back from WordPress and compare it field by field with the draft.",
+            "empty",
+            _verify,
+        ),
+        Tool(
+            "request_approval",
+            "Put the verified post in front of editors. Only an editor approves or publishes.",
+            "empty",
+            _request_approval,
+        ),
+        Tool(
+            BUMP_TOOL,
+            "Start a new task version of the job (needed to change content already written "
+            "under the current version). Counted against the job's budget.",
+            "job",
+            _bump,
+            only=("task_version",),
+        ),
+        Tool(
+            "recover",
+            "Reconcile the job's unproven WordPress operations and report what is completed, "
+            "failed, unknown or needs a person.",
+            "empty",
+            _recover,
+        ),
+    )
+}
+
+
+@cache
+def parameters(name: str) -> dict:
+    """The JSON Schema of tool ``name``'s arguments, generated from its schema file."""
+    tool = TOOLS[name]
+    schema = copy.deepcopy(validation.validator(tool.schema).schema)
+    for meta in ("$schema", "title", "if", "then"):
+        schema.pop(meta, None)
+    properties = schema.setdefault("properties", {})
+    required = list(schema.get("required", []))
+    if tool.only is not None:
+        properties = {k: v for k, v in properties.items() if k in tool.only}
+        required = [r for r in required if r in tool.only]
+    schema["properties"] = {**tool.path, **properties}
+    schema["required"] = [*tool.path, *required]
+    schema["additionalProperties"] = False
+    return schema
+
+
+@cache
+def _validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(parameters(name))
+
+
+def definitions() -> list[dict]:
+    """Every tool as an OpenAI Agents function tool definition."""
+    return [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": parameters(t.name),
+        }
+        for t in TOOLS.values()
+    ]
+
+
+def arguments_of(arguments) -> dict:
+    """The call's arguments as a dict (the API may hand them over as JSON text).
+
+    Raises:
+        ValidationFailed: not a JSON object.
+    """
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            arguments = None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise exc.ValidationFailed(
+            "the arguments must be a JSON object",
+            errors=[{"pointer": "", "message": "expected an object"}],
+        )
+    return arguments
+
+
+def execute(target: Target, name: str, arguments, actor: str) -> dict:
+    """Run tool ``name`` through the same domain function as its HTTP call.
+
+    Args:
+        target: the job's target, carrying the fencing token of the worker's lease.
+        arguments: the function call's arguments (dict or JSON text).
+        actor: who asks (recorded where the domain records a person), e.g. ``agent:{session}``.
+
+    Returns the JSON body the HTTP call would answer.
+
+    Raises:
+        KeyError: ``name`` is not a gateway tool (callers check :data:`TOOLS` first).
+        ValidationFailed (422) and everything the domain function raises.
+    """
+    tool = TOOLS[name]
+    args = validation.check(_validator(name), arguments_of(arguments))
+    jobs.ensure_active(target.job)
+    return tool.run(target, args, actor)

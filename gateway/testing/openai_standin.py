@@ -1,0 +1,482 @@
+"""A local stand-in for the OpenAI Agents API, for tests and ``gateway demo --agent``.
+
+A small real HTTP server (werkzeug, in a thread) serving the endpoints the gateway uses, in the
+wire format of the installed ``openai`` SDK:
+
+* ``GET  /v1/agents/sessions/{id}`` - an ``AgentSession``;
+* ``GET  /v1/agents/sessions/{id}/items?after=&limit=&order=`` - a cursor page of
+  ``AgentSessionItem`` (``has_more``), so sessions with hundreds of items are paged;
+* ``POST /v1/agents/sessions/{id}/events`` - ``AgentSessionInputParam`` events, 202;
+  an ``Idempotency-Key`` seen before returns the first answer and records nothing new.
+
+Every response body is validated with the SDK's own pydantic models (``AgentSession``,
+``AgentSessionItem``, the webhook event classes) and dumped from them, and every incoming event
+is validated against the SDK's ``AgentSessionInputParam``: a change in the SDK fails a test
+here instead of passing against a stale copy of the format. Webhook deliveries are signed as
+``client.webhooks.unwrap`` verifies them (``webhook-id``, ``webhook-timestamp``,
+``webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``).
+
+Sessions are scripted per test: :meth:`OpenAIStandIn.require` puts required actions on a
+session now, :meth:`OpenAIStandIn.then` queues the next turn's actions for when the current
+ones are answered. Not a model: it never decides anything by itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import itertools
+import json
+import secrets
+import threading
+import time
+from typing import Any
+
+import requests
+from openai.types.beta import AgentSession
+from openai.types.beta import AgentSessionInputParam
+from openai.types.beta.agent_session_item import AgentSessionItem
+from openai.types.webhooks import UnwrapWebhookEvent
+from pydantic import TypeAdapter
+from werkzeug.serving import WSGIRequestHandler
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request
+from werkzeug.wrappers import Response
+
+_ITEM = TypeAdapter(AgentSessionItem)
+_EVENTS = TypeAdapter(list[AgentSessionInputParam])
+_WEBHOOK = TypeAdapter(UnwrapWebhookEvent)
+ACTIVE = ("in_progress", "requires_action")
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, *_args) -> None:  # the test output stays readable
+        pass
+
+
+def _dump(model) -> dict:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+class OpenAIStandIn:
+    """The scripted service. Use as a context manager; ``base_url`` goes to the SDK client.
+
+    Attributes:
+        api_key: the key clients must send (``Authorization: Bearer``); others get 401.
+        webhook_secret: ``whsec_...`` the deliveries are signed with.
+        down: while True every API call answers 503 (OpenAI unreachable).
+    """
+
+    def __init__(self, api_key: str | None = None, webhook_secret: str | None = None):
+        self.api_key = api_key or "sk-standin-" + secrets.token_hex(16)
+        raw = secrets.token_bytes(24)
+        self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(raw).decode()
+        self.down = False
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._sessions: dict[str, dict] = {}
+        self._idempotent: dict[str, tuple[int, bytes]] = {}
+        self.log: list[dict] = []  # every API request: method, path, idempotency key
+        self._server = None
+        self._thread = None
+
+    # ----------------------------------------------------------------- server
+
+    def start(self) -> OpenAIStandIn:
+        self._server = make_server(
+            "127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> OpenAIStandIn:
+        return self.start()
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
+
+    # ----------------------------------------------------------------- scripting
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids):06d}{secrets.token_hex(4)}"
+
+    def create_session(self, tools: list[dict] | None = None, session_id: str | None = None):
+        """A new idle session whose agent has ``tools`` (function tool definitions)."""
+        sid = session_id or self._new_id("sess")
+        now = int(time.time())
+        with self._lock:
+            self._sessions[sid] = {
+                "id": sid,
+                "object": "agent.session",
+                "created_at": now,
+                "last_active_at": now,
+                "metadata": {},
+                "vault_ids": [],
+                "agent": {
+                    "id": "agent_standin",
+                    "model": "standin-model",
+                    "multi_agent": {"enabled": False},
+                    "reasoning": {},
+                    "service_tier": "auto",
+                    "text": {"format": {"type": "text"}, "verbosity": "medium"},
+                    "tools": [{"defer_loading": False, **t} for t in tools or []],
+                },
+                "environment": {"type": "none"},
+                "error": None,
+                "required_actions": [],
+                "status": "idle",
+                "usage": None,
+                "_items": [],
+                "_events": [],
+                "_next": [],
+                "_turn": None,
+            }
+        self._validate_session(sid)
+        return sid
+
+    def add_items(self, sid: str, count: int, tool_calls: int = 0, tool: str = "verify") -> None:
+        """``count`` saved items: user/assistant messages and reasoning, of which
+        ``tool_calls`` are completed calls of ``tool`` (each with its output item)."""
+        session = self._sessions[sid]
+        turn = self._new_id("turn")
+        for n in range(count):
+            if n < tool_calls * 2:
+                call_id = f"call_hist_{n // 2:05d}_{sid[-6:]}"
+                if n % 2 == 0:
+                    item = {
+                        "type": "function_call",
+                        "name": tool,
+                        "arguments": {},
+                        "call_id": call_id,
+                        "status": "completed",
+                    }
+                else:
+                    item = {
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": '{"ok": true}',
+                        "status": "completed",
+                    }
+            elif n % 3 == 0:
+                item = {"type": "reasoning", "summary": [], "status": "completed"}
+            else:
+                role = "user" if n % 3 == 1 else "assistant"
+                kind = "input_text" if role == "user" else "output_text"
+                content = [{"type": kind, "text": f"message {n} " + "lorem ipsum " * 20}]
+                if kind == "output_text":
+                    content[0]["annotations"] = []
+                item = {
+                    "type": "message",
+                    "role": role,
+                    "content": content,
+                    "status": "completed",
+                    "phase": None if role == "user" else "commentary",
+                }
+            self._add_item(session, item, turn)
+
+    def require(self, sid: str, *actions: dict) -> list[dict]:
+        """Put required actions on the session now (status ``requires_action``); each action
+        is a dict as :meth:`function_call` & co. build. Returns them with their ids."""
+        with self._lock:
+            session = self._sessions[sid]
+            turn = session["_turn"] or self._new_id("turn")
+            session["_turn"] = turn
+            placed = [self._place(session, dict(a), turn) for a in actions]
+            session["status"] = "requires_action"
+        self._validate_session(sid)
+        return placed
+
+    def then(self, sid: str, *actions: dict) -> None:
+        """Queue a next turn: when every current action is answered, these are required."""
+        with self._lock:
+            self._sessions[sid]["_next"].append([dict(a) for a in actions])
+
+    @staticmethod
+    def function_call(name: str, arguments: dict, call_id: str | None = None) -> dict:
+        return {
+            "type": "function_call",
+            "name": name,
+            "arguments": arguments,
+            "call_id": call_id or "call_" + secrets.token_hex(8),
+        }
+
+    @staticmethod
+    def mcp_approval(server_label: str = "crm", name: str = "delete_contact") -> dict:
+        return {
+            "type": "mcp_approval_request",
+            "request_id": "mcpr_" + secrets.token_hex(6),
+            "request": {
+                "type": "mcp_tool_call",
+                "server_label": server_label,
+                "name": name,
+                "arguments": {"id": 7},
+                "message": f"Run {name}?",
+            },
+        }
+
+    @staticmethod
+    def computer_use_approval(origin: str = "https://example.org") -> dict:
+        return {
+            "type": "computer_use_approval_request",
+            "request_id": "cua_" + secrets.token_hex(6),
+            "request": {
+                "type": "browser_origin_access",
+                "origin": origin,
+                "reason": "the agent wants to read a source page",
+            },
+        }
+
+    @staticmethod
+    def environment_connection(environment_id: str = "env_standin") -> dict:
+        return {"type": "environment_connection", "environment_id": environment_id}
+
+    def set_usage(self, sid: str, total_tokens: int) -> None:
+        self._sessions[sid]["usage"] = {
+            "input_tokens": total_tokens // 2,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": total_tokens - total_tokens // 2,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": total_tokens,
+        }
+
+    def set_status(self, sid: str, status: str) -> None:
+        self._sessions[sid]["status"] = status
+
+    def session(self, sid: str) -> AgentSession:
+        """The session as the SDK would parse it."""
+        return self._validate_session(sid)
+
+    def events(self, sid: str, kind: str | None = None) -> list[dict]:
+        """Accepted events of the session (each once, whatever the resends)."""
+        found = self._sessions[sid]["_events"]
+        return [e for e in found if kind is None or e["type"] == kind]
+
+    def event_posts(self, sid: str) -> list[dict]:
+        """Every POST of events to the session (resends included), with its key."""
+        path = f"/v1/agents/sessions/{sid}/events"
+        return [r for r in self.log if r["method"] == "POST" and r["path"] == path]
+
+    # ----------------------------------------------------------------- webhooks
+
+    def webhook(
+        self,
+        event_type: str,
+        sid: str,
+        action_type: str | None = None,
+        event_id: str | None = None,
+        timestamp: int | None = None,
+        secret: str | None = None,
+    ) -> tuple[bytes, dict]:
+        """A signed delivery ``(body, headers)`` of an ``agent.session.*`` event."""
+        data: dict[str, Any] = {"id": sid}
+        if event_type == "agent.session.action_required":
+            data["required_action"] = {"type": action_type or "function_call"}
+        elif event_type != "agent.session.failed":
+            data.update({"environment_type": "none", "environment_id": None})
+        event = {
+            "id": event_id or "evt_" + secrets.token_hex(10),
+            "object": "event",
+            "created_at": int(time.time()),
+            "type": event_type,
+            "data": data,
+        }
+        event = _dump(_WEBHOOK.validate_python(event))
+        body = json.dumps(event).encode()
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        return body, self.sign(body, event["id"], stamp, secret)
+
+    def sign(self, body: bytes, webhook_id: str, stamp: str, secret: str | None = None) -> dict:
+        """The three ``webhook-*`` headers for ``body``."""
+        secret = secret or self.webhook_secret
+        key = base64.b64decode(secret[6:]) if secret.startswith("whsec_") else secret.encode()
+        signed = f"{webhook_id}.{stamp}.{body.decode()}".encode()
+        signature = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+        return {
+            "webhook-id": webhook_id,
+            "webhook-timestamp": stamp,
+            "webhook-signature": f"v1,{signature}",
+            "content-type": "application/json",
+        }
+
+    @staticmethod
+    def deliver(url: str, body: bytes, headers: dict) -> requests.Response:
+        """POST a delivery to ``url`` as OpenAI does."""
+        return requests.post(url, data=body, headers=headers, timeout=30)
+
+    # ----------------------------------------------------------------- internals
+
+    def _add_item(self, session: dict, item: dict, turn: str) -> dict:
+        item = {"id": self._new_id("item"), "turn_id": turn, **item}
+        session["_items"].append(_dump(_ITEM.validate_python(item)))
+        return item
+
+    def _place(self, session: dict, action: dict, turn: str) -> dict:
+        if action["type"] in (
+            "function_call",
+            "mcp_approval_request",
+            "computer_use_approval_request",
+        ):
+            action["turn_id"] = turn
+        if action["type"] == "function_call":
+            self._add_item(
+                session,
+                {
+                    **{k: action[k] for k in ("name", "arguments", "call_id")},
+                    "type": "function_call",
+                    "status": "in_progress",
+                },
+                turn,
+            )
+        session["required_actions"].append(action)
+        return action
+
+    def _validate_session(self, sid: str) -> AgentSession:
+        public = {k: v for k, v in self._sessions[sid].items() if not k.startswith("_")}
+        return AgentSession.model_validate(public)
+
+    def _answer(self, session: dict, match, item: dict | None) -> bool:
+        kept = [a for a in session["required_actions"] if not match(a)]
+        if len(kept) == len(session["required_actions"]):
+            return False
+        session["required_actions"] = kept
+        if item is not None:
+            self._add_item(session, item, session["_turn"] or "turn_none")
+        return True
+
+    def _after_answer(self, session: dict) -> None:
+        if session["required_actions"]:
+            return
+        if session["_next"]:
+            for action in session["_next"].pop(0):
+                self._place(session, action, session["_turn"])
+            session["status"] = "requires_action"
+            return
+        if session["status"] in ACTIVE:
+            text = [{"type": "output_text", "text": "done", "annotations": []}]
+            self._add_item(
+                session,
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": text,
+                    "status": "completed",
+                    "phase": "final_answer",
+                },
+                session["_turn"] or "turn_none",
+            )
+        session["status"], session["_turn"] = "idle", None
+
+    def _apply(self, session: dict, event: dict) -> str | None:
+        """Apply one event; returns an error text for an event the session cannot take."""
+        kind = event["type"]
+        if kind == "agent.session.input.tool_result":
+            item = {
+                "type": "function_call_output",
+                "call_id": event["call_id"],
+                "status": "completed" if event["success"] else "failed",
+                "output": event.get("output"),
+                "error": event.get("error"),
+            }
+            if not self._answer(session, lambda a: a.get("call_id") == event["call_id"], item):
+                return f"no pending function call {event['call_id']}"
+        elif kind.endswith("approval_request_result"):
+            if not self._answer(
+                session, lambda a: a.get("request_id") == event["request_id"], None
+            ):
+                return f"no pending approval request {event['request_id']}"
+        elif kind == "agent.session.input.cancel":
+            session["required_actions"], session["_next"] = [], []
+            session["status"] = "idle"
+            return None
+        elif kind == "agent.session.input.message":
+            session["status"] = "in_progress"
+        self._after_answer(session)
+        return None
+
+    def _wsgi(self, environ, start_response):
+        request = Request(environ)
+        response = self._handle(request)
+        return response(environ, start_response)
+
+    def _handle(self, request: Request) -> Response:
+        key = request.headers.get("Idempotency-Key")
+        with self._lock:
+            self.log.append({"method": request.method, "path": request.path, "key": key})
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _error(401, "invalid_api_key", "Incorrect API key provided")
+        if self.down:
+            return _error(503, "service_unavailable", "The stand-in is down")
+        parts = request.path.strip("/").split("/")
+        if parts[:3] != ["v1", "agents", "sessions"] or len(parts) < 4:
+            return _error(404, "not_found", "unknown path")
+        sid = parts[3]
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is None:
+                return _error(404, "not_found", f"no session {sid}")
+            if len(parts) == 4 and request.method == "GET":
+                return _json(_dump(self._validate_session(sid)))
+            if parts[4:] == ["items"] and request.method == "GET":
+                return self._items(session, request)
+            if parts[4:] == ["events"] and request.method == "POST":
+                if key and key in self._idempotent:
+                    status, body = self._idempotent[key]
+                    return Response(body, status=status, mimetype="application/json")
+                response = self._events(session, request)
+                if key:
+                    self._idempotent[key] = (response.status_code, response.get_data())
+                return response
+        return _error(405, "method_not_allowed", "unsupported")
+
+    def _items(self, session: dict, request: Request) -> Response:
+        order = request.args.get("order", "desc")
+        limit = max(1, min(100, int(request.args.get("limit", "20"))))
+        items = session["_items"] if order == "asc" else session["_items"][::-1]
+        after = request.args.get("after")
+        start = 0
+        if after:
+            start = next((i + 1 for i, it in enumerate(items) if it["id"] == after), len(items))
+        page = items[start : start + limit]
+        return _json(
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": start + limit < len(items),
+            }
+        )
+
+    def _events(self, session: dict, request: Request) -> Response:
+        try:
+            events = _EVENTS.validate_python(request.get_json()["events"])
+        except Exception as error:  # the SDK's own types refuse it: a bad request
+            return _error(400, "invalid_request_error", str(error)[:500])
+        for event in events:
+            problem = self._apply(session, dict(event))
+            if problem:
+                return _error(409, "conflict", problem)
+            session["_events"].append(json.loads(json.dumps(event)))
+        self._validate_session(session["id"])
+        return Response(b"", status=202)
+
+
+def _json(body: dict) -> Response:
+    return Response(json.dumps(body), status=200, mimetype="application/json")
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return Response(json.dumps(body), status=status, mimetype="application/json")

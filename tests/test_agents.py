@@ -1,0 +1,276 @@
+"""Agent sessions against the real test WordPress and the OpenAI stand-in (a real HTTP server
+answering in the installed SDK's wire format): session binding, tools generated from the
+schemas, required actions answered exactly once through the ledger, what only a person
+decides, state rebuild over every saved item, and stops."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_support import agent_app
+from agent_support import bind
+from agent_support import run_worker
+from agent_support import tool_output
+from agent_support import worker_process
+from agent_support import worker_until
+from conftest import AUTHOR_PASSWORD_ENV  # noqa: F401 (documents where the password lives)
+from conftest import SECRET_KEY
+from conftest import SITE_NAME
+from conftest import TENANT
+from conftest import all_ledger_rows
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import op_key
+from conftest import problem_slug
+
+from gateway import sites
+from gateway import validation
+from gateway.agents import submissions
+from gateway.agents import tools
+from gateway.db import database
+from gateway.testing.openai_standin import OpenAIStandIn as S
+
+POST_WRITE = r"^/wp-json/wp/v2/posts(/\d+)?/?$"
+TOOL_RESULT = "agent.session.input.tool_result"
+
+
+@pytest.fixture
+def standin():
+    with S() as service:
+        yield service
+
+
+@pytest.fixture
+def app(ledger_url, standin):
+    application = agent_app(ledger_url, standin)
+    yield application
+    if not database.is_closed():
+        database.close()
+
+
+def _session(gw, standin, job_id: str | None = None) -> tuple[str, str]:
+    job_id = job_id or new_job_id()
+    sid = standin.create_session(tools=tools.definitions())
+    answer = bind(gw, job_id, sid)
+    assert answer.status_code == 201, answer.get_json()
+    return job_id, sid
+
+
+def _editor_resolve(gw, editor: str, review_id: int, decision: str, reason: str | None = None):
+    body = {"decision": decision, **({"reason": reason} if reason else {})}
+    return gw.client.post(f"/v1/reviews/{review_id}/resolve", json=body, headers=gw.headers(editor))
+
+
+# ------------------------------------------------------------------ tools and binding
+
+
+def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
+    answer = offline_gw.client.get("/v1/agent-tools", headers=offline_gw.headers())
+    assert answer.status_code == 200
+    found = {t["name"]: t for t in answer.get_json()["tools"]}
+    assert set(found) == {"upload_media", "put_draft", "insert_block", "verify",
+                          "request_approval", "bump_task_version", "recover"}  # fmt: skip
+    assert not any("publish" in name or name == "approve" for name in found)
+    draft = validation.validator("draft").schema
+    assert found["put_draft"]["parameters"]["properties"] == draft["properties"]
+    assert found["upload_media"]["parameters"]["required"][0] == "slot"
+    assert found["bump_task_version"]["parameters"]["properties"] == {
+        "task_version": validation.validator("job").schema["properties"]["task_version"]
+    }
+
+
+def test_one_session_belongs_to_one_job_across_tenants(offline_gw, standin):
+    gw = offline_gw
+    job_id, sid = _session(gw, standin)
+    assert bind(gw, job_id, sid).status_code == 200  # the same pair again
+    other_tenant = gw.make_token("workflow", tenant="globex")
+    with gw.app.app_context(), database.connection_context():
+        sites.add_site(SECRET_KEY, "globex", SITE_NAME, gw.wp_url, "author", "a b c d e f")
+    refused = bind(gw, new_job_id(), sid, token=other_tenant)
+    assert refused.status_code == 409 and problem_slug(refused) == "session-bound"
+    refused = bind(gw, new_job_id(), sid)
+    assert refused.status_code == 409 and problem_slug(refused) == "session-bound"
+    second = standin.create_session()
+    refused = bind(gw, job_id, second)
+    assert refused.status_code == 409
+    assert problem_slug(refused) == "session-change-needs-version-bump"
+    assert bind(gw, job_id, second, task_version=2).status_code == 200
+    job = gw.job(job_id).get_json()
+    assert job["session_id"] == second and job["agent"]["session_id"] == second
+    assert bind(gw, job_id, sid, task_version=3).status_code == 409  # never back
+
+
+# ------------------------------------------------------------------ exactly once
+
+
+@pytest.mark.wordpress
+def test_put_draft_runs_once_and_a_new_call_id_replays(gw, standin):
+    job_id, sid = _session(gw, standin)
+    body = draft_body(title=f"Agent {job_id}")
+    [first] = standin.require(sid, S.function_call("put_draft", body))
+    counts = run_worker(gw.app)
+    assert counts["answered"] == 1
+    key = op_key(job_id, "draft")
+    assert gw.count_objects(key, "post") == 1
+    event = tool_output(standin, sid, first["call_id"])
+    assert event["success"] is True and json.loads(event["output"])["state"] == "CONFIRMED"
+    result_key = op_key(job_id, "tool_result", first["call_id"])
+    [post] = [p for p in standin.event_posts(sid)]
+    assert post["key"] == submissions.idempotency_key(result_key)
+
+    # The agent re-plans: same arguments, new call id, new turn -> the stored receipt.
+    [again] = standin.require(sid, S.function_call("put_draft", body))
+    run_worker(gw.app)
+    output = json.loads(tool_output(standin, sid, again["call_id"])["output"])
+    assert output["replayed"] is True and gw.count_objects(key, "post") == 1
+
+    # Other arguments under the same version: refused, naming the bump tool.
+    [changed] = standin.require(sid, S.function_call("put_draft", {**body, "title": "Other"}))
+    run_worker(gw.app)
+    refused = tool_output(standin, sid, changed["call_id"])
+    problem = json.loads(refused["error"])
+    assert refused["success"] is False and problem["type"].endswith("operation-key-reused")
+    assert problem["next_tool"] == "bump_task_version"
+    run_worker(gw.app)  # nothing pending: nothing resent, nothing executed
+    assert len(standin.events(sid, "agent.session.input.tool_result")) == 3
+    assert gw.count_objects(key, "post") == 1
+    agent = gw.job(job_id).get_json()["agent"]
+    assert agent["counters"]["tool_calls_answered"] == 3
+    assert standin.api_key not in all_ledger_rows()
+    assert standin.api_key not in json.dumps(gw.job(job_id).get_json())
+
+
+@pytest.mark.wordpress
+@pytest.mark.parametrize("point", ["before_tool_result", "after_session_input_sent"])
+def test_crash_between_write_and_submission_ends_in_one_post_one_submission(
+    gw, standin, ledger_url, point
+):
+    job_id, sid = _session(gw, standin)
+    [call] = standin.require(sid, S.function_call("put_draft", draft_body(title=job_id)))
+    crashed = worker_process(ledger_url, standin, crash_point=point)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    key = op_key(job_id, "draft")
+    assert gw.count_objects(key, "post") == 1  # WordPress has the post; the agent has no answer
+
+    # Restarted without the crash point; the dead worker's lease expires first.
+    def settled() -> bool:
+        return {r["action"]: r["state"] for r in gw.operations(job_id)}.get("tool_result") == (
+            "CONFIRMED"
+        )
+
+    worker_until(ledger_url, standin, settled)
+    assert gw.count_objects(key, "post") == 1
+    tool_output(standin, sid, call["call_id"])  # exactly one accepted submission
+    expected = submissions.idempotency_key(op_key(job_id, "tool_result", call["call_id"]))
+    assert {p["key"] for p in standin.event_posts(sid)} == {expected}
+    rows = {r["action"]: r for r in gw.operations(job_id)}
+    assert rows["tool_result"]["state"] == "CONFIRMED" and rows["draft"]["state"] == "CONFIRMED"
+
+
+# ------------------------------------------------------------------ a person decides
+
+
+def test_requests_only_a_person_decides_become_review_items(offline_gw, standin):
+    gw = offline_gw
+    job_id, sid = _session(gw, standin)
+    mcp, cua, unknown, env = standin.require(
+        sid,
+        S.mcp_approval(),
+        S.computer_use_approval(),
+        S.function_call("delete_all_posts", {}),
+        S.environment_connection(),
+    )
+    for _ in range(2):
+        counts = run_worker(gw.app)
+    assert counts["review"] == 4 and standin.events(sid) == []
+    editor = gw.make_token("editor")
+    items = gw.client.get("/v1/reviews", headers=gw.headers(editor)).get_json()["reviews"]
+    by_type = {
+        i["detail"]["action"]["type"] + i["detail"].get("unknown_tool", ""): i for i in items
+    }
+    assert len(items) == 4 and all(i["kind"] == "agent_action" for i in items)
+    assert gw.job(job_id).get_json()["status"] == "needs_review"
+    wrong = _editor_resolve(gw, editor, by_type["environment_connection"]["review_id"], "approve")
+    assert wrong.status_code == 422
+    decisions = [
+        ("mcp_approval_request", "approve", None),
+        ("computer_use_approval_request", "deny", None),
+        ("function_calldelete_all_posts", "deny", "not a gateway tool"),
+        ("environment_connection", "dismiss", None),
+    ]
+    for name, decision, reason in decisions:
+        answer = _editor_resolve(gw, editor, by_type[name]["review_id"], decision, reason)
+        assert answer.status_code == 200, answer.get_json()
+    run_worker(gw.app)  # nothing is answered twice
+    kinds = [e["type"].rsplit(".", 1)[1] for e in standin.events(sid)]
+    assert sorted(kinds) == sorted(
+        ["mcp_approval_request_result", "computer_use_approval_request_result", "tool_result"]
+    )
+    [denied] = standin.events(sid, "agent.session.input.tool_result")
+    assert denied["call_id"] == unknown["call_id"] and denied["success"] is False
+    assert "not a gateway tool" in denied["error"]
+    [mcp_result] = standin.events(sid, "agent.session.input.mcp_approval_request_result")
+    assert mcp_result["request_id"] == mcp["request_id"]
+    assert mcp_result["response"]["decision"] == "approve"
+    assert _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss").status_code == 404
+    assert [a.type for a in standin.session(sid).required_actions] == ["environment_connection"]
+    assert cua and env
+
+
+# ------------------------------------------------------------------ rebuild
+
+
+def test_recover_reads_every_saved_item(offline_gw, standin):
+    gw = offline_gw
+    job_id, sid = _session(gw, standin)
+    standin.add_items(sid, 250, tool_calls=10)
+    answer = gw.recover(job_id)
+    assert answer.status_code == 200, answer.get_json()
+    agent = answer.get_json()["agent"]
+    assert agent["items_read"] == 250 and agent["pages"] >= 3
+    assert len(agent["tool_calls"]["completed"]) == 10
+    assert agent["business_success"] is False
+    item_pages = [r for r in standin.log if r["path"].endswith("/items")]
+    assert len(item_pages) == 3
+    stored = gw.job(job_id).get_json()["agent"]["summary"]
+    assert stored["items_read"] == 250  # GET shows the last stored summary, cheaply
+    assert len([r for r in standin.log if r["path"].endswith("/items")]) == 3
+
+
+# ------------------------------------------------------------------ stops
+
+
+@pytest.mark.wordpress
+def test_cancelled_job_pending_action_is_never_answered(gw, standin):
+    job_id, sid = _session(gw, standin)
+    standin.require(sid, S.function_call("put_draft", draft_body(title=job_id)))
+    standin.down = True  # OpenAI unreachable at the moment of the cancel
+    answer = gw.client.post(
+        f"/v1/jobs/{job_id}/cancel", json={"reason": "wrong topic"}, headers=gw.headers()
+    )
+    assert answer.status_code == 200 and answer.get_json()["cancelled"] is True
+    standin.down = False
+    for _ in range(3):
+        run_worker(gw.app)
+    assert len(standin.events(sid, "agent.session.input.cancel")) == 1
+    assert standin.events(sid, "agent.session.input.tool_result") == []
+    assert gw.count_objects(op_key(job_id, "draft")) == 0
+
+
+@pytest.mark.wordpress
+def test_revoked_wordpress_password_stops_the_job(gwp, proxy, standin):
+    gw = gwp
+    job_id, sid = _session(gw, standin)
+    with gw.app.app_context(), database.connection_context():
+        sites.add_site(
+            SECRET_KEY, TENANT, SITE_NAME, proxy.url, gw.author["username"], "xxxx " * 5 + "xxxx"
+        )
+    standin.require(sid, S.function_call("put_draft", draft_body(title=job_id)))
+    proxy.reset_log()
+    for _ in range(3):
+        run_worker(gw.app)
+    assert proxy.count("POST", POST_WRITE) <= 1
+    assert standin.events(sid, "agent.session.input.tool_result") == []
+    agent = gw.job(job_id).get_json()["agent"]
+    assert "credentials" in agent["stopped_reason"]
