@@ -1,0 +1,178 @@
+"""OpenAI webhooks: verified on the raw body by the SDK, stored under a unique event id and
+committed before the 2xx, processed once by the worker; two gateway processes on one
+PostgreSQL ledger answering one action once; the ledger migration of the agent tables."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from agent_support import agent_app
+from agent_support import bind
+from agent_support import run_worker
+from agent_support import tool_output
+from agent_support import worker_process
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import op_key
+from servers import Server
+from werkzeug.serving import make_server
+
+from gateway import ledger
+from gateway import migrations
+from gateway.agents import tools
+from gateway.db import database
+from gateway.ledger import WebhookEvent
+from gateway.testing.openai_standin import OpenAIStandIn as S
+
+ACTION = "agent.session.action_required"
+
+
+@pytest.fixture
+def standin():
+    with S() as service:
+        yield service
+
+
+@pytest.fixture
+def app(ledger_url, standin):
+    application = agent_app(ledger_url, standin)
+    yield application
+    if not database.is_closed():
+        database.close()
+
+
+@pytest.fixture
+def served(app):
+    """The app behind a real threaded HTTP server (concurrent deliveries)."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/v1/webhooks/openai"
+    server.shutdown()
+    server.server_close()
+
+
+def _rows(app) -> list[WebhookEvent]:
+    with app.app_context(), database.connection_context():
+        return list(WebhookEvent.select())
+
+
+def _waiting_session(gw, standin) -> tuple[str, str, dict]:
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(gw, job_id, sid).status_code == 201
+    [call] = standin.require(sid, S.function_call("recover", {}))
+    return job_id, sid, call
+
+
+def test_valid_delivery_is_stored_and_processed_once(offline_gw, standin):
+    gw = offline_gw
+    _job_id, sid, call = _waiting_session(gw, standin)
+    body, headers = standin.webhook(ACTION, sid)
+    answer = gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
+    assert answer.status_code == 200 and answer.get_json()["duplicate"] is False
+    again = gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
+    assert again.status_code == 200 and again.get_json()["duplicate"] is True
+    counts = run_worker(gw.app)
+    assert counts["events"] == 1 and counts["answered"] == 1
+    assert run_worker(gw.app)["events"] == 0
+    assert tool_output(standin, sid, call["call_id"])["success"] is True
+    [row] = _rows(gw.app)
+    assert (row.status, row.attempts, row.session_id) == ("done", 1, sid)
+
+
+def test_the_same_delivery_twenty_times_at_once_is_one_row_one_processing(
+    offline_gw, standin, served
+):
+    _job_id, sid, call = _waiting_session(offline_gw, standin)
+    body, headers = standin.webhook(ACTION, sid)
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(lambda _: S.deliver(served, body, headers), range(20)))
+    assert [a.status_code for a in answers] == [200] * 20
+    assert sum(not a.json()["duplicate"] for a in answers) == 1
+    for _ in range(2):
+        run_worker(offline_gw.app)
+    [row] = _rows(offline_gw.app)
+    assert row.attempts == 1 and row.status == "done"
+    tool_output(standin, sid, call["call_id"])
+
+
+@pytest.mark.parametrize("fault", ["forged", "missing-header", "6-min-old", "6-min-future"])
+def test_bad_missing_or_stale_signature_is_400_and_nothing_stored(offline_gw, standin, fault):
+    sid = standin.create_session()
+    now = int(time.time())
+    stamp = {"6-min-old": now - 360, "6-min-future": now + 360}.get(fault)
+    secret = "whsec_" + "Zm9yZ2Vk" * 4 if fault == "forged" else None
+    body, headers = standin.webhook(ACTION, sid, timestamp=stamp, secret=secret)
+    if fault == "missing-header":
+        headers.pop("webhook-signature")
+    answer = offline_gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
+    assert answer.status_code == 400
+    assert answer.mimetype == "application/problem+json"
+    assert answer.get_json()["type"].endswith("webhook-signature-invalid")
+    assert _rows(offline_gw.app) == []
+
+
+@pytest.mark.wordpress
+def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_retry(
+    wp_site, ledger_url, tmp_path, offline_gw, standin
+):
+    server = Server(wp_site, ledger_url, tmp_path)
+    server.env["GATEWAY_OPENAI_WEBHOOK_SECRET"] = standin.webhook_secret
+    try:
+        server.start(crash_point="after_webhook_stored")
+        _job_id, sid, call = _waiting_session(offline_gw, standin)
+        body, headers = standin.webhook(ACTION, sid)
+        with pytest.raises(requests.ConnectionError):
+            S.deliver(server.url + "/v1/webhooks/openai", body, headers)  # stored, unanswered
+        server.kill()
+        server.start()
+        retried = S.deliver(
+            server.url + "/v1/webhooks/openai", body, headers
+        )  # the sender retries the same delivery
+        assert retried.status_code == 200 and retried.json()["duplicate"] is True
+    finally:
+        server.kill()
+    for _ in range(2):
+        run_worker(offline_gw.app)
+    [row] = _rows(offline_gw.app)
+    assert row.attempts == 1 and row.status == "done"
+    tool_output(standin, sid, call["call_id"])
+
+
+@pytest.mark.wordpress
+@pytest.mark.skipif(
+    "not __import__('os').environ.get('GATEWAY_TEST_DATABASE_URL')",
+    reason="two gateway processes share one ledger only on PostgreSQL",
+)
+def test_two_gateway_processes_one_postgresql_ledger_one_submission_one_write(
+    gw, standin, ledger_url
+):
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(gw, job_id, sid).status_code == 201
+    [call] = standin.require(sid, S.function_call("put_draft", draft_body(title=job_id)))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(lambda _: worker_process(ledger_url, standin), range(2)))
+    assert [d.returncode for d in done] == [0, 0], [d.stderr[-1000:] for d in done]
+    for _ in range(3):  # whichever process lost the lease leaves nothing undone
+        run_worker(gw.app)
+    assert gw.count_objects(op_key(job_id, "draft"), "post") == 1
+    tool_output(standin, sid, call["call_id"])
+    assert len(standin.event_posts(sid)) == 1
+
+
+def test_a_ledger_of_schema_version_1_migrates_to_the_agent_tables(app):
+    with app.app_context(), database.connection_context():
+        database.drop_tables([ledger.AgentSession, ledger.WebhookEvent])
+        migrations.SchemaVersion.delete().where(migrations.SchemaVersion.version > 1).execute()
+        assert migrations.current_version() == 1
+    with app.app_context():
+        before, after = migrations.migrate()
+    assert (before, after) == (1, migrations.latest_version())
+    with app.app_context(), database.connection_context():
+        tables = set(database.get_tables())
+        assert {"agent_session", "webhook_event"} <= tables
+        assert ledger.WebhookEvent.select().count() == 0
