@@ -95,6 +95,10 @@ class Demo:
         say(f"    {'ok ' if ok else 'FAIL'} {label}")
         return ok
 
+    def serve_args(self) -> list[str]:
+        """Extra ``gateway serve`` options (the agent demo runs its own worker)."""
+        return []
+
     def setup(self) -> GatewayClient:
         self.proxy.start()
         author = self.site["users"]["author"]
@@ -125,6 +129,7 @@ class Demo:
                 "2",
                 "--sweep-interval",
                 "0",
+                *self.serve_args(),
             ],
             env=self.env,
             stdout=log,
@@ -315,6 +320,21 @@ def _problem_slug(response) -> str:
         return ""
 
 
+def load_site(site_json: str | None = None) -> dict:
+    """The test site's ``site.json``.
+
+    Raises:
+        DemoUnavailable: no readable ``site.json`` (the test WordPress is not up).
+    """
+    path = Path(site_json) if site_json else DEFAULT_SITE_JSON
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise DemoUnavailable(
+            f"no test site at {path.resolve()}: run 'bash wp_test_site/up.sh' first"
+        ) from None
+
+
 def run_demo(site_json: str | None = None, keep: bool = False) -> int:
     """Run the demo against the site in ``site_json``; returns the exit status (0 = ok,
     1 = a check failed). The demo's ledger directory is removed afterwards unless ``keep``.
@@ -323,13 +343,7 @@ def run_demo(site_json: str | None = None, keep: bool = False) -> int:
         DemoUnavailable: no readable ``site.json`` (the test WordPress is not up), or
             ``gateway serve`` did not start (its log is kept).
     """
-    path = Path(site_json) if site_json else DEFAULT_SITE_JSON
-    try:
-        site = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise DemoUnavailable(
-            f"no test site at {path.resolve()}: run 'bash wp_test_site/up.sh' first"
-        ) from None
+    site = load_site(site_json)
     started = time.monotonic()
     say(f"Publishing Gateway demo against WordPress at {site['url']}")
     demo = Demo(site)

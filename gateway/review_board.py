@@ -73,6 +73,26 @@ def _candidates(detail: dict) -> list[dict]:
     ]
 
 
+def agent_request(detail: dict) -> dict:
+    """What an agent asks a person for (an ``agent_action`` item), in one line per field:
+    ``{"type", "what", "decisions"}``."""
+    action = detail.get("action") or {}
+    request = action.get("request") or {}
+    kind = action.get("type", "?")
+    if kind == "function_call":
+        what = f"call of unknown tool {action.get('name')!r} with {action.get('arguments')!r}"
+    elif kind == "mcp_approval_request":
+        what = (
+            f"MCP {request.get('server_label')}: {request.get('name')} - {request.get('message')}"
+        )
+    elif kind == "computer_use_approval_request":
+        what = f"computer use: {request.get('type')} {request.get('origin') or ''}".strip()
+        what += f" ({request.get('reason')})" if request.get("reason") else ""
+    else:
+        what = f"reconnect environment {action.get('environment_id')} (its owner's work)"
+    return {"type": kind, "what": what, "decisions": detail.get("decisions") or []}
+
+
 def open_items(tenant: str) -> list[dict]:
     """Open review items of ``tenant`` with the operation's intended title and the
     candidate posts (title, date, status, public link and wp-admin edit link)."""
@@ -92,6 +112,8 @@ def open_items(tenant: str) -> list[dict]:
         item["sent_at"] = db.rfc3339(row.sent_at) if row is not None else None
         item["action"] = row.action if row is not None else None
         item["candidates"] = _candidates(item["detail"])
+        if item["kind"] == "agent_action":
+            item["agent_request"] = agent_request(item["detail"])
         for candidate in item["candidates"]:
             candidate["edit_link"] = edit_link(site_url, candidate["id"])
     return items

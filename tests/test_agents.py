@@ -6,6 +6,7 @@ decides, state rebuild over every saved item, and stops."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from agent_support import agent_app
@@ -274,3 +275,29 @@ def test_revoked_wordpress_password_stops_the_job(gwp, proxy, standin):
     assert standin.events(sid, "agent.session.input.tool_result") == []
     agent = gw.job(job_id).get_json()["agent"]
     assert "credentials" in agent["stopped_reason"]
+
+
+def test_review_page_shows_the_agent_request_and_the_editor_denies_it(offline_gw, standin):
+    gw = offline_gw
+    job_id, sid = _session(gw, standin)
+    [mcp] = standin.require(sid, S.mcp_approval(name="export_contacts"))
+    run_worker(gw.app)
+    client, editor = gw.app.test_client(), gw.make_token("editor")
+    page = client.get("/review/login")
+    client.post("/review/login", data={"token": editor, "csrf_token": _csrf(page)})
+    page = client.get("/review")
+    text = page.get_data(as_text=True)
+    assert "MCP crm: export_contacts" in text and 'class="agent-approve"' in text
+    review_id = int(re.search(r'id="review-(\d+)"', text).group(1))
+    answer = client.post(
+        f"/review/reviews/{review_id}/resolve",
+        data={"decision": "deny", "reason": "no exports", "csrf_token": _csrf(page)},
+    )
+    assert answer.status_code in (302, 303)
+    [result] = standin.events(sid, "agent.session.input.mcp_approval_request_result")
+    assert result["request_id"] == mcp["request_id"] and result["response"]["decision"] == "deny"
+    assert gw.job(job_id).get_json()["status"] != "needs_review"
+
+
+def _csrf(page) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)

@@ -7,7 +7,8 @@ For a session it never acts on an event's content alone: it retrieves the curren
 write), reconciles the job's unproven operations, and handles the required actions
 (:mod:`gateway.agents.required_actions`). A stored event is claimed by a conditional UPDATE
 (one processing per event, even with several workers on one PostgreSQL ledger); a claim left
-by a crashed worker is taken over after :data:`CLAIM_TIMEOUT` seconds.
+by a crashed worker is taken over once the job lease it worked under has expired
+(``GATEWAY_AGENT_LEASE_SECONDS``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from gateway.ledger import Job
 from gateway.ledger import WebhookEvent
 
 log = logging.getLogger(__name__)
-CLAIM_TIMEOUT = 300.0
 RESEND_AFTER = 5.0
 
 
@@ -58,7 +58,7 @@ def run_once(config: Config, oai: openai.OpenAI | None = None) -> dict:
         "busy": 0,
     }
     for event in _pending_events():
-        if not _claim(event):
+        if not _claim(event, config.agent_lease_seconds):
             continue
         counts["events"] += 1
         done = _process_event(config, oai, event, counts)
@@ -93,10 +93,11 @@ def _pending_events() -> list[WebhookEvent]:
     )
 
 
-def _claim(event: WebhookEvent) -> bool:
-    """Take the event for this worker: pending, or processing by a crashed worker."""
+def _claim(event: WebhookEvent, timeout: float) -> bool:
+    """Take the event for this worker: pending, or claimed ``timeout`` seconds ago by a
+    worker that never finished it."""
     now = db.utcnow()
-    stale = now - dt.timedelta(seconds=CLAIM_TIMEOUT)
+    stale = now - dt.timedelta(seconds=timeout)
     claimable = (WebhookEvent.status == "pending") | (
         (WebhookEvent.status == "processing") & (WebhookEvent.claimed_at < stale)
     )

@@ -209,10 +209,13 @@ def job_image(job_id: str, media_id: int):
 @bp.post("/reviews/<int:review_id>/resolve")
 @roles("editor", "admin")
 def resolve(review_id: int):
-    """``decision`` = ``same_as`` (with ``post_id``) or ``distinct``."""
+    """``decision`` = ``same_as`` (with ``post_id``), ``distinct``, or for an agent's request
+    ``approve``/``deny``/``dismiss`` (with an optional ``reason``)."""
     body = {"decision": request.form.get("decision", "")}
     if body["decision"] == "same_as":
         body["post_id"] = _form_int("post_id")
+    if request.form.get("reason"):
+        body["reason"] = request.form["reason"]
     validation.validate("review_resolve", body)
     result = reconciliation.resolve_review(
         config(),
@@ -221,9 +224,12 @@ def resolve(review_id: int):
         body["decision"],
         body.get("post_id"),
         g.principal.name,
+        body.get("reason"),
     )
-    state = result["operation"]["state"]
-    what = f"same as post {body['post_id']}" if "post_id" in body else "distinct posts"
+    state = (result["operation"] or {}).get("state", "no answer needed")
+    what = {"same_as": f"same as post {body.get('post_id')}", "distinct": "distinct posts"}.get(
+        body["decision"], body["decision"]
+    )
     flash(f"Review {review_id} resolved: {what} (operation now {state}).", "info")
     return _back()
 
