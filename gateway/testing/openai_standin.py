@@ -68,7 +68,10 @@ class OpenAIStandIn:
         down: while True every API call answers 503 (OpenAI unreachable).
     """
 
-    def __init__(self, api_key: str | None = None, webhook_secret: str | None = None):
+    def __init__(
+        self, api_key: str | None = None, webhook_secret: str | None = None, port: int = 0
+    ):
+        self.port = port
         self.api_key = api_key or "sk-standin-" + secrets.token_hex(16)
         raw = secrets.token_bytes(24)
         self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(raw).decode()
@@ -85,7 +88,7 @@ class OpenAIStandIn:
 
     def start(self) -> OpenAIStandIn:
         self._server = make_server(
-            "127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler
+            "127.0.0.1", self.port, self._wsgi, threaded=True, request_handler=_QuietHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -105,7 +108,8 @@ class OpenAIStandIn:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}/v1"
+        port = self._server.server_port if self._server is not None else self.port
+        return f"http://127.0.0.1:{port}/v1"
 
     # ----------------------------------------------------------------- scripting
 
