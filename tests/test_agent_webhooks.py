@@ -4,9 +4,11 @@ PostgreSQL ledger answering one action once; the ledger migration of the agent t
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -21,6 +23,7 @@ from conftest import op_key
 from servers import Server
 from werkzeug.serving import make_server
 
+from gateway import db
 from gateway import ledger
 from gateway import migrations
 from gateway.agents import tools
@@ -29,6 +32,7 @@ from gateway.ledger import WebhookEvent
 from gateway.testing.openai_standin import OpenAIStandIn as S
 
 ACTION = "agent.session.action_required"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture
@@ -164,15 +168,20 @@ def test_two_gateway_processes_one_postgresql_ledger_one_submission_one_write(
     assert len(standin.event_posts(sid)) == 1
 
 
-def test_a_ledger_of_schema_version_1_migrates_to_the_agent_tables(app):
-    with app.app_context(), database.connection_context():
-        database.drop_tables([ledger.AgentSession, ledger.WebhookEvent])
-        migrations.SchemaVersion.delete().where(migrations.SchemaVersion.version > 1).execute()
-        assert migrations.current_version() == 1
-    with app.app_context():
-        before, after = migrations.migrate()
-    assert (before, after) == (1, migrations.latest_version())
-    with app.app_context(), database.connection_context():
-        tables = set(database.get_tables())
-        assert {"agent_session", "webhook_event"} <= tables
-        assert ledger.WebhookEvent.select().count() == 0
+def test_a_release_0_1_0_ledger_migrates_to_the_agent_tables(tmp_path):
+    path = tmp_path / "ledger-0.1.0.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript((FIXTURES / "ledger-0.1.0.sql").read_text())
+    db.bind(f"sqlite:///{path}")
+    with database.connection_context():
+        assert migrations.current_version() == migrations.BASELINE
+        assert "agent_session" not in database.get_tables()
+    assert migrations.migrate() == (migrations.BASELINE, migrations.latest_version())
+    with database.connection_context():
+        assert {"agent_session", "webhook_event"} <= set(database.get_tables())
+        job = ledger.Job.select().first()  # the release's job takes a session now
+        ledger.AgentSession.create(
+            session_id="sess_migrated", tenant=job.tenant, job_id=job.job_id, task_version=1
+        )
+        assert ledger.AgentSession.select().count() == 1
+    database.close()
