@@ -70,8 +70,15 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
     answer = offline_gw.client.get("/v1/agent-tools", headers=offline_gw.headers())
     assert answer.status_code == 200
     found = {t["name"]: t for t in answer.get_json()["tools"]}
-    assert set(found) == {"upload_media", "put_draft", "insert_block", "verify",
-                          "request_approval", "bump_task_version", "recover"}  # fmt: skip
+    assert set(found) == {
+        "upload_media",
+        "put_draft",
+        "insert_block",
+        "verify",
+        "request_approval",
+        "bump_task_version",
+        "recover",
+    }
     assert not any("publish" in name or name == "approve" for name in found)
     draft = validation.validator("draft").schema
     assert found["put_draft"]["parameters"]["properties"] == draft["properties"]
@@ -301,3 +308,23 @@ def test_review_page_shows_the_agent_request_and_the_editor_denies_it(offline_gw
 
 def _csrf(page) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)
+
+
+def test_a_reached_limit_stops_the_agent_until_a_person_acts(offline_gw, standin):
+    gw = offline_gw
+    job_id, sid = _session(gw, standin)
+    gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(agent_max_tool_calls=1)
+    [first] = standin.require(sid, S.function_call("recover", {}))
+    standin.then(sid, S.function_call("recover", {}))
+    standin.set_usage(sid, 1234)
+    for _ in range(3):
+        run_worker(gw.app)
+    assert tool_output(standin, sid, first["call_id"])["success"] is True
+    assert len(standin.events(sid)) == 1  # the second call waits for a person
+    agent = gw.job(job_id).get_json()["agent"]
+    assert agent["stopped_reason"] == "limit: tool calls answered reached 1"
+    assert agent["counters"] == {
+        "resume_attempts": 1,
+        "tool_calls_answered": 1,
+        "tokens_used": 1234,
+    }

@@ -161,7 +161,13 @@ def _submit_tool_result(ctx: Context, action, result: dict) -> str:
 def _open_review(ctx: Context, action) -> Review | None:
     result_action = RESULT_ACTION[action.type]
     key = operations.operation_key(ctx.job, result_action, _slot(action))
-    if Review.select().where(Review.operation_key == key).exists():
+    earlier = Review.select().where(
+        Review.tenant == ctx.job.tenant,
+        Review.job_id == ctx.job.job_id,
+        Review.kind == KIND,
+        Review.operation_key.endswith(f"/{result_action}/{_slot(action)}"),  # any version
+    )
+    if earlier.exists():
         return None  # open, or already decided (a dismissed reconnection stays dismissed)
     detail = {
         "session_id": ctx.session.session_id,

@@ -176,15 +176,18 @@ def _under_lease(config: Config, oai, job: Job, row: AgentSession, token: int, c
     counts["sessions"] += 1
     if not session.required_actions:
         return
-    stops.count_resume(row)
     target = jobs.target_for(config, job, fencing_token=token)
     reconciliation.recover_job(target)  # unproven WordPress operations first, by lookup
     ctx = required_actions.Context(config, oai, job, target, AgentSession.get_by_id(row.id))
+    outcomes = []
     for action in session.required_actions:
-        outcome = required_actions.handle(ctx, action)
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if outcome == "stopped":
+        outcomes.append(required_actions.handle(ctx, action))
+        counts[outcomes[-1]] = counts.get(outcomes[-1], 0) + 1
+        if outcomes[-1] == "stopped":
             break
+    if "answered" in outcomes or "resent" in outcomes:
+        # A resume = a pass that moved the session on (waiting for a person is not one).
+        stops.count_resume(row)
 
 
 def _send_cancel(config: Config, oai, job: Job, counts: dict) -> None:
