@@ -15,7 +15,6 @@ from agent_support import run_worker
 from agent_support import tool_output
 from agent_support import worker_process
 from agent_support import worker_until
-from conftest import AUTHOR_PASSWORD_ENV  # noqa: F401 (documents where the password lives)
 from conftest import SECRET_KEY
 from conftest import SITE_NAME
 from conftest import TENANT
@@ -112,8 +111,30 @@ def test_one_session_belongs_to_one_job_across_tenants(offline_gw, standin):
 # ------------------------------------------------------------------ exactly once
 
 
+def test_the_standin_honours_idempotency_keys_with_the_sdk(standin):
+    import openai
+
+    sid = standin.create_session()
+    [call] = standin.require(sid, S.function_call("verify", {}))
+    client = openai.OpenAI(api_key=standin.api_key, base_url=standin.base_url, max_retries=0)
+    event = {
+        "type": TOOL_RESULT,
+        "call_id": call["call_id"],
+        "turn_id": call["turn_id"],
+        "success": True,
+        "output": "{}",
+    }
+    for _ in range(3):
+        client.beta.agents.sessions.events.create(sid, events=[event], idempotency_key="k-1")
+    assert len(standin.events(sid)) == 1 and len(standin.event_posts(sid)) == 3
+    with pytest.raises(openai.ConflictError):  # a new key for an answered call: refused
+        client.beta.agents.sessions.events.create(sid, events=[event], idempotency_key="k-2")
+    with pytest.raises(openai.BadRequestError):  # the SDK's own types refuse a bad event
+        client.beta.agents.sessions.events.create(sid, events=[{"type": "nope"}])
+
+
 @pytest.mark.wordpress
-def test_put_draft_runs_once_and_a_new_call_id_replays(gw, standin):
+def test_put_draft_runs_once_and_a_new_call_id_replays(gw, standin, caplog):
     job_id, sid = _session(gw, standin)
     body = draft_body(title=f"Agent {job_id}")
     [first] = standin.require(sid, S.function_call("put_draft", body))
@@ -146,6 +167,7 @@ def test_put_draft_runs_once_and_a_new_call_id_replays(gw, standin):
     agent = gw.job(job_id).get_json()["agent"]
     assert agent["counters"]["tool_calls_answered"] == 3
     assert standin.api_key not in all_ledger_rows()
+    assert standin.api_key not in caplog.text
     assert standin.api_key not in json.dumps(gw.job(job_id).get_json())
 
 
