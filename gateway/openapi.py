@@ -192,7 +192,7 @@ def _operation(method, path, rule, view, contract: Contract, problems: dict) -> 
     description = rest.strip()
     if roles:
         description = f"Roles: {', '.join(roles)}.\n\n{description}".strip()
-    api = path.startswith("/v1/")
+    api = path.startswith("/v1/") and contract.token  # webhooks are signed, not token-bound
     operation = {
         "operationId": f"{method.lower()}_{rule.endpoint.replace('.', '_')}",
         "tags": [rule.endpoint.split(".")[0]],

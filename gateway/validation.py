@@ -125,15 +125,17 @@ def validate(name: str, document) -> dict:
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
         TemplateLeftover: a draft field holds an unevaluated template expression.
     """
-    return check(validator(name), document)
+    return check(validator(name), document, name)
 
 
-def check(compiled: Draft202012Validator, document):
+def check(compiled: Draft202012Validator, document, name: str | None = None):
     """Validate ``document`` with a compiled validator (e.g. an agent tool's parameters,
-    generated from these schema files) and return it.
+    generated from these schema files) and return it as :func:`validate` does; ``name`` is
+    the schema file the validator was made from (its template-leftover rules apply).
 
     Raises:
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
+        TemplateLeftover: a draft field holds an unevaluated template expression.
     """
     found = []
     for error in compiled.iter_errors(document):
@@ -142,7 +144,7 @@ def check(compiled: Draft202012Validator, document):
         found = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in found)]
         found.sort(key=lambda e: e["pointer"])
         raise exc.ValidationFailed(f"{len(found)} problem(s) in the request body", errors=found)
-    document = _integers(validator(name).schema, document)
+    document = _integers(compiled.schema, document)
     if name in TEMPLATE_FIELDS:
         check_template_leftovers(document, TEMPLATE_FIELDS[name])
     return document

@@ -244,6 +244,6 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
         ValidationFailed (422) and everything the domain function raises.
     """
     tool = TOOLS[name]
-    args = validation.check(_validator(name), arguments_of(arguments))
+    args = validation.check(_validator(name), arguments_of(arguments), tool.schema)
     jobs.ensure_active(target.job)
     return tool.run(target, args, actor)

@@ -47,6 +47,7 @@ EXTENSIONS = (
     "actual_sha256",
     "origin",
     "upstream",
+    "session_id",
 )
 
 HEADERS = {
@@ -87,6 +88,7 @@ class Contract:
         form: review page form fields (``application/x-www-form-urlencoded`` + CSRF token).
         media_type: the success body's media type.
         pages: error statuses a review page answers with HTML (400: a stale CSRF token).
+        token: authenticated by a Bearer token (False: by the sender's signature, webhooks).
     """
 
     body: str | None = None
@@ -99,6 +101,7 @@ class Contract:
     form: tuple[str, ...] | None = None
     media_type: str = "application/json"
     pages: tuple[int, ...] = ()
+    token: bool = True
 
 
 PAGE = "text/html"
@@ -120,7 +123,15 @@ OPERATIONS: dict[str, Contract] = {
     "GET /openapi.json": Contract(returns="OpenAPI"),
     "GET /v1/jobs": Contract(returns="JobList", query=JOB_QUERY, problems=("validation-failed",)),
     "PUT /v1/jobs/{job_id}": Contract(
-        body="job", ok=(200, 201), returns="Job", problems=("site-not-found", "stale-task-version")
+        body="job",
+        ok=(200, 201),
+        returns="Job",
+        problems=(
+            "site-not-found",
+            "stale-task-version",
+            "session-bound",
+            "session-change-needs-version-bump",
+        ),
     ),
     "GET /v1/jobs/{job_id}": Contract(returns="JobDetail"),
     "PUT /v1/jobs/{job_id}/media/{slot}": Contract(
@@ -213,7 +224,22 @@ OPERATIONS: dict[str, Contract] = {
     "POST /v1/reviews/{review_id}/resolve": Contract(
         body="review_resolve",
         returns="ReviewResolution",
-        problems=("not-found", "job-not-found", "wordpress-refused", "wordpress-unavailable"),
+        problems=(
+            "not-found",
+            "job-not-found",
+            "wordpress-refused",
+            "wordpress-unavailable",
+            "job-cancelled",
+            "session-bound",
+            "operation-key-reused",
+            "agent-not-configured",
+        ),
+    ),
+    "GET /v1/agent-tools": Contract(returns="AgentTools"),
+    "POST /v1/webhooks/openai": Contract(
+        returns="WebhookReceipt",
+        problems=("webhook-signature-invalid", "payload-too-large", "agent-not-configured"),
+        token=False,
     ),
     "GET /review": Contract(media_type=PAGE, ok=(200, 303)),
     "GET /review/login": Contract(media_type=PAGE),
@@ -225,7 +251,7 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "POST /review/logout": Contract(media_type=PAGE, ok=(303,), form=(), pages=(400,)),
     "POST /review/reviews/{review_id}/resolve": Contract(
-        media_type=PAGE, ok=(303,), form=("decision", "post_id"), pages=(400,)
+        media_type=PAGE, ok=(303,), form=("decision", "post_id", "reason"), pages=(400,)
     ),
     "POST /review/jobs/{job_id}/approve": Contract(
         media_type=PAGE, ok=(303,), form=("task_version", "content_sha256", "post_id"), pages=(400,)

@@ -103,6 +103,50 @@ def entry(**extra) -> dict:
     return obj(("operation_key", "action"), operation_key=STR, action=STR, **extra)
 
 
+def nullable(name: str) -> dict:
+    return {"anyOf": [ref(name), {"type": "null"}]}
+
+
+CALL = obj(("call_id", "tool", "turn_id"), call_id=STR, tool=STR, turn_id=STR)
+AGENT_SUMMARY = obj(
+    ("session_id", "status", "items_read", "pages", "tool_calls", "business_success"),
+    session_id=STR,
+    status=STR,
+    error=NSTR,
+    items_read=INT,
+    pages=INT,
+    tool_calls=obj(
+        ("completed", "failed", "unknown", "needs_a_person"),
+        completed=arr(CALL),
+        failed=arr(CALL),
+        unknown=arr(CALL),
+        needs_a_person=arr(obj((), review_id=INT, action=NSTR)),
+    ),
+    last_turn={"type": ["object", "null"]},
+    pending_actions=arr(STR),
+    stopped_reason=NSTR,
+    business_success=BOOL,
+    note=STR,
+    summary={"type": ["object", "null"]},
+    rebuild_error=STR,
+)
+AGENT = obj(
+    ("session_id", "status", "stopped_reason", "counters", "summary"),
+    session_id=STR,
+    status=NSTR,
+    stopped_reason=NSTR,
+    counters=obj(
+        ("resume_attempts", "tool_calls_answered", "tokens_used"),
+        resume_attempts=INT,
+        tool_calls_answered=INT,
+        tokens_used=INT,
+    ),
+    deadline_at=TIME,
+    checked_at=TIME,
+    summary=nullable("AgentSummary"),
+    summary_at=TIME,
+)
+
 VERIFICATION = obj(
     ("job_id", "post_id", "ok", "content_sha256", "fields", "normalized"),
     job_id=STR,
@@ -136,6 +180,7 @@ SCHEMAS: dict[str, dict] = {
                 checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
                 lease={"anyOf": [ref("Lease"), {"type": "null"}]},
                 retries=arr(ref("Retry")),
+                agent=nullable("Agent"),
             ),
         ]
     },
@@ -210,6 +255,7 @@ SCHEMAS: dict[str, dict] = {
         unknown=arr(entry(reason=STR, absent=BOOL)),
         needs_review=arr(entry(review_id=INT)),
         next_allowed_actions=arr(STR),
+        agent=ref("AgentSummary"),
     ),
     "Checkpoint": obj(
         ("job_id", "task_version", "phase", "artifacts", "job_phase"),
@@ -253,6 +299,23 @@ SCHEMAS: dict[str, dict] = {
     ),
     "ReviewList": obj(("reviews",), reviews=arr(ref("Review"))),
     "ReviewResolution": obj(
-        ("review", "operation"), review=ref("Review"), operation=ref("OperationRow")
+        ("review", "operation"), review=ref("Review"), operation=nullable("OperationRow")
+    ),
+    "Agent": AGENT,
+    "AgentSummary": AGENT_SUMMARY,
+    "AgentTools": obj(
+        ("tools",),
+        tools=arr(
+            obj(
+                ("type", "name", "description", "parameters"),
+                type={"const": "function"},
+                name=STR,
+                description=STR,
+                parameters={"type": "object"},
+            )
+        ),
+    ),
+    "WebhookReceipt": obj(
+        ("event_id", "type", "duplicate"), event_id=STR, type=STR, duplicate=BOOL
     ),
 }
