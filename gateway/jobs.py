@@ -49,13 +49,13 @@ def held_by_another_tenant(tenant: str, job_id: str) -> bool:
     return Job.select().where(Job.job_id == job_id, Job.tenant != tenant).exists()
 
 
-def put_job(
-    tenant: str, job_id: str, site: str, task_version: int, session_id: str | None = None
-) -> tuple[Job, bool]:
+def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job, bool]:
     """Create the job, return it unchanged, or bump its task version.
 
     Returns ``(job, created)``. A higher ``task_version`` bumps the job (its checkpoints and
-    approvals belong to the old version and no longer count).
+    approvals belong to the old version and no longer count). An agent session is bound
+    afterwards by :func:`gateway.agents.sessions.bind` (the one path that keeps a session to
+    one job).
 
     Raises:
         SiteNotFound: ``site`` is not configured for ``tenant``.
@@ -69,7 +69,6 @@ def put_job(
                 job_id=job_id,
                 site=site,
                 task_version=task_version,
-                session_id=session_id,
             ), True
     except IntegrityError:
         pass
@@ -85,7 +84,6 @@ def put_job(
             task_version=task_version,
             phase=None,
             updated_at=db.utcnow(),
-            **({"session_id": session_id} if session_id else {}),
         ).where(Job.id == job.id, Job.task_version < task_version).execute()
         job = Job.get_by_id(job.id)
     return job, False

@@ -185,3 +185,37 @@ def test_a_release_0_1_0_ledger_migrates_to_the_agent_tables(tmp_path):
         )
         assert ledger.AgentSession.select().count() == 1
     database.close()
+
+
+@pytest.mark.wordpress
+def test_gateway_serve_runs_one_agent_worker_that_answers_after_a_webhook(
+    wp_site, ledger_url, tmp_path, standin
+):
+    server = Server(wp_site, ledger_url, tmp_path)
+    server.env.update(
+        {
+            "GATEWAY_OPENAI_API_KEY": standin.api_key,
+            "GATEWAY_OPENAI_BASE_URL": standin.base_url,
+            "GATEWAY_OPENAI_WEBHOOK_SECRET": standin.webhook_secret,
+            "GATEWAY_AGENT_POLL_INTERVAL": "0.5",
+            "GATEWAY_AGENT_STALE_AFTER": "3600",  # the webhook moves it, not the poll
+        }
+    )
+    try:
+        server.start()
+        job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+        bound = server.call(
+            "PUT", f"/v1/jobs/{job_id}", json={"site": "blog", "task_version": 1, "session_id": sid}
+        )
+        assert bound.status_code == 201, bound.text
+        [call] = standin.require(sid, S.function_call("recover", {}))
+        body, headers = standin.webhook(ACTION, sid)
+        assert S.deliver(server.url + "/v1/webhooks/openai", body, headers).status_code == 200
+        deadline = time.monotonic() + 60
+        while not standin.events(sid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert tool_output(standin, sid, call["call_id"])["success"] is True
+        agent = server.call("GET", f"/v1/jobs/{job_id}").json()["agent"]
+        assert agent["counters"]["tool_calls_answered"] == 1
+    finally:
+        server.kill()
