@@ -30,6 +30,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
 from gateway import reviews
+from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
 from gateway.agents import tools
@@ -235,8 +236,6 @@ def resolve(config: Config, review: Review, decision: str, reason: str | None, e
         JobCancelled (409): the job was cancelled (its pending actions are never answered).
         SessionBound (409): the job's session was replaced since.
     """
-    from gateway.agents import sessions
-
     job = jobs.get_job(review.tenant, review.job_id)
     jobs.ensure_active(job)
     detail = review.detail

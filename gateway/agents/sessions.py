@@ -39,7 +39,8 @@ ACTIVE = ("in_progress", "requires_action")
 
 
 @lru_cache(maxsize=4)
-def _client(api_key: str, base_url: str | None) -> openai.OpenAI:
+def client_for(api_key: str, base_url: str | None) -> openai.OpenAI:
+    """One SDK client per key and base URL in this process (connection reuse)."""
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=1, timeout=30.0)
 
 
@@ -51,7 +52,7 @@ def client(config: Config) -> openai.OpenAI:
     """
     if not config.openai_api_key:
         raise exc.AgentNotConfigured("set GATEWAY_OPENAI_API_KEY to connect agent sessions")
-    return _client(config.openai_api_key, config.openai_base_url)
+    return client_for(config.openai_api_key, config.openai_base_url)
 
 
 def current(job: Job) -> AgentSession | None:

@@ -26,6 +26,7 @@ import openai
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway.agents import sessions
 from gateway.agents import submissions
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
@@ -101,8 +102,6 @@ def request_cancel(config: Config, job: Job) -> Operation | None:
     event = {"type": "agent.session.input.cancel"}
     row = submissions.claim(job, submissions.CANCEL, job.session_id, job.session_id, event)
     try:
-        from gateway.agents import sessions
-
         return settle_cancel(config, sessions.client(config), row)
     except exc.GatewayError as error:
         log.warning("cancel of job_id=%s not sent yet: %s", job.job_id, error.detail)
@@ -112,8 +111,6 @@ def request_cancel(config: Config, job: Job) -> Operation | None:
 def settle_cancel(config: Config, oai: openai.OpenAI, row: Operation) -> Operation:
     """Send a claimed cancel if the session has an active turn; otherwise record that no
     cancel was needed. Raises AgentUnavailable while the session cannot be retrieved."""
-    from gateway.agents import sessions
-
     if row.state == CONFIRMED:
         return row
     session_id = row.intent["session_id"]

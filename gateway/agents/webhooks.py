@@ -19,6 +19,7 @@ from peewee import IntegrityError
 from gateway import db
 from gateway import exceptions as exc
 from gateway import operations
+from gateway.agents import sessions
 from gateway.config import Config
 from gateway.ledger import WebhookEvent
 
@@ -26,14 +27,12 @@ log = logging.getLogger(__name__)
 
 
 def _verifier(config: Config) -> openai.OpenAI:
-    from gateway.agents import sessions
-
     if not config.openai_webhook_secret:
         raise exc.AgentNotConfigured("set GATEWAY_OPENAI_WEBHOOK_SECRET to accept webhooks")
     if config.openai_api_key:
         return sessions.client(config)
     # Verification makes no API call; a client without the project key can verify.
-    return sessions._client("webhook-verification-only", config.openai_base_url)
+    return sessions.client_for("webhook-verification-only", config.openai_base_url)
 
 
 def receive(config: Config, raw: bytes, headers: dict) -> dict:
