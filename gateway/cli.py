@@ -120,9 +120,7 @@ def init_db():
     elif before == after:
         click.echo(f"ledger at {where} is up to date (schema version {after})", err=True)
     else:
-        click.echo(
-            f"ledger at {where} migrated to schema version {after} (from {before})", err=True
-        )
+        click.echo(f"ledger at {where} migrated from schema version {before} to {after}", err=True)
 
 
 @cli.group("sites")

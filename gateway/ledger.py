@@ -220,6 +220,7 @@ class OperationRetry(BaseModel):
     previous_problem = JSONField(null=True)
     created_at = DateTimeField(default=utcnow)
 
+
 class AgentSession(BaseModel):
     """An OpenAI agent session bound to one job (``session_id`` unique across the gateway,
     whatever the tenant). A job's session changes only with a task-version bump: the row of
