@@ -79,11 +79,15 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
         "recover",
     }
     assert not any("publish" in name or name == "approve" for name in found)
-    draft = validation.validator("draft").schema
-    assert found["put_draft"]["parameters"]["properties"] == draft["properties"]
+    draft, generated = validation.schema("draft"), found["put_draft"]["parameters"]
+    assert set(generated["properties"]) == set(draft["properties"])
+    assert generated["required"] == draft["required"]
+    title = generated["properties"]["title"]  # text.json written in: the schema stands alone
+    assert title["maxLength"] == draft["properties"]["title"]["maxLength"]
+    assert title["pattern"] == validation.schema("text")["pattern"] and "$ref" not in title
     assert found["upload_media"]["parameters"]["required"][0] == "slot"
     assert found["bump_task_version"]["parameters"]["properties"] == {
-        "task_version": validation.validator("job").schema["properties"]["task_version"]
+        "task_version": validation.schema("job")["properties"]["task_version"]
     }
 
 
