@@ -17,6 +17,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
 from gateway import refusals
+from gateway import terms
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -198,7 +199,8 @@ def put_draft(target: Target, body: dict) -> Outcome:
         return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     featured, body_ids, content = resolve_media(job, body)
-    fields = post_fields(key, body, featured, content)
+    term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
+    fields = post_fields(key, {**body, **term_ids}, featured, content)
     previous = _previous_draft(job)
     update_of = previous.remote_id if previous is not None else None
     intent = {
@@ -212,6 +214,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
             "featured_media": featured,
             "body_media": body_ids,
             **({"slug": body["slug"]} if body.get("slug") else {}),
+            **term_ids,
         },
         "update_of": update_of,
     }

@@ -18,6 +18,7 @@ from gateway import jobs
 from gateway import media
 from gateway import operations
 from gateway import reviews
+from gateway import terms
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
 from gateway.ledger import FAILED
@@ -43,6 +44,8 @@ def effect_for_row(
     """An effect that can look ``row`` up and read it back, rebuilt from the row's stored
     intent (the original request body is not needed). ``found`` short-cuts the lookup and
     ``prefetched`` the read-back with the results of batched queries."""
+    if row.action == "term":  # a term carries no key of ours: found by name
+        return terms.rebuild(target, row)
     prefetched = prefetched or {}
     post_type = POST_TYPES.get(row.action, "post")
     intent = row.intent or {}

@@ -57,6 +57,9 @@ def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
         fixes["content"] = blocks.strip_blocks(base["content"]) + kept
     if fields["featured_media"]["ok"] is False:
         fixes["featured_media"] = receipt["expected"]["featured_media"]
+    for name in ("categories", "tags"):
+        if name in fields and fields[name]["ok"] is False:
+            fixes[name] = receipt["expected"][name]
     meta = {
         key: fields["seo." + name]["expected"]
         for name, key in SEO_META.items()

@@ -136,6 +136,9 @@ def compare(
             ok=bool(actual) and actual == expected if expected else actual in ("", None),
         )
     fields["status"] = _field(expected_status, live["status"])
+    for name in ("categories", "tags"):  # only when the draft named them (else WordPress's)
+        if name in want:
+            fields[name] = _field(sorted(want[name]), sorted(live_post.get(name) or []))
     if want.get("slug"):
         fields["slug"] = slug_field(want["slug"], live_post.get("slug"))
     for name in ("title", "excerpt", "content"):

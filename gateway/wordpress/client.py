@@ -348,6 +348,29 @@ class WordPressClient:
 
         return kind, chunks()
 
+    # Terms (WordPress REST API, /wp/v2/categories and /wp/v2/tags)
+    def search_terms(self, route: str, search: str, page: int, per_page: int = 100) -> list[dict]:
+        """One page (``per_page`` terms, at most 100) of ``GET {route}?search=`` (``route``: ``/wp/v2/tags`` or
+        ``/wp/v2/categories``), empty terms included; WordPress matches the name or slug by
+        ``LIKE``, the caller compares names exactly. Past the last page WordPress answers
+        400 ``rest_post_invalid_page_number``: that is an empty page here."""
+        params = {"search": search, "per_page": per_page, "page": page, "hide_empty": "false"}
+        try:
+            return self.call("GET", route, write=False, params=params)
+        except WordPressRefused as error:
+            if error.code == "rest_post_invalid_page_number":
+                return []
+            raise
+
+    def create_term(self, route: str, name: str) -> dict:
+        """``POST {route}`` ``{"name"}``. An existing name is 400 ``term_exists`` with the
+        existing id in ``data.term_id`` (WordPress 6.1 ``WP_REST_Terms_Controller``)."""
+        return self.call("POST", route, write=True, json_body={"name": name})
+
+    def get_term(self, route: str, term_id: int) -> dict:
+        """``GET {route}/{id}``."""
+        return self.call("GET", f"{route}/{term_id}", write=False)
+
     # Companion plugin (wp_test_site/publishing-gateway-companion)
     def companion_status(self) -> dict | None:
         """The companion plugin's status, or None when the plugin is absent (404)."""

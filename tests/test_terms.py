@@ -1,0 +1,118 @@
+"""Categories and tags by name, against the real test WordPress (issue 14, part 1)."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from conftest import SITE_NAME
+from conftest import TENANT
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import op_key
+from conftest import problem_slug
+
+from gateway import terms
+
+pytestmark = pytest.mark.wordpress
+
+
+def _admin_term(gw, route: str, name: str) -> dict:
+    answer = gw.wp.post(f"{gw.wp_url}/wp-json/wp/v2/{route}", json={"name": name}, timeout=30)
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+def _terms_named(gw, route: str, name: str) -> list[dict]:
+    answer = gw.wp.get(
+        f"{gw.wp_url}/wp-json/wp/v2/{route}",
+        params={"search": name, "per_page": 100, "hide_empty": "false"},
+        timeout=30,
+    )
+    answer.raise_for_status()
+    return [t for t in answer.json() if t["name"] == name]
+
+
+def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkeypatch):
+    uid = uuid.uuid4().hex[:10]
+    category = _admin_term(gw, "categories", f"Reviews {uid}")
+    plain = _admin_term(gw, "tags", f"Cafe {uid}")
+    for letter in "ab":  # sort before the wanted tag: it is found on page 3 of 1-term pages
+        _admin_term(gw, "tags", f"{letter} zz{uid}")
+    late = _admin_term(gw, "tags", f"zz{uid}")
+    monkeypatch.setattr(terms, "PAGE", 1)
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    body = draft_body(
+        title=f"Terms {job_id}",
+        categories=[f"reviews {uid}"],  # ASCII case folded: the existing category
+        tags=[f"cafe {uid}", f"Café {uid}", f"zz{uid}", "12", plain["id"]],
+    )
+    answer = gw.put_draft(job_id, body)
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["verification"]["fields"]["tags"]["ok"] is True
+    post = gw.wp_post(answer.get_json()["post_id"])
+    assert post["categories"] == [category["id"]]
+    accented = _terms_named(gw, "tags", f"Café {uid}")
+    assert len(accented) == 1 and accented[0]["slug"] == f"cafe-{uid}-2"  # a term of its own
+    twelve = _terms_named(gw, "tags", "12")
+    assert len(twelve) == 1 and twelve[0]["id"] != 12  # a string is always a name
+    assert sorted(post["tags"]) == sorted({plain["id"], accented[0]["id"], late["id"], twelve[0]["id"]})
+    rows = {r["operation_key"]: r for r in gw.operations(job_id)}
+    key = f"{TENANT}/site/{SITE_NAME}/term/post_tag/café {uid}"
+    assert rows[key]["state"] == "CONFIRMED" and rows[key]["remote_id"] == accented[0]["id"]
+    assert f"{TENANT}/site/{SITE_NAME}/term/post_tag/cafe {uid}" not in rows  # it existed
+
+    # Drift: the tags are removed behind the gateway's back; verification and repair see it.
+    gw.wp_update_post(post["id"], {"tags": []})
+    assert gw.verification(job_id).get_json()["fields"]["tags"]["ok"] is False
+    repaired = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
+    assert repaired.status_code == 201, repaired.get_json()
+    assert sorted(gw.wp_post(post["id"])["tags"]) == sorted(post["tags"])
+
+
+def test_unknown_category_is_422_listing_names_and_writes_nothing(gw):
+    uid = uuid.uuid4().hex[:10]
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    body = draft_body(
+        categories=[1, f"Nope {uid}", f"Neither {uid}"], tags=[f"fresh {uid}"]
+    )
+    answer = gw.put_draft(job_id, body)
+    assert answer.status_code == 422, answer.get_json()
+    assert problem_slug(answer) == "validation-failed"
+    errors = answer.get_json()["errors"]
+    assert [e["pointer"] for e in errors] == ["/categories/1", "/categories/2"]
+    assert f"Nope {uid}" in errors[0]["message"]
+    assert gw.operations(job_id) == []  # no draft, no term operation
+    assert gw.count_objects(op_key(job_id, "draft")) == 0
+    assert _terms_named(gw, "tags", f"fresh {uid}") == []
+    assert _terms_named(gw, "categories", f"Nope {uid}") == []
+
+
+def test_twenty_racing_jobs_create_one_new_tag(gateway_server, gw):
+    uid = uuid.uuid4().hex[:10]
+    name = f"Race tag {uid}"
+    headers = gateway_server.headers()
+
+    def job(i: int) -> int:
+        job_id = f"{new_job_id()}-{i}"
+        url = f"{gateway_server.url}/v1/jobs/{job_id}"
+        put = requests.put(url, json={"site": SITE_NAME, "task_version": 1}, headers=headers)
+        assert put.status_code == 201, put.text
+        spelled = name if i % 2 else name.lower()  # both spellings are the same term
+        body = draft_body(title=f"Race {job_id}", tags=[spelled])
+        for _ in range(5):
+            answer = requests.put(url + "/draft", json=body, headers=headers, timeout=120)
+            if answer.status_code != 409:
+                break
+        assert answer.status_code == 201, answer.text
+        return answer.json()["post_id"]
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        posts = list(pool.map(job, range(20)))
+    created = [t for t in _terms_named(gw, "tags", name) + _terms_named(gw, "tags", name.lower())]
+    assert len(created) == 1, created
+    assert all(gw.wp_post(p)["tags"] == [created[0]["id"]] for p in posts)
