@@ -59,7 +59,8 @@ def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkey
     assert len(accented) == 1 and accented[0]["slug"] == f"cafe-{uid}-2"  # a term of its own
     twelve = _terms_named(gw, "tags", "12")
     assert len(twelve) == 1 and twelve[0]["id"] != 12  # a string is always a name
-    assert sorted(post["tags"]) == sorted({plain["id"], accented[0]["id"], late["id"], twelve[0]["id"]})
+    wanted = {plain["id"], accented[0]["id"], late["id"], twelve[0]["id"]}
+    assert sorted(post["tags"]) == sorted(wanted)
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
     key = f"{TENANT}/site/{SITE_NAME}/term/post_tag/café {uid}"
     assert rows[key]["state"] == "CONFIRMED" and rows[key]["remote_id"] == accented[0]["id"]
@@ -77,9 +78,7 @@ def test_unknown_category_is_422_listing_names_and_writes_nothing(gw):
     uid = uuid.uuid4().hex[:10]
     job_id = new_job_id()
     assert gw.put_job(job_id).status_code == 201
-    body = draft_body(
-        categories=[1, f"Nope {uid}", f"Neither {uid}"], tags=[f"fresh {uid}"]
-    )
+    body = draft_body(categories=[1, f"Nope {uid}", f"Neither {uid}"], tags=[f"fresh {uid}"])
     answer = gw.put_draft(job_id, body)
     assert answer.status_code == 422, answer.get_json()
     assert problem_slug(answer) == "validation-failed"

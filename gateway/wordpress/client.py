@@ -350,10 +350,11 @@ class WordPressClient:
 
     # Terms (WordPress REST API, /wp/v2/categories and /wp/v2/tags)
     def search_terms(self, route: str, search: str, page: int, per_page: int = 100) -> list[dict]:
-        """One page (``per_page`` terms, at most 100) of ``GET {route}?search=`` (``route``: ``/wp/v2/tags`` or
-        ``/wp/v2/categories``), empty terms included; WordPress matches the name or slug by
-        ``LIKE``, the caller compares names exactly. Past the last page WordPress answers
-        400 ``rest_post_invalid_page_number``: that is an empty page here."""
+        """One page (``per_page`` terms, at most 100) of ``GET {route}?search=``
+        (``route``: ``/wp/v2/tags`` or ``/wp/v2/categories``), empty terms included;
+        WordPress matches the name or slug by ``LIKE``, the caller compares names exactly.
+        Past the last page WordPress answers 400 ``rest_post_invalid_page_number``: an
+        empty page here."""
         params = {"search": search, "per_page": per_page, "page": page, "hide_empty": "false"}
         try:
             return self.call("GET", route, write=False, params=params)
