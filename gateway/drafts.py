@@ -12,6 +12,7 @@ import html
 import json
 import re
 
+from gateway import attachments
 from gateway import checkpoints
 from gateway import exceptions as exc
 from gateway import jobs
@@ -196,6 +197,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
     digest = request_digest(body)
     existing = Operation.get_or_none(Operation.operation_key == key)
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
+        attachments.attach_all(target, existing.remote_id, _slots(body))  # finish what is left
         return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     featured, body_ids, content = resolve_media(job, body)
@@ -225,7 +227,14 @@ def put_draft(target: Target, body: dict) -> Outcome:
         verified = (outcome.row.receipt.get("verification") or {}).get("ok")
         phase = "verified" if verified else "draft_confirmed"
         jobs.advance_phase(job, phase, post_id=outcome.row.remote_id)
+        attachments.attach_all(target, outcome.row.remote_id, _slots(body))
     return outcome
+
+
+def _slots(body: dict) -> list[str]:
+    """The media slots a draft uses: the featured image, then the body images."""
+    featured = (body.get("featured_media") or {}).get("slot")
+    return ([featured] if featured else []) + list(body.get("body_media") or [])
 
 
 def _previous_draft(job) -> Operation | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from gateway import attachments
 from gateway import db
 from gateway import drafts
 from gateway import exceptions as exc
@@ -46,6 +47,8 @@ def effect_for_row(
     ``prefetched`` the read-back with the results of batched queries."""
     if row.action == "term":  # a term carries no key of ours: found by name
         return terms.rebuild(target, row)
+    if row.action == "attach":  # an idempotent update: found by reading the attachment
+        return attachments.rebuild(target, row)
     prefetched = prefetched or {}
     post_type = POST_TYPES.get(row.action, "post")
     intent = row.intent or {}

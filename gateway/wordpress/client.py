@@ -297,6 +297,11 @@ class WordPressClient:
             "POST", "/wp/v2/media", write=True, params=params, data=content, headers=headers
         )
 
+    def update_media(self, media_id: int, fields: dict) -> dict:
+        """``POST /wp/v2/media/{id}`` (``post`` parent, ``alt_text``, ``caption``, ``title``);
+        returns the attachment in ``context=edit``."""
+        return self.call("POST", f"/wp/v2/media/{media_id}", write=True, json_body=fields)
+
     def get_media(self, media_id: int) -> dict:
         """``GET /wp/v2/media/{id}?context=edit``."""
         return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})

@@ -1,0 +1,95 @@
+"""Images belong to their post: once a job's draft exists, each attachment it uses (featured
+and body images) gets the post as its parent (WordPress REST API, ``POST /wp/v2/media/{id}``
+``{"post": post_id}``), so the media library no longer shows them "unattached".
+
+Each attachment is one ledger operation ``{tenant}/{job_id}/v{n}/attach/{slot}``, read back
+(``post`` of ``GET /wp/v2/media/{id}?context=edit`` equals the post) like every other write. An
+update is idempotent, so reconciliation reads the attachment: already attached is done. A slot
+whose attachment was attached to the same post under an earlier task version is not sent
+again; a replaced image in a later version is a new attachment and is attached too.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import operations
+from gateway.digests import request_digest
+from gateway.ledger import CONFIRMED
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Target
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+log = logging.getLogger(__name__)
+
+
+def _effect(target: Target, intent: dict) -> Effect:
+    client, media_id, post_id = target.client, intent["media_id"], intent["post_id"]
+
+    def find() -> list[dict]:
+        parent = client.get_media(media_id).get("post")
+        return [{"id": media_id, "type": "attachment"}] if parent == post_id else []
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        parent = client.get_media(object_id).get("post")
+        if parent != post_id:
+            raise WordPressOutcomeUnknown(f"read-back shows parent {parent!r}, not {post_id}")
+        return {"media_id": object_id, "post_id": parent, "slot": intent["slot"]}
+
+    return Effect(
+        action="attach",
+        send=lambda: client.update_media(media_id, {"post": post_id}),
+        find=find,
+        read_back=read_back,
+        creates=False,
+        intent=intent,
+    )
+
+
+def rebuild(target: Target, row: Operation) -> Effect:
+    """The effect of an ``attach`` ledger row from its intent alone (reconciliation)."""
+    return _effect(target, row.intent or {})
+
+
+def _done(job, digest: str) -> bool:
+    return (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "attach",
+            Operation.state == CONFIRMED,
+            Operation.request_hash == digest,
+        )
+        .exists()
+    )
+
+
+def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
+    """Attach the CONFIRMED attachment of each of ``slots`` to ``post_id`` once.
+
+    Returns the slots still not attached (WordPress could not be reached or refused): they
+    are UNKNOWN/FAILED rows that the next draft call, ``recover`` or the sweep finish; the
+    draft itself stands.
+    """
+    job = target.job
+    media = jobs.confirmed_media(job)
+    pending = []
+    for slot in dict.fromkeys(slots):
+        row = media.get(slot)
+        if row is None:
+            continue
+        intent = {"media_id": row.remote_id, "post_id": post_id, "slot": slot}
+        digest = request_digest({"media_id": row.remote_id, "post_id": post_id})
+        if _done(job, digest):
+            continue
+        key = operations.operation_key(job, "attach", slot)
+        try:
+            operations.perform(target, key, digest, _effect(target, intent), slot=slot)
+        except exc.GatewayError as error:
+            log.warning("job_id=%s operation_key=%s not attached: %s", job.job_id, key, error)
+            pending.append(slot)
+    return pending

@@ -1,0 +1,80 @@
+"""Images attached to their post, and a version bump that leaves untouched fields alone
+(issue 14, parts 4 and 5), against the real test WordPress."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import png_bytes
+
+pytestmark = pytest.mark.wordpress
+
+
+def _parent(gw, media_id: int) -> int:
+    answer = gw.wp.get(
+        f"{gw.wp_url}/wp-json/wp/v2/media/{media_id}", params={"context": "edit"}, timeout=30
+    )
+    answer.raise_for_status()
+    return answer.json()["post"]
+
+
+def _media(gw, job_id: str, slot: str, content: bytes) -> int:
+    answer = gw.put_media(job_id, slot, content, f"{slot}.png", alt_text=f"{slot} alt")
+    assert answer.status_code in (200, 201), answer.get_json()
+    return answer.get_json()["media_id"]
+
+
+def test_version_bump_changing_only_the_excerpt_leaves_the_rest_and_images_are_attached(gw):
+    uid = uuid.uuid4().hex[:10]
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    hero = _media(gw, job_id, "hero", png_bytes((10, 20, 30), 3))
+    fig = _media(gw, job_id, "fig", png_bytes((40, 50, 60), 3))
+    body = draft_body(
+        title=f"Bump {job_id}",
+        content="<p>Intro</p>{{media:fig}}<p>End</p>",
+        featured_media={"slot": "hero"},
+        body_media=["fig"],
+        tags=[f"bump {uid}"],
+        categories=[1],
+        slug=f"bump-{uid}",
+    )
+    first = gw.put_draft(job_id, body)
+    assert first.status_code == 201, first.get_json()
+    post_id = first.get_json()["post_id"]
+    assert _parent(gw, hero) == post_id and _parent(gw, fig) == post_id
+    attach_rows = [r for r in gw.operations(job_id) if r["action"] == "attach"]
+    assert sorted(r["slot"] for r in attach_rows) == ["fig", "hero"]
+    assert all(r["state"] == "CONFIRMED" for r in attach_rows)
+    before = gw.wp_post(post_id)
+
+    assert gw.put_job(job_id, task_version=2).status_code == 200
+    second = gw.put_draft(job_id, {**body, "excerpt": "Only the excerpt changed."})
+    assert second.status_code == 201, second.get_json()
+    assert second.get_json()["verification"]["ok"] is True
+    after = gw.wp_post(post_id)
+    assert after["excerpt"]["raw"] == "Only the excerpt changed."
+    for name in ("featured_media", "tags", "categories", "slug", "meta"):
+        assert after[name] == before[name], name
+    assert after["content"]["raw"] == before["content"]["raw"]  # the body image stays
+    assert f"wp-image-{fig}" in after["content"]["raw"]
+    assert not [
+        r for r in gw.operations(job_id) if r["action"] == "attach" and r["task_version"] == 2
+    ]
+
+    # A replaced image in a later version is attached too; the unchanged one is not resent.
+    assert gw.put_job(job_id, task_version=3).status_code == 200
+    new_fig = _media(gw, job_id, "fig", png_bytes((70, 80, 90), 3))
+    assert new_fig != fig
+    third = gw.put_draft(job_id, {**body, "excerpt": "Only the excerpt changed."})
+    assert third.status_code == 201, third.get_json()
+    assert _parent(gw, new_fig) == post_id
+    v3 = [
+        r["slot"]
+        for r in gw.operations(job_id)
+        if r["action"] == "attach" and r["task_version"] == 3
+    ]
+    assert v3 == ["fig"]
