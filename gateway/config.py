@@ -15,6 +15,8 @@ from dataclasses import replace
 DEFAULT_DATABASE_URL = "sqlite:///gateway.db"
 DEFAULT_WP_TIMEOUT = 30.0
 DEFAULT_MAX_CONTENT_LENGTH = 25 * 1024 * 1024
+DEFAULT_MEDIA_URL_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_MEDIA_URL_TIMEOUT = 20.0
 
 
 class ConfigError(Exception):
@@ -33,6 +35,12 @@ class Config:
             companion-plugin guard.
         max_content_length: request body limit in bytes.
         crash_points: named crash points enabled for fault tests (empty in production).
+        media_url_schemes: URL schemes an image may be downloaded from (``https``).
+        media_url_allow_hosts: ``host:port`` entries, exactly as written in a URL; when not
+            empty only these hosts are downloaded from, and a listed one may be a loopback or
+            private address (never link-local or metadata).
+        media_url_max_bytes: the largest image downloaded, in bytes.
+        media_url_timeout: seconds for one download (connect, redirects and body together).
         testing: relaxes the secret-key requirement.
         openai_api_key: the OpenAI project key the agent worker calls the Agents API with;
             never stored in the ledger, logged, returned, or handed to an agent.
@@ -54,6 +62,10 @@ class Config:
     inflight_window: float = DEFAULT_WP_TIMEOUT + 10
     max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH
     crash_points: frozenset[str] = frozenset()
+    media_url_schemes: frozenset[str] = frozenset({"https"})
+    media_url_allow_hosts: frozenset[str] = frozenset()
+    media_url_max_bytes: int = DEFAULT_MEDIA_URL_MAX_BYTES
+    media_url_timeout: float = DEFAULT_MEDIA_URL_TIMEOUT
     testing: bool = False
     openai_api_key: str = field(default="", repr=False)
     openai_base_url: str | None = None
@@ -84,6 +96,12 @@ def _number(env: dict, name: str, default: float, kind=float):
     return value
 
 
+def _words(raw: str, lower: bool = False) -> frozenset[str]:
+    """A comma-separated list as a set of trimmed entries."""
+    items = (p.strip() for p in raw.split(","))
+    return frozenset(p.lower() if lower else p for p in items if p)
+
+
 def load(env: dict | None = None, testing: bool = False) -> Config:
     """Build a :class:`Config` from ``env`` (default: ``os.environ``).
 
@@ -108,7 +126,13 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         max_content_length=int(
             _number(env, "GATEWAY_MAX_CONTENT_LENGTH", DEFAULT_MAX_CONTENT_LENGTH, int)
         ),
-        crash_points=frozenset(p.strip() for p in crash.split(",") if p.strip()),
+        crash_points=_words(crash),
+        media_url_schemes=_words(env.get("GATEWAY_MEDIA_URL_SCHEMES", "https"), lower=True),
+        media_url_allow_hosts=_words(env.get("GATEWAY_MEDIA_URL_ALLOW_HOSTS", "")),
+        media_url_max_bytes=int(
+            _number(env, "GATEWAY_MEDIA_URL_MAX_BYTES", DEFAULT_MEDIA_URL_MAX_BYTES, int)
+        ),
+        media_url_timeout=_number(env, "GATEWAY_MEDIA_URL_TIMEOUT", DEFAULT_MEDIA_URL_TIMEOUT),
         testing=testing,
         openai_api_key=env.get("GATEWAY_OPENAI_API_KEY", ""),
         openai_base_url=env.get("GATEWAY_OPENAI_BASE_URL") or None,

@@ -130,6 +130,12 @@ TemplateLeftover = _problem(
 ImageUnreadable = _problem(
     "ImageUnreadable", 422, "image-unreadable", "The image cannot be decoded"
 )
+MediaUrlRefused = _problem(
+    "MediaUrlRefused", 422, "media-url-refused", "The image URL is not allowed"
+)
+MediaDownloadFailed = _problem(
+    "MediaDownloadFailed", 502, "media-download-failed", "The image could not be downloaded", True
+)
 OperationKeyReused = _problem(
     "OperationKeyReused",
     422,

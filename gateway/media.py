@@ -16,6 +16,7 @@ from PIL import UnidentifiedImageError
 from gateway import db
 from gateway import drafts
 from gateway import exceptions as exc
+from gateway import media_sources
 from gateway import operations
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
@@ -153,6 +154,51 @@ def put_media(
     effect = _media_effect(
         target, key, content, mime, {k: v for k, v in fields.items() if v is not None}, intent
     )
+    return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def put_media_from_url(
+    target: Target,
+    slot: str,
+    source_url: str,
+    filename: str | None,
+    alt_text: str | None,
+    caption: str | None,
+    title: str | None,
+) -> Outcome:
+    """Download the image at ``source_url`` (:mod:`gateway.media_sources`) and upload it for
+    ``slot`` once. The request digest covers the URL, the file name and the metadata, so a
+    replay (and a later version asking the same) is answered from the ledger without
+    downloading; the downloaded bytes' SHA-256 and final URL go into the receipt
+    (``sha256``, ``downloaded_from``).
+
+    Raises:
+        OperationKeyReused (422) before downloading; MediaUrlRefused (422),
+        MediaDownloadFailed (502), UnsupportedMediaType (415), ImageUnreadable (422); plus
+        everything :func:`operations.perform` raises.
+    """
+    fields = {"title": title, "caption": caption, "alt_text": alt_text}
+    digest = request_digest({"source_url": source_url, "filename": filename, **fields})
+    key = operations.operation_key(target.job, "media", slot)
+    existing = Operation.get_or_none(Operation.operation_key == key)
+    if existing is not None and existing.request_hash == digest and existing.state == CONFIRMED:
+        return Outcome(existing, replayed=True)
+    if existing is not None and existing.request_hash != digest:
+        operations.claim(target, key, digest, "media", slot)  # raises OperationKeyReused
+    reused = _reuse_earlier_version(target, key, slot, digest)
+    if reused is not None:
+        return reused
+    got = media_sources.download(source_url, target.config)
+    mime, ext = sniff(got.content)
+    name = safe_filename(filename or got.filename, slot, ext)
+    intent = {
+        "sha256": sha256_hex(got.content),
+        "filename": name,
+        "bytes": len(got.content),
+        "downloaded_from": got.final_url,
+    }
+    sent = {k: v for k, v in fields.items() if v is not None}
+    effect = _media_effect(target, key, got.content, mime, sent, intent)
     return operations.perform(target, key, digest, effect, slot=slot)
 
 

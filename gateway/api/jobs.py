@@ -142,6 +142,13 @@ def put_media(job_id: str, slot: str):
         content, filename = upload.read(), upload.filename or None
     else:
         fields = json_body("media")
+        if "source_url" in fields:  # downloaded by the gateway (gateway/media_sources.py)
+            target = side_effect_target(job)
+            outcome = media.put_media_from_url(
+                target, slot, fields["source_url"], fields.get("filename"),
+                fields.get("alt_text"), fields.get("caption"), fields.get("title"),
+            )  # fmt: skip
+            return _answer(media.media_view(outcome), outcome)
         try:
             content = base64.b64decode(fields["content_base64"], validate=True)
         except (binascii.Error, ValueError):

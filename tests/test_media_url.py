@@ -1,0 +1,150 @@
+"""Images from a URL, downloaded safely by the gateway (issue 14, part 3). A local image server
+on 127.0.0.1 counts every connection made to it, so "refused before any connection" is
+checked, not assumed."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+
+import pytest
+from conftest import new_job_id
+from conftest import op_key
+from conftest import png_bytes
+from conftest import problem_slug
+
+IMAGE = png_bytes((12, 34, 56), 5)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", self.path.split("to=", 1)[1])
+            self.end_headers()
+            return
+        body = {"/img.png": IMAGE, "/big.png": IMAGE * 100, "/note.txt": b"hello"}.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args):
+        pass
+
+
+class ImageServer(ThreadingHTTPServer):
+    connections = 0
+
+    def get_request(self):
+        request = super().get_request()
+        self.connections += 1
+        return request
+
+
+@pytest.fixture
+def image_server():
+    server = ImageServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _configure(gw, **overrides):
+    gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(**overrides)
+
+
+def _put(gw, job_id: str, url: str, slot: str = "hero", **fields):
+    return gw.client.put(
+        f"/v1/jobs/{job_id}/media/{slot}", json={"source_url": url, **fields}, headers=gw.headers()
+    )
+
+
+def test_private_addresses_in_every_spelling_are_refused_before_any_connection(
+    offline_gw, image_server
+):
+    gw, port = offline_gw, image_server.server_address[1]
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    assert problem_slug(_put(gw, job_id, f"http://127.0.0.1:{port}/img.png")) == (
+        "media-url-refused"  # https only by default
+    )
+    _configure(gw, media_url_schemes=frozenset({"http", "https"}))
+    refused = [
+        f"http://127.0.0.1:{port}/img.png",
+        f"http://localhost:{port}/img.png",
+        f"http://2130706433:{port}/img.png",  # decimal
+        f"http://0177.0.0.1:{port}/img.png",  # octal
+        f"http://0x7f.0.0.1:{port}/img.png",  # hex
+        f"http://0x7f000001:{port}/img.png",
+        f"http://127.1:{port}/img.png",
+        f"http://[::1]:{port}/img.png",
+        f"http://[::ffff:127.0.0.1]:{port}/img.png",  # IPv4-mapped IPv6
+        f"http://[::ffff:7f00:1]:{port}/img.png",
+        f"http://0.0.0.0:{port}/img.png",
+        "http://10.0.0.1/img.png",
+        "http://192.168.1.1/img.png",
+        "http://100.64.0.1/img.png",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/img.png",
+        "http://[fd00:ec2::254]/img.png",
+        f"http://user:pw@127.0.0.1:{port}/img.png",
+        f"ftp://127.0.0.1:{port}/img.png",
+    ]
+    for url in refused:
+        answer = _put(gw, job_id, url)
+        assert answer.status_code == 422, (url, answer.get_json())
+        assert problem_slug(answer) == "media-url-refused", url
+        assert answer.get_json()["errors"][0]["pointer"] == "/source_url"
+    assert image_server.connections == 0
+    assert gw.operations(job_id) == []
+
+
+@pytest.mark.wordpress
+def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refused(
+    gw, image_server
+):
+    port = image_server.server_address[1]
+    listed = f"127.0.0.1:{port}"
+    _configure(
+        gw,
+        media_url_schemes=frozenset({"http"}),
+        media_url_allow_hosts=frozenset({listed, "169.254.169.254:80"}),
+        media_url_max_bytes=len(IMAGE) * 10,
+    )
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    url = f"http://{listed}/img.png"
+    first = _put(gw, job_id, url, alt_text="From a URL")
+    assert first.status_code == 201, first.get_json()
+    assert image_server.connections == 1
+    assert gw.count_objects(op_key(job_id, "media", "hero"), "attachment") == 1
+    row = gw.operations(job_id)[0]
+    assert row["receipt"]["sha256"] == hashlib.sha256(IMAGE).hexdigest()
+    assert row["receipt"]["downloaded_from"] == url
+    again = _put(gw, job_id, url, alt_text="From a URL")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json()["media_id"] == first.get_json()["media_id"]
+    assert image_server.connections == 1  # the replay downloaded nothing
+
+    for other in (
+        f"http://localhost:{port}/img.png",
+        f"http://2130706433:{port}/img.png",
+        "http://169.254.169.254/latest/meta-data/",  # listed, but metadata never passes
+        f"http://{listed}/redirect?to=http://[::1]:{port}/img.png",  # a redirect elsewhere
+        f"http://{listed}/redirect?to=http://169.254.169.254/",
+    ):
+        answer = _put(gw, job_id, other, slot="other")
+        assert problem_slug(answer) == "media-url-refused", (other, answer.get_json())
+    assert image_server.connections == 3  # only the two redirects themselves
+    assert problem_slug(_put(gw, job_id, f"http://{listed}/big.png", slot="big")) == (
+        "media-url-refused"
+    )
+    assert _put(gw, job_id, f"http://{listed}/note.txt", slot="note").status_code == 415
+    missing = _put(gw, job_id, f"http://{listed}/missing.png", slot="gone")
+    assert missing.status_code == 502 and problem_slug(missing) == "media-download-failed"
+    assert [r["slot"] for r in gw.operations(job_id)] == ["hero"]
