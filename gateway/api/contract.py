@@ -138,7 +138,12 @@ OPERATIONS: dict[str, Contract] = {
         body="media",
         ok=(200, 201),
         returns="Media",
-        problems=("unsupported-media-type", "image-unreadable"),
+        problems=(
+            "unsupported-media-type",
+            "image-unreadable",
+            "media-url-refused",
+            "media-download-failed",
+        ),
         fenced=True,
         replays=True,
     ),

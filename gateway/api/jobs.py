@@ -142,6 +142,12 @@ def put_media(job_id: str, slot: str):
         content, filename = upload.read(), upload.filename or None
     else:
         fields = json_body("media")
+        if ("source_url" in fields) == ("content_base64" in fields):
+            raise exc.ValidationFailed(
+                "send exactly one of content_base64 and source_url",
+                errors=[{"pointer": "/content_base64", "message": "exactly one of "
+                         "content_base64 and source_url is required"}],
+            )  # fmt: skip
         if "source_url" in fields:  # downloaded by the gateway (gateway/media_sources.py)
             target = side_effect_target(job)
             outcome = media.put_media_from_url(
