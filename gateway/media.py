@@ -18,6 +18,7 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import media_sources
 from gateway import operations
+from gateway import verification
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
 from gateway.ledger import CONFIRMED
@@ -96,14 +97,19 @@ def read_back(target: Target, media_id: int, intent: dict, stored: dict | None =
     """Read the attachment back (``GET /wp/v2/media/{id}?context=edit``) into a receipt;
     ``stored`` is a read-back already made (a sweep reads many attachments in one query)."""
     stored = stored or target.client.get_media(media_id)
-    return {
+    receipt = {
         "media_id": media_id,
         "source_url": stored.get("source_url"),
         "mime_type": stored.get("mime_type"),
         "alt_text": stored.get("alt_text"),
+        "caption": verification.raw(stored, "caption"),
+        "title": verification.raw(stored, "title"),
         "media_type": stored.get("media_type"),
         **intent,
     }
+    wanted = intent.get("metadata") or {}
+    receipt["metadata_ok"] = all(receipt[name] == value for name, value in wanted.items())
+    return receipt
 
 
 def _media_effect(
@@ -150,11 +156,72 @@ def put_media(
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused
-    intent = {"sha256": sha256_hex(content), "filename": name, "bytes": len(content)}
-    effect = _media_effect(
-        target, key, content, mime, {k: v for k, v in fields.items() if v is not None}, intent
+    sent = {k: v for k, v in fields.items() if v is not None}
+    updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent)
+    if updated is not None:
+        return updated
+    intent = {
+        "sha256": sha256_hex(content),
+        "filename": name,
+        "bytes": len(content),
+        "metadata": sent,
+    }
+    effect = _media_effect(target, key, content, mime, sent, intent)
+    return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def _update_metadata(
+    target: Target, key: str, slot: str, digest: str, sha: str, name: str, sent: dict
+) -> Outcome | None:
+    """The same bytes as an earlier version's attachment with other ``alt_text``, ``caption``
+    or ``title``: update that attachment (``POST /wp/v2/media/{id}``, only the fields that
+    differ from what it holds) instead of uploading the bytes again. None when there is no
+    such attachment (upload) or this version's operation exists already (perform decides)."""
+    if Operation.select().where(Operation.operation_key == key).exists():
+        return None
+    earlier = next(
+        (
+            row
+            for row in _confirmed_of_slot(target, slot)
+            if row.receipt.get("sha256") == sha and row.receipt.get("filename") == name
+        ),
+        None,
+    )
+    if earlier is None:
+        return None
+    changed = {k: v for k, v in sent.items() if v != (earlier.receipt.get(k) or "")}
+    if not changed:
+        return _record_reuse(target, key, slot, digest, earlier)
+    intent = {
+        **{k: earlier.receipt[k] for k in ("sha256", "filename", "bytes") if k in earlier.receipt},
+        "metadata": sent,
+        "update_of": earlier.remote_id,
+        "updated_from": earlier.operation_key,
+    }
+    effect = Effect(
+        action="media",
+        send=lambda: target.client.update_media(earlier.remote_id, changed),
+        find=lambda: [],  # an update is idempotent: sending it again is the reconciliation
+        read_back=lambda media_id, _obj: read_back(target, media_id, intent),
+        creates=False,
+        intent=intent,
     )
     return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def _confirmed_of_slot(target: Target, slot: str) -> list[Operation]:
+    """The slot's CONFIRMED media rows of the job, newest first."""
+    return list(
+        Operation.select()
+        .where(
+            Operation.tenant == target.job.tenant,
+            Operation.job_id == target.job.job_id,
+            Operation.action == "media",
+            Operation.slot == slot,
+            Operation.state == CONFIRMED,
+        )
+        .order_by(Operation.id.desc())
+    )
 
 
 def put_media_from_url(
@@ -198,6 +265,7 @@ def put_media_from_url(
         "downloaded_from": got.final_url,
     }
     sent = {k: v for k, v in fields.items() if v is not None}
+    intent["metadata"] = sent
     effect = _media_effect(target, key, got.content, mime, sent, intent)
     return operations.perform(target, key, digest, effect, slot=slot)
 
@@ -221,6 +289,11 @@ def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
     )
     if earlier is None or Operation.select().where(Operation.operation_key == key).exists():
         return None
+    return _record_reuse(target, key, slot, digest, earlier)
+
+
+def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Operation):
+    """Record ``earlier``'s attachment as this version's receipt (a replay, no write)."""
     row = operations.claim(target, key, digest, "media", slot)
     Operation.update(
         state=CONFIRMED,

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from conftest import draft_body
 from conftest import new_job_id
+from conftest import op_key
 from conftest import png_bytes
 
 pytestmark = pytest.mark.wordpress
@@ -78,3 +79,30 @@ def test_version_bump_changing_only_the_excerpt_leaves_the_rest_and_images_are_a
         if r["action"] == "attach" and r["task_version"] == 3
     ]
     assert v3 == ["fig"]
+
+
+def test_changing_only_metadata_in_a_new_version_updates_the_attachment(gw):
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    image = png_bytes((90, 91, 92), 3)
+    first = gw.put_media(job_id, "hero", image, "hero.png", alt_text="Old alt", title="Old")
+    assert first.status_code == 201, first.get_json()
+    media_id = first.get_json()["media_id"]
+    assert gw.put_job(job_id, task_version=2).status_code == 200
+    second = gw.put_media(
+        job_id, "hero", image, "hero.png", alt_text="New alt", caption="A caption", title="Old"
+    )
+    assert second.status_code == 201, second.get_json()
+    assert second.get_json()["media_id"] == media_id  # the same attachment, no upload
+    assert gw.count_objects(op_key(job_id, "media", "hero", version=2)) == 0
+    stored = gw.wp.get(
+        f"{gw.wp_url}/wp-json/wp/v2/media/{media_id}", params={"context": "edit"}, timeout=30
+    ).json()
+    assert stored["alt_text"] == "New alt" and stored["caption"]["raw"] == "A caption"
+    assert stored["title"]["raw"] == "Old"
+    row = [r for r in gw.operations(job_id) if r["task_version"] == 2][0]
+    assert row["receipt"]["metadata_ok"] is True and row["receipt"]["update_of"] == media_id
+    replay = gw.put_media(
+        job_id, "hero", image, "hero.png", alt_text="New alt", caption="A caption", title="Old"
+    )
+    assert replay.status_code == 200 and replay.headers["Idempotent-Replayed"] == "true"
