@@ -27,6 +27,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
 from gateway import refusals
+from gateway import scheduling
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -139,6 +140,7 @@ def approve(target: Target, body: dict, editor: str) -> Approval:
     """
     job = target.job
     expires = parse_expiry(body["expires_at"])
+    publish_at = scheduling.parse_publish_at(body.get("publish_at"))
     if body["task_version"] != job.task_version:
         raise exc.ApprovalStale(
             f"the job is at task_version {job.task_version}", task_version=job.task_version
@@ -159,13 +161,16 @@ def approve(target: Target, body: dict, editor: str) -> Approval:
         content_sha256=digest,
         expires_at=expires,
         approved_by=editor,
+        publish_at=publish_at,
     )
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
     return approval
 
 
-def revoke(job: Job, approval_id: int, editor: str) -> Approval:
-    """Revoke an approval (repeat-safe; the first revocation is kept).
+def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None) -> Approval:
+    """Revoke an approval (repeat-safe; the first revocation is kept). When the post was
+    scheduled under it and its time has not come, ``target`` moves it back to draft
+    (:func:`scheduling.unschedule`).
 
     Raises:
         NotFound: no such approval for this job.
@@ -178,6 +183,9 @@ def revoke(job: Job, approval_id: int, editor: str) -> Approval:
     Approval.update(revoked_at=db.utcnow(), revoked_by=editor).where(
         Approval.id == approval.id, Approval.revoked_at.is_null()
     ).execute()
+    scheduled = scheduling.scheduled_publish(job)
+    if target is not None and scheduled and scheduled.receipt.get("approval_id") == approval.id:
+        scheduling.unschedule(target, f"approval {approval.id} revoked")
     return Approval.get_by_id(approval.id)
 
 
@@ -191,6 +199,7 @@ def approval_view(approval: Approval) -> dict:
         "content_sha256": approval.content_sha256,
         "expires_at": db.rfc3339(approval.expires_at),
         "approved_by": approval.approved_by,
+        "publish_at": db.rfc3339(approval.publish_at),
         "created_at": db.rfc3339(approval.created_at),
         "revoked_at": db.rfc3339(approval.revoked_at),
         "revoked_by": approval.revoked_by,
@@ -292,15 +301,26 @@ def publish(target: Target, by: str) -> Outcome:
     if row is not None and row.state == CONFIRMED:
         return Outcome(row, replayed=True)
     approval, post_id = valid_approval(target)
-    request_hash = request_digest({"post_id": post_id, "status": "publish"})
-    effect = _publish_effect(target, post_id, approval, by)
+    when = approval.publish_at
+    if scheduling.is_future(when):  # scheduled; a time past (or within a minute) publishes now
+        gmt = scheduling.wp_gmt(when)
+        request_hash = request_digest({"post_id": post_id, "status": "future", "date_gmt": gmt})
+        extra = {"approval_id": approval.id, "approved_by": approval.approved_by,
+                 "content_sha256": approval.content_sha256, "published_by": by}  # fmt: skip
+        effect = scheduling.schedule_effect(target, post_id, when, extra)
+    else:
+        request_hash = request_digest({"post_id": post_id, "status": "publish"})
+        effect = _publish_effect(target, post_id, approval, by)
     log.info("publishing job_id=%s operation_key=%s approval=%s", job.job_id, key, approval.id)
     outcome = operations.perform(target, key, request_hash, effect)
     if outcome.row.state == CONFIRMED:
-        jobs.advance_phase(job, "published")
+        future = (outcome.row.receipt or {}).get("status") == "future"
+        jobs.advance_phase(job, "scheduled" if future else "published")
     return outcome
 
 
 def publish_view(outcome: Outcome) -> dict:
     """The publish endpoint's response body."""
-    return operations.outcome_view(outcome, "post_id", "status", "link", "slug", "approval_id")
+    return operations.outcome_view(
+        outcome, "post_id", "status", "link", "slug", "approval_id", "scheduled_for"
+    )

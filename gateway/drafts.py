@@ -279,7 +279,7 @@ def verify_job(target: Target) -> dict:
         live = {"id": row.remote_id, "status": None}
     except WordPressError as error:
         raise refusals.cannot_read(error) from error
-    expected_status = "publish" if job.phase == "published" else "draft"
+    expected_status = jobs.EXPECTED_STATUS.get(job.phase, "draft")
     result = verification.compare(row.receipt, live, target.companion.present, expected_status)
     if result["ok"]:
         jobs.advance_phase(job, "verified")

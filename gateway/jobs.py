@@ -29,10 +29,14 @@ PHASES = (
     "draft_confirmed",
     "verified",
     "approval_pending",
+    "scheduled",
     "published",
 )
-GATEWAY_PHASES = frozenset(("draft_confirmed", "verified", "approval_pending", "published"))
-COMPLETED_PHASES = frozenset(("verified", "approval_pending", "published"))
+GATEWAY_PHASES = frozenset(
+    ("draft_confirmed", "verified", "approval_pending", "scheduled", "published")
+)
+COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
+EXPECTED_STATUS = {"published": "publish", "scheduled": "future"}  # post status by phase
 STATUSES = ("in_progress", "completed", "failed", "unknown", "needs_review", "cancelled")
 
 

@@ -198,6 +198,7 @@ class Approval(BaseModel):
     content_sha256 = TextField()
     expires_at = DateTimeField()
     approved_by = TextField()  # the editor token's name
+    publish_at = DateTimeField(null=True)  # scheduled publishing, naive UTC (schema version 4)
     created_at = DateTimeField(default=utcnow)
     revoked_at = DateTimeField(null=True)
     revoked_by = TextField(null=True)

@@ -23,6 +23,7 @@ from peewee import DateTimeField
 from peewee import IntegerField
 from peewee import TextField
 from playhouse.migrate import SchemaMigrator
+from playhouse.migrate import migrate as run_migrations
 
 from gateway import db
 from gateway import ledger
@@ -70,6 +71,13 @@ MIGRATIONS: list[Migration] = [
         lambda _migrator: ledger.OperationRetry.create_table(safe=True),
     ),
     Migration(3, "agent sessions bound to jobs, stored webhook events", _agent_tables),
+    Migration(
+        4,
+        "approval.publish_at: an approval may schedule publishing",
+        lambda migrator: run_migrations(
+            migrator.add_column("approval", "publish_at", DateTimeField(null=True))
+        ),
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ from gateway import jobs
 from gateway import media
 from gateway import operations
 from gateway import reviews
+from gateway import scheduling
 from gateway import terms
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
@@ -47,6 +48,8 @@ def effect_for_row(
     ``prefetched`` the read-back with the results of batched queries."""
     if row.action == "term":  # a term carries no key of ours: found by name
         return terms.rebuild(target, row)
+    if row.action == "unschedule":  # an idempotent update: found by reading the post
+        return scheduling.rebuild(target, row)
     if row.action == "attach":  # an idempotent update: found by reading the attachment
         return attachments.rebuild(target, row)
     prefetched = prefetched or {}
@@ -172,6 +175,8 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
     """
     older_than = config.inflight_window if older_than is None else older_than
     counts = {"examined": 0, "confirmed": 0, "absent": 0, "needs_review": 0, "unreachable": 0}
+    counts["unscheduled"] = scheduling.finish_unschedules(config)
+    counts.update(scheduling.sweep_scheduled(config))
     stale = [
         r
         for r in Operation.select().where(

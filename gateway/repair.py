@@ -78,7 +78,7 @@ def _read_live(target: Target, post_id: int) -> dict:
 
 
 def _expected_status(job) -> str:
-    return "publish" if job.phase == "published" else "draft"
+    return jobs.EXPECTED_STATUS.get(job.phase, "draft")
 
 
 def _repair_effect(target: Target, draft_receipt: dict, post_id: int, fixes: dict) -> Effect:

@@ -9,6 +9,7 @@ from collections import Counter as Tally
 
 from gateway import jobs
 from gateway import ledger
+from gateway import scheduling
 from gateway.config import Config
 from gateway.ledger import SENT
 from gateway.ledger import UNKNOWN
@@ -71,6 +72,7 @@ def report(config: Config, tenant: str) -> dict:
         **duplicates_in_wordpress(config, tenant),
         **{name: ledger.counter(name, tenant) for name in REFUSAL_COUNTERS},
         "unknown_operations": unknown,
+        "missed_schedules": scheduling.missed_schedules(tenant),
         "jobs_by_status": {s: statuses.get(s, 0) for s in jobs.STATUSES},
     }
 

@@ -137,9 +137,11 @@ def test_full_job_creates_one_verified_draft(gw):
     for media_id in (media_ids["fig-1"], media_ids["fig-2"]):
         assert f"wp-image-{media_id}" in post["content"]["raw"]
 
-    # The ledger: four CONFIRMED rows, the draft's with the post id.
+    # The ledger: seven CONFIRMED rows, the draft's with the post id, and each image attached.
     rows = {row["operation_key"]: row for row in gw.operations(job_id)}
-    assert set(rows) == {draft_key, *media_keys}
+    attach_keys = [op_key(job_id, "attach", slot) for slot in media_ids]
+    assert set(rows) == {draft_key, *media_keys, *attach_keys}
+    assert all(rows[key]["receipt"]["post_id"] == post_id for key in attach_keys)
     assert all(row["state"] == "CONFIRMED" for row in rows.values())
     assert rows[draft_key]["remote_id"] == post_id
     job = gw.job(job_id).get_json()

@@ -18,6 +18,7 @@ from gateway import jobs
 from gateway import leases
 from gateway import repair
 from gateway import retries
+from gateway import scheduling
 from gateway import validation
 from gateway.agents import stops
 from gateway.api import config
@@ -66,6 +67,8 @@ def cancel(job_id: str):
     """Cancel the job; every later side-effect call is 409 ``job-cancelled``."""
     job = _job(job_id)
     body = json_body("cancel")
+    if not job.cancelled:  # a scheduled post goes back to draft first (its own operation)
+        scheduling.unschedule(jobs.target_for(config(), job), "job cancelled")
     job = jobs.cancel_job(job, body["reason"])
     stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
     return jobs.job_view(job, with_rows=False)
@@ -120,7 +123,8 @@ def approve(job_id: str):
 def revoke(job_id: str, approval_id: int):
     """Revoke an approval (repeat-safe)."""
     job = _job(job_id)
-    return approvals.approval_view(approvals.revoke(job, approval_id, g.principal.name))
+    target = jobs.target_for(config(), job)
+    return approvals.approval_view(approvals.revoke(job, approval_id, g.principal.name, target))
 
 
 @bp.post("/jobs/<job_id>/publish")

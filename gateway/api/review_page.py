@@ -258,7 +258,9 @@ def approve(job_id: str):
 @roles("editor")
 def revoke(job_id: str, approval_id: int):
     """Revoke an approval."""
-    approval = approvals.revoke(_job(job_id), approval_id, g.principal.name)
+    job = _job(job_id)
+    target = jobs.target_for(config(), job)
+    approval = approvals.revoke(job, approval_id, g.principal.name, target)
     flash(f"Approval {approval.id} of job {job_id} revoked.", "info")
     return _back()
 

@@ -1,0 +1,125 @@
+"""Scheduled publishing against the real test WordPress (issue 14, part 2). The test site sets
+DISABLE_WP_CRON, so the test runs wp-cron.php itself where WordPress would."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from conftest import draft_body
+from conftest import new_job_id
+from conftest import op_key
+from test_editorial import post
+
+from gateway import reconciliation
+from gateway import scheduling
+from gateway.db import database
+from gateway.ledger import Operation
+
+pytestmark = pytest.mark.wordpress
+UTC_MINUS_5 = dt.timezone(dt.timedelta(hours=-5))
+
+
+def _approved(gw, editor: str, publish_at: dt.datetime) -> tuple[str, int]:
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    draft = gw.put_draft(job_id, draft_body(title=f"Scheduled {job_id}"))
+    assert draft.status_code == 201, draft.get_json()
+    assert post(gw, f"/v1/jobs/{job_id}/approval-requests").status_code == 201
+    check = gw.verification(job_id).get_json()
+    body = {
+        "task_version": 1,
+        "content_sha256": check["content_sha256"],
+        "post_id": check["post_id"],
+        "expires_at": (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat(),
+        "publish_at": publish_at.isoformat(),
+    }
+    answer = post(gw, f"/v1/jobs/{job_id}/approvals", body, token=editor)
+    assert answer.status_code == 201, answer.get_json()
+    return job_id, check["post_id"]
+
+
+def _sweep(gw) -> dict:
+    with gw.app.app_context(), database.connection_context():
+        return reconciliation.sweep(gw.app.config["GATEWAY"], older_than=0)
+
+
+def _settings(gw, **fields) -> dict:
+    answer = gw.wp.post(f"{gw.wp_url}/wp-json/wp/v2/settings", json=fields, timeout=30)
+    answer.raise_for_status()
+    return answer.json()
+
+
+@pytest.fixture
+def utc_minus_5_site(gw):
+    assert _settings(gw, timezone="America/Bogota")["timezone"] == "America/Bogota"  # UTC-5
+    yield
+    _settings(gw, timezone="UTC")
+
+
+def _shift_schedule_into_the_past(gw, job_id: str) -> None:
+    """The gateway's view of time moved past the schedule (WordPress schedules at least a
+    minute ahead; the test does not wait for it): the receipt's time, not WordPress's."""
+    with gw.app.app_context(), database.connection_context():
+        row = Operation.get(Operation.operation_key == op_key(job_id, "publish"))
+        past = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)).replace(microsecond=0)
+        receipt = {**row.receipt, "scheduled_for": past.isoformat()}
+        Operation.update(receipt=receipt).where(Operation.id == row.id).execute()
+
+
+def test_scheduled_on_a_utc_minus_5_site_then_missed_then_published(
+    gw, utc_minus_5_site, monkeypatch
+):
+    editor = gw.make_token("editor")
+    when = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).replace(microsecond=0)
+    job_id, post_id = _approved(gw, editor, when.astimezone(UTC_MINUS_5))
+    answer = post(gw, f"/v1/jobs/{job_id}/publish")
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["status"] == "future"
+    assert answer.get_json()["scheduled_for"] == when.isoformat()
+    live = gw.wp_post(post_id)
+    assert live["status"] == "future"
+    assert live["date_gmt"] == when.replace(tzinfo=None).isoformat()  # no timezone shift
+    assert live["date"] == when.astimezone(UTC_MINUS_5).replace(tzinfo=None).isoformat()
+    assert gw.job(job_id).get_json()["phase"] == "scheduled"
+    assert gw.verification(job_id).get_json()["fields"]["status"]["ok"] is True
+    assert post(gw, f"/v1/jobs/{job_id}/publish").headers["Idempotent-Replayed"] == "true"
+    assert _sweep(gw)["missed"] == 0  # its time has not come
+
+    _shift_schedule_into_the_past(gw, job_id)
+    monkeypatch.setattr(scheduling, "MISSED_AFTER", 0.0)
+    assert _sweep(gw)["missed"] == 1  # still future after its time: no cron ran
+    report = gw.client.get("/v1/report", headers=gw.headers(editor)).get_json()
+    assert [m["job_id"] for m in report["missed_schedules"]] == [job_id]
+
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0, tzinfo=None).isoformat()
+    gw.wp_update_post(post_id, {"status": "publish", "date_gmt": now})  # as cron would
+    assert _sweep(gw)["published"] == 1
+    assert gw.job(job_id).get_json()["phase"] == "published"
+    report = gw.client.get("/v1/report", headers=gw.headers(editor)).get_json()
+    assert report["missed_schedules"] == []
+
+
+def test_past_time_publishes_now_and_cancel_or_revoke_unschedule(gw):
+    editor = gw.make_token("editor")
+    job_id, post_id = _approved(gw, editor, dt.datetime.now(UTC_MINUS_5) - dt.timedelta(hours=1))
+    answer = post(gw, f"/v1/jobs/{job_id}/publish")
+    assert answer.status_code == 201 and answer.get_json()["status"] == "publish"
+    assert gw.wp_post(post_id)["status"] == "publish"
+
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+    for how in ("cancel", "revoke"):
+        job_id, post_id = _approved(gw, editor, later)
+        assert post(gw, f"/v1/jobs/{job_id}/publish").status_code == 201
+        assert gw.wp_post(post_id)["status"] == "future"
+        if how == "cancel":
+            done = post(gw, f"/v1/jobs/{job_id}/cancel", {"reason": "pulled"}, token=editor)
+        else:
+            approval_id = gw.job(job_id).get_json()["approvals"][0]["approval_id"]
+            done = gw.client.delete(
+                f"/v1/jobs/{job_id}/approvals/{approval_id}", headers=gw.headers(editor)
+            )
+        assert done.status_code == 200, done.get_json()
+        assert gw.wp_post(post_id)["status"] == "draft", how
+        rows = {r["operation_key"]: r for r in gw.operations(job_id)}
+        assert rows[op_key(job_id, "unschedule")]["state"] == "CONFIRMED", how
