@@ -10,6 +10,7 @@ from conftest import draft_body
 from conftest import new_job_id
 from conftest import op_key
 from test_editorial import post
+from test_review_page import _sign_in
 
 from gateway import reconciliation
 from gateway import scheduling
@@ -91,6 +92,9 @@ def test_scheduled_on_a_utc_minus_5_site_then_missed_then_published(
     assert _sweep(gw)["missed"] == 1  # still future after its time: no cron ran
     report = gw.client.get("/v1/report", headers=gw.headers(editor)).get_json()
     assert [m["job_id"] for m in report["missed_schedules"]] == [job_id]
+    assert _sign_in(gw.client, editor).status_code == 303
+    page = gw.client.get("/review").get_data(as_text=True)
+    assert "Missed schedules" in page and job_id in page.split('id="missed"')[1]
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0, tzinfo=None).isoformat()
     gw.wp_update_post(post_id, {"status": "publish", "date_gmt": now})  # as cron would

@@ -36,6 +36,7 @@ from gateway import previews
 from gateway import reconciliation
 from gateway import retries
 from gateway import review_board
+from gateway import scheduling
 from gateway import tokens
 from gateway import validation
 from gateway.api import config
@@ -187,6 +188,7 @@ def index():
         pending=review_board.pending_operations(tenant),
         failed=review_board.failed_operations(tenant),
         cards=review_board.awaiting_approval(config(), tenant, _image_url),
+        missed=scheduling.missed_schedules(tenant),
         approval_hours=review_board.APPROVAL_HOURS,
     )
 
