@@ -197,7 +197,6 @@ def put_draft(target: Target, body: dict) -> Outcome:
     digest = request_digest(body)
     existing = Operation.get_or_none(Operation.operation_key == key)
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
-        attachments.attach_all(target, existing.remote_id, _slots(body))  # finish what is left
         return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     featured, body_ids, content = resolve_media(job, body)

@@ -162,7 +162,7 @@ def test_replays_make_no_wordpress_write(gwp, proxy):
     assert first.status_code == 201, first.get_json()
     post_id = first.get_json()["post_id"]
     writes = proxy.count(method="POST", forwarded=True)
-    assert writes == 2  # one upload, one post
+    assert writes == 3  # one upload, one post, the image attached to the post
 
     again = gwp.put_draft(job_id, request)
     assert again.status_code == 200

@@ -128,3 +128,13 @@ def test_an_outdated_ledger_is_refused_until_init_db_migrates_it(ledger_url, mon
     # The CLI (the previous code, without the test step) now meets a newer ledger.
     one_line_refusal(cli(ledger_url, "report"), "upgrade the gateway")
     database.close()
+
+
+def test_migration_3_adds_approval_publish_at_to_an_existing_ledger(release_0_1_0_ledger):
+    assert cli(release_0_1_0_ledger, "init-db").returncode == 0
+    path = release_0_1_0_ledger[len("sqlite:///") :]
+    with sqlite3.connect(path) as connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(approval)")]
+        versions = [row[0] for row in connection.execute("SELECT version FROM schema_version")]
+    assert "publish_at" in columns
+    assert 3 in versions
