@@ -186,6 +186,7 @@ def test_article_pipeline_in_real_n8n(n8n_binary, wp_site, gateway_server, ledge
     article, images = demo_article()
     slots = [image["slot"] for image in images]
     run = uuid.uuid4().hex[:8]
+    article["tags"] = [f"n8n {run}", "gateway"]  # names: created once, or matched
     job_a, job_b = f"n8n-{run}-a", f"n8n-{run}-b"
     folder = tmp_path / "n8n"
     folder.mkdir()
@@ -227,6 +228,7 @@ def test_article_pipeline_in_real_n8n(n8n_binary, wp_site, gateway_server, ledge
         verification = answer.json()
         assert verification["ok"] is True, verification
         assert all(field["ok"] is True for field in verification["fields"].values()), verification
+        assert verification["fields"]["tags"]["ok"] is True  # the names became the post's tags
         assert len(editors.messages) == 1, editors.messages
         assert editors.messages[0]["job_id"] == job_a
         assert editors.messages[0]["post_id"] == verification["post_id"]

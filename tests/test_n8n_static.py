@@ -210,3 +210,31 @@ def test_n8n_knows_every_node_type_version_and_parameter():
     descriptions = node_descriptions()
     problems = [p for w in workflows() for p in validate_offline(w, descriptions)]
     assert not problems, "\n".join(problems)
+
+
+def test_the_draft_body_passes_category_and_tag_names_as_names():
+    """The article pipeline's draft expression, run by Node.js with the n8n ``$()`` lookups
+    stubbed: names stay strings (``"12"`` too), ids stay numbers, a comma list is split."""
+    import shutil
+    import subprocess
+
+    node_js = shutil.which("node")
+    if node_js is None:
+        pytest.skip("Node.js is not installed")
+    pipeline = next(w for w in workflows() if w["name"] == "article_pipeline")
+    draft = next(n for n in pipeline["nodes"] if "body.tags" in json.dumps(n))
+    expression = draft["parameters"]["jsonBody"]
+    assert expression.startswith("={{") and expression.endswith("}}")
+    article = {"title": "T", "content": "<p>c</p>", "seo": {}, "categories": ["Reviews", 3],
+               "tags": "12, Café ,gateway"}  # fmt: skip
+    script = (
+        f"const A = {json.dumps(article)};"
+        "const $ = name => ({first: () => ({json: name === 'Body and SEO' ? {article: A}"
+        " : {images: [{slot: 'hero'}]}})});"
+        f"console.log({expression[3:-2]});"
+    )
+    done = subprocess.run([node_js, "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["categories"] == ["Reviews", 3]
+    assert body["tags"] == ["12", "Café", "gateway"]

@@ -16,6 +16,7 @@ from gateway import reconciliation
 from gateway import scheduling
 from gateway.db import database
 from gateway.ledger import Operation
+from gateway.testing.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 UTC_MINUS_5 = dt.timezone(dt.timedelta(hours=-5))
@@ -127,3 +128,21 @@ def test_past_time_publishes_now_and_cancel_or_revoke_unschedule(gw):
         assert gw.wp_post(post_id)["status"] == "draft", how
         rows = {r["operation_key"]: r for r in gw.operations(job_id)}
         assert rows[op_key(job_id, "unschedule")]["state"] == "CONFIRMED", how
+
+
+def test_cancel_while_wordpress_fails_leaves_the_unschedule_to_the_sweep(gwp, proxy):
+    editor = gwp.make_token("editor")
+    job_id, post_id = _approved(gwp, editor, dt.datetime.now(dt.UTC) + dt.timedelta(hours=2))
+    assert post(gwp, f"/v1/jobs/{job_id}/publish").status_code == 201
+    proxy.add_fault(
+        Fault(kind="status_without_forward", status=500, method="POST", path=r"/posts/\d+/?$")
+    )
+    done = post(gwp, f"/v1/jobs/{job_id}/cancel", {"reason": "pulled"}, token=editor)
+    assert done.status_code == 200 and done.get_json()["cancelled"] is True
+    assert gwp.wp_post(post_id)["status"] == "future"  # WordPress never saw the write
+    key = op_key(job_id, "unschedule")
+    assert {r["operation_key"]: r["state"] for r in gwp.operations(job_id)}[key] == "UNKNOWN"
+
+    assert _sweep(gwp)["unscheduled"] == 1
+    assert gwp.wp_post(post_id)["status"] == "draft"
+    assert {r["operation_key"]: r["state"] for r in gwp.operations(job_id)}[key] == "CONFIRMED"
