@@ -237,7 +237,8 @@ def put_media_from_url(
     ``slot`` once. The request digest covers the URL, the file name and the metadata, so a
     replay (and a later version asking the same) is answered from the ledger without
     downloading; the downloaded bytes' SHA-256 and final URL go into the receipt
-    (``sha256``, ``downloaded_from``).
+    (``sha256``, ``downloaded_from``). A download whose bytes (and file name) equal an earlier
+    version's attachment of the slot reuses it, updating only changed metadata.
 
     Raises:
         OperationKeyReused (422) before downloading; MediaUrlRefused (422),
@@ -266,6 +267,9 @@ def put_media_from_url(
     }
     sent = {k: v for k, v in fields.items() if v is not None}
     intent["metadata"] = sent
+    updated = _update_metadata(target, key, slot, digest, intent["sha256"], name, sent)
+    if updated is not None:  # the same bytes as an earlier version: no second upload
+        return updated
     effect = _media_effect(target, key, got.content, mime, sent, intent)
     return operations.perform(target, key, digest, effect, slot=slot)
 

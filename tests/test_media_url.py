@@ -25,7 +25,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Location", self.path.split("to=", 1)[1])
             self.end_headers()
             return
-        body = {"/img.png": IMAGE, "/big.png": IMAGE * 100, "/note.txt": b"hello"}.get(self.path)
+        path = self.path.split("?", 1)[0]
+        body = {"/img.png": IMAGE, "/big.png": IMAGE * 100, "/note.txt": b"hello"}.get(path)
         self.send_response(200 if body else 404)
         self.send_header("Content-Length", str(len(body or b"")))
         self.end_headers()
@@ -148,3 +149,15 @@ def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refus
     missing = _put(gw, job_id, f"http://{listed}/missing.png", slot="gone")
     assert missing.status_code == 502 and problem_slug(missing) == "media-download-failed"
     assert [r["slot"] for r in gw.operations(job_id)] == ["hero"]
+
+    # A later version: the same URL and metadata replays; other URL, same bytes: no upload.
+    assert gw.put_job(job_id, task_version=2).status_code == 200
+    connections = image_server.connections
+    same = _put(gw, job_id, url, alt_text="From a URL")
+    assert same.get_json()["media_id"] == first.get_json()["media_id"]
+    assert image_server.connections == connections  # answered from the ledger
+    assert gw.put_job(job_id, task_version=3).status_code == 200
+    moved = _put(gw, job_id, url + "?v=3", alt_text="From a URL")
+    assert moved.status_code == 200, moved.get_json()
+    assert moved.get_json()["media_id"] == first.get_json()["media_id"]
+    assert gw.count_objects(op_key(job_id, "media", "hero", version=3)) == 0
