@@ -16,6 +16,7 @@ from gateway import attachments
 from gateway import checkpoints
 from gateway import exceptions as exc
 from gateway import jobs
+from gateway import media_metadata
 from gateway import operations
 from gateway import refusals
 from gateway import terms
@@ -280,6 +281,11 @@ def verify_job(target: Target) -> dict:
         raise refusals.cannot_read(error) from error
     expected_status = jobs.EXPECTED_STATUS.get(job.phase, "draft")
     result = verification.compare(row.receipt, live, target.companion.present, expected_status)
+    try:
+        field = media_metadata.compare(target, media_metadata.post_media_ids(row.receipt))
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    media_metadata.add_to(result, field)
     if result["ok"]:
         jobs.advance_phase(job, "verified")
     return {"job_id": job.job_id, **result}

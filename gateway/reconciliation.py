@@ -17,6 +17,7 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media
+from gateway import media_metadata
 from gateway import operations
 from gateway import reviews
 from gateway import scheduling
@@ -50,6 +51,8 @@ def effect_for_row(
         return terms.rebuild(target, row)
     if row.action == "unschedule":  # an idempotent update: found by reading the post
         return scheduling.rebuild(target, row)
+    if row.action == "media_meta":  # an idempotent update: sent again if absent
+        return media_metadata.rebuild(target, row)
     if row.action == "attach":  # an idempotent update: found by reading the attachment
         return attachments.rebuild(target, row)
     prefetched = prefetched or {}

@@ -21,6 +21,7 @@ from gateway import blocks
 from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
+from gateway import media_metadata
 from gateway import operations
 from gateway import refusals
 from gateway import verification
@@ -120,8 +121,17 @@ def repair_job(target: Target) -> tuple[dict, Outcome | None]:
         draft.receipt, live, target.companion.present, _expected_status(job)
     )
     fixes = fixes_for(draft.receipt, live, result)
+    media_ids = media_metadata.post_media_ids(draft.receipt)
+    try:
+        field = media_metadata.compare(target, media_ids)
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    media_fixed = media_metadata.repair(target, field)  # one operation per attachment
+    if media_fixed:
+        media_metadata.add_to(result, media_metadata.compare(target, media_ids))
     if not fixes:
-        body = {"job_id": job.job_id, "post_id": draft.remote_id, "fixes": {}}
+        shown = {"media_metadata": media_fixed} if media_fixed else {}
+        body = {"job_id": job.job_id, "post_id": draft.remote_id, "fixes": shown}
         return {**body, "operation_key": None, "replayed": False, "verification": result}, None
     stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
     key = operations.operation_key(job, "repair", stamp[:16])
@@ -134,7 +144,10 @@ def repair_job(target: Target) -> tuple[dict, Outcome | None]:
     body = {
         "job_id": job.job_id,
         "post_id": draft.remote_id,
-        "fixes": {name: _shown(name, value) for name, value in fixes.items()},
+        "fixes": {
+            **{name: _shown(name, value) for name, value in fixes.items()},
+            **({"media_metadata": media_fixed} if media_fixed else {}),
+        },
         "operation_key": outcome.row.operation_key,
         "state": outcome.row.state,
         "replayed": outcome.replayed,

@@ -106,3 +106,30 @@ def test_changing_only_metadata_in_a_new_version_updates_the_attachment(gw):
         job_id, "hero", image, "hero.png", alt_text="New alt", caption="A caption", title="Old"
     )
     assert replay.status_code == 200 and replay.headers["Idempotent-Replayed"] == "true"
+
+
+def test_media_metadata_is_verified_and_repaired(gw):
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    hero = gw.put_media(
+        job_id, "hero", png_bytes((5, 6, 7), 3), "hero.png", alt_text="Alt", caption="Cap"
+    ).get_json()["media_id"]
+    draft = gw.put_draft(job_id, draft_body(featured_media={"slot": "hero"}))
+    assert draft.status_code == 201, draft.get_json()
+    check = gw.verification(job_id).get_json()
+    assert check["ok"] is True and check["fields"]["media_metadata"]["ok"] is True
+    drifted = gw.wp.post(
+        f"{gw.wp_url}/wp-json/wp/v2/media/{hero}", json={"alt_text": "", "caption": "Cap"}
+    )
+    assert drifted.status_code == 200
+    check = gw.verification(job_id).get_json()
+    assert check["ok"] is False
+    assert check["fields"]["media_metadata"]["actual"]["hero"]["alt_text"] == ""
+    repaired = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
+    assert repaired.status_code in (200, 201), repaired.get_json()
+    assert repaired.get_json()["fixes"] == {"media_metadata": ["hero"]}
+    assert gw.verification(job_id).get_json()["ok"] is True
+    rows = [r for r in gw.operations(job_id) if r["action"] == "media_meta"]
+    assert len(rows) == 1 and rows[0]["state"] == "CONFIRMED"
+    again = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
+    assert again.get_json()["fixes"] == {}  # nothing left to fix: no write

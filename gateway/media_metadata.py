@@ -1,0 +1,126 @@
+"""Media metadata in verification and repair: the ``alt_text``, ``caption`` and ``title`` each
+image of the job's post was given are read back (``GET /wp/v2/media?include=…&context=edit``,
+one query) and compared; repair writes back only the drifted fields of each attachment
+(``POST /wp/v2/media/{id}``) as a ledger operation of its own,
+``{tenant}/{job_id}/v{n}/media_meta/{slot}/{d16}`` (``d16``: the fixes and the attachment's
+``modified_gmt``, as for post repairs), read back like every other write.
+"""
+
+from __future__ import annotations
+
+from gateway import jobs
+from gateway import operations
+from gateway import verification
+from gateway.digests import canonical_json
+from gateway.digests import request_digest
+from gateway.digests import sha256_hex
+from gateway.ledger import Operation
+from gateway.operations import Effect
+from gateway.operations import Target
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+FIELDS = ("alt_text", "caption", "title")
+
+
+def _stored(attachment: dict) -> dict:
+    return {
+        "alt_text": attachment.get("alt_text") or "",
+        "caption": verification.raw(attachment, "caption"),
+        "title": verification.raw(attachment, "title"),
+    }
+
+
+def wanted(job, media_ids: list[int]) -> dict[str, tuple[int, dict]]:
+    """``{slot: (media_id, {field: value asked for})}`` for the post's images whose media
+    request named metadata (latest CONFIRMED row of each slot)."""
+    found = {}
+    for slot, row in jobs.confirmed_media(job).items():
+        metadata = (row.receipt or {}).get("metadata") or {}
+        if row.remote_id in media_ids and metadata:
+            found[slot] = (row.remote_id, metadata)
+    return found
+
+
+def post_media_ids(draft_receipt: dict) -> list[int]:
+    """The attachment ids a draft receipt expects in its post (featured and body images)."""
+    expected = draft_receipt.get("expected") or {}
+    featured = [expected["featured_media"]] if expected.get("featured_media") else []
+    return featured + list(expected.get("body_media") or [])
+
+
+def add_to(result: dict, field: dict | None) -> dict:
+    """``result`` (a verification) with the ``media_metadata`` field, ``ok`` updated."""
+    if field is not None:
+        result["fields"]["media_metadata"] = field
+        if not field["ok"]:
+            result["ok"] = False
+    return result
+
+
+def compare(target: Target, media_ids: list[int]) -> dict | None:
+    """The ``media_metadata`` verification field: ``{"expected", "actual", "ok"}`` keyed by
+    slot, or None when no image of the post asked for metadata.
+
+    Raises:
+        WordPressError: the attachments cannot be read.
+    """
+    asked = wanted(target.job, media_ids)
+    if not asked:
+        return None
+    live = target.client.get_many("/wp/v2/media", [mid for mid, _ in asked.values()])
+    expected, actual = {}, {}
+    for slot, (media_id, metadata) in asked.items():
+        expected[slot] = dict(metadata)
+        stored = _stored(live.get(media_id, {}))
+        actual[slot] = {name: stored[name] for name in metadata}
+    return {"expected": expected, "actual": actual, "ok": expected == actual}
+
+
+def _effect(target: Target, intent: dict) -> Effect:
+    client, media_id, fixes = target.client, intent["media_id"], intent["fixes"]
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        stored = _stored(client.get_media(object_id))
+        if any(stored[name] != value for name, value in fixes.items()):
+            raise WordPressOutcomeUnknown("read-back does not show the repaired metadata")
+        return {"media_id": object_id, "slot": intent["slot"], "fixes": sorted(fixes)}
+
+    return Effect(
+        action="media_meta",
+        send=lambda: client.update_media(media_id, fixes),
+        find=lambda: [],  # an update is idempotent: sending it again is the reconciliation
+        read_back=read_back,
+        creates=False,
+        intent=intent,
+    )
+
+
+def rebuild(target: Target, row: Operation) -> Effect:
+    """The effect of a ``media_meta`` row from its intent alone (reconciliation)."""
+    return _effect(target, row.intent or {})
+
+
+def repair(target: Target, field: dict | None) -> list[str]:
+    """Write back the drifted metadata of each attachment in ``field`` (the verification's
+    ``media_metadata``), one ledger operation per attachment. Returns the repaired slots.
+
+    Raises:
+        everything :func:`operations.perform` raises.
+    """
+    if not field or field["ok"]:
+        return []
+    repaired = []
+    for slot, expected in field["expected"].items():
+        fixes = {k: v for k, v in expected.items() if field["actual"][slot].get(k) != v}
+        if not fixes:
+            continue
+        media_id = jobs.confirmed_media(target.job)[slot].remote_id
+        modified = target.client.get_media(media_id).get("modified_gmt")
+        stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": modified}))[:16]
+        key = operations.operation_key(target.job, "media_meta", f"{slot}/{stamp}")
+        intent = {"media_id": media_id, "slot": slot, "fixes": fixes}
+        operations.perform(
+            target, key, request_digest(intent), _effect(target, intent), slot=f"{slot}/{stamp}"
+        )
+        repaired.append(slot)
+    return repaired
