@@ -15,6 +15,7 @@ from conftest import op_key
 from conftest import problem_slug
 
 from gateway import terms
+from gateway.testing.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 
@@ -115,3 +116,19 @@ def test_twenty_racing_jobs_create_one_new_tag(gateway_server, gw):
     created = [t for t in _terms_named(gw, "tags", name) + _terms_named(gw, "tags", name.lower())]
     assert len(created) == 1, created
     assert all(gw.wp_post(p)["tags"] == [created[0]["id"]] for p in posts)
+
+
+def test_a_lost_tag_creation_is_found_by_name_not_created_twice(gwp, proxy):
+    name = f"Lost tag {uuid.uuid4().hex[:10]}"
+    proxy.add_fault(Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/tags/?$"))
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    answer = gwp.put_draft(job_id, draft_body(title=f"Lost {job_id}", tags=[name]))
+    assert answer.status_code == 201, answer.get_json()
+    created = _terms_named(gwp, "tags", name)
+    assert len(created) == 1
+    assert proxy.count(method="POST", path=r"^/wp-json/wp/v2/tags/?$", forwarded=True) == 1
+    assert gwp.wp_post(answer.get_json()["post_id"])["tags"] == [created[0]["id"]]
+    rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
+    term = rows[f"{TENANT}/site/{SITE_NAME}/term/post_tag/{name.lower()}"]
+    assert term["state"] == "CONFIRMED" and term["receipt"]["reconciled"] is True
