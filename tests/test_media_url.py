@@ -161,3 +161,47 @@ def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refus
     assert moved.status_code == 200, moved.get_json()
     assert moved.get_json()["media_id"] == first.get_json()["media_id"]
     assert gw.count_objects(op_key(job_id, "media", "hero", version=3)) == 0
+
+
+@pytest.mark.wordpress
+def test_https_download_is_pinned_to_the_checked_address_and_verifies_the_host_name(
+    gw, tmp_path, monkeypatch
+):
+    """A local HTTPS image server with a certificate for ``localhost``: the download connects
+    to the resolved loopback address (allowed: ``localhost:PORT`` is listed verbatim) and TLS
+    is verified for the name in the URL; the same server under another name fails TLS."""
+    import shutil
+    import ssl
+    import subprocess
+
+    from gateway import media_sources
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = ImageServer(("127.0.0.1", 0), _Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        monkeypatch.setattr(media_sources.certifi, "where", lambda: str(cert))
+        _configure(gw, media_url_allow_hosts=frozenset({f"localhost:{port}", f"127.0.0.1:{port}"}))
+        job_id = new_job_id()
+        assert gw.put_job(job_id).status_code == 201
+        ok = _put(gw, job_id, f"https://localhost:{port}/img.png")
+        assert ok.status_code == 201, ok.get_json()
+        wrong_name = _put(gw, job_id, f"https://127.0.0.1:{port}/img.png", slot="other")
+        assert wrong_name.status_code == 502 and problem_slug(wrong_name) == (
+            "media-download-failed"  # the certificate is not for 127.0.0.1
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
