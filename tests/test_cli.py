@@ -147,6 +147,9 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "absent": 0,
         "needs_review": 0,
         "unreachable": 0,
+        "unscheduled": 0,
+        "published": 0,
+        "missed": 0,
     }
     report = json.loads(run("report", "--tenant", "acme").stdout)["tenants"]["acme"]
     assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0

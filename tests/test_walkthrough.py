@@ -251,9 +251,11 @@ def check_ledger_rows(done, reader):
     assert [(r[0], r[1]) for r in rows] == [
         ("CONFIRMED", f"{TENANT}/{job}/v1/media/hero"),
         ("CONFIRMED", f"{TENANT}/{job}/v1/draft"),
+        ("CONFIRMED", f"{TENANT}/{job}/v1/attach/hero"),
         ("CONFIRMED", f"{TENANT}/{job}/v2/draft"),
     ], done.stdout
-    assert rows[1][2] == rows[2][2], "version 2 must update the same post"
+    assert rows[1][2] == rows[3][2], "version 2 must update the same post"
+    assert rows[2][2] == rows[0][2], "the image is attached to the post"
 
 
 def check_stop(done, reader):
