@@ -130,11 +130,11 @@ def test_an_outdated_ledger_is_refused_until_init_db_migrates_it(ledger_url, mon
     database.close()
 
 
-def test_migration_3_adds_approval_publish_at_to_an_existing_ledger(release_0_1_0_ledger):
+def test_migration_4_adds_approval_publish_at_to_an_existing_ledger(release_0_1_0_ledger):
     assert cli(release_0_1_0_ledger, "init-db").returncode == 0
     path = release_0_1_0_ledger[len("sqlite:///") :]
     with sqlite3.connect(path) as connection:
         columns = [row[1] for row in connection.execute("PRAGMA table_info(approval)")]
         versions = [row[0] for row in connection.execute("SELECT version FROM schema_version")]
     assert "publish_at" in columns
-    assert 3 in versions
+    assert 4 in versions
