@@ -114,7 +114,19 @@ class Server:
             except requests.ConnectionError:
                 time.sleep(1)
                 continue
-            if answer.status_code not in (409, 503) or problem_slug(answer) == "needs-review":
+            if not _worth_retrying(answer):
                 return answer
             time.sleep(min(float(answer.headers.get("Retry-After", "1")), 3))
         return answer
+
+
+def _worth_retrying(answer: requests.Response) -> bool:
+    """What a careful n8n workflow retries: 409/503 (in flight, outcome unknown, ledger or
+    site busy) except a review an editor must resolve, and any problem that says
+    ``retryable: true`` (a 429/503 from in front of WordPress answers 502 with it)."""
+    if answer.status_code in (409, 503) and problem_slug(answer) != "needs-review":
+        return True
+    if "json" not in answer.headers.get("Content-Type", ""):
+        return False
+    body = answer.json()
+    return isinstance(body, dict) and body.get("retryable") is True
