@@ -105,6 +105,16 @@ def read_back(target: Target, media_id: int, intent: dict, stored: dict | None =
     }
 
 
+def reconciled_read_back(
+    target: Target, media_id: int, key: str, intent: dict, stored: dict | None = None
+) -> dict:
+    """Read back an attachment found by lookup, first finishing its upload when the
+    transport needed a second call that may not have happened (XML-RPC: the identifier,
+    title and caption; a no-op over REST)."""
+    target.client.finish_upload(media_id, key, intent.get("fields") or {})
+    return read_back(target, media_id, intent, stored)
+
+
 def _media_effect(
     target: Target, key: str, content: bytes, mime: str, fields: dict, intent: dict
 ) -> Effect:
@@ -113,11 +123,16 @@ def _media_effect(
             content, intent["filename"], mime, {**fields, "meta": {OPERATION_KEY_META: key}}
         )
 
+    def confirm_read_back(media_id: int, sent: dict | None) -> dict:
+        if sent is None:  # found by lookup, not answered by the upload itself
+            return reconciled_read_back(target, media_id, key, intent)
+        return read_back(target, media_id, intent)
+
     return Effect(
         action="media",
         send=send,
         find=lambda: drafts.find_by_key(target, key, "attachment"),
-        read_back=lambda media_id, _obj: read_back(target, media_id, intent),
+        read_back=confirm_read_back,
         creates=True,
         intent=intent,
     )
@@ -137,7 +152,8 @@ def put_media(
     Returns the :class:`Outcome`; the receipt holds ``media_id`` and ``source_url``.
 
     Raises:
-        UnsupportedMediaType (415), plus everything :func:`operations.perform` raises.
+        UnsupportedMediaType (415), TransportLimit (422: alt text over XML-RPC; a CONFIRMED
+        operation still replays), plus everything :func:`operations.perform` raises.
     """
     mime, ext = sniff(content)
     name = safe_filename(filename, slot, ext)
@@ -146,10 +162,24 @@ def put_media(
         {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
     )
     key = operations.operation_key(target.job, "media", slot)
+    existing = Operation.get_or_none(Operation.operation_key == key)
+    if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
+        return Outcome(existing, replayed=True)  # also after a switch of transport
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused
+    if alt_text and not target.companion.alt_text:
+        raise exc.TransportLimit(
+            f"alt text cannot be written over the site's {target.companion.transport} "
+            "transport (protected meta); send the image without alt_text",
+            feature="alt_text",
+            transport=target.companion.transport,
+            errors=[{"pointer": "/alt_text", "message": "not supported by the transport"}],
+        )
     intent = {"sha256": sha256_hex(content), "filename": name, "bytes": len(content)}
+    wp_fields = {k: v for k, v in (("title", title), ("caption", caption)) if v is not None}
+    if wp_fields:  # what a reconciliation must finish on a two-call (XML-RPC) upload
+        intent["fields"] = wp_fields
     effect = _media_effect(
         target, key, content, mime, {k: v for k, v in fields.items() if v is not None}, intent
     )

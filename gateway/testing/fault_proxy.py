@@ -145,6 +145,9 @@ class Fault:
             query string, e.g. ``r"^/wp-json/wp/v2/posts/?$"``; ``None`` matches any path.
         query: regular expression searched in the raw query string (without ``?``, ``""`` when
             absent); ``None`` matches any query.
+        body: regular expression searched in the request body (decoded as Latin-1), e.g.
+            ``"<methodName>wp.newPost<"`` to target one XML-RPC method (every
+            XML-RPC call is ``POST /xmlrpc.php``); ``None`` matches any body.
         times: how many matching requests get this fault before it is used up (an int >= 1);
             ``None`` means forever.
         seconds: ``delay`` only: seconds (float >= 0) to wait before answering.
@@ -164,6 +167,7 @@ class Fault:
     method: str | None = None
     path: str | None = None
     query: str | None = None
+    body: str | None = None
     times: int | None = 1
     seconds: float = 0.0
     status: int | None = None
@@ -172,6 +176,7 @@ class Fault:
     retry_after_header: str | None = None
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _query_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _body_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -188,10 +193,12 @@ class Fault:
         try:
             path_re = re.compile(self.path) if self.path is not None else None
             query_re = re.compile(self.query) if self.query is not None else None
+            body_re = re.compile(self.body) if self.body is not None else None
         except re.error as exc:
             raise ValueError(f"invalid regex in fault {self.kind!r}: {exc}") from exc
         object.__setattr__(self, "_path_re", path_re)
         object.__setattr__(self, "_query_re", query_re)
+        object.__setattr__(self, "_body_re", body_re)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fault:
@@ -205,6 +212,7 @@ class Fault:
             "method",
             "path",
             "query",
+            "body",
             "times",
             "seconds",
             "status",
@@ -233,11 +241,14 @@ class Fault:
         """Whether the request is sent to upstream before the fault is applied."""
         return self.kind in _FORWARDING_KINDS
 
-    def matches(self, method: str, path: str, query: str) -> bool:
-        """Whether a request (method, path without query, raw query string) is targeted."""
+    def matches(self, method: str, path: str, query: str, body: bytes = b"") -> bool:
+        """Whether a request (method, path without query, raw query string, body) is
+        targeted."""
         if self.method is not None and self.method.upper() != method.upper():
             return False
         if self._path_re is not None and not self._path_re.search(path):
+            return False
+        if self._body_re is not None and not self._body_re.search(body.decode("latin-1")):
             return False
         return self._query_re is None or bool(self._query_re.search(query))
 
@@ -452,10 +463,10 @@ class FaultProxy:
         with self._lock:
             return [(live.fault, live.remaining) for live in self._faults]
 
-    def _take_fault(self, method: str, path: str, query: str) -> Fault | None:
+    def _take_fault(self, method: str, path: str, query: str, body: bytes = b"") -> Fault | None:
         with self._lock:
             for index, live in enumerate(self._faults):
-                if live.fault.matches(method, path, query):
+                if live.fault.matches(method, path, query, body):
                     if live.remaining is not None:
                         live.remaining -= 1
                         if live.remaining <= 0:
@@ -749,7 +760,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._send_simple(400, "text/plain; charset=utf-8", f"Bad request: {exc}\n".encode())
             return
 
-        fault = proxy._take_fault(method, path, query)
+        fault = proxy._take_fault(method, path, query, body)
         kind = fault.kind if fault is not None else None
 
         if fault is not None and not fault.forwards:

@@ -1,0 +1,447 @@
+"""The XML-RPC transport: the same verbs as :class:`gateway.wordpress.client.WordPressClient`,
+over WordPress's XML-RPC API (``xmlrpc.php``) with ``python-wordpress-xmlrpc``, for sites that
+cannot install the companion plugin.
+
+Follows WordPress's XML-RPC API (``wp.newPost``, ``wp.editPost``, ``wp.getPost``,
+``wp.getPosts``, ``wp.uploadFile``, ``wp.getProfile``; ``wp-includes/class-wp-xmlrpc-server.php``).
+Objects are returned in the REST API's ``context=edit`` shape (``title.raw``, ``meta``,
+``featured_media``...) so the domain never learns which transport it talks to.
+
+* **Identifier.** The operation key travels as the non-protected custom field
+  ``gateway_operation_key`` (protected keys are dropped over XML-RPC without the plugin).
+  Lookups also read ``_gateway_operation_key`` (REST with the plugin), so a site keeps its
+  history when its transport is switched.
+* **Attachments.** ``wp.uploadFile`` carries no custom field, so an upload is two calls: the
+  file is named ``{stem}-gw{sha256(key)[:16]}.{ext}`` (WordPress also makes that the title),
+  then ``wp.editPost`` on the attachment sets the key (and title, caption). A crash between the
+  two leaves the token in the title: the lookup finds it, and :meth:`finish_upload` completes
+  the second call. Alt text (``_wp_attachment_image_alt``) is protected: not writable here.
+* **Lookups** scan ``wp.getPosts`` newest first (no author filter, no meta query), filter on
+  our side and stop at ``since``; pages may be short (posts the user cannot edit are left out).
+* **Writes send only what was asked**: never a library ``WordPressPost`` (its ``title``
+  defaults to "Untitled", and one read by ``GetPosts`` carries a thumbnail shape that an
+  ``EditPost`` turns into "remove the featured image"). Custom fields are updated by their
+  meta id (without it WordPress adds a second value).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import http.client
+import socket
+import xml.parsers.expat
+import xmlrpc.client
+
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+from gateway.wordpress.errors import WordPressRefused
+from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
+from gateway.wordpress.xmlrpc_compat import methods
+from gateway.wordpress.xmlrpc_compat import wordpress_xmlrpc
+
+KEY_FIELD = "gateway_operation_key"
+PROTECTED_KEY_FIELD = "_gateway_operation_key"  # the REST transport's key (companion plugin)
+POST_STATUSES = ["draft", "pending", "private", "publish", "future", "trash"]
+ATTACHMENT_STATUSES = ["inherit", "trash"]
+SCAN_PAGE = 100
+SCAN_MAX_PAGES = 50  # 5,000 objects: past that, absence is not proven (OutcomeUnknown)
+SCAN_EMPTY_PAGES = 3  # consecutive empty pages (others' posts only) taken as the end
+SCAN_CLOCK_MARGIN = dt.timedelta(minutes=10)  # WordPress's clock may differ from ours
+SCAN_FIELDS = ["post", "custom_fields"]
+TERM_TAXONOMIES = {"categories": "category", "tags": "post_tag"}
+
+
+def media_token(operation_key: str) -> str:
+    """``gw`` + 16 hex digits of SHA-256 of ``operation_key``: put in an attachment's file
+    name (and so its first title), findable by search before the key field exists."""
+    return "gw" + hashlib.sha256(operation_key.encode("utf-8")).hexdigest()[:16]
+
+
+class TimeoutTransport(xmlrpc.client.SafeTransport):
+    """``xmlrpc.client`` transport with a socket timeout (connect and each read) and no
+    silent resend: the standard transport sends a request a second time when a kept-alive
+    connection was reset, which would repeat a write WordPress already committed. Writes use
+    a fresh connection; reads may reuse one."""
+
+    def __init__(self, timeout: float, https: bool):
+        super().__init__()
+        self.timeout = timeout
+        self.https = https
+        self.fresh_connection = False
+
+    def make_connection(self, host):
+        if self._connection and host == self._connection[0]:
+            return self._connection[1]
+        chost, self._extra_headers, _x509 = self.get_host_info(host)
+        if self.https:
+            conn = http.client.HTTPSConnection(chost, timeout=self.timeout, context=self.context)
+        else:
+            conn = http.client.HTTPConnection(chost, timeout=self.timeout)
+        self._connection = host, conn
+        return conn
+
+    def request(self, host, handler, request_body, verbose=False):
+        if self.fresh_connection:
+            self.close()
+        return self.single_request(host, handler, request_body, verbose)
+
+
+def error_for(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPressError:
+    """Map an exception of one XML-RPC call to the WordPress error tree.
+
+    A fault is WordPress's own answer, hence definite (403 ``InvalidCredentialsError`` and
+    401 capability faults are :class:`WordPressAuthError`). Anything else after the request
+    was sent - an HTTP error page in front of ``xmlrpc.php`` (host blocks, WAF 403), output
+    printed before ``<?xml`` (parse error), a reset or timeout - is an unknown outcome.
+    ``sent=False`` (connecting, listing methods) makes those :class:`WordPressUnavailable`.
+    """
+    facts = {"method": rpc_method, "url": url}
+    if isinstance(error, xr_errors.InvalidCredentialsError):
+        return WordPressAuthError(str(error), status=403, code="xmlrpc_fault_403", **facts)
+    if isinstance(error, xr_errors.XmlrpcDisabledError):
+        return WordPressRefused(str(error), status=405, code="xmlrpc_fault_405", **facts)
+    if isinstance(error, xr_errors.UnsupportedXmlrpcMethodError):
+        return WordPressRefused(f"unsupported: {error}", code="xmlrpc_unsupported", **facts)
+    if isinstance(error, xmlrpc.client.Fault):
+        code, text = error.faultCode, error.faultString
+        cls = {401: WordPressAuthError, 403: WordPressAuthError, 404: WordPressNotFound}
+        return cls.get(code, WordPressRefused)(
+            text, status=code if isinstance(code, int) else None, code=f"xmlrpc_fault_{code}",
+            **facts,
+        )  # fmt: skip
+    if isinstance(error, xr_errors.ServerConnectionError | ConnectionRefusedError):
+        return WordPressUnavailable(f"xmlrpc.php not usable: {error}"[:300], **facts)
+    if isinstance(error, xmlrpc.client.ProtocolError):
+        message = f"HTTP {error.errcode} {error.errmsg} from xmlrpc.php"
+        status = error.errcode
+        if status in (429, 503) or not sent:
+            return WordPressUnavailable(message, status=status, **facts)
+        return WordPressOutcomeUnknown(message, status=status, **facts)
+    if isinstance(error, xml.parsers.expat.ExpatError | xmlrpc.client.ResponseError):
+        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
+        return kind(f"answer is not XML-RPC (output before <?xml?): {error}"[:300], **facts)
+    if isinstance(error, socket.timeout | TimeoutError):
+        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
+        return kind("read timeout", **facts)
+    if isinstance(error, OSError | http.client.HTTPException):
+        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
+        return kind(f"connection lost: {error}"[:300], **facts)
+    return WordPressOutcomeUnknown(f"{type(error).__name__}: {error}"[:300], **facts)
+
+
+def _iso(value) -> str | None:
+    """``xmlrpc.client.DateTime`` -> ``YYYY-MM-DDTHH:MM:SS`` (the REST API's format)."""
+    if value is None or value == "":
+        return None
+    text = value.value if isinstance(value, xmlrpc.client.DateTime) else str(value)
+    try:
+        return dt.datetime.strptime(text[:17], "%Y%m%dT%H:%M:%S").isoformat()
+    except ValueError:
+        return None
+
+
+def _key_of(item: dict) -> str | None:
+    fields = {f.get("key"): f.get("value") for f in item.get("custom_fields") or []}
+    return fields.get(KEY_FIELD) or fields.get(PROTECTED_KEY_FIELD)
+
+
+def rest_shape(item: dict) -> dict:
+    """A ``wp.getPost`` struct in the REST API's ``context=edit`` shape (posts and
+    attachments): ``id``, ``type``, ``status``, ``title``/``content``/``excerpt``/``caption``
+    as ``{"raw"}``, ``featured_media``, ``meta`` (custom fields), ``link``, ``date_gmt``,
+    ``modified_gmt``, ``author``, ``slug``, ``source_url``, ``mime_type``, ``media_type``,
+    ``alt_text`` (None: not readable over XML-RPC), ``operation_key``."""
+    thumb = item.get("post_thumbnail") or {}
+    meta = {f.get("key"): f.get("value") for f in item.get("custom_fields") or []}
+    mime = item.get("post_mime_type") or ""
+    return {
+        "id": int(item["post_id"]),
+        "type": item.get("post_type"),
+        "status": item.get("post_status"),
+        "title": {"raw": item.get("post_title", "")},
+        "content": {"raw": item.get("post_content", "")},
+        "excerpt": {"raw": item.get("post_excerpt", "")},
+        "caption": {"raw": item.get("post_excerpt", "")},
+        "featured_media": int(thumb.get("attachment_id") or 0) if isinstance(thumb, dict) else 0,
+        "meta": {k: v for k, v in meta.items() if k != PROTECTED_KEY_FIELD},
+        "link": item.get("link"),
+        "date_gmt": _iso(item.get("post_date_gmt")),
+        "modified_gmt": _iso(item.get("post_modified_gmt")),
+        "author": int(item.get("post_author") or 0),
+        "slug": item.get("post_name"),
+        "source_url": item.get("guid"),
+        "mime_type": mime,
+        "media_type": "image" if mime.startswith("image/") else "file",
+        "alt_text": None,
+        "operation_key": _key_of(item),
+    }
+
+
+def xmlrpc_struct(fields: dict) -> dict:
+    """REST post fields -> a ``wp.newPost``/``wp.editPost`` content struct, holding only the
+    fields given (``meta`` becomes ``custom_fields``; the protected key is renamed)."""
+    names = {
+        "title": "post_title",
+        "content": "post_content",
+        "excerpt": "post_excerpt",
+        "status": "post_status",
+        "slug": "post_name",
+        "featured_media": "post_thumbnail",
+    }
+    struct = {names[k]: v for k, v in fields.items() if k in names}
+    terms = {TERM_TAXONOMIES[k]: list(v) for k, v in fields.items() if k in TERM_TAXONOMIES}
+    if terms:
+        struct["terms"] = terms
+    meta = {
+        (KEY_FIELD if k == PROTECTED_KEY_FIELD else k): v
+        for k, v in (fields.get("meta") or {}).items()
+    }
+    if meta:
+        struct["custom_fields"] = [{"key": k, "value": v} for k, v in meta.items()]
+    return struct
+
+
+class XmlRpcClient:
+    """XML-RPC client for one site and user, with the verbs of the REST client.
+
+    Args:
+        base_url: the site's URL; the endpoint is ``{base_url}/xmlrpc.php``.
+        username: the WordPress user.
+        app_password: an application password (XML-RPC accepts them; memory only).
+        timeout: seconds for one call (connect and each read), ``GATEWAY_WP_TIMEOUT``.
+    """
+
+    transport = "xmlrpc"
+
+    def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self._password = app_password
+        self.timeout = timeout
+        self.endpoint = self.base_url + "/xmlrpc.php"
+        self._rpc = None  # the library's Client, made on first use (it calls the site)
+        self._http = TimeoutTransport(timeout, self.endpoint.startswith("https:"))
+
+    def __repr__(self) -> str:  # never show the password
+        return f"XmlRpcClient({self.base_url!r}, {self.username!r})"
+
+    def url(self, _route: str = "/") -> str:
+        """The XML-RPC endpoint (every call goes there)."""
+        return self.endpoint
+
+    def _client(self):
+        if self._rpc is None:
+            try:  # wordpress_xmlrpc.Client asks mt.supportedMethods when constructed
+                self._rpc = wordpress_xmlrpc.Client(
+                    self.endpoint, self.username, self._password, transport=self._http
+                )
+            except Exception as error:  # noqa: BLE001 - mapped, nothing was written
+                raise error_for("mt.supportedMethods", self.endpoint, error, sent=False) from error
+        return self._rpc
+
+    def _call(self, method, write: bool = False):
+        """Run one library method; ``write`` marks a call that may change WordPress (fresh
+        connection, and every failure after sending is an unknown outcome)."""
+        client = self._client()
+        self._http.fresh_connection = write
+        try:
+            return client.call(method)
+        except Exception as error:  # noqa: BLE001 - every failure becomes a WordPressError
+            self._http.close()
+            raise error_for(method.method_name, self.endpoint, error, sent=True) from error
+
+    # Posts (wp.newPost, wp.editPost, wp.getPost, wp.getPosts)
+    def create_post(self, fields: dict) -> dict:
+        """``wp.newPost`` with the REST ``fields`` (custom fields for ``meta``); returns the
+        post read back with ``wp.getPost``. A failed read-back after the create is an unknown
+        outcome (the lookup finds the post)."""
+        struct = {"post_type": "post", **xmlrpc_struct(fields)}
+        if not struct.get("post_thumbnail"):
+            struct.pop("post_thumbnail", None)
+        post_id = int(self._call(methods.posts.NewPost(struct), write=True))
+        return self._read_after_write(post_id)
+
+    def update_post(self, post_id: int, fields: dict) -> dict:
+        """``wp.editPost`` sending only ``fields``; custom fields that exist are updated by
+        their meta id. Returns the post read back."""
+        struct = xmlrpc_struct(fields)
+        if struct.get("custom_fields"):
+            existing = {f["key"]: f["id"] for f in self._get(post_id).get("custom_fields") or []}
+            for entry in struct["custom_fields"]:
+                if entry["key"] in existing:
+                    entry["id"] = existing[entry["key"]]
+        if "post_thumbnail" in struct and not struct["post_thumbnail"]:
+            struct["post_thumbnail"] = ""  # WordPress removes the featured image on a falsy id
+        self._call(methods.posts.EditPost(post_id, struct), write=True)
+        return self._read_after_write(post_id)
+
+    def _read_after_write(self, post_id: int) -> dict:
+        try:
+            return self.get_post(post_id)
+        except WordPressError as error:
+            raise WordPressOutcomeUnknown(
+                f"written, but not read back: {error.message}", method="wp.getPost", url=self.url()
+            ) from error
+
+    def _get(self, post_id: int) -> dict:
+        return self._call(methods.posts.GetPost(post_id, SCAN_FIELDS, results_class=None))
+
+    def get_post(self, post_id: int) -> dict:
+        """``wp.getPost`` with custom fields, in the REST ``context=edit`` shape."""
+        return rest_shape(self._get(post_id))
+
+    def find_posts_by_title(self, title: str) -> list[dict]:
+        """Posts (any editable status) found by ``wp.getPosts`` search for ``title``; the
+        caller compares raw titles exactly."""
+        query = {"post_type": "post", "post_status": POST_STATUSES, "s": title, "number": 100}
+        items = self._call(methods.posts.GetPosts(query, SCAN_FIELDS, results_class=None))
+        return [rest_shape(item) for item in items or []]
+
+    def get_many(self, route: str, ids: list[int]) -> dict[int, dict]:
+        """Read objects one ``wp.getPost`` each (XML-RPC has no ``include=``); ids that
+        cannot be read are absent from the result."""
+        found: dict[int, dict] = {}
+        for object_id in ids:
+            try:
+                found[int(object_id)] = self.get_post(object_id)
+            except WordPressNotFound:
+                continue
+        return found
+
+    # Media (wp.uploadFile + wp.editPost on the attachment)
+    def upload_media(self, content: bytes, filename: str, mime_type: str, fields: dict) -> dict:
+        """``wp.uploadFile`` under a file name carrying :func:`media_token`, then
+        ``wp.editPost`` on the attachment setting the key, title and caption.
+
+        Raises:
+            WordPressRefused: ``alt_text`` was given (protected meta, not writable here).
+            WordPressOutcomeUnknown: the upload or the follow-up may have happened.
+        """
+        if fields.get("alt_text"):
+            raise WordPressRefused(
+                "alt text cannot be written over XML-RPC", code="transport_limit"
+            )
+        key = (fields.get("meta") or {}).get(PROTECTED_KEY_FIELD, "")
+        stem, _, ext = filename.rpartition(".")
+        name = f"{stem}-{media_token(key)}.{ext}" if key else filename
+        data = {"name": name, "type": mime_type, "bits": xmlrpc.client.Binary(content)}
+        uploaded = self._call(methods.media.UploadFile(data), write=True)
+        media_id = int(uploaded["id"])  # WordPress answers with the id as a string
+        try:
+            self.finish_upload(media_id, key, fields, known_missing=True)
+        except WordPressError as error:
+            raise WordPressOutcomeUnknown(
+                f"uploaded as {media_id}, identifier not written yet: {error.message}",
+                method="wp.editPost",
+                url=self.url(),
+            ) from error
+        return self._read_after_write(media_id)
+
+    def finish_upload(self, media_id: int, key: str, fields: dict, known_missing=False) -> None:
+        """Write the operation key (and title, caption) onto attachment ``media_id`` unless it
+        already carries the key: the second call of an upload, also after a crash."""
+        if not key or (not known_missing and self.carries(media_id, key)):
+            return
+        struct = {"custom_fields": [{"key": KEY_FIELD, "value": key}]}
+        if fields.get("title"):
+            struct["post_title"] = fields["title"]
+        if fields.get("caption"):
+            struct["post_excerpt"] = fields["caption"]
+        self._call(methods.posts.EditPost(media_id, struct), write=True)
+
+    def carries(self, object_id: int, key: str) -> bool:
+        """Whether object ``object_id`` carries ``key`` in either identifier field."""
+        return _key_of(self._get(object_id)) == key
+
+    def get_media(self, media_id: int) -> dict:
+        """The attachment (``wp.getPost``) in the REST ``context=edit`` shape."""
+        return self.get_post(media_id)
+
+    # Identifiers
+    def companion_status(self) -> None:
+        """The companion plugin is not used over XML-RPC."""
+        return None
+
+    def set_operation_key(self, object_id: int, key: str, object_type: str) -> None:
+        """Put ``key`` on ``object_id`` (any ``object_type``: an editor adopted it), once."""
+        if not self.carries(object_id, key):
+            self.update_post(object_id, {"meta": {KEY_FIELD: key}})
+
+    def find_by_operation_keys(self, keys: list[str], since=None, types=None) -> list[dict]:
+        """Objects carrying one of ``keys`` (either identifier field), and attachments whose
+        title still holds a key's :func:`media_token` (entry ``"complete": False``).
+
+        Scans ``wp.getPosts`` newest first per type in ``types`` (default post and
+        attachment) down to ``since`` (naive UTC datetime, minus a clock margin).
+
+        Raises:
+            WordPressOutcomeUnknown: the scan limit was reached before ``since``.
+        """
+        wanted = set(keys)
+        tokens = {media_token(k): k for k in keys}
+        found: list[dict] = []
+        for post_type in types or ("post", "attachment"):
+            for item in self._scan(post_type, since):
+                key = _key_of(item)
+                complete = True
+                if key is None and post_type == "attachment":
+                    title = item.get("post_title") or ""
+                    key = next((k for t, k in tokens.items() if t in title), None)
+                    complete = False
+                if key in wanted:
+                    found.append(_entry(item, key, complete))
+        return found
+
+    def _scan(self, post_type: str, since):
+        statuses = ATTACHMENT_STATUSES if post_type == "attachment" else POST_STATUSES
+        floor = (since - SCAN_CLOCK_MARGIN).isoformat() if since else ""
+        empty = 0
+        for page in range(SCAN_MAX_PAGES):
+            query = {
+                "post_type": post_type,
+                "post_status": statuses,
+                "number": SCAN_PAGE,
+                "offset": page * SCAN_PAGE,
+                "orderby": "date",
+                "order": "DESC",
+            }
+            items = self._call(methods.posts.GetPosts(query, SCAN_FIELDS, results_class=None))
+            if not items:
+                empty += 1
+                if empty >= SCAN_EMPTY_PAGES:
+                    return
+                continue
+            empty = 0
+            yield from items
+            if floor and (_iso(items[-1].get("post_date_gmt")) or "") < floor:
+                return
+        raise WordPressOutcomeUnknown(
+            f"scan stopped after {SCAN_MAX_PAGES * SCAN_PAGE} {post_type} objects",
+            method="wp.getPosts",
+            url=self.url(),
+        )
+
+    def me(self) -> dict:
+        """``wp.getProfile``: ``{"id", "slug", "roles"}`` of the authenticated user."""
+        profile = self._call(methods.users.GetProfile(results_class=None))
+        return {
+            "id": int(profile["user_id"]),
+            "slug": profile.get("username"),
+            "roles": profile.get("roles") or [],
+        }
+
+
+def _entry(item: dict, key: str, complete: bool) -> dict:
+    return {
+        "operation_key": key,
+        "id": int(item["post_id"]),
+        "type": item.get("post_type"),
+        "status": item.get("post_status"),
+        "date_gmt": _iso(item.get("post_date_gmt")),
+        "title": item.get("post_title"),
+        "complete": complete,
+    }
