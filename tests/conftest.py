@@ -34,6 +34,7 @@ from gateway import ledger
 from gateway import sites
 from gateway import tokens
 from gateway.db import database
+from gateway.testing.fault_proxy import Fault
 from gateway.testing.fault_proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -351,21 +352,23 @@ def _postgres_pass() -> bool:
 
 # Tests that must hold over both WordPress transports. The XML-RPC variant runs in the SQLite
 # pass only: the transport does not touch the ledger code, and CI's budget is 30 minutes.
-both_transports = pytest.mark.parametrize(
-    "transport",
-    [
-        "rest",
-        pytest.param(
-            "xmlrpc",
-            marks=pytest.mark.skipif(
-                _postgres_pass(),
-                reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the "
-                "transport code is the same on every ledger",
-            ),
-        ),
-    ],
-    indirect=True,
+SQLITE_PASS_ONLY = pytest.mark.skipif(
+    _postgres_pass(),
+    reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the transport "
+    "code is the same on every ledger",
 )
+
+
+def transport_param(transport: str, *values, id: str | None = None):
+    """A ``pytest.param`` whose first value is the transport (XML-RPC: SQLite pass only)."""
+    marks = [SQLITE_PASS_ONLY] if transport == "xmlrpc" else []
+    return pytest.param(transport, *values, marks=marks, id=id)
+
+
+both_transports = pytest.mark.parametrize(
+    "transport", [transport_param("rest"), transport_param("xmlrpc")], indirect=True
+)
+xmlrpc_only = pytest.mark.parametrize("transport", [transport_param("xmlrpc")], indirect=True)
 
 
 @pytest.fixture
@@ -409,6 +412,44 @@ def no_companion(wp_site):
 def offline_gw(app, client) -> Gateway:
     """The gateway for tests that never reach WordPress (validation, auth, job rows)."""
     return Gateway(app, client, OFFLINE_SITE)
+
+
+# How each WordPress call looks on the wire, per transport, for faults and proxy counts.
+# Every XML-RPC call is POST /xmlrpc.php: the method name in the body tells them apart.
+CALLS = {
+    "rest": {
+        "create_post": {"method": "POST", "path": r"^/wp-json/wp/v2/posts/?$"},
+        "upload": {"method": "POST", "path": r"^/wp-json/wp/v2/media/?$"},
+        "lookup": {"path": r"/publishing-gateway/v1/objects"},
+        "write": {"method": "POST"},
+    },
+    "xmlrpc": {
+        "create_post": {"method": "POST", "rpc": r"wp\.newPost"},
+        "upload": {"method": "POST", "rpc": r"wp\.uploadFile"},
+        "edit": {"method": "POST", "rpc": r"wp\.editPost"},
+        "lookup": {"method": "POST", "rpc": r"wp\.getPosts"},
+        "write": {"method": "POST", "rpc": r"wp\.(newPost|editPost|uploadFile)"},
+    },
+}
+
+
+def call_fault(transport: str, call: str, kind: str, **fields) -> Fault:
+    """A :class:`Fault` of ``kind`` on WordPress call ``call`` (a :data:`CALLS` name)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec.update(path=r"^/xmlrpc\.php$", body=rf"<methodName>{rpc}</methodName>")
+    return Fault(kind=kind, **spec, **fields)
+
+
+def call_count(proxy, transport: str, call: str, **criteria) -> int:
+    """How many requests of WordPress call ``call`` the proxy saw (``criteria`` as in
+    :meth:`FaultProxy.count`)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec["rpc_method"] = rf"^{rpc}$"
+    return proxy.count(**spec, **criteria)
 
 
 @pytest.fixture

@@ -126,6 +126,8 @@ _HOP_BY_HOP: frozenset[str] = frozenset(
 _NOT_FORWARDED_REQUEST: frozenset[str] = _HOP_BY_HOP | {"host", "content-length", "expect"}
 _NOT_FORWARDED_RESPONSE: frozenset[str] = _HOP_BY_HOP | {"content-length"}
 
+_RPC_METHOD = re.compile(rb"<methodName>\s*([\w.]+)\s*</methodName>")
+
 _DEFAULT_STATUS: dict[str, int] = {
     "status_after_forward": 500,
     "status_without_forward": 500,
@@ -270,6 +272,7 @@ class RequestRecord:
         time: when the request arrived, seconds since the epoch (``time.time()``).
         error: description of the upstream failure when the proxy answered 502/504 by itself,
             else ``None``.
+        rpc_method: the XML-RPC ``methodName`` of the body (``wp.newPost``...), else ``None``.
     """
 
     method: str
@@ -280,6 +283,7 @@ class RequestRecord:
     forwarded: bool
     time: float
     error: str | None = None
+    rpc_method: str | None = None
 
 
 @dataclass
@@ -500,6 +504,7 @@ class FaultProxy:
         forwarded: bool | None = None,
         fault_kind: str | None = None,
         status: int | None = None,
+        rpc_method: str | None = None,
     ) -> int:
         """Number of recorded requests matching all given criteria (``None`` = any).
 
@@ -511,7 +516,10 @@ class FaultProxy:
                 those that did not.
             fault_kind: count only requests to which this fault kind was applied.
             status: count only requests answered with this status.
+            rpc_method: regex searched in the XML-RPC ``methodName`` (requests without one
+                never match).
         """
+        rpc_re = re.compile(rpc_method) if rpc_method is not None else None
         path_re = re.compile(path) if path is not None else None
         query_re = re.compile(query) if query is not None else None
         return sum(
@@ -523,6 +531,7 @@ class FaultProxy:
             and (forwarded is None or rec.forwarded == forwarded)
             and (fault_kind is None or rec.fault_kind == fault_kind)
             and (status is None or rec.status == status)
+            and (rpc_re is None or bool(rec.rpc_method and rpc_re.search(rec.rpc_method)))
         )
 
     def _record(self, record: RequestRecord) -> None:
@@ -741,6 +750,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             parts = urlsplit(target)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         path, _, query = target.partition("?")
+        body = b""
 
         def record(
             status: int | None,
@@ -748,8 +758,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             forwarded: bool,
             error: str | None = None,
         ) -> None:
+            rpc = _RPC_METHOD.search(body[:512])
             proxy._record(
-                RequestRecord(method, path, query, status, fault_kind, forwarded, arrived, error)
+                RequestRecord(
+                    method,
+                    path,
+                    query,
+                    status,
+                    fault_kind,
+                    forwarded,
+                    arrived,
+                    error,
+                    rpc.group(1).decode("ascii", "replace") if rpc else None,
+                )  # fmt: skip
             )
 
         try:
