@@ -502,8 +502,9 @@ class GatewayServer:
 
 
 @pytest.fixture
-def gateway_server(wp_site, ledger_url, tmp_path):
-    """``gateway serve --workers 4`` on a free port, site and token registered by the CLI."""
+def gateway_server(wp_site, ledger_url, tmp_path, transport):
+    """``gateway serve --workers 4`` on a free port, site (over ``transport``) and token
+    registered by the CLI."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
@@ -524,7 +525,7 @@ def gateway_server(wp_site, ledger_url, tmp_path):
     cli(
         "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
         "--username", wp_site["users"]["author"]["username"],
-        "--app-password-env", AUTHOR_PASSWORD_ENV,
+        "--app-password-env", AUTHOR_PASSWORD_ENV, "--transport", transport,
     )  # fmt: skip
     token = cli("tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n")
     token = token.strip().splitlines()[-1]
