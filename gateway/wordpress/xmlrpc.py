@@ -5,7 +5,9 @@ cannot install the companion plugin.
 Follows WordPress's XML-RPC API (``wp.newPost``, ``wp.editPost``, ``wp.getPost``,
 ``wp.getPosts``, ``wp.uploadFile``, ``wp.getProfile``; ``wp-includes/class-wp-xmlrpc-server.php``).
 Objects are returned in the REST API's ``context=edit`` shape (``title.raw``, ``meta``,
-``featured_media``...) so the domain never learns which transport it talks to.
+``featured_media``...; :mod:`gateway.wordpress.xmlrpc_shapes`) so the domain never learns
+which transport it talks to; failures map onto the same error tree
+(:func:`gateway.wordpress.xmlrpc_errors.error_for`).
 
 * **Identifier.** The operation key travels as the non-protected custom field
   ``gateway_operation_key`` (protected keys are dropped over XML-RPC without the plugin).
@@ -29,30 +31,31 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import http.client
-import socket
-import xml.parsers.expat
 import xmlrpc.client
 
-from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
-from gateway.wordpress.errors import WordPressUnavailable
-from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
 from gateway.wordpress.xmlrpc_compat import methods
 from gateway.wordpress.xmlrpc_compat import wordpress_xmlrpc
+from gateway.wordpress.xmlrpc_errors import error_for
+from gateway.wordpress.xmlrpc_shapes import KEY_FIELD
+from gateway.wordpress.xmlrpc_shapes import PROTECTED_KEY_FIELD
+from gateway.wordpress.xmlrpc_shapes import iso
+from gateway.wordpress.xmlrpc_shapes import key_of
+from gateway.wordpress.xmlrpc_shapes import rest_shape
+from gateway.wordpress.xmlrpc_shapes import xmlrpc_struct
 
-KEY_FIELD = "gateway_operation_key"
-PROTECTED_KEY_FIELD = "_gateway_operation_key"  # the REST transport's key (companion plugin)
 POST_STATUSES = ["draft", "pending", "private", "publish", "future", "trash"]
 ATTACHMENT_STATUSES = ["inherit", "trash"]
 SCAN_PAGE = 100
 SCAN_MAX_PAGES = 50  # 5,000 objects: past that, absence is not proven (OutcomeUnknown)
 SCAN_EMPTY_PAGES = 3  # consecutive empty pages (others' posts only) taken as the end
-SCAN_CLOCK_MARGIN = dt.timedelta(minutes=10)  # WordPress's clock may differ from ours
-SCAN_FIELDS = ["post", "custom_fields"]
-TERM_TAXONOMIES = {"categories": "category", "tags": "post_tag"}
+SCAN_CLOCK_MARGIN = dt.timedelta(minutes=5)  # WordPress's clock may differ from ours
+POST_FIELDS = ["post", "custom_fields"]  # everything wp.getPost can tell
+# What a scan needs per object (no content: a page of 100 stays small).
+SCAN_FIELDS = ["post_title", "post_type", "post_status", "post_date_gmt", "custom_fields"]
 
 
 def media_token(operation_key: str) -> str:
@@ -88,121 +91,6 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
         if self.fresh_connection:
             self.close()
         return self.single_request(host, handler, request_body, verbose)
-
-
-def error_for(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPressError:
-    """Map an exception of one XML-RPC call to the WordPress error tree.
-
-    A fault is WordPress's own answer, hence definite (403 ``InvalidCredentialsError`` and
-    401 capability faults are :class:`WordPressAuthError`). Anything else after the request
-    was sent - an HTTP error page in front of ``xmlrpc.php`` (host blocks, WAF 403), output
-    printed before ``<?xml`` (parse error), a reset or timeout - is an unknown outcome.
-    ``sent=False`` (connecting, listing methods) makes those :class:`WordPressUnavailable`.
-    """
-    facts = {"method": rpc_method, "url": url}
-    if isinstance(error, xr_errors.InvalidCredentialsError):
-        return WordPressAuthError(str(error), status=403, code="xmlrpc_fault_403", **facts)
-    if isinstance(error, xr_errors.XmlrpcDisabledError):
-        return WordPressRefused(str(error), status=405, code="xmlrpc_fault_405", **facts)
-    if isinstance(error, xr_errors.UnsupportedXmlrpcMethodError):
-        return WordPressRefused(f"unsupported: {error}", code="xmlrpc_unsupported", **facts)
-    if isinstance(error, xmlrpc.client.Fault):
-        code, text = error.faultCode, error.faultString
-        cls = {401: WordPressAuthError, 403: WordPressAuthError, 404: WordPressNotFound}
-        return cls.get(code, WordPressRefused)(
-            text, status=code if isinstance(code, int) else None, code=f"xmlrpc_fault_{code}",
-            **facts,
-        )  # fmt: skip
-    if isinstance(error, xr_errors.ServerConnectionError | ConnectionRefusedError):
-        return WordPressUnavailable(f"xmlrpc.php not usable: {error}"[:300], **facts)
-    if isinstance(error, xmlrpc.client.ProtocolError):
-        message = f"HTTP {error.errcode} {error.errmsg} from xmlrpc.php"
-        status = error.errcode
-        if status in (429, 503) or not sent:
-            return WordPressUnavailable(message, status=status, **facts)
-        return WordPressOutcomeUnknown(message, status=status, **facts)
-    if isinstance(error, xml.parsers.expat.ExpatError | xmlrpc.client.ResponseError):
-        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
-        return kind(f"answer is not XML-RPC (output before <?xml?): {error}"[:300], **facts)
-    if isinstance(error, socket.timeout | TimeoutError):
-        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
-        return kind("read timeout", **facts)
-    if isinstance(error, OSError | http.client.HTTPException):
-        kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
-        return kind(f"connection lost: {error}"[:300], **facts)
-    return WordPressOutcomeUnknown(f"{type(error).__name__}: {error}"[:300], **facts)
-
-
-def _iso(value) -> str | None:
-    """``xmlrpc.client.DateTime`` -> ``YYYY-MM-DDTHH:MM:SS`` (the REST API's format)."""
-    if value is None or value == "":
-        return None
-    text = value.value if isinstance(value, xmlrpc.client.DateTime) else str(value)
-    try:
-        return dt.datetime.strptime(text[:17], "%Y%m%dT%H:%M:%S").isoformat()
-    except ValueError:
-        return None
-
-
-def _key_of(item: dict) -> str | None:
-    fields = {f.get("key"): f.get("value") for f in item.get("custom_fields") or []}
-    return fields.get(KEY_FIELD) or fields.get(PROTECTED_KEY_FIELD)
-
-
-def rest_shape(item: dict) -> dict:
-    """A ``wp.getPost`` struct in the REST API's ``context=edit`` shape (posts and
-    attachments): ``id``, ``type``, ``status``, ``title``/``content``/``excerpt``/``caption``
-    as ``{"raw"}``, ``featured_media``, ``meta`` (custom fields), ``link``, ``date_gmt``,
-    ``modified_gmt``, ``author``, ``slug``, ``source_url``, ``mime_type``, ``media_type``,
-    ``alt_text`` (None: not readable over XML-RPC), ``operation_key``."""
-    thumb = item.get("post_thumbnail") or {}
-    meta = {f.get("key"): f.get("value") for f in item.get("custom_fields") or []}
-    mime = item.get("post_mime_type") or ""
-    return {
-        "id": int(item["post_id"]),
-        "type": item.get("post_type"),
-        "status": item.get("post_status"),
-        "title": {"raw": item.get("post_title", "")},
-        "content": {"raw": item.get("post_content", "")},
-        "excerpt": {"raw": item.get("post_excerpt", "")},
-        "caption": {"raw": item.get("post_excerpt", "")},
-        "featured_media": int(thumb.get("attachment_id") or 0) if isinstance(thumb, dict) else 0,
-        "meta": {k: v for k, v in meta.items() if k != PROTECTED_KEY_FIELD},
-        "link": item.get("link"),
-        "date_gmt": _iso(item.get("post_date_gmt")),
-        "modified_gmt": _iso(item.get("post_modified_gmt")),
-        "author": int(item.get("post_author") or 0),
-        "slug": item.get("post_name"),
-        "source_url": item.get("guid"),
-        "mime_type": mime,
-        "media_type": "image" if mime.startswith("image/") else "file",
-        "alt_text": None,
-        "operation_key": _key_of(item),
-    }
-
-
-def xmlrpc_struct(fields: dict) -> dict:
-    """REST post fields -> a ``wp.newPost``/``wp.editPost`` content struct, holding only the
-    fields given (``meta`` becomes ``custom_fields``; the protected key is renamed)."""
-    names = {
-        "title": "post_title",
-        "content": "post_content",
-        "excerpt": "post_excerpt",
-        "status": "post_status",
-        "slug": "post_name",
-        "featured_media": "post_thumbnail",
-    }
-    struct = {names[k]: v for k, v in fields.items() if k in names}
-    terms = {TERM_TAXONOMIES[k]: list(v) for k, v in fields.items() if k in TERM_TAXONOMIES}
-    if terms:
-        struct["terms"] = terms
-    meta = {
-        (KEY_FIELD if k == PROTECTED_KEY_FIELD else k): v
-        for k, v in (fields.get("meta") or {}).items()
-    }
-    if meta:
-        struct["custom_fields"] = [{"key": k, "value": v} for k, v in meta.items()]
-    return struct
 
 
 class XmlRpcClient:
@@ -288,7 +176,7 @@ class XmlRpcClient:
             ) from error
 
     def _get(self, post_id: int) -> dict:
-        return self._call(methods.posts.GetPost(post_id, SCAN_FIELDS, results_class=None))
+        return self._call(methods.posts.GetPost(post_id, POST_FIELDS, results_class=None))
 
     def get_post(self, post_id: int) -> dict:
         """``wp.getPost`` with custom fields, in the REST ``context=edit`` shape."""
@@ -298,7 +186,7 @@ class XmlRpcClient:
         """Posts (any editable status) found by ``wp.getPosts`` search for ``title``; the
         caller compares raw titles exactly."""
         query = {"post_type": "post", "post_status": POST_STATUSES, "s": title, "number": 100}
-        items = self._call(methods.posts.GetPosts(query, SCAN_FIELDS, results_class=None))
+        items = self._call(methods.posts.GetPosts(query, POST_FIELDS, results_class=None))
         return [rest_shape(item) for item in items or []]
 
     def get_many(self, route: str, ids: list[int]) -> dict[int, dict]:
@@ -355,7 +243,7 @@ class XmlRpcClient:
 
     def carries(self, object_id: int, key: str) -> bool:
         """Whether object ``object_id`` carries ``key`` in either identifier field."""
-        return _key_of(self._get(object_id)) == key
+        return key_of(self._get(object_id)) == key
 
     def get_media(self, media_id: int) -> dict:
         """The attachment (``wp.getPost``) in the REST ``context=edit`` shape."""
@@ -386,7 +274,7 @@ class XmlRpcClient:
         found: list[dict] = []
         for post_type in types or ("post", "attachment"):
             for item in self._scan(post_type, since):
-                key = _key_of(item)
+                key = key_of(item)
                 complete = True
                 if key is None and post_type == "attachment":
                     title = item.get("post_title") or ""
@@ -417,7 +305,7 @@ class XmlRpcClient:
                 continue
             empty = 0
             yield from items
-            if floor and (_iso(items[-1].get("post_date_gmt")) or "") < floor:
+            if floor and (iso(items[-1].get("post_date_gmt")) or "") < floor:
                 return
         raise WordPressOutcomeUnknown(
             f"scan stopped after {SCAN_MAX_PAGES * SCAN_PAGE} {post_type} objects",
@@ -441,7 +329,7 @@ def _entry(item: dict, key: str, complete: bool) -> dict:
         "id": int(item["post_id"]),
         "type": item.get("post_type"),
         "status": item.get("post_status"),
-        "date_gmt": _iso(item.get("post_date_gmt")),
+        "date_gmt": iso(item.get("post_date_gmt")),
         "title": item.get("post_title"),
         "complete": complete,
     }
