@@ -8,6 +8,8 @@ The XML-RPC tests run in the SQLite pass only (see ``conftest.SQLITE_PASS_ONLY``
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import xmlrpc.client
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +24,7 @@ from conftest import both_transports
 from conftest import call_count
 from conftest import call_fault
 from conftest import draft_body
+from conftest import gateway_command
 from conftest import new_job_id
 from conftest import op_key
 from conftest import png_bytes
@@ -206,8 +209,26 @@ def test_10_racing_identical_drafts_without_the_plugin_make_one_post(
 # --------------------------------------------------------------------------- switching
 
 
+def cli_switch(ledger_url: str, url: str, user: dict, transport: str):
+    """``gateway sites add ... --transport T`` on the test's ledger."""
+    env = {
+        **os.environ,
+        "GATEWAY_DATABASE_URL": ledger_url,
+        "GATEWAY_SECRET_KEY": SECRET_KEY,
+        "GW_SWITCH_PASSWORD": user["app_password"],
+    }
+    return subprocess.run(
+        [
+            *gateway_command(), "sites", "add", "--tenant", TENANT, "--name", SITE_NAME,
+            "--url", url, "--username", user["username"],
+            "--app-password-env", "GW_SWITCH_PASSWORD", "--transport", transport,
+        ],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
 @SQLITE_PASS_ONLY
-def test_switching_transport_keeps_the_ledger(gwp, proxy, app):
+def test_switching_transport_keeps_the_ledger(gwp, proxy, app, ledger_url):
     """REST -> XML-RPC: CONFIRMED operations replay (even a media request with alt text),
     the report finds no duplicate (lookups know both keys), and a new version updates the
     same post. A switch is refused while an operation is UNKNOWN."""
@@ -228,9 +249,12 @@ def test_switching_transport_keeps_the_ledger(gwp, proxy, app):
     assert gwp.put_draft(stuck, draft_body(title=f"Stuck {stuck}")).status_code == 503
     with pytest.raises(exc.TransportSwitchRefused):
         gwp.add_site(proxy.url, "xmlrpc")
+    refused = cli_switch(ledger_url, proxy.url, gwp.author, "xmlrpc")
+    assert refused.returncode == 2 and "SENT or UNKNOWN" in refused.stderr, refused.stderr
     assert gwp.recover(stuck).get_json()["unknown"] == []
-    site = gwp.add_site(proxy.url, "xmlrpc")
-    assert site.transport == "xmlrpc"
+    switched = cli_switch(ledger_url, proxy.url, gwp.author, "xmlrpc")
+    assert switched.returncode == 0, switched.stderr
+    assert json.loads(switched.stdout)["transport"] == "xmlrpc"
 
     proxy.reset_log()
     again = gwp.put_media(job_id, "hero", image, "hero.png", alt_text="alt")
@@ -312,3 +336,64 @@ def test_doctor_lists_each_sites_transport_and_guarantees(gw, app):
         "new_terms": False,
     }
     assert {c["check"] for c in plain["checks"]} >= {"xmlrpc_api", "login", "uniqueness_guard"}
+
+
+# --------------------------------------------------------------------------- reconciliation
+
+
+@xmlrpc_only
+def test_a_sweep_over_xmlrpc_confirms_found_operations(gwp, proxy, transport):
+    """``gateway reconcile`` over XML-RPC: one scan per object type for every key of the
+    site, then one read-back per object."""
+    from gateway import reconciliation
+    from gateway.ledger import Operation
+
+    job_ids = [new_job_id() for _ in range(3)]
+    for job_id in job_ids:
+        gwp.put_job(job_id)
+        assert gwp.put_media(job_id, "hero", png_bytes((9, 9, 19), 2)).status_code == 201
+        assert gwp.put_draft(job_id, draft_body(title=f"Sweep {job_id}")).status_code == 201
+    with gwp.app.app_context(), database.connection_context():
+        Operation.update(state="UNKNOWN").execute()
+        proxy.reset_log()
+        counts = reconciliation.sweep(gwp.app.config["GATEWAY"], older_than=0)
+        states = {row.state for row in Operation.select()}
+    assert counts["confirmed"] == 6 and states == {"CONFIRMED"}
+    assert call_count(proxy, transport, "write") == 0
+    assert call_count(proxy, transport, "lookup") <= 6  # a page or two per type, not per key
+
+
+@xmlrpc_only
+def test_editor_adopts_a_same_title_post_over_xmlrpc(gwp, proxy, transport, wp_site):
+    """A post with the job's title but no identifier appeared while the create's outcome was
+    unknown: an editor says it is the job's post, the gateway writes the key onto it, and the
+    next identical call replays."""
+    job_id = new_job_id()
+    body = draft_body(title=f"Adopt {job_id}")
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.add_fault(call_fault(transport, "create_post", "status_without_forward", status=500))
+    assert gwp.put_draft(job_id, body).status_code == 503
+    author = wp_site["users"]["author"]
+    other = requests.post(
+        gwp.wp_url + "/wp-json/wp/v2/posts",
+        auth=(author["username"], author["app_password"]),
+        json={"title": body["title"], "status": "draft", "content": body["content"]},
+        timeout=30,
+    ).json()["id"]
+    time.sleep(2.2)  # without a guard, absence is provable only after the in-flight window
+    second = gwp.put_draft(job_id, body)
+    assert second.status_code == 409 and problem_slug(second) == "needs-review"
+    editor = gwp.make_token("editor")
+    reviews = gwp.client.get("/v1/reviews", headers=gwp.headers(editor)).get_json()["reviews"]
+    review = next(r for r in reviews if r["job_id"] == job_id)
+    assert [s["id"] for s in review["detail"]["suspects"]] == [other]
+    resolved = gwp.client.post(
+        f"/v1/reviews/{review['review_id']}/resolve",
+        json={"decision": "same_as", "post_id": other},
+        headers=gwp.headers(editor),
+    )
+    assert resolved.status_code == 200, resolved.get_json()
+    assert ("gateway_operation_key", op_key(job_id, "draft")) in custom_fields(wp_site, other)
+    replay = gwp.put_draft(job_id, body)
+    assert replay.status_code == 200 and replay.get_json()["post_id"] == other
+    assert call_count(proxy, transport, "create_post", forwarded=True) == 0
