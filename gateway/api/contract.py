@@ -48,6 +48,8 @@ EXTENSIONS = (
     "origin",
     "upstream",
     "session_id",
+    "feature",
+    "transport",
 )
 
 HEADERS = {
@@ -138,7 +140,7 @@ OPERATIONS: dict[str, Contract] = {
         body="media",
         ok=(200, 201),
         returns="Media",
-        problems=("unsupported-media-type", "image-unreadable"),
+        problems=("unsupported-media-type", "image-unreadable", "transport-limit"),
         fenced=True,
         replays=True,
     ),
