@@ -67,8 +67,9 @@ def media_token(operation_key: str) -> str:
 class TimeoutTransport(xmlrpc.client.SafeTransport):
     """``xmlrpc.client`` transport with a socket timeout (connect and each read) and no
     silent resend: the standard transport sends a request a second time when a kept-alive
-    connection was reset, which would repeat a write WordPress already committed. Writes use
-    a fresh connection; reads may reuse one."""
+    connection was reset, which would repeat a write WordPress already committed. Writes go
+    once, over a fresh connection; reads may reuse a kept-alive one (and are retried once on a
+    reset, as the standard transport does)."""
 
     def __init__(self, timeout: float, https: bool):
         super().__init__()
@@ -88,8 +89,9 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
         return conn
 
     def request(self, host, handler, request_body, verbose=False):
-        if self.fresh_connection:
-            self.close()
+        if not self.fresh_connection:  # a read: sending it again after a reset is harmless
+            return super().request(host, handler, request_body, verbose)
+        self.close()
         return self.single_request(host, handler, request_body, verbose)
 
 
