@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import http.client
+import threading
 import xmlrpc.client
 
 from gateway.wordpress.errors import WordPressError
@@ -52,10 +53,13 @@ ATTACHMENT_STATUSES = ["inherit", "trash"]
 SCAN_PAGE = 100
 SCAN_MAX_PAGES = 50  # 5,000 objects: past that, absence is not proven (OutcomeUnknown)
 SCAN_EMPTY_PAGES = 3  # consecutive empty pages (others' posts only) taken as the end
-SCAN_CLOCK_MARGIN = dt.timedelta(minutes=5)  # WordPress's clock may differ from ours
+SCAN_CLOCK_MARGIN = dt.timedelta(minutes=2)  # WordPress's clock may differ from ours (NTP)
 POST_FIELDS = ["post", "custom_fields"]  # everything wp.getPost can tell
 # What a scan needs per object (no content: a page of 100 stays small).
 SCAN_FIELDS = ["post_title", "post_type", "post_status", "post_date_gmt", "custom_fields"]
+
+
+_local = threading.local()  # library clients per thread: each holds one kept-alive connection
 
 
 def media_token(operation_key: str) -> str:
@@ -114,7 +118,7 @@ class XmlRpcClient:
         self.timeout = timeout
         self.endpoint = self.base_url + "/xmlrpc.php"
         self._rpc = None  # the library's Client, made on first use (it calls the site)
-        self._http = TimeoutTransport(timeout, self.endpoint.startswith("https:"))
+        self._http: TimeoutTransport | None = None
 
     def __repr__(self) -> str:  # never show the password
         return f"XmlRpcClient({self.base_url!r}, {self.username!r})"
@@ -124,13 +128,27 @@ class XmlRpcClient:
         return self.endpoint
 
     def _client(self):
-        if self._rpc is None:
-            try:  # wordpress_xmlrpc.Client asks mt.supportedMethods when constructed
-                self._rpc = wordpress_xmlrpc.Client(
-                    self.endpoint, self.username, self._password, transport=self._http
+        """The library's client, kept per thread and site, user, password and timeout:
+        ``wordpress_xmlrpc.Client()`` asks ``mt.supportedMethods`` when constructed, which
+        would otherwise cost every request a round trip."""
+        if self._rpc is not None:
+            return self._rpc
+        secret = hashlib.sha256(self._password.encode("utf-8")).hexdigest()
+        key = (self.endpoint, self.username, secret, self.timeout)
+        clients = getattr(_local, "clients", None)
+        if clients is None:
+            clients = _local.clients = {}
+        if key not in clients:
+            transport = TimeoutTransport(self.timeout, self.endpoint.startswith("https:"))
+            try:
+                client = wordpress_xmlrpc.Client(
+                    self.endpoint, self.username, self._password, transport=transport
                 )
             except Exception as error:  # noqa: BLE001 - mapped, nothing was written
+                transport.close()
                 raise error_for("mt.supportedMethods", self.endpoint, error, sent=False) from error
+            clients[key] = (client, transport)
+        self._rpc, self._http = clients[key]
         return self._rpc
 
     def _call(self, method, write: bool = False):
