@@ -388,7 +388,6 @@ GARBLED = {
     "500-after-commit": ("status_after_forward", 500),
     "502-after-commit": ("status_after_forward", 502),
     "php-notice": ("php_notice", None),
-    "403-html-after-commit": ("status_after_forward", 403),
 }
 
 
@@ -399,15 +398,12 @@ GARBLED = {
         transport_param(transport, *fault, id=f"{transport}-{name}")
         for transport in ("rest", "xmlrpc")
         for name, fault in GARBLED.items()
-        # Over REST a 403 is WordPress's own refusal until responses carry their origin.
-        if not (transport == "rest" and fault[1] == 403)
     ],
     indirect=["transport"],
 )
 def test_wordpress_5xx_or_garbled_answer_is_never_failed(gwp, proxy, transport, kind, status):
-    """A 5xx, an HTML error page or a body WordPress garbled proves nothing: the gateway looks
-    the key up and either adopts the post or (absence proven) sends again - one post in the
-    end. Over XML-RPC, a host's 403 HTML page in front of xmlrpc.php is such an answer too."""
+    """A 5xx or a body WordPress garbled proves nothing: the gateway looks the key up and
+    either adopts the post or (absence proven) sends again - one post in the end."""
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     proxy.add_fault(call_fault(transport, "create_post", kind, status=status))

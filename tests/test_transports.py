@@ -136,6 +136,41 @@ def test_wrong_password_over_xmlrpc_is_a_definite_refusal(gw, app):
 
 
 @xmlrpc_only
+@pytest.mark.parametrize(
+    "kind,status,retryable",
+    [
+        ("upstream_page", 403, False),  # a host blocks xmlrpc.php: nothing reached WordPress
+        ("status_after_forward", 403, False),  # the post was created, then a 403 page came
+        ("upstream_page", 429, True),
+    ],
+    ids=["403-page", "403-page-after-commit", "429-page"],
+)
+def test_page_in_front_of_xmlrpc_is_unknown_then_one_post(
+    gwp, proxy, transport, kind, status, retryable
+):
+    """An HTML page instead of an XML-RPC answer never makes a FAILED operation: 502
+    ``upstream-refused`` (origin ``upstream``), the row UNKNOWN; identical retries reconcile
+    and WordPress ends with one post."""
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.add_fault(call_fault(transport, "create_post", kind, status=status))
+    body = draft_body(title=f"Page {job_id}")
+    first = gwp.put_draft(job_id, body)
+    problem = first.get_json()
+    assert first.status_code == 502 and problem_slug(first) == "upstream-refused", problem
+    assert problem["origin"] == "upstream" and problem["upstream"]["status"] == status
+    assert problem["retryable"] is retryable and problem["ledger_state"] == "UNKNOWN"
+    answers = [gwp.put_draft(job_id, body)]
+    while answers[-1].status_code == 409 and len(answers) < 6:  # no guard: the window first
+        time.sleep(min(float(answers[-1].headers.get("Retry-After", "1")), 2.0))
+        answers.append(gwp.put_draft(job_id, body))
+    assert answers[-1].status_code in (200, 201), [a.get_json() for a in answers]
+    assert [p["id"] for p in gwp.posts_titled(body["title"])] == [answers[-1].get_json()["post_id"]]
+    (row,) = gwp.operations(job_id)
+    assert row["state"] == "CONFIRMED"
+
+
+@xmlrpc_only
 def test_seo_update_over_xmlrpc_edits_custom_fields_in_place(gw):
     """Without the meta id WordPress would add a second ``rank_math_title``: a new version
     changing an SEO field leaves exactly one value per key."""

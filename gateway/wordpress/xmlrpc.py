@@ -32,6 +32,7 @@ import datetime as dt
 import hashlib
 import http.client
 import threading
+import xml.parsers.expat
 import xmlrpc.client
 
 from gateway.wordpress.errors import WordPressError
@@ -40,6 +41,7 @@ from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.xmlrpc_compat import methods
 from gateway.wordpress.xmlrpc_compat import wordpress_xmlrpc
+from gateway.wordpress.xmlrpc_errors import NotXmlRpcAnswer
 from gateway.wordpress.xmlrpc_errors import error_for
 from gateway.wordpress.xmlrpc_shapes import KEY_FIELD
 from gateway.wordpress.xmlrpc_shapes import PROTECTED_KEY_FIELD
@@ -75,6 +77,8 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
     once, over a fresh connection; reads may reuse a kept-alive one (and are retried once on a
     reset, as the standard transport does)."""
 
+    accept_gzip_encoding = False  # plain bodies: a page that is not XML-RPC can be read
+
     def __init__(self, timeout: float, https: bool):
         super().__init__()
         self.timeout = timeout
@@ -91,6 +95,25 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
             conn = http.client.HTTPConnection(chost, timeout=self.timeout)
         self._connection = host, conn
         return conn
+
+    def parse_response(self, response):
+        """Parse a 200 answer; one holding no ``<methodResponse`` at all is a page from in
+        front of WordPress (:class:`NotXmlRpcAnswer`), while a garbled XML-RPC answer (output
+        before ``<?xml``) raises the parser's error."""
+        body = response.read()
+        parser, unmarshaller = self.getparser()
+        try:
+            parser.feed(body)
+            parser.close()
+        except xml.parsers.expat.ExpatError:
+            if b"<methodResponse" in body:
+                raise
+            raise NotXmlRpcAnswer(
+                response.status,
+                (response.getheader("Content-Type") or "").split(";")[0].strip(),
+                body[:65536].decode("utf-8", "replace"),
+            ) from None
+        return unmarshaller.close()
 
     def request(self, host, handler, request_body, verbose=False):
         if not self.fresh_connection:  # a read: sending it again after a reset is harmless
