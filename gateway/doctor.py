@@ -29,15 +29,17 @@ def _check(name: str, ok: bool | None, detail: str) -> dict:
     return {"check": name, "ok": ok, "detail": detail}
 
 
-def firewall_detail(error: UpstreamRefused) -> str:
-    """What a person needs to lift a block in front of the REST API (status, content type,
-    the page's title), never a credentials hint: WordPress did not answer."""
+def firewall_detail(error: UpstreamRefused, endpoint: str = "/wp-json/") -> str:
+    """What a person needs to lift a block in front of WordPress's API at ``endpoint``
+    (status, content type, the page's title), never a credentials hint: WordPress did not
+    answer."""
     title = f" titled {error.title!r}" if error.title else ""
+    api = "XML-RPC API" if endpoint == "/xmlrpc.php" else "REST API"
     return (
-        f"a firewall, CDN, proxy or the web server in front of the REST API answered "
+        f"a firewall, CDN, proxy or the web server in front of the {api} answered "
         f"{error.method} {error.url} with {error.status} {error.content_type or 'no content type'}"
         f"{title}, not WordPress: let the gateway's address or User-Agent "
-        "'publishing-gateway' through to /wp-json/"
+        f"'publishing-gateway' through to {endpoint}"
     )
 
 
@@ -59,7 +61,8 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     try:
         me = client.me()
     except UpstreamRefused as error:
-        checks.append(_check("firewall", False, firewall_detail(error)))
+        endpoint = "/xmlrpc.php" if api == "xmlrpc_api" else "/wp-json/"
+        checks.append(_check("firewall", False, firewall_detail(error, endpoint)))
         return _result(site, checks, sites.ABSENT)
     except WordPressAuthError as error:
         checks.append(_check("login", False, f"application password refused: {error.message}"))

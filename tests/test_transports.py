@@ -442,3 +442,19 @@ def test_editor_adopts_a_same_title_post_over_xmlrpc(gwp, proxy, transport, wp_s
     replay = gwp.put_draft(job_id, body)
     assert replay.status_code == 200 and replay.get_json()["post_id"] == other
     assert call_count(proxy, transport, "create_post", forwarded=True) == 0
+
+
+@SQLITE_PASS_ONLY
+def test_doctor_names_a_block_in_front_of_xmlrpc(gw, app, proxy):
+    from gateway import doctor
+
+    proxy.add_fault(Fault(kind="upstream_page", path=r"^/xmlrpc\.php$", status=403, times=None))
+    with app.app_context(), database.connection_context():
+        sites.add_site(
+            SECRET_KEY, TENANT, "blocked", proxy.url, gw.author["username"],
+            gw.author["app_password"], "xmlrpc",
+        )  # fmt: skip
+        result = doctor.doctor(app.config["GATEWAY"], TENANT, "blocked")
+    assert result["ok"] is False
+    (check,) = result["checks"]
+    assert check["check"] == "firewall" and "/xmlrpc.php" in check["detail"]

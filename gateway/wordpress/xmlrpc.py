@@ -78,6 +78,7 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
     reset, as the standard transport does)."""
 
     accept_gzip_encoding = False  # plain bodies: a page that is not XML-RPC can be read
+    user_agent = "publishing-gateway/0.1"  # as the REST client: one name for firewall rules
 
     def __init__(self, timeout: float, https: bool):
         super().__init__()
