@@ -272,10 +272,11 @@ def doctor_command(tenant, site_name):
         names = [site_name] if site_name else configured
         results = [doctor.doctor(_config(), tenant, name) for name in names]
     for result in results:
+        if not site_name:
+            click.echo(f"site {result['site']} ({result['transport']}):", err=True)
         for check in result["checks"]:
             mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
-            click.echo(f"{mark} {result['site']} ({result['transport']}) {check['check']}: "
-                       f"{check['detail']}", err=True)  # fmt: skip
+            click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
     click.echo(json.dumps(results[0] if site_name else results, ensure_ascii=False))
     sys.exit(0 if all(r["ok"] for r in results) else 1)
 
