@@ -42,7 +42,7 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.ledger import Site
 from gateway.sites import Companion
-from gateway.wordpress import WordPressClient
+from gateway.wordpress import Transport
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -83,8 +83,9 @@ class Target:
         return sites.get_site(self.job.tenant, self.job.site)
 
     @cached_property
-    def client(self) -> WordPressClient:
-        """A REST client with the site's credentials as stored now."""
+    def client(self) -> Transport:
+        """A client of the site's transport (REST or XML-RPC) with its credentials as stored
+        now."""
         return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
 
     @cached_property

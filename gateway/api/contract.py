@@ -48,6 +48,8 @@ EXTENSIONS = (
     "origin",
     "upstream",
     "session_id",
+    "feature",
+    "transport",
 )
 
 HEADERS = {
@@ -143,6 +145,7 @@ OPERATIONS: dict[str, Contract] = {
             "image-unreadable",
             "media-url-refused",
             "media-download-failed",
+            "transport-limit",
         ),
         fenced=True,
         replays=True,
@@ -151,7 +154,12 @@ OPERATIONS: dict[str, Contract] = {
         body="draft",
         ok=(200, 201),
         returns="Draft",
-        problems=("media-not-ready", "artifact-digest-mismatch", "template-leftover"),
+        problems=(
+            "media-not-ready",
+            "artifact-digest-mismatch",
+            "template-leftover",
+            "transport-limit",
+        ),
         fenced=True,
         replays=True,
     ),
