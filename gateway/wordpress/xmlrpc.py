@@ -20,11 +20,8 @@ which transport it talks to; failures map onto the same error tree
   the second call. Alt text (``_wp_attachment_image_alt``) is protected: not writable here.
 * **Lookups** scan ``wp.getPosts`` newest first (no author filter, no meta query), filter on
   our side and stop at ``since``; pages may be short (posts the user cannot edit are left out).
-* **Terms** are read with ``wp.getTerms`` (``search``) and ``wp.getTerm``; never created
-  (``wp.newTerm`` needs ``edit_terms``: the domain refuses new tags, 422 ``transport-limit``).
-  Attachments are updated (parent, title, caption) with ``wp.editPost``; files are fetched
-  over plain HTTP by the REST client's code. Scheduling sends ``post_date_gmt``; a ``future``
-  post, which ``wp.getPost`` reports as ``publish``, is told apart by a ``wp.getPosts`` query.
+* **Terms** are read (``wp.getTerms``, ``wp.getTerm``), never created (``wp.newTerm`` needs
+  ``edit_terms``); a ``future`` post, which ``wp.getPost`` calls ``publish``, is told apart.
 * **Writes send only what was asked**: never a library ``WordPressPost`` (its ``title``
   defaults to "Untitled", and one read by ``GetPosts`` carries a thumbnail shape that an
   ``EditPost`` turns into "remove the featured image"). Custom fields are updated by their
@@ -35,9 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import http.client
 import threading
-import xml.parsers.expat
 import xmlrpc.client
 
 from gateway.wordpress.client import WordPressClient
@@ -47,12 +42,13 @@ from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.xmlrpc_compat import methods
 from gateway.wordpress.xmlrpc_compat import wordpress_xmlrpc
-from gateway.wordpress.xmlrpc_errors import NotXmlRpcAnswer
 from gateway.wordpress.xmlrpc_errors import error_for
+from gateway.wordpress.xmlrpc_http import TimeoutTransport
 from gateway.wordpress.xmlrpc_shapes import KEY_FIELD
 from gateway.wordpress.xmlrpc_shapes import PROTECTED_KEY_FIELD
 from gateway.wordpress.xmlrpc_shapes import iso
 from gateway.wordpress.xmlrpc_shapes import key_of
+from gateway.wordpress.xmlrpc_shapes import lookup_entry
 from gateway.wordpress.xmlrpc_shapes import rest_shape
 from gateway.wordpress.xmlrpc_shapes import term_shape
 from gateway.wordpress.xmlrpc_shapes import xmlrpc_struct
@@ -79,59 +75,6 @@ def media_token(operation_key: str) -> str:
     """``gw`` + 16 hex digits of SHA-256 of ``operation_key``: put in an attachment's file
     name (and so its first title), findable by search before the key field exists."""
     return "gw" + hashlib.sha256(operation_key.encode("utf-8")).hexdigest()[:16]
-
-
-class TimeoutTransport(xmlrpc.client.SafeTransport):
-    """``xmlrpc.client`` transport with a socket timeout (connect and each read) and no
-    silent resend: the standard transport sends a request a second time when a kept-alive
-    connection was reset, which would repeat a write WordPress already committed. Writes go
-    once, over a fresh connection; reads may reuse a kept-alive one (and are retried once on a
-    reset, as the standard transport does)."""
-
-    accept_gzip_encoding = False  # plain bodies: a page that is not XML-RPC can be read
-    user_agent = "publishing-gateway/0.1"  # as the REST client: one name for firewall rules
-
-    def __init__(self, timeout: float, https: bool):
-        super().__init__()
-        self.timeout = timeout
-        self.https = https
-        self.fresh_connection = False
-
-    def make_connection(self, host):
-        if self._connection and host == self._connection[0]:
-            return self._connection[1]
-        chost, self._extra_headers, _x509 = self.get_host_info(host)
-        if self.https:
-            conn = http.client.HTTPSConnection(chost, timeout=self.timeout, context=self.context)
-        else:
-            conn = http.client.HTTPConnection(chost, timeout=self.timeout)
-        self._connection = host, conn
-        return conn
-
-    def parse_response(self, response):
-        """Parse a 200 answer; one holding no ``<methodResponse`` at all is a page from in
-        front of WordPress (:class:`NotXmlRpcAnswer`), while a garbled XML-RPC answer (output
-        before ``<?xml``) raises the parser's error."""
-        body = response.read()
-        parser, unmarshaller = self.getparser()
-        try:
-            parser.feed(body)
-            parser.close()
-        except xml.parsers.expat.ExpatError:
-            if b"<methodResponse" in body:
-                raise
-            raise NotXmlRpcAnswer(
-                response.status,
-                (response.getheader("Content-Type") or "").split(";")[0].strip(),
-                body[:65536].decode("utf-8", "replace"),
-            ) from None
-        return unmarshaller.close()
-
-    def request(self, host, handler, request_body, verbose=False):
-        if not self.fresh_connection:  # a read: sending it again after a reset is harmless
-            return super().request(host, handler, request_body, verbose)
-        self.close()
-        return self.single_request(host, handler, request_body, verbose)
 
 
 class XmlRpcClient:
@@ -373,12 +316,8 @@ class XmlRpcClient:
         )
 
     def create_term(self, route: str, name: str) -> dict:
-        """Never sent: ``wp.newTerm`` needs ``edit_terms`` (editors and up), so the domain
-        refuses new terms on XML-RPC sites (422 ``transport-limit``) before any write.
-
-        Raises:
-            WordPressRefused: always (``transport_limit``), nothing sent.
-        """
+        """Never sent (raises WordPressRefused ``transport_limit``): ``wp.newTerm`` needs
+        ``edit_terms``; the domain refuses new terms on XML-RPC sites before any write."""
         raise WordPressRefused(
             f"terms cannot be created over XML-RPC by this user ({name!r})",
             code="transport_limit",
@@ -424,7 +363,7 @@ class XmlRpcClient:
                     key = next((k for t, k in tokens.items() if t in title), None)
                     complete = False
                 if key in wanted:
-                    found.append(_entry(item, key, complete))
+                    found.append(lookup_entry(item, key, complete))
         return found
 
     def _scan(self, post_type: str, since):
@@ -464,15 +403,3 @@ class XmlRpcClient:
             "slug": profile.get("username"),
             "roles": profile.get("roles") or [],
         }
-
-
-def _entry(item: dict, key: str, complete: bool) -> dict:
-    return {
-        "operation_key": key,
-        "id": int(item["post_id"]),
-        "type": item.get("post_type"),
-        "status": item.get("post_status"),
-        "date_gmt": iso(item.get("post_date_gmt")),
-        "title": item.get("post_title"),
-        "complete": complete,
-    }

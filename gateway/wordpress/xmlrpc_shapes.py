@@ -103,3 +103,18 @@ def term_shape(item: dict) -> dict:
         "parent": int(item.get("parent") or 0),
         "count": int(item.get("count") or 0),
     }
+
+
+def lookup_entry(item: dict, key: str, complete: bool) -> dict:
+    """A scanned ``wp.getPosts`` item as an entry of the companion plugin's lookup
+    (``operation_key``, ``id``, ``type``, ``status``, ``date_gmt``, ``title``), plus
+    ``complete`` (False: found by the media token in the title, key not written yet)."""
+    return {
+        "operation_key": key,
+        "id": int(item["post_id"]),
+        "type": item.get("post_type"),
+        "status": item.get("post_status"),
+        "date_gmt": iso(item.get("post_date_gmt")),
+        "title": item.get("post_title"),
+        "complete": complete,
+    }
