@@ -152,9 +152,12 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
     if not password:
         raise click.ClickException(f"environment variable {app_password_env} is empty")
     with database.connection_context():
-        site = sites.add_site(
-            _config().secret_key, tenant, name, url, username, password, transport
-        )
+        try:
+            site = sites.add_site(
+                _config().secret_key, tenant, name, url, username, password, transport
+            )
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(
         json.dumps(
             {
@@ -181,7 +184,10 @@ def tokens_group():
 def tokens_create(tenant, role, name):
     """Create a token and print it alone on the last line of stdout, once."""
     with database.connection_context():
-        token = tokens.create_token(tenant, role, name)
+        try:
+            token = tokens.create_token(tenant, role, name)
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(f"token for {tenant}/{name} ({role}); it is shown only once:", err=True)
     click.echo(token)
 
@@ -191,7 +197,7 @@ def tokens_create(tenant, role, name):
 @click.option("--name", required=True)
 @needs_ledger
 def tokens_revoke(tenant, name):
-    """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
+    """Revoke the token of TENANT named NAME (API calls and editor sessions end)."""
     known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)

@@ -93,6 +93,7 @@ APPROVAL = obj(
     created_at=TIME,
     revoked_at=TIME,
     revoked_by=NSTR,
+    unchecked_fields=arr(STR),
 )
 LEASE = obj(("owner", "fencing_token", "expires_at"), owner=STR, fencing_token=INT, expires_at=TIME)
 ARTIFACT = obj(("role", "uri", "sha256"), role=STR, uri=STR, sha256=STR)
@@ -277,6 +278,7 @@ SCHEMAS: dict[str, dict] = {
         post_id=INT,
         content_sha256=STR,
         phase=STR,
+        unchecked_fields=arr(STR),
         verification=ref("Verification"),
     ),
     "Approval": APPROVAL,
