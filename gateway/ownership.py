@@ -8,7 +8,9 @@ The rules:
 
 * **The ledger.** No other job (of any tenant) may hold the object on the same WordPress
   install; within one job, a media slot's attachment belongs to that slot, and a post to the
-  job's draft chain (``draft``, ``block``, ``repair``, ``publish``). An *install* is what
+  job's draft chain (``draft``, ``block``, ``repair``, ``publish``, ``unschedule``); an
+  image's upload, attachment to the post and metadata updates are one chain per slot; terms
+  are shared by every job of a site and belong to none. An *install* is what
   WordPress reports about itself (:func:`gateway.sites.install_identity`: the ``url`` and
   ``home`` of its ``/wp-json/`` index), not the URL configured for the site: two tenants may
   reach one install by different URLs. A site whose identity cannot be learnt counts as the
@@ -36,13 +38,20 @@ from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
-POST_ACTIONS = frozenset(("draft", "block", "repair", "publish"))
-OBJECT_TYPES = {"media": "attachment"}  # every other action binds a post
+POST_ACTIONS = frozenset(("draft", "block", "repair", "publish", "unschedule"))
+# An image's chain: its upload, its attachment to the post, its metadata updates.
+ATTACHMENT_ACTIONS = frozenset(("media", "attach", "media_meta"))
+# Site objects many jobs (and tenants) share by name: terms. Nothing binds one to one job,
+# and their ids are not post ids (WordPress keeps them in another table).
+SHARED_ACTIONS = frozenset(("term",))
 
 
 def object_type(action: str) -> str:
-    """The WordPress type an operation of ``action`` binds: ``attachment`` or ``post``."""
-    return OBJECT_TYPES.get(action, "post")
+    """The WordPress type an operation of ``action`` binds: ``attachment``, ``term`` or
+    ``post``."""
+    if action in ATTACHMENT_ACTIONS:
+        return "attachment"
+    return "term" if action in SHARED_ACTIONS else "post"
 
 
 def facts_of(obj: dict) -> dict:
@@ -69,6 +78,8 @@ def check_adoptable(target, row: Operation, object_id: int, obj: dict | None = N
             operation, job or tenant on the same install.
         WordPressUnavailable (503): the install's identity cannot be learnt now.
     """
+    if row.action in SHARED_ACTIONS:
+        return  # a term is found by name and shared: there is no owner to check
     want = object_type(row.action)
     if obj is not None:
         facts = facts_of(obj)
@@ -130,7 +141,9 @@ def holders(target, object_id: int, ignore=None) -> list[Operation]:
     target's site, except those ``ignore(row)`` accepts (a ledger query; install identities
     are learnt only when a row remains, once per site)."""
     query = Operation.select().where(
-        Operation.remote_id == int(object_id), Operation.state == CONFIRMED
+        Operation.remote_id == int(object_id),
+        Operation.state == CONFIRMED,
+        Operation.action.not_in(SHARED_ACTIONS),  # term ids are another id space
     )
     rows = [row for row in query if ignore is None or not ignore(row)]
     if not rows:
@@ -156,9 +169,16 @@ def _same_chain(row: Operation, holder: Operation) -> bool:
         return False
     if holder.operation_key == row.operation_key:
         return True
-    if row.action == "media" or holder.action == "media":
-        return row.action == holder.action and row.slot == holder.slot
+    if row.action in ATTACHMENT_ACTIONS or holder.action in ATTACHMENT_ACTIONS:
+        both = row.action in ATTACHMENT_ACTIONS and holder.action in ATTACHMENT_ACTIONS
+        return both and _image_slot(row) == _image_slot(holder)
     return row.action in POST_ACTIONS and holder.action in POST_ACTIONS
+
+
+def _image_slot(row: Operation) -> str:
+    """The image slot of a media, attach or media_meta row (``media_meta``'s slot is
+    ``{slot}/{stamp}``)."""
+    return (row.slot or "").split("/", 1)[0]
 
 
 def _site_of(row: Operation) -> Site | None:
