@@ -204,6 +204,25 @@ def tokens_revoke(tenant, name):
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
 
 
+@cli.group("notifications")
+def notifications_group():
+    """Where a tenant's editors are notified (an admin's setting)."""
+
+
+@notifications_group.command("set-url")
+@click.option("--tenant", required=True)
+@click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
+@needs_ledger
+def notifications_set_url(tenant, url):
+    """Set the tenant's notification URL; pending notifications are delivered there next."""
+    from gateway import notifications
+
+    known_tenant(tenant)
+    with database.connection_context():
+        row = notifications.set_url(tenant, url)
+    click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
+
+
 @cli.command("reconcile")
 @click.option(
     "--older-than",
@@ -213,11 +232,18 @@ def tokens_revoke(tenant, name):
 )
 @needs_ledger
 def reconcile(older_than):
-    """One sweep over stale SENT/UNKNOWN rows of every job; prints counts as JSON."""
+    """One sweep over stale SENT/UNKNOWN rows of every job, pending notifications and idle
+    jobs; prints counts as JSON."""
+    from gateway import notifications
     from gateway import reconciliation
 
+    config = _config()
     with database.connection_context():
-        counts = reconciliation.sweep(_config(), older_than)
+        counts = reconciliation.sweep(config, older_than)
+        counts["notifications"] = notifications.resend_pending()
+        counts["notifications"]["attention_decided"] = notifications.attention_for_idle_jobs(
+            config.attention_after
+        )
     click.echo(json.dumps(counts))
 
 

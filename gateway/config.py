@@ -34,6 +34,11 @@ class Config:
         inflight_window: seconds a SENT row counts as in flight when the site has no
             companion-plugin guard.
         max_content_length: request body limit in bytes.
+        resume_after: seconds without any request before a job counts as stopped and may
+            be resumed (``POST /v1/jobs/{id}/resume``).
+        resume_budget: resumes allowed per job version before editors are told instead.
+        attention_after: seconds without any request after which the sweep tells editors
+            that an unfinished job needs attention.
         crash_points: named crash points enabled for fault tests (empty in production).
         media_url_schemes: URL schemes an image may be downloaded from (``https``).
         media_url_allow_hosts: ``host:port`` entries, exactly as written in a URL; when not
@@ -64,6 +69,9 @@ class Config:
     wp_timeout: float = DEFAULT_WP_TIMEOUT
     inflight_window: float = DEFAULT_WP_TIMEOUT + 10
     max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH
+    resume_after: float = 300.0
+    resume_budget: int = 3
+    attention_after: float = 3600.0
     crash_points: frozenset[str] = frozenset()
     media_url_schemes: frozenset[str] = frozenset({"https"})
     media_url_allow_hosts: frozenset[str] = frozenset()
@@ -142,6 +150,9 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         approval_max_days=_number(env, "GATEWAY_APPROVAL_MAX_DAYS", 7.0),
         session_hours=_number(env, "GATEWAY_SESSION_HOURS", 8.0),
         session_idle_minutes=_number(env, "GATEWAY_SESSION_IDLE_MINUTES", 30.0),
+        resume_after=_number(env, "GATEWAY_RESUME_AFTER", 300.0),
+        resume_budget=int(_number(env, "GATEWAY_RESUME_BUDGET", 3, int)),
+        attention_after=_number(env, "GATEWAY_ATTENTION_AFTER", 3600.0),
         testing=testing,
         openai_api_key=env.get("GATEWAY_OPENAI_API_KEY", ""),
         openai_base_url=env.get("GATEWAY_OPENAI_BASE_URL") or None,

@@ -160,6 +160,9 @@ UpstreamRefused = _problem(
     "upstream-refused",
     "Something in front of WordPress refused the request",
 )
+NotificationNotDue = _problem(
+    "NotificationNotDue", 409, "notification-not-due", "The job has not reached that event"
+)
 OperationNotFailed = _problem(
     "OperationNotFailed", 409, "operation-not-failed", "Only a FAILED operation can be retried"
 )

@@ -286,6 +286,55 @@ class EditorSession(BaseModel):
     expires_at = DateTimeField(index=True)
 
 
+class NotificationTarget(BaseModel):
+    """Where a tenant's editors are notified: an admin's setting (``gateway notifications
+    set-url``), schema version 6."""
+
+    tenant = TextField(unique=True)
+    url = TextField()
+    updated_at = DateTimeField(default=utcnow)
+
+
+class Notification(BaseModel):
+    """One notification to editors, decided once per job version and event (schema version
+    6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
+    ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
+    answered 2xx, then DELIVERED; ``claimed_until`` lets one sender at a time deliver."""
+
+    key = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    event = TextField()
+    payload = JSONField()
+    state = TextField(default="PENDING", index=True)
+    attempts = IntegerField(default=0)
+    claimed_until = DateTimeField(null=True)
+    last_error = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    delivered_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class ResumePoint(BaseModel):
+    """What a workflow needs to finish a job version that stopped mid-run (schema version 6):
+    the article and each image's URL, or for an image sent as base64 only its digest (never
+    image bytes); how many times it was resumed and when last."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    payload = JSONField()
+    attempts = IntegerField(default=0)
+    last_attempt_at = DateTimeField(null=True)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version"), True),)
+
+
 TABLES = [
     Token,
     Site,
@@ -301,6 +350,9 @@ TABLES = [
     AgentSession,
     WebhookEvent,
     EditorSession,
+    NotificationTarget,
+    Notification,
+    ResumePoint,
 ]
 
 

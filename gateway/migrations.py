@@ -128,6 +128,14 @@ MIGRATIONS: list[Migration] = [
         "object they hold, server-side editor sessions",
         _security,
     ),
+    Migration(
+        6,
+        "notification_target, notification, resume_point: editors notified once per job "
+        "version and event; what a stopped job needs to be resumed",
+        lambda _migrator: database.create_tables(
+            [ledger.NotificationTarget, ledger.Notification, ledger.ResumePoint], safe=True
+        ),
+    ),
 ]
 
 

@@ -153,6 +153,7 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "unscheduled": 0,
         "published": 0,
         "missed": 0,
+        "notifications": {"delivered": 0, "pending": 0, "attention_decided": 0},
     }
     report = json.loads(run("report", "--tenant", "acme").stdout)["tenants"]["acme"]
     assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0

@@ -159,6 +159,7 @@ def init_app(app: Flask) -> None:
     app.url_map.converters["int"] = LedgerIdConverter
     from gateway.api import agents
     from gateway.api import editorial
+    from gateway.api import follow_up
     from gateway.api import health
     from gateway.api import jobs
     from gateway.api import report
@@ -169,6 +170,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(editorial.bp)
+    app.register_blueprint(follow_up.bp)
     app.register_blueprint(reviews.bp)
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)

@@ -235,6 +235,17 @@ OPERATIONS: dict[str, Contract] = {
         fenced=True,
         replays=True,
     ),
+    "POST /v1/jobs/{job_id}/notifications": Contract(
+        body="notification",
+        ok=(200, 201),
+        returns="Notification",
+        problems=("notification-not-due",),
+    ),
+    "GET /v1/jobs/{job_id}/notifications": Contract(returns="NotificationList"),
+    "PUT /v1/jobs/{job_id}/resume-point": Contract(
+        body="resume_point", ok=(200, 201), returns="ResumePoint"
+    ),
+    "POST /v1/jobs/{job_id}/resume": Contract(body="empty", returns="Resume"),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(
