@@ -553,7 +553,8 @@ def test_a_wrong_token_fails_both_scheduled_workflows(stack):
     # the pipeline stops at the first 401 (retryable: false): the job is asked for once
     job_id = f"wrong-token-{uuid.uuid4().hex[:8]}"
     answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
-    assert answer.status_code == 500, answer.text
+    assert answer.status_code == 502, answer.text
+    assert answer.json()["gateway_status"] == 401 and answer.json()["job_created"] is False
     assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}") == ["401"]
     TIMES["wrong token"] = time.monotonic() - t0
 
