@@ -29,6 +29,7 @@ import re
 
 from gateway import exceptions as exc
 from gateway import operations
+from gateway import ownership
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
 from gateway.operations import Effect
@@ -144,11 +145,13 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
 
     Raises:
         NotFound: the job has no post yet (create the draft first).
+        ForeignObject: another job or tenant holds the post too (nothing is written).
         plus everything :func:`operations.perform` raises.
     """
     job = target.job
     if not job.post_id:
         raise exc.NotFound("the job has no post yet; create the draft first")
+    ownership.check_job_post(target, job.post_id)
     digest = html_digest(html)
     key = operations.operation_key(job, "block", f"{name}/{digest}")
     request_hash = request_digest({"name": name, "html": html, "position": position})

@@ -159,6 +159,8 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
             )
         except GatewayError as error:
             raise KnownProblem(error.detail) from None
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(
         json.dumps(
             {
@@ -186,7 +188,10 @@ def tokens_group():
 def tokens_create(tenant, role, name):
     """Create a token and print it alone on the last line of stdout, once."""
     with database.connection_context():
-        token = tokens.create_token(tenant, role, name)
+        try:
+            token = tokens.create_token(tenant, role, name)
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(f"token for {tenant}/{name} ({role}); it is shown only once:", err=True)
     click.echo(token)
 
@@ -196,11 +201,30 @@ def tokens_create(tenant, role, name):
 @click.option("--name", required=True)
 @needs_ledger
 def tokens_revoke(tenant, name):
-    """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
+    """Revoke the token of TENANT named NAME (API calls and editor sessions end)."""
     known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
+
+
+@cli.group("notifications")
+def notifications_group():
+    """Where a tenant's editors are notified (an admin's setting)."""
+
+
+@notifications_group.command("set-url")
+@click.option("--tenant", required=True)
+@click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
+@needs_ledger
+def notifications_set_url(tenant, url):
+    """Set the tenant's notification URL; pending notifications are delivered there next."""
+    from gateway import notifications
+
+    known_tenant(tenant)
+    with database.connection_context():
+        row = notifications.set_url(tenant, url)
+    click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
 
 
 @cli.command("reconcile")
@@ -212,11 +236,18 @@ def tokens_revoke(tenant, name):
 )
 @needs_ledger
 def reconcile(older_than):
-    """One sweep over stale SENT/UNKNOWN rows of every job; prints counts as JSON."""
+    """One sweep over stale SENT/UNKNOWN rows of every job, pending notifications and idle
+    jobs; prints counts as JSON."""
+    from gateway import notifications
     from gateway import reconciliation
 
+    config = _config()
     with database.connection_context():
-        counts = reconciliation.sweep(_config(), older_than)
+        counts = reconciliation.sweep(config, older_than)
+        counts["notifications"] = notifications.resend_pending()
+        counts["notifications"]["attention_decided"] = notifications.attention_for_idle_jobs(
+            config.attention_after
+        )
     click.echo(json.dumps(counts))
 
 

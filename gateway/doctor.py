@@ -82,6 +82,7 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
             advice[0] if advice else "author role: WordPress sanitises content as for any author",
         )
     )
+    checks.append(_install_check(site, client))
     sites.forget_companion()
     found = sites.companion(site, client)
     if found.transport == "xmlrpc":
@@ -146,6 +147,20 @@ def _xmlrpc_checks() -> list[dict]:
             "naming a tag that does not exist answers 422 transport-limit",
         ),
     ]
+
+
+def _install_check(site, client) -> dict:
+    """Which WordPress install the site is (the ``url`` and ``home`` of its ``/wp-json/``
+    index, stored with the site), and which other sites of any tenant reach the same one."""
+    try:
+        url, home = sites.install_identity(site, client)
+    except WordPressError as error:
+        return _check("install", False, f"the /wp-json/ index names no install: {error}")
+    shared = [f"{s.tenant}/{s.name}" for s in sites.same_install(site)]
+    detail = f"WordPress install {url} (home {home})"
+    if shared:
+        detail += f"; also reached as {', '.join(shared)}: the ledger keeps their objects apart"
+    return _check("install", True, detail)
 
 
 def _result(site, checks: list[dict], found: sites.Companion) -> dict:

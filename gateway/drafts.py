@@ -18,6 +18,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media_metadata
 from gateway import operations
+from gateway import ownership
 from gateway import refusals
 from gateway import terms
 from gateway import verification
@@ -272,12 +273,14 @@ def verify_job(target: Target) -> dict:
 
     Raises:
         NotFound: the job has no CONFIRMED draft yet.
+        ForeignObject: another job or tenant holds the post too (nothing is read).
         WordPressUnavailable: WordPress cannot be read now.
     """
     job = target.job
     row = latest_draft(job)
     if row is None:
         raise exc.NotFound("the job has no confirmed draft to verify yet")
+    ownership.check_job_post(target, row.remote_id)
     try:
         live = target.client.get_post(row.remote_id)
     except WordPressNotFound:

@@ -20,6 +20,7 @@ from peewee import IntegrityError
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway import validation
 from gateway.ledger import Job
 from gateway.ledger import Lease
 
@@ -129,14 +130,7 @@ def parse_token(header: str | None) -> int | None:
     Raises:
         ValidationFailed: the header is not a positive integer.
     """
-    if header is None or header.strip() == "":
-        return None
-    if not header.strip().isdigit():
-        raise exc.ValidationFailed(
-            "X-Fencing-Token must be a positive integer",
-            errors=[{"pointer": "/headers/X-Fencing-Token", "message": "not an integer"}],
-        )
-    return int(header.strip())
+    return validation.parse_int(header, "/headers/X-Fencing-Token")
 
 
 def check_fencing(job: Job, fencing_token: int | None) -> None:

@@ -29,6 +29,7 @@ from peewee import IntegrityError
 from gateway import db
 from gateway import exceptions as exc
 from gateway import leases
+from gateway import ownership
 from gateway import refusals
 from gateway import reviews
 from gateway import sites
@@ -346,7 +347,7 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
     if not found:
         return None
     log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
-    return confirm(target, row, effect, found[0]["id"], reconciled=True)
+    return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
 
 
 def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
@@ -384,7 +385,7 @@ def _after_unknown(
     except WordPressError:
         found = []
     if len(found) == 1:
-        return confirm(target, row, effect, found[0]["id"], reconciled=True)
+        return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
     raise _unknown(row, error)
 
 
@@ -396,8 +397,22 @@ def confirm(
     created: bool = False,
     reconciled: bool = False,
     sent_object: dict | None = None,
+    adopted: dict | None = None,
 ) -> Outcome:
-    """Read the object back and record CONFIRMED with its receipt (read-back evidence)."""
+    """Read the object back and record CONFIRMED with its receipt (read-back evidence).
+
+    An object this request did not create (``reconciled``: found by lookup, named by the
+    companion plugin's guard, chosen by an editor) is first checked to be provably this
+    operation's (:func:`gateway.ownership.check_adoptable`, with ``adopted``: what is known
+    of it).
+
+    Raises:
+        ForeignObject (409): the object is not this operation's; the row is left as it was
+            (or set back to UNKNOWN when another job bound the object at the same moment).
+        OutcomeUnknown / WordPressUnavailable (503): the read-back failed.
+    """
+    if reconciled:
+        ownership.check_adoptable(target, row, int(remote_id), adopted)
     try:
         receipt = effect.read_back(int(remote_id), sent_object)
     except WordPressError as error:
@@ -416,6 +431,8 @@ def confirm(
         .execute()
     )
     crash_point(target.config, "after_ledger_update")
+    if updated == 1 and reconciled:
+        ownership.undo_if_raced(target, row, int(remote_id))
     if updated == 1:  # ours: the row now holds exactly these fields
         for name, value in fields.items():
             setattr(row, name, value)

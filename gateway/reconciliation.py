@@ -19,6 +19,7 @@ from gateway import jobs
 from gateway import media
 from gateway import media_metadata
 from gateway import operations
+from gateway import ownership
 from gateway import reviews
 from gateway import scheduling
 from gateway import terms
@@ -32,6 +33,7 @@ from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Target
 from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
 
 log = logging.getLogger(__name__)
 POST_TYPES = {"draft": "post", "media": "attachment"}
@@ -124,6 +126,9 @@ def _recover_row(target: Target, row: Operation, report: dict) -> None:
     except exc.NeedsReview as review:
         report["needs_review"].append(_entry(row, review_id=review.extensions["review_id"]))
         return
+    except exc.ForeignObject as refusal:
+        report["unknown"].append(_entry(row, reason=refusal.detail))
+        return
     except exc.GatewayError:
         report["unknown"].append(_entry(row, reason="WordPress could not be asked"))
         return
@@ -175,10 +180,18 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         older_than: seconds since the last update for a row to count as stale
             (default: the in-flight window).
 
-    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable"}``.
+    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable",
+    "refused"}`` (``refused``: the object found is not provably the operation's).
     """
     older_than = config.inflight_window if older_than is None else older_than
-    counts = {"examined": 0, "confirmed": 0, "absent": 0, "needs_review": 0, "unreachable": 0}
+    counts = {
+        "examined": 0,
+        "confirmed": 0,
+        "absent": 0,
+        "needs_review": 0,
+        "unreachable": 0,
+        "refused": 0,
+    }
     counts["unscheduled"] = scheduling.finish_unschedules(config)
     counts.update(scheduling.sweep_scheduled(config))
     stale = [
@@ -234,6 +247,9 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
         except exc.NeedsReview:
             counts["needs_review"] += 1
             continue
+        except exc.ForeignObject:
+            counts["refused"] += 1
+            continue
         except exc.GatewayError:
             counts["unreachable"] += 1
             continue
@@ -285,6 +301,9 @@ def resolve_review(
 
     Raises:
         NotFound: no open review ``review_id`` for ``tenant``.
+        ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
+        ForeignObject (409): the object is not provably this operation's
+            (:func:`ownership.check_adoptable`); nothing is written, the review stays open.
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
     review = reviews.get_open(tenant, review_id)
@@ -300,6 +319,7 @@ def resolve_review(
         return required_actions.resolve(config, review, decision, reason, editor)
     row = Operation.get(Operation.operation_key == review.operation_key)
     if decision == "same_as":
+        reviews.check_candidate(review, post_id)
         target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))
         _adopt(target, row, post_id)
     review = reviews.close(review, decision, post_id, editor)
@@ -310,13 +330,35 @@ def resolve_review(
 
 
 def _adopt(target: Target, row: Operation, object_id: int) -> None:
+    """Bind ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
+    as WordPress holds it now: write the operation key onto it (companion plugin present and
+    the key missing), read it back, record CONFIRMED."""
     effect = effect_for_row(target, row)
+    client = target.client
     try:
-        if target.companion.present:
-            target.client.set_operation_key(
-                object_id, row.operation_key, POST_TYPES.get(row.action, "post")
+        obj = (
+            client.get_media(object_id)
+            if ownership.object_type(row.action) == "attachment"
+            else client.get_post(object_id)
+        )
+    except WordPressNotFound:
+        raise exc.ForeignObject(
+            f"object {object_id} is not a {ownership.object_type(row.action)} of this site",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            object_id=object_id,
+        ) from None
+    except WordPressError as error:
+        raise exc.WordPressUnavailable(
+            f"could not read object {object_id}: {error.message}", retry_after=2
+        ) from error
+    ownership.check_adoptable(target, row, object_id, obj)
+    try:
+        if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
+            client.set_operation_key(
+                object_id, row.operation_key, ownership.object_type(row.action)
             )
-        operations.confirm(target, row, effect, object_id, reconciled=True)
+        operations.confirm(target, row, effect, object_id, reconciled=True, adopted=obj)
     except WordPressError as error:
         raise exc.WordPressUnavailable(
             f"could not adopt object {object_id}: {error.message}", retry_after=2

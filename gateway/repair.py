@@ -23,6 +23,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media_metadata
 from gateway import operations
+from gateway import ownership
 from gateway import refusals
 from gateway import verification
 from gateway.digests import canonical_json
@@ -109,6 +110,7 @@ def repair_job(target: Target) -> tuple[dict, Outcome | None]:
 
     Raises:
         NotFound: the job has no CONFIRMED draft.
+        ForeignObject: another job or tenant holds the post too (nothing is written).
         WordPressUnavailable: the post cannot be read now.
         plus everything :func:`operations.perform` raises.
     """
@@ -116,6 +118,7 @@ def repair_job(target: Target) -> tuple[dict, Outcome | None]:
     draft = drafts.latest_draft(job)
     if draft is None:
         raise exc.NotFound("the job has no confirmed draft to repair")
+    ownership.check_job_post(target, draft.remote_id)
     live = _read_live(target, draft.remote_id)
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)

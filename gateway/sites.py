@@ -15,6 +15,8 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 from cryptography.fernet import Fernet
 from cryptography.fernet import InvalidToken
@@ -22,6 +24,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway import db
+from gateway import validation
 from gateway.exceptions import SecretKeyMismatch
 from gateway.exceptions import SiteNotFound
 from gateway.exceptions import TransportSwitchRefused
@@ -33,6 +36,7 @@ from gateway.ledger import Site
 from gateway.wordpress import Transport
 from gateway.wordpress import connect
 from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 log = logging.getLogger(__name__)
 COMPANION_TTL = 60.0  # seconds a detection result is trusted per process
@@ -110,7 +114,11 @@ def add_site(
 
     Raises:
         TransportSwitchRefused: a switch while SENT/UNKNOWN operations exist.
+        ValueError: ``tenant`` or ``name`` does not match :data:`validation.TENANT` /
+            :data:`validation.SITE_NAME` as a whole.
     """
+    validation.check_name(tenant, validation.TENANT, "tenant")
+    validation.check_name(name, validation.SITE_NAME, "site name")
     encrypted = encrypt_password(secret_key, password)
     with db.atomic():
         site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
@@ -125,9 +133,13 @@ def add_site(
                 password_encrypted=encrypted,
                 transport=transport,
             )
+        moved = site.url != url.rstrip("/")
         Site.update(
             url=url.rstrip("/"),
             username=username,
+            # Another URL may reach another install: learn its identity again on first use.
+            install_url=None if moved else site.install_url,
+            install_home=None if moved else site.install_home,
             password_encrypted=encrypted,
             transport=transport,
             credential_version=Site.credential_version + 1,
@@ -174,6 +186,52 @@ def get_site(tenant: str, name: str) -> Site:
 def list_sites(tenant: str) -> list[Site]:
     """Every site of ``tenant``, by name."""
     return list(Site.select().where(Site.tenant == tenant).order_by(Site.name))
+
+
+def install_identity(site: Site, client: Transport) -> tuple[str, str]:
+    """``(url, home)`` of the WordPress install behind ``site``, as its ``/wp-json/`` index
+    reports them (WordPress REST API, the index route ``GET /wp-json/``), stored on the site
+    row at first use. Two tenants reaching one install by different URLs get one identity.
+
+    Raises:
+        WordPressError: the index cannot be read (the identity stays unknown).
+    """
+    if site.install_url:
+        return site.install_url, site.install_home or ""
+    index = client.site_index()
+    url = _normal_url(index.get("url")) if isinstance(index, dict) else ""
+    home = _normal_url(index.get("home")) if isinstance(index, dict) else ""
+    if not url:
+        raise WordPressOutcomeUnknown("the /wp-json/ index names no url", url=client.url("/"))
+    Site.update(install_url=url, install_home=home).where(Site.id == site.id).execute()
+    site.install_url, site.install_home = url, home
+    log.info("site %s/%s is the WordPress install %s (home %s)", site.tenant, site.name, url, home)
+    return url, home
+
+
+def same_install(site: Site) -> list[Site]:
+    """Other sites (any tenant) known to be the same WordPress install as ``site``."""
+    if not site.install_url:
+        return []
+    return list(
+        Site.select()
+        .where(
+            Site.install_url == site.install_url,
+            Site.install_home == site.install_home,
+            Site.id != site.id,
+        )
+        .order_by(Site.tenant, Site.name)
+    )
+
+
+def _normal_url(value) -> str:
+    """A URL compared case-insensitively in scheme and host, without a trailing slash."""
+    if not isinstance(value, str) or not value:
+        return ""
+    parts = urlsplit(value.strip())
+    return urlunsplit(
+        parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower())
+    ).rstrip("/")
 
 
 def client_for(site: Site, secret_key: str, timeout: float) -> Transport:

@@ -238,19 +238,20 @@ class Gateway:
         self.transport = transport
         self.wp_url = site["url"].rstrip("/")
         self.author = site["users"]["author"]
+        self._made: dict[tuple[str, str], int] = {}
         self.add_site(url or self.wp_url)
         self.token = self.make_token("workflow")
         self.wp = admin_session(site)
 
     # setup -----------------------------------------------------------------
 
-    def add_site(self, url: str, transport: str | None = None):
+    def add_site(self, url: str, transport: str | None = None, tenant: str = TENANT):
         """Register (or update: bumps ``credential_version``) the tenant's site."""
         self.transport = transport or self.transport
         with self.app.app_context(), database.connection_context():
             return sites.add_site(
                 SECRET_KEY,
-                TENANT,
+                tenant,
                 SITE_NAME,
                 url,
                 self.author["username"],
@@ -258,9 +259,14 @@ class Gateway:
                 self.transport,
             )
 
-    def make_token(self, role: str, tenant: str = TENANT) -> str:
+    def make_token(self, role: str, tenant: str = TENANT, name: str | None = None) -> str:
+        """A token named ``test-{role}`` (``test-{role}-2``... when the tenant has one:
+        token names are unique per tenant)."""
+        self._made[(tenant, role)] = self._made.get((tenant, role), 0) + 1
+        count = self._made[(tenant, role)]
+        name = name or (f"test-{role}" if count == 1 else f"test-{role}-{count}")
         with self.app.app_context(), database.connection_context():
-            return tokens.create_token(tenant, role, f"test-{role}")
+            return tokens.create_token(tenant, role, name)
 
     def headers(self, token: str | None = None) -> dict:
         return {"Authorization": f"Bearer {token or self.token}"}

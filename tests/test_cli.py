@@ -137,6 +137,8 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     assert bare.returncode == 0 and result["guarantees"]["guard"] is False
     warnings = {c["check"] for c in result["checks"] if c["ok"] is None}
     assert {"role", "companion_plugin", "uniqueness_guard", "seo_meta"} <= warnings
+    install = next(c for c in result["checks"] if c["check"] == "install")
+    assert install["ok"] and "also reached as acme/blog" in install["detail"]  # another URL
     wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
     add_site(run, wp_site["url"], wrong, name="revoked")
     refused = run("doctor", "--tenant", "acme", "--site", "revoked")
@@ -159,9 +161,11 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "absent": 0,
         "needs_review": 0,
         "unreachable": 0,
+        "refused": 0,
         "unscheduled": 0,
         "published": 0,
         "missed": 0,
+        "notifications": {"delivered": 0, "pending": 0, "attention_decided": 0},
     }
     report = json.loads(run("report", "--tenant", "acme").stdout)["tenants"]["acme"]
     assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0

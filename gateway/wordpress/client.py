@@ -421,6 +421,11 @@ class WordPressClient:
             json_body={"meta": {OPERATION_KEY_META: key}},
         )
 
+    def site_index(self) -> dict:
+        """``GET /wp-json/?_fields=url,home``: how the install names itself (its ``siteurl``
+        and ``home`` options), whatever URL it was reached by."""
+        return self.call("GET", "/", write=False, params={"_fields": "url,home"})
+
     def me(self) -> dict:
         """``GET /wp/v2/users/me?context=edit``: the authenticated user and capabilities."""
         return self.call("GET", "/wp/v2/users/me", write=False, params={"context": "edit"})

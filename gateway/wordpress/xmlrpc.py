@@ -292,6 +292,12 @@ class XmlRpcClient:
         rest = WordPressClient(self.base_url, self.username, self._password, self.timeout)
         return rest.fetch_file(url, content_types, max_bytes)
 
+    def site_index(self) -> dict:
+        """``{"url", "home"}`` of the install from its ``/wp-json/`` index, read as the REST
+        client reads it (the index needs no plugin and no login)."""
+        rest = WordPressClient(self.base_url, self.username, self._password, self.timeout)
+        return rest.site_index()
+
     # Terms (wp.getTerms, wp.getTerm; wp.newTerm needs edit_terms, which authors lack)
     def search_terms(self, route: str, search: str, page: int, per_page: int = 100) -> list[dict]:
         """One page of ``wp.getTerms`` with ``search`` (name LIKE), empty terms included, in
