@@ -289,10 +289,12 @@ class Gateway:
             self.token = tokens.create_token(TENANT, "workflow", "bench")
         db.database.close()
 
-    def start(self) -> Gateway:
-        self.setup_ledger()
+    def start(self, setup: bool = True) -> Gateway:
+        """Start ``gateway serve``; ``setup=False`` restarts it on the ledger it already has."""
+        if setup:
+            self.setup_ledger()
         port = free_port()
-        self.log = open(self.workdir / "server.log", "wb")  # noqa: SIM115
+        self.log = open(self.workdir / "server.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -339,7 +341,28 @@ class Gateway:
         )
         return [int(p) for p in out.stdout.split()]
 
-    def close(self) -> None:
+    def repoint(self, site_url: str) -> None:
+        """Point site ``wordpress`` at ``site_url`` (e.g. a counting proxy) in the ledger;
+        takes effect at the next :meth:`start`."""
+        from gateway import db
+        from gateway import sites
+
+        author = self.site["users"]["author"]
+        db.bind(self.db_url)
+        with db.database.connection_context():
+            sites.add_site(
+                self.secret,
+                TENANT,
+                "wordpress",
+                site_url,
+                author["username"],
+                author["app_password"],
+            )
+        db.database.close()
+        self.site_url = site_url
+
+    def stop(self) -> None:
+        """Stop the server, keeping its ledger (``start(setup=False)`` serves it again)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -347,6 +370,11 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, 9)
                 self.process.wait(timeout=10)
+        if getattr(self, "log", None) is not None:
+            self.log.close()
+
+    def close(self) -> None:
+        self.stop()
         if self.pg_url:
             try:
                 from gateway import db

@@ -29,6 +29,7 @@ def main(argv=None) -> int:
             "race",
             "ledger_scale",
             "reconcile",
+            "batch_scale",
             "profile",
         )
     }
@@ -123,6 +124,33 @@ def main(argv=None) -> int:
                 f"{m['wordpress_queries_by_kind']}, {m['sweep_s']:.2f} s",
                 "≤ 20 queries",
                 a["wordpress_queries"] <= 20 and m["wordpress_queries"] <= 20,
+            )
+        )
+    bs = parts["batch_scale"]
+    for led in (bs or {}).get("ledgers", []):
+        g, d, p = led["gateway"], led["direct"], led["replay"]
+
+        def calls(side: dict) -> str:
+            return ", ".join(
+                f"{k} {c['p50_ms']:.0f}/{c['p99_ms']:.0f}" for k, c in side["calls"].items()
+            )
+
+        rows.append(
+            (
+                f"batch scale ({led['database']})",
+                f"{led['jobs']} jobs (job + image + draft), {led['clients']} clients, "
+                f"{bs['gateway_workers']} workers; replayed; same jobs direct",
+                f"errors {g['errors']}, duplicates {led['duplicates']}, missing {led['missing']}; "
+                f"{g['jobs_per_s']:.1f} vs {d['jobs_per_s']:.1f} jobs/s direct (ratio "
+                f"{led['throughput_ratio']:.2f}); p50/p99 ms gateway {calls(g)}; direct {calls(d)}; "
+                f"RSS (workers) {led['rss_mib_start']:.0f} → {led['rss_mib_end']:.0f} MiB; replay: "
+                f"errors {p['errors']}, WordPress requests {p['wordpress_requests']}, {calls(p)}",
+                "0 errors, 0 duplicates; replay 0 WordPress writes",
+                g["errors"] == 0
+                and led["duplicates"] == 0
+                and led["missing"] == 0
+                and p["errors"] == 0
+                and p["wordpress_writes"] == 0,
             )
         )
     machine = next((p["machine"] for p in parts.values() if p and "machine" in p), {})
