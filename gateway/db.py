@@ -17,6 +17,8 @@ from peewee import PostgresqlDatabase
 from peewee import SqliteDatabase
 from playhouse.db_url import connect
 
+from gateway import statements
+
 database = DatabaseProxy()
 
 SQLITE_PRAGMAS = {
@@ -46,6 +48,7 @@ def bind(url: str):
         else {}
     )
     db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra)
+    statements.install(db)  # each SELECT shape compiled once (gateway/statements.py)
     if database.obj is not None:
         database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
     database.initialize(db)
