@@ -10,6 +10,7 @@ from flask import Flask
 
 from gateway import config as config_module
 from gateway import db
+from gateway import jsonio
 from gateway import migrations
 
 __version__ = "0.1.0"
@@ -35,6 +36,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     if test_config:
         cfg = cfg.with_overrides(**test_config)
     app = Flask(__name__)
+    app.json = jsonio.JSONProvider(app)
     app.config["GATEWAY"] = cfg
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_content_length
     app.config["SECRET_KEY"] = cfg.secret_key

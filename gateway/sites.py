@@ -82,6 +82,13 @@ def encrypt_password(secret_key: str, password: str) -> str:
     return _fernet(secret_key).encrypt(password.encode("utf-8")).decode("ascii")
 
 
+@lru_cache(maxsize=64)
+def _decrypted(secret_key: str, token: str) -> str:
+    # Per process: a site's stored token changes with every credential update, so a cached
+    # entry never outlives the credentials it decrypts (the client holds them anyway).
+    return _fernet(secret_key).decrypt(token.encode("ascii")).decode("utf-8")
+
+
 def decrypt_password(secret_key: str, token: str) -> str:
     """Decrypt a stored application password.
 
@@ -89,7 +96,7 @@ def decrypt_password(secret_key: str, token: str) -> str:
         SecretKeyMismatch: the ledger was written under another ``GATEWAY_SECRET_KEY``.
     """
     try:
-        return _fernet(secret_key).decrypt(token.encode("ascii")).decode("utf-8")
+        return _decrypted(secret_key, token)
     except InvalidToken:
         raise SecretKeyMismatch(
             "cannot decrypt a site password: GATEWAY_SECRET_KEY differs from the one used "

@@ -3,7 +3,6 @@ become RFC 9457 ``application/problem+json`` responses."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import uuid
@@ -21,6 +20,7 @@ from werkzeug.routing import IntegerConverter
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway import jsonio
 from gateway import ledger
 from gateway import tokens
 from gateway.db import database
@@ -64,7 +64,7 @@ def json_body(schema: str) -> dict:
         document = {}
     else:
         try:
-            document = json.loads(raw)
+            document = jsonio.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             raise exc.InvalidJSON(f"the body is not valid JSON: {error}") from None
         except RecursionError:  # nesting deeper than the parser's stack

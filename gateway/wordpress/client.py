@@ -14,6 +14,7 @@ import re
 import threading
 from urllib.parse import quote
 
+import orjson
 import requests
 
 from gateway.wordpress.errors import UpstreamRefused
@@ -144,6 +145,11 @@ def _json_of(method: str, url: str, response: requests.Response, write: bool):
     from in front of WordPress (:class:`UpstreamRefused`). JSON behind PHP notices is an
     unknown outcome for a write (strict) and read leniently otherwise."""
     try:
+        if (response.encoding or "utf-8").lower() in ("utf-8", "utf8"):
+            try:  # WordPress's own answers (UTF-8): decoded as json would, only faster
+                return orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                pass  # PHP notices, other encodings, NaN, big integers: as before
         return response.json() if write else parse_json_lenient(response.text)
     except ValueError as exc:
         if "json" not in response.headers.get("Content-Type", "").lower():
