@@ -75,6 +75,8 @@ def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
     are UNKNOWN/FAILED rows that the next draft call, ``recover`` or the sweep finish; the
     draft itself stands.
     """
+    if not slots:  # a draft without images: nothing to look up
+        return []
     job = target.job
     media = jobs.confirmed_media(job)
     pending = []

@@ -55,9 +55,11 @@ def resolve_media(job, body: dict) -> tuple[int, list[int], str]:
         MediaNotReady: a named slot has no CONFIRMED attachment.
         ValidationFailed: ``content`` names a slot missing from ``body_media``.
     """
-    media = jobs.confirmed_media(job)
     wanted = list(body.get("body_media") or [])
     featured_slot = (body.get("featured_media") or {}).get("slot")
+    if not wanted and not featured_slot and not PLACEHOLDER.search(body["content"]):
+        return 0, [], body["content"]  # no media named: nothing to look up
+    media = jobs.confirmed_media(job)
     missing = [s for s in wanted + ([featured_slot] if featured_slot else []) if s not in media]
     if missing:
         raise exc.MediaNotReady(

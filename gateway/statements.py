@@ -36,6 +36,7 @@ from peewee import ModelBase
 from peewee import ModelSelect
 from peewee import ModelUpdate
 from peewee import Node
+from peewee import Ordering
 from peewee import Value
 
 # Comparisons with one parameter whose SQL does not depend on the value.
@@ -68,6 +69,8 @@ def _atom(value, keep: list):
             keep.extend(value)
             return tuple(map(id, value))
         return tuple(_atom(v, keep) for v in value)
+    if type(value) is Ordering:  # ORDER BY field [ASC|DESC]
+        return ("order", _atom(value.node, keep), value.direction, value.collation, value.nulls)
     if isinstance(value, dict) and not value:
         return ("{}",)
     if type(value).__name__ == "DatabaseProxy":

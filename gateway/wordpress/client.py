@@ -17,6 +17,7 @@ from urllib.parse import quote
 import orjson
 import requests
 
+from gateway.wordpress import http_session
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -49,7 +50,7 @@ def _session(base_url: str, username: str) -> requests.Session:
         sessions = _local.sessions = {}
     key = (base_url, username)
     if key not in sessions:
-        session = requests.Session()
+        session = http_session.Session()
         session.headers["User-Agent"] = "publishing-gateway/0.1"
         sessions[key] = session
     return sessions[key]
