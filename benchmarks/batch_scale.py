@@ -120,7 +120,9 @@ def one_ledger(site: dict, database: str, args, rid: str, png: bytes) -> dict:
     job_ids = [f"{rid}-{database[:2]}{n}" for n in range(args.jobs)]
     half = args.jobs // 2
     result: dict = {"database": database, "jobs": args.jobs, "clients": args.clients}
-    gw = common.Gateway(site, database, workers=args.workers)
+    # Enough threads that every client is served at once, as PHP-FPM serves the direct side.
+    threads = max(4, -(-args.clients // args.workers))
+    gw = common.Gateway(site, database, workers=args.workers, threads=threads)
     proxy = None
     try:
         gw.start()

@@ -242,10 +242,10 @@ class Gateway:
         workers: int = 4,
         site_url: str | None = None,
         env: dict | None = None,
-        pooled_ledger: bool = False,
+        threads: int = 4,
     ):
         self.site = site
-        self.pooled_ledger = pooled_ledger
+        self.threads = threads
         self.workdir = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
         self.pg_url = None
         if database == "sqlite":
@@ -298,16 +298,15 @@ class Gateway:
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                *(
-                    [str(Path(__file__).with_name("pooled_serve.py"))]
-                    if self.pooled_ledger
-                    else ["-m", "gateway.cli"]
-                ),
+                "-m",
+                "gateway.cli",
                 "serve",
                 "--port",
                 str(port),
                 "--workers",
                 str(self.workers),
+                "--threads",
+                str(self.threads),
                 "--sweep-interval",
                 "0",
             ],

@@ -61,11 +61,6 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--workers", type=int, default=8, help="gateway (gunicorn) workers")
     ap.add_argument("--database", default="sqlite")
-    ap.add_argument(
-        "--pooled-ledger",
-        action="store_true",
-        help="experiment: serve through pooled_serve.py (ledger connection kept)",
-    )
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -78,9 +73,7 @@ def main(argv=None) -> int:
     rid = common.run_id()
     local = threading.local()
 
-    with common.Gateway(
-        site, args.database, workers=args.workers, pooled_ledger=args.pooled_ledger
-    ) as gw:
+    with common.Gateway(site, args.database, workers=args.workers) as gw:
         say(f"gateway {gw.url} ({args.workers} workers), {args.clients} clients")
 
         def gateway_job(n: str) -> None:
@@ -134,7 +127,6 @@ def main(argv=None) -> int:
     result = {
         "machine": info,
         "clients": args.clients,
-        "pooled_ledger": args.pooled_ledger,
         "gateway_workers": args.workers,
         "jobs_per_round": args.jobs,
         "rounds": args.rounds,

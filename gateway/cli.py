@@ -347,6 +347,12 @@ def report_command(tenant):
 @click.option("--port", default=8000, type=int)
 @click.option("--workers", default=4, type=int)
 @click.option(
+    "--threads",
+    default=4,
+    type=click.IntRange(1, 64),
+    help="Threads per worker; workers x threads requests are served at once.",
+)
+@click.option(
     "--sweep-interval",
     default=60.0,
     type=float,
@@ -357,13 +363,13 @@ def report_command(tenant):
     default=True,
     help="Run one agent worker for the server (only when GATEWAY_OPENAI_API_KEY is set).",
 )
-def serve(host, port, workers, sweep_interval, agent_worker):
+def serve(host, port, workers, threads, sweep_interval, agent_worker):
     """Serve the gateway with gunicorn (several workers, one background sweep, one agent
     worker)."""
     from gateway.server import run
 
     try:
-        run(host, port, workers, sweep_interval, agent_worker)
+        run(host, port, workers, sweep_interval, agent_worker, threads)
     except (ConfigError, migrations.LedgerError) as error:
         raise KnownProblem(str(error)) from None
 

@@ -95,9 +95,16 @@ def sweep_forever(interval: float, stop: threading.Event) -> None:
 
 
 def run(
-    host: str, port: int, workers: int, sweep_interval: float, agent_worker: bool = True
+    host: str,
+    port: int,
+    workers: int,
+    sweep_interval: float,
+    agent_worker: bool = True,
+    threads: int = 4,
 ) -> None:
-    """Run gunicorn until stopped.
+    """Run gunicorn until stopped: ``workers`` processes of ``threads`` threads each, so at
+    most ``workers * threads`` requests are served at once (the rest wait in the socket's
+    backlog).
 
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
@@ -118,7 +125,7 @@ def run(
         "bind": f"{host}:{port}",
         "workers": workers,
         "worker_class": "gthread",  # keep-alive for n8n and clients; a few threads per worker
-        "threads": 4,
+        "threads": threads,
         "keepalive": 5,
         "timeout": int(cfg.wp_timeout * 2 + 30),
         "graceful_timeout": int(cfg.wp_timeout + 5),
