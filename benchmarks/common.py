@@ -28,7 +28,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE_JSON = ROOT / "wp_test_site" / ".runtime" / "site.json"
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 TENANT = "bench"
-PHP_WORKERS = 4  # wp_test_site/up.sh: PHP_CLI_SERVER_WORKERS=4
+RUNTIME = ROOT / "wp_test_site" / ".runtime"
+
+
+def web_server() -> tuple[str, int]:
+    """How the test WordPress is served and how many PHP processes serve it at most
+    (wp_test_site/up.sh: nginx + PHP-FPM, pm.max_children; else php -S with
+    PHP_CLI_SERVER_WORKERS=4)."""
+    conf = RUNTIME / "php-fpm.conf"
+    if (RUNTIME / "nginx.conf").exists() and conf.exists():
+        for line in conf.read_text().splitlines():
+            if line.replace(" ", "").startswith("pm.max_children="):
+                return "nginx + PHP-FPM", int(line.split("=", 1)[1])
+    return "php -S", 4
 
 
 def say(text: str = "") -> None:
@@ -65,8 +77,8 @@ def machine(database: str) -> dict:
     return {
         "nproc": os.cpu_count(),
         "cpu": cpu,
-        "php_workers": PHP_WORKERS,
-        "wordpress": "wp_test_site (php -S, MariaDB)",
+        "php_workers": web_server()[1],
+        "wordpress": f"wp_test_site ({web_server()[0]}, MariaDB)",
         "database": database,
         "python": platform.python_version(),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
