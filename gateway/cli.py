@@ -20,10 +20,10 @@ from flask.cli import with_appcontext
 from peewee import PeeweeException as PeeweeError
 
 from gateway import __version__
-from gateway import create_app
 from gateway import migrations
 from gateway import sites
 from gateway import tokens
+from gateway.app import create_app
 from gateway.config import ConfigError
 from gateway.db import database
 from gateway.exceptions import GatewayError

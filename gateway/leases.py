@@ -123,22 +123,6 @@ def release(job: Job, owner: str, fencing_token: int) -> dict:
     )
 
 
-def parse_token(header: str | None) -> int | None:
-    """The ``X-Fencing-Token`` header as an int (None when absent).
-
-    Raises:
-        ValidationFailed: the header is not a positive integer.
-    """
-    if header is None or header.strip() == "":
-        return None
-    if not header.strip().isdigit():
-        raise exc.ValidationFailed(
-            "X-Fencing-Token must be a positive integer",
-            errors=[{"pointer": "/headers/X-Fencing-Token", "message": "not an integer"}],
-        )
-    return int(header.strip())
-
-
 def check_fencing(job: Job, fencing_token: int | None) -> None:
     """Refuse a workflow call that does not carry the latest grant of an active lease.
 

@@ -8,6 +8,7 @@ one query) and compared; repair writes back only the drifted fields of each atta
 
 from __future__ import annotations
 
+from gateway import actions
 from gateway import jobs
 from gateway import operations
 from gateway import verification
@@ -95,7 +96,7 @@ def _effect(target: Target, intent: dict) -> Effect:
     )
 
 
-def rebuild(target: Target, row: Operation) -> Effect:
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The effect of a ``media_meta`` row from its intent alone (reconciliation)."""
     return _effect(target, row.intent or {})
 
@@ -124,3 +125,21 @@ def repair(target: Target, field: dict | None) -> list[str]:
         )
         repaired.append(slot)
     return repaired
+
+
+def _send_request(target: Target, request: dict) -> None:
+    """Registry ``send``: ``request`` is ``{"field"}``, the verification's ``media_metadata``;
+    the outcomes are the ``media_meta`` rows, one per repaired attachment."""
+    repair(target, request["field"])
+
+
+actions.register(
+    actions.Action(
+        name="media_meta",
+        binds="attachment",
+        recovery=actions.RESEND,  # an idempotent update: nothing to look up, sent again
+        send=lambda target, request: _send_request(target, request),
+        rebuild=rebuild,
+        step="repair",
+    )
+)

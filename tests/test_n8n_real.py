@@ -33,12 +33,6 @@ from importlib import resources
 
 import pytest
 import requests
-from conftest import AUTHOR_PASSWORD_ENV
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import admin_session
-from conftest import gateway_command
 from n8n_support import CREDENTIAL_ID
 from n8n_support import CREDENTIAL_NAME
 from n8n_support import N8N_VERSION
@@ -48,6 +42,12 @@ from n8n_support import Receiver
 from n8n_support import install
 from n8n_support import installed
 from n8n_support import load_workflow
+from support import AUTHOR_PASSWORD_ENV
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from support import admin_session
+from support import gateway_command
 
 from gateway.testing.fault_proxy import Fault
 

@@ -19,6 +19,7 @@ import logging
 import openai
 from peewee import IntegrityError
 
+from gateway import actions
 from gateway import db
 from gateway import exceptions as exc
 from gateway import operations
@@ -171,3 +172,23 @@ def unsettled(sent_older_than: float) -> list[Operation]:
         for r in rows
         if r.state != SENT or operations.seconds_since(r.updated_at) >= sent_older_than
     ]
+
+
+def _resent_by_the_worker(target, row: Operation, found=None, prefetched=None):
+    raise RuntimeError(f"{row.operation_key} is sent again by the agent worker (send above)")
+
+
+for _name in ACTIONS:  # idempotent resend, by the agent worker: recover reports, never sends
+    actions.register(
+        actions.Action(
+            name=_name,
+            recovery=actions.RESEND,
+            send=None,
+            rebuild=_resent_by_the_worker,
+            step="none",
+            scope=actions.WORKER,
+            refusal="refused-by-openai",
+            resent_by="the agent worker",
+            binds=None,  # an input to an OpenAI session: no WordPress object
+        )
+    )

@@ -27,6 +27,7 @@ from functools import cache
 
 from jsonschema import Draft202012Validator
 
+from gateway import answers
 from gateway import approvals
 from gateway import blocks
 from gateway import drafts
@@ -83,16 +84,16 @@ def _upload_media(target: Target, args: dict, _actor: str) -> dict:
         args.get("caption"),
         args.get("title"),
     )
-    return media.media_view(outcome)
+    return answers.media_body(outcome)
 
 
 def _put_draft(target: Target, args: dict, _actor: str) -> dict:
-    return drafts.draft_view(drafts.put_draft(target, args))
+    return answers.draft_body(drafts.put_draft(target, args))
 
 
 def _insert_block(target: Target, args: dict, _actor: str) -> dict:
     outcome = blocks.put_block(target, args["name"], args["html"], args.get("position", "end"))
-    return blocks.block_view(outcome)
+    return answers.block_body(outcome)
 
 
 def _verify(target: Target, _args: dict, _actor: str) -> dict:
@@ -100,8 +101,7 @@ def _verify(target: Target, _args: dict, _actor: str) -> dict:
 
 
 def _request_approval(target: Target, _args: dict, actor: str) -> dict:
-    body, _created = approvals.request_approval(target, actor)
-    return body
+    return answers.approval_request_body(target.job, approvals.request_approval(target, actor))
 
 
 def _bump(target: Target, args: dict, _actor: str) -> dict:
