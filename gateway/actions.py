@@ -1,10 +1,11 @@
 """The action registry: one place that says what each kind of side effect is.
 
-Every action module (:mod:`gateway.media`, :mod:`gateway.drafts`, :mod:`gateway.blocks`,
-:mod:`gateway.repair`, :mod:`gateway.approvals` for ``publish``; later terms, tool results,
-notifications) registers one :class:`Action` when it is imported. Reconciliation, the sweep,
-``recover``, the report and ``next_allowed_actions`` ask the registry and never name an action
-kind themselves, so an action registered here is recovered correctly everywhere.
+Every action module (:data:`ACTION_MODULES`: media, drafts, blocks, repair, approvals for
+``publish``, terms, attachments, media metadata, scheduling for ``unschedule``, the agent
+session inputs, notifications) registers its :class:`Action` when it is imported.
+Reconciliation, the sweep, ``recover``, the report, ``next_allowed_actions``, ownership's
+chains and the agents' function tools ask the registry and never name an action kind
+themselves, so an action registered here is recovered correctly everywhere.
 
 How to use it (e.g. from the agent worker)::
 
@@ -21,9 +22,10 @@ How to use it (e.g. from the agent worker)::
   body plus the path's ``slot``/``name``); it returns the :class:`gateway.operations.Outcome`
   (``replayed``, ``created``, ``reconciled``), or None when there was nothing to do. Cancellation
   and fencing are checked inside. The same request under the same key is a replay. Requests:
-  ``media`` ``{"slot", "content_base64", "filename"?, "alt_text"?, "caption"?, "title"?}``,
-  ``draft`` the draft body (``schemas/draft.json``), ``block`` ``{"name", "html",
-  "position"?}``, ``repair`` ``{}``, ``publish`` ``{"by": who publishes}``.
+  ``media`` ``{"slot", "content_base64" | "source_url", "filename"?, "alt_text"?, "caption"?,
+  "title"?}``, ``draft`` the draft body (``schemas/draft.json``), ``block`` ``{"name",
+  "html", "position"?}``, ``repair`` ``{}``, ``publish`` ``{"by": who publishes}``,
+  ``notify`` ``{"event", "reason"?}``.
 * ``rebuild(target, row, found=None, prefetched=None)`` returns an
   :class:`gateway.operations.Effect` built from the row's stored ``intent`` alone (after a
   restart), whose ``find`` looks the operation up in WordPress and whose ``read_back`` builds the
@@ -31,9 +33,12 @@ How to use it (e.g. from the agent worker)::
 * ``recovery``: :data:`LOOKUP` (the object is found in WordPress and read back), :data:`RESEND`
   (sent again with the same idempotency key; the receiver deduplicates) or :data:`PERSON`
   (nothing can prove the outcome: an editor decides).
-* ``scope``: :data:`JOB` (``recover`` of the job handles it), :data:`SITE` (only the sweep) or
-  :data:`WORKER` (the worker that owns the receiver sends it again, e.g. agent-session inputs
-  resent by the agent worker; ``recover`` only reports it, the sweep leaves it alone).
+* ``scope``: :data:`JOB` (``recover`` of the job handles it), :data:`SITE` (only the sweep:
+  terms; notifications, which live in their own table and are resent by their
+  ``sweep_pass``) or :data:`WORKER` (the worker that owns the receiver sends it again, e.g.
+  agent-session inputs resent by the agent worker; ``recover`` only reports it, the sweep
+  leaves it alone).
+* ``tool``: the :class:`AgentTool` through which an agent performs the action, if any.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gateway.ledger import Operation
-from gateway.operations import Effect
-from gateway.operations import Outcome
-from gateway.operations import Target
+if TYPE_CHECKING:  # gateway.operations asks the registry (via gateway.ownership)
+    from gateway.ledger import Operation
+    from gateway.operations import Effect
+    from gateway.operations import Outcome
+    from gateway.operations import Target
 
 LOOKUP = "lookup"
 RESEND = "idempotent_resend"
@@ -67,11 +74,32 @@ ACTION_MODULES = (
     "gateway.media_metadata",
     "gateway.scheduling",
     "gateway.agents.submissions",
+    "gateway.notifications",
 )
 
 
 class UnknownAction(LookupError):
     """No action of this name is registered."""
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    """How an agent calls an action: :mod:`gateway.agents.tools` makes the function tool from
+    it, runs the action's ``send`` and answers what the HTTP call answers.
+
+    Attributes:
+        name: the function name the agent calls (``upload_media``...).
+        description: what it does, for the model.
+        schema: the ``gateway/schemas`` file of the HTTP call's body (the tool's parameters
+            are generated from it).
+        path: the HTTP call's path parameters, ``((name, description), ...)``: slot-like
+            identifiers (:data:`gateway.validation.SLOT`), all required.
+    """
+
+    name: str
+    description: str
+    schema: str
+    path: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,10 +112,11 @@ class Action:
         send: ``(target, request) -> Outcome | None``: performs the action (see the module
             docstring for ``request``); None for a :data:`WORKER` action, which its worker
             sends (agent-session inputs: :func:`gateway.agents.submissions.submit`).
+            ``notify`` (its own ledger table) returns ``(notification, decided_now)``.
         rebuild: ``(target, row, found=None, prefetched=None) -> Effect`` from the row alone.
         step: the name of the call that does it (again) in ``next_allowed_actions``, e.g.
             ``create_draft``.
-        scope: :data:`JOB` or :data:`SITE`.
+        scope: :data:`JOB`, :data:`SITE` or :data:`WORKER` (see the module docstring).
         object_type: the WordPress type (``post``, ``attachment``) of the object that carries
             the operation key, for lookups by key batched across operations (the sweep, the
             duplicate report); None when the operation is found by reading its object.
@@ -103,9 +132,12 @@ class Action:
         sweep_pass: ``(config) -> counts``: extra work of every sweep that is not about a
             SENT/UNKNOWN row (e.g. reading scheduled posts back); its counts join the sweep's.
         binds: the WordPress object type its ``remote_id`` is (``post``, ``attachment``,
-            ``term``), or None when it binds no WordPress object (agent inputs). Operations of
-            one type belong to one chain of a job (the draft's post; one image slot's
-            attachment); ``term`` objects are shared by the site's jobs and owned by none.
+            ``term``), or None when it binds no WordPress object (agent inputs,
+            notifications). Operations of one type belong to one chain of a job (the draft's
+            post; one image slot's attachment); ``term`` objects are shared by the site's jobs
+            and owned by none (:mod:`gateway.ownership`).
+        tool: the :class:`AgentTool` by which an agent performs it, or None when agents may
+            not (no tool approves or publishes).
     """
 
     name: str
@@ -123,6 +155,7 @@ class Action:
     counted_as: str | None = None
     sweep_pass: Callable[..., dict] | None = None
     binds: str | None = "post"
+    tool: AgentTool | None = None
 
     def __post_init__(self):
         if self.recovery not in RECOVERY_KINDS:
@@ -190,6 +223,12 @@ def binding(kind: str) -> frozenset[str]:
     (``post``: the job's draft chain; ``attachment``: an image slot's chain; ``term``: shared
     site objects)."""
     return frozenset(a.name for a in all_actions() if a.binds == kind)
+
+
+def agent_tools() -> list[Action]:
+    """The actions an agent may perform (those with a :attr:`Action.tool`), in registration
+    order."""
+    return [a for a in all_actions() if a.tool is not None]
 
 
 def worker_actions() -> list[str]:

@@ -79,5 +79,19 @@ def approval_request_body(job: Job, requested) -> dict:
         "post_id": requested.post_id,
         "content_sha256": requested.content_sha256,
         "phase": job.phase,
+        "unchecked_fields": requested.unchecked_fields,
         "verification": requested.verification,
     }
+
+
+# The answer body of each registered action an agent tool can perform (by action name).
+_BODIES = {"media": media_body, "draft": draft_body, "block": block_body, "publish": publish_body}
+
+
+def for_action(action: str, outcome: Outcome) -> dict:
+    """The body the HTTP call of ``action`` answers with ``outcome``.
+
+    Raises:
+        KeyError: no answer shape is known for ``action``.
+    """
+    return _BODIES[action](outcome)

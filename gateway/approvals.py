@@ -31,7 +31,9 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import ownership
 from gateway import scheduling
+from gateway import validation
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -48,17 +50,19 @@ log = logging.getLogger(__name__)
 ACTION = "publish"
 
 
-def _live(target: Target) -> tuple[int, dict]:
-    """``(post_id, live post)`` of the job's latest draft (``context=edit``).
+def _live(target: Target) -> tuple[Operation, dict]:
+    """``(draft row, live post)`` of the job's latest draft (``context=edit``).
 
     Raises:
         ApprovalRequired: the job has no confirmed draft.
+        ForeignObject: another job or tenant holds the post too.
         WordPressRefused: the post no longer exists; WordPressUnavailable: it cannot be read.
     """
     draft = drafts.latest_draft(target.job)
     if draft is None:
         raise exc.ApprovalRequired("the job has no confirmed draft to approve or publish")
-    return draft.remote_id, drafts.read_live(target, draft.remote_id)
+    ownership.check_job_post(target, draft.remote_id)
+    return draft, drafts.read_live(target, draft.remote_id)
 
 
 def live_digest(post: dict) -> str:
@@ -69,12 +73,14 @@ def live_digest(post: dict) -> str:
 @dataclass
 class Request:
     """The outcome of :func:`request_approval`: the post and digest put in front of editors,
-    the live verification, and whether this call created the request."""
+    the live verification, whether this call created the request, and the fields this site
+    cannot check (``ok: null``; they do not block)."""
 
     post_id: int
     content_sha256: str
     verification: dict
     created: bool
+    unchecked_fields: list[str] = dataclasses.field(default_factory=list)
 
 
 def request_approval(target: Target, requested_by: str) -> Request:
@@ -86,11 +92,7 @@ def request_approval(target: Target, requested_by: str) -> Request:
     operations.check_writable(target)
     job = target.job
     result = drafts.verify_job(target)
-    if not result["ok"]:
-        failed = sorted(k for k, f in result["fields"].items() if f["ok"] is False)
-        raise exc.VerificationFailed(
-            "the post does not verify; repair it first", failed_fields=failed
-        )
+    unchecked = _evidence(result)
     values = {"post_id": result["post_id"], "content_sha256": result["content_sha256"]}
     try:
         with db.atomic():
@@ -110,60 +112,90 @@ def request_approval(target: Target, requested_by: str) -> Request:
         ).execute()
         created = False
     jobs.advance_phase(job, "approval_pending")
-    return Request(values["post_id"], values["content_sha256"], result, created)
+    return Request(values["post_id"], values["content_sha256"], result, created, unchecked)
 
 
-def parse_expiry(value: str) -> dt.datetime:
+def _evidence(result: dict) -> list[str]:
+    """The read-back evidence an approval needs: no field of ``result`` (a
+    :func:`verification.compare` body) failed. Returns the fields that cannot be checked on
+    this site (``ok: null``, e.g. Rank Math fields without the companion plugin): they do not
+    block and are listed.
+
+    Raises:
+        VerificationFailed (409): with ``failed_fields`` and ``unchecked_fields``.
+    """
+    # Reported but not failing (verification.compare leaves them out of the overall ok).
+    counted = {k: f for k, f in result["fields"].items() if f.get("reason") != "made-unique"}
+    failed = sorted(k for k, f in counted.items() if f["ok"] is False)
+    unchecked = sorted(k for k, f in counted.items() if f["ok"] is None)
+    if failed:
+        raise exc.VerificationFailed(
+            "the post does not verify; repair it first",
+            failed_fields=failed,
+            unchecked_fields=unchecked,
+        )
+    return unchecked
+
+
+def parse_expiry(value: str, max_days: float) -> dt.datetime:
     """An RFC 3339 timestamp with an offset, as naive UTC.
 
     Raises:
-        ValidationFailed: not RFC 3339 with an offset, or not in the future (database clock).
+        ValidationFailed: not RFC 3339 with an offset, not in the future, or more than
+            ``max_days`` days ahead (database clock).
     """
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise exc.ValidationFailed(
-            "expires_at must be RFC 3339 with an offset",
-            errors=[{"pointer": "/expires_at", "message": "e.g. 2026-11-29T12:00:00+00:00"}],
-        )
-    moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-    if moment <= db.db_now():
+    moment = validation.utc_moment(value, "expires_at", "2026-11-29T12:00:00+00:00")
+    now = db.db_now()
+    if moment <= now:
         raise exc.ValidationFailed(
             "expires_at is in the past",
             errors=[{"pointer": "/expires_at", "message": "must be in the future"}],
         )
+    if moment > now + dt.timedelta(days=max_days):
+        raise exc.ValidationFailed(
+            f"expires_at is more than {max_days:g} days ahead",
+            errors=[{"pointer": "/expires_at", "message": f"at most {max_days:g} days from now"}],
+        )
     return moment
 
 
-def approve(target: Target, body: dict, editor: str) -> Approval:
-    """Record an editor's approval after checking it against the live read-back.
+def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str]]:
+    """Record an editor's approval after checking it against the live read-back, which must
+    verify (read-back evidence of exactly this version).
 
     Args:
         body: validated ``{"task_version", "content_sha256", "post_id", "expires_at"}``.
-        editor: the editor token's name (audit).
+        editor: the editor token's name (audit; unique per tenant).
+
+    Returns ``(approval, unchecked_fields)``: the fields the site cannot check.
 
     Raises:
         ApprovalStale (409): version, post or digest differ from the job and the live post.
-        ValidationFailed (422): ``expires_at`` malformed or past.
+        VerificationFailed (409): the live post does not verify (``failed_fields``).
+        ForeignObject (409): another job or tenant holds the post too.
+        ValidationFailed (422): ``expires_at`` malformed, past, or beyond the configured cap
+            (``GATEWAY_APPROVAL_MAX_DAYS``).
     """
     operations.check_writable(target)
     job = target.job
-    expires = parse_expiry(body["expires_at"])
+    expires = parse_expiry(body["expires_at"], target.config.approval_max_days)
     publish_at = scheduling.parse_publish_at(body.get("publish_at"))
     if body["task_version"] != job.task_version:
         raise exc.ApprovalStale(
             f"the job is at task_version {job.task_version}", task_version=job.task_version
         )
-    post_id, live = _live(target)
-    digest = live_digest(live)
+    draft, live = _live(target)
+    post_id, digest = draft.remote_id, live_digest(live)
     if body["post_id"] != post_id or body["content_sha256"] != digest:
         raise exc.ApprovalStale(
             "the live post differs from what was approved; read the verification again",
             post_id=post_id,
             content_sha256=digest,
         )
+    expected = "publish" if job.phase == "published" else "draft"
+    unchecked = _evidence(
+        verification.compare(draft.receipt, live, target.companion.present, expected)
+    )
     approval = Approval.create(
         tenant=job.tenant,
         job_id=job.job_id,
@@ -175,7 +207,7 @@ def approve(target: Target, body: dict, editor: str) -> Approval:
         publish_at=publish_at,
     )
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
-    return approval
+    return approval, unchecked
 
 
 def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None) -> Approval:
@@ -257,8 +289,8 @@ def valid_approval(target: Target) -> tuple[Approval, int]:
     approvals = approvals_of(job)
     if not approvals:
         raise exc.ApprovalRequired("an editor must approve this version before publishing")
-    post_id, live = _live(target)
-    digest, now = live_digest(live), db.db_now()
+    draft, live = _live(target)
+    post_id, digest, now = draft.remote_id, live_digest(live), db.db_now()
     for approval in approvals:
         if refusal_for(approval, job, post_id, digest, now) is None:
             return approval, post_id

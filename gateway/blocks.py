@@ -31,6 +31,7 @@ from collections.abc import Callable
 from gateway import actions
 from gateway import exceptions as exc
 from gateway import operations
+from gateway import ownership
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
 from gateway.ledger import Operation
@@ -155,12 +156,14 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
 
     Raises:
         NotFound: the job has no post yet (create the draft first).
+        ForeignObject: another job or tenant holds the post too (nothing is written).
         plus everything :func:`operations.perform` raises.
     """
     operations.check_writable(target)
     job = target.job
     if not job.post_id:
         raise exc.NotFound("the job has no post yet; create the draft first")
+    ownership.check_job_post(target, job.post_id)
     digest = html_digest(html)
     key = operations.operation_key(job, ACTION, f"{name}/{digest}")
     request_hash = request_digest({"name": name, "html": html, "position": position})
@@ -186,6 +189,16 @@ def send_request(target: Target, request: dict) -> Outcome:
 
 actions.register(
     actions.Action(
-        name=ACTION, recovery=actions.LOOKUP, send=send_request, rebuild=rebuild, step="put_block"
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=send_request,
+        rebuild=rebuild,
+        step="put_block",
+        tool=actions.AgentTool(
+            "insert_block",
+            "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
+            "block",
+            path=(("name", "the block's name, e.g. resources"),),
+        ),
     )
 )

@@ -34,6 +34,7 @@ from gateway.operations import Target
 log = logging.getLogger(__name__)
 CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
 REJECTED_ADVANCES = "rejected_checkpoint_advances"
+MAX_DATA_BYTES = 1024 * 1024  # 1 MiB of canonical JSON per checkpoint
 
 # Keys: normalised (lower case, no separators) substrings, or a whole word "token"
 # (so "access_token" is refused but "prompt_tokens" - LLM usage data - is not).
@@ -89,6 +90,23 @@ def find_secrets(value, pointer: str = "") -> list[dict]:
     return found
 
 
+def check_data_size(data) -> None:
+    """Refuse checkpoint ``data`` whose stored JSON (UTF-8) exceeds :data:`MAX_DATA_BYTES`:
+    checkpoints hold phase notes and usage figures, not documents (those are artifacts).
+
+    Raises:
+        ValidationFailed (422, pointer ``/data``).
+    """
+    if data is None:
+        return
+    size = len(canonical_json(data).encode("utf-8"))
+    if size > MAX_DATA_BYTES:
+        raise exc.ValidationFailed(
+            f"checkpoint data is {size} bytes; at most {MAX_DATA_BYTES} are stored",
+            errors=[{"pointer": "/data", "message": f"at most {MAX_DATA_BYTES} bytes of JSON"}],
+        )
+
+
 def _artifacts_key(artifacts: list[dict]) -> str:
     """Artifacts compare as a set: order does not matter."""
     return canonical_json(sorted(canonical_json(a) for a in artifacts))
@@ -105,7 +123,8 @@ def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
 
     Raises:
         JobCancelled, LeaseRequired, StaleFencingToken (409), PhaseOwnedByGateway (403,
-        counted), SecretInCheckpoint (422, nothing stored), CheckpointConflict (409).
+        counted), SecretInCheckpoint (422, nothing stored), ValidationFailed (422): ``data``
+        larger than :data:`MAX_DATA_BYTES`. CheckpointConflict (409).
     """
     operations.check_writable(target)
     job = target.job
@@ -116,6 +135,7 @@ def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
         raise exc.PhaseOwnedByGateway(
             f"phase {phase!r} is set only by the gateway on its own evidence", phase=phase
         )
+    check_data_size(body.get("data"))
     secrets = find_secrets(body.get("data"), "/data") + find_secrets(
         body["artifacts"], "/artifacts"
     )

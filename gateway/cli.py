@@ -139,22 +139,28 @@ def sites_group():
     metavar="VAR",
     help="Environment variable holding the application password.",
 )
-@click.option("--transport", type=click.Choice(["rest", "xmlrpc"]), default="rest")
+@click.option(
+    "--transport",
+    type=click.Choice(["rest", "xmlrpc"]),
+    default="rest",
+    help="rest (with the companion plugin: guard, lookup) or xmlrpc (no plugin needed).",
+)
 @needs_ledger
 def sites_add(tenant, name, url, username, app_password_env, transport):
-    """Add or update a site; an update bumps its credential_version."""
-    if transport == "xmlrpc":
-        # Named by the contract, not built yet: refusing beats silently writing over REST.
-        raise click.ClickException(
-            "the xmlrpc transport is not available yet; use --transport rest"
-        )
+    """Add or update a site; an update bumps its credential_version. Switching the
+    transport is refused while the site has SENT or UNKNOWN operations."""
     password = os.environ.get(app_password_env)
     if not password:
         raise click.ClickException(f"environment variable {app_password_env} is empty")
     with database.connection_context():
-        site = sites.add_site(
-            _config().secret_key, tenant, name, url, username, password, transport
-        )
+        try:
+            site = sites.add_site(
+                _config().secret_key, tenant, name, url, username, password, transport
+            )
+        except GatewayError as error:
+            raise KnownProblem(error.detail) from None
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(
         json.dumps(
             {
@@ -162,6 +168,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
                 "name": name,
                 "url": site.url,
                 "username": username,
+                "transport": site.transport,
                 "credential_version": site.credential_version,
             }
         )
@@ -181,7 +188,10 @@ def tokens_group():
 def tokens_create(tenant, role, name):
     """Create a token and print it alone on the last line of stdout, once."""
     with database.connection_context():
-        token = tokens.create_token(tenant, role, name)
+        try:
+            token = tokens.create_token(tenant, role, name)
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
     click.echo(f"token for {tenant}/{name} ({role}); it is shown only once:", err=True)
     click.echo(token)
 
@@ -191,11 +201,30 @@ def tokens_create(tenant, role, name):
 @click.option("--name", required=True)
 @needs_ledger
 def tokens_revoke(tenant, name):
-    """Revoke every token of TENANT named NAME (API calls and editor sessions end)."""
+    """Revoke the token of TENANT named NAME (API calls and editor sessions end)."""
     known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
+
+
+@cli.group("notifications")
+def notifications_group():
+    """Where a tenant's editors are notified (an admin's setting)."""
+
+
+@notifications_group.command("set-url")
+@click.option("--tenant", required=True)
+@click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
+@needs_ledger
+def notifications_set_url(tenant, url):
+    """Set the tenant's notification URL; pending notifications are delivered there next."""
+    from gateway import notifications
+
+    known_tenant(tenant)
+    with database.connection_context():
+        row = notifications.set_url(tenant, url)
+    click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
 
 
 @cli.command("reconcile")
@@ -207,11 +236,15 @@ def tokens_revoke(tenant, name):
 )
 @needs_ledger
 def reconcile(older_than):
-    """One sweep over stale SENT/UNKNOWN rows of every job; prints counts as JSON."""
+    """One sweep over stale SENT/UNKNOWN rows of every job, pending notifications and idle
+    jobs; prints counts as JSON."""
     from gateway import reconciliation
 
+    config = _config()
     with database.connection_context():
-        counts = reconciliation.sweep(_config(), older_than)
+        # Every registered action's sweep_pass runs within: notifications resent and idle
+        # jobs told about, scheduled posts read back, unschedules finished.
+        counts = reconciliation.sweep(config, older_than)
     click.echo(json.dumps(counts))
 
 
@@ -249,26 +282,31 @@ def worker_command(once, interval):
 
 @cli.command("doctor")
 @click.option("--tenant", required=True)
-@click.option("--site", "site_name", required=True)
+@click.option("--site", "site_name", default=None, help="One site (default: every site).")
 @needs_ledger
 def doctor_command(tenant, site_name):
-    """Preflight of a WordPress site: reachability, login, role, companion plugin."""
+    """Preflight of a tenant's sites: reachability, login, role, transport and guarantees.
+    One site: its result as JSON; every site: a JSON list."""
     from gateway import doctor
 
     known_tenant(tenant)
     with database.connection_context():
         configured = sorted(s.name for s in sites.list_sites(tenant))
-        if site_name not in configured:
+        if site_name is not None and site_name not in configured:
             raise KnownProblem(
                 f"unknown site {site_name!r} for tenant {tenant!r}; its sites: "
                 f"{', '.join(configured) or 'none'} ('gateway sites add' adds one)"
             )
-        result = doctor.doctor(_config(), tenant, site_name)
-    for check in result["checks"]:
-        mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
-        click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
-    click.echo(json.dumps(result, ensure_ascii=False))
-    sys.exit(0 if result["ok"] else 1)
+        names = [site_name] if site_name else configured
+        results = [doctor.doctor(_config(), tenant, name) for name in names]
+    for result in results:
+        if not site_name:
+            click.echo(f"site {result['site']} ({result['transport']}):", err=True)
+        for check in result["checks"]:
+            mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
+            click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
+    click.echo(json.dumps(results[0] if site_name else results, ensure_ascii=False))
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
 
 
 @cli.command("report")

@@ -34,6 +34,11 @@ class Config:
         inflight_window: seconds a SENT row counts as in flight when the site has no
             companion-plugin guard.
         max_content_length: request body limit in bytes.
+        resume_after: seconds without any request before a job counts as stopped and may
+            be resumed (``POST /v1/jobs/{id}/resume``).
+        resume_budget: resumes allowed per job version before editors are told instead.
+        attention_after: seconds without any request after which the sweep tells editors
+            that an unfinished job needs attention.
         crash_points: named crash points enabled for fault tests (empty in production).
         media_url_schemes: URL schemes an image may be downloaded from (``https``).
         media_url_allow_hosts: ``host:port`` entries, exactly as written in a URL; when not
@@ -41,6 +46,9 @@ class Config:
             private address (never link-local or metadata).
         media_url_max_bytes: the largest image downloaded, in bytes.
         media_url_timeout: seconds for one download (connect, redirects and body together).
+        approval_max_days: the latest ``expires_at`` an approval may carry, in days from now.
+        session_hours: the fixed lifetime of a review-page session, in hours.
+        session_idle_minutes: a review-page session unused this long ends.
         testing: relaxes the secret-key requirement.
         openai_api_key: the OpenAI project key the agent worker calls the Agents API with;
             never stored in the ledger, logged, returned, or handed to an agent.
@@ -61,11 +69,17 @@ class Config:
     wp_timeout: float = DEFAULT_WP_TIMEOUT
     inflight_window: float = DEFAULT_WP_TIMEOUT + 10
     max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH
+    resume_after: float = 300.0
+    resume_budget: int = 3
+    attention_after: float = 3600.0
     crash_points: frozenset[str] = frozenset()
     media_url_schemes: frozenset[str] = frozenset({"https"})
     media_url_allow_hosts: frozenset[str] = frozenset()
     media_url_max_bytes: int = DEFAULT_MEDIA_URL_MAX_BYTES
     media_url_timeout: float = DEFAULT_MEDIA_URL_TIMEOUT
+    approval_max_days: float = 7.0
+    session_hours: float = 8.0
+    session_idle_minutes: float = 30.0
     testing: bool = False
     openai_api_key: str = field(default="", repr=False)
     openai_base_url: str | None = None
@@ -133,6 +147,12 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
             _number(env, "GATEWAY_MEDIA_URL_MAX_BYTES", DEFAULT_MEDIA_URL_MAX_BYTES, int)
         ),
         media_url_timeout=_number(env, "GATEWAY_MEDIA_URL_TIMEOUT", DEFAULT_MEDIA_URL_TIMEOUT),
+        approval_max_days=_number(env, "GATEWAY_APPROVAL_MAX_DAYS", 7.0),
+        session_hours=_number(env, "GATEWAY_SESSION_HOURS", 8.0),
+        session_idle_minutes=_number(env, "GATEWAY_SESSION_IDLE_MINUTES", 30.0),
+        resume_after=_number(env, "GATEWAY_RESUME_AFTER", 300.0),
+        resume_budget=int(_number(env, "GATEWAY_RESUME_BUDGET", 3, int)),
+        attention_after=_number(env, "GATEWAY_ATTENTION_AFTER", 3600.0),
         testing=testing,
         openai_api_key=env.get("GATEWAY_OPENAI_API_KEY", ""),
         openai_base_url=env.get("GATEWAY_OPENAI_BASE_URL") or None,

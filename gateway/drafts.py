@@ -21,6 +21,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media_metadata
 from gateway import operations
+from gateway import ownership
 from gateway import refusals
 from gateway import terms
 from gateway import verification
@@ -150,10 +151,15 @@ def read_back(
 
 
 def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
-    """Objects of ``post_type`` carrying ``key`` (needs the companion plugin; [] without)."""
+    """Objects of ``post_type`` carrying ``key`` ([] when the site offers no lookup: REST
+    without the companion plugin). A scanning transport (XML-RPC) stops at the time the
+    operation was first prepared: nothing older can carry it."""
     if not target.companion.present:
         return []
-    return [o for o in target.client.find_by_operation_keys([key]) if o["type"] == post_type]
+    row = Operation.get_or_none(Operation.operation_key == key)
+    since = row.created_at if row is not None else None
+    found = target.client.find_by_operation_keys([key], since=since, types=(post_type,))
+    return [o for o in found if o["type"] == post_type]
 
 
 def _draft_effect(
@@ -182,7 +188,7 @@ def _draft_effect(
         find=find,
         read_back=read,
         creates=update_of is None,
-        title=intent["sent"]["title"],
+        title=(intent.get("sent") or {}).get("title"),
         intent=intent,
     )
 
@@ -319,12 +325,14 @@ def verify_job(target: Target) -> dict:
 
     Raises:
         NotFound: the job has no CONFIRMED draft yet.
+        ForeignObject: another job or tenant holds the post too (nothing is read).
         WordPressUnavailable: WordPress cannot be read now.
     """
     job = target.job
     row = latest_draft(job)
     if row is None:
         raise exc.NotFound("the job has no confirmed draft to verify yet")
+    ownership.check_job_post(target, row.remote_id)
     try:
         live = target.client.get_post(row.remote_id)
     except WordPressNotFound:  # reported as a failed verification: the post is gone
@@ -354,5 +362,12 @@ actions.register(
         object_type="post",
         phases=frozenset({jobs.DRAFTING}),
         settle=settle,
+        tool=actions.AgentTool(
+            "put_draft",
+            "Create the job's WordPress post as a draft, once, and verify it by read-back. "
+            "{{media:SLOT}} placeholders in content become image blocks. Different content "
+            "under the same task version is refused: call bump_task_version first.",
+            "draft",
+        ),
     )
 )

@@ -97,6 +97,12 @@ LeaseRequired = _problem("LeaseRequired", 409, "lease-required", "X-Fencing-Toke
 StaleFencingToken = _problem(
     "StaleFencingToken", 409, "stale-fencing-token", "A newer lease was granted"
 )
+ForeignObject = _problem(
+    "ForeignObject",
+    409,
+    "foreign-object",
+    "The WordPress object is not provably this operation's",
+)
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
 VerificationFailed = _problem(
     "VerificationFailed", 409, "verification-failed", "The post does not verify; repair it first"
@@ -142,6 +148,15 @@ OperationKeyReused = _problem(
     "operation-key-reused",
     "This operation key was used with a different request",
 )
+TransportLimit = _problem(
+    "TransportLimit", 422, "transport-limit", "The site's transport cannot do this"
+)
+TransportSwitchRefused = _problem(
+    "TransportSwitchRefused",
+    409,
+    "transport-switch-refused",
+    "Operations sent over the current transport are not reconciled yet",
+)
 SecretInCheckpoint = _problem(
     "SecretInCheckpoint", 422, "secret-in-checkpoint", "Checkpoint data looks like a secret"
 )
@@ -153,6 +168,9 @@ UpstreamRefused = _problem(
     502,
     "upstream-refused",
     "Something in front of WordPress refused the request",
+)
+NotificationNotDue = _problem(
+    "NotificationNotDue", 409, "notification-not-due", "The job has not reached that event"
 )
 OperationNotFailed = _problem(
     "OperationNotFailed", 409, "operation-not-failed", "Only a FAILED operation can be retried"

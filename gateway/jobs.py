@@ -6,7 +6,10 @@ Status (docs/api.md, "Job status and phases") is derived from the ledger, never 
 
 from __future__ import annotations
 
+import datetime as dt
+
 from peewee import IntegrityError
+from peewee import fn
 
 from gateway import db
 from gateway import exceptions as exc
@@ -17,8 +20,10 @@ from gateway.ledger import CONFIRMED
 from gateway.ledger import FAILED
 from gateway.ledger import SENT
 from gateway.ledger import UNKNOWN
+from gateway.ledger import Checkpoint
 from gateway.ledger import Job
 from gateway.ledger import Operation
+from gateway.ledger import ResumePoint
 from gateway.ledger import Review
 from gateway.operations import Target
 
@@ -287,3 +292,27 @@ def confirmed_media(job: Job) -> dict[str, Operation]:
         .order_by(Operation.id)
     )
     return {row.slot: row for row in rows}
+
+
+def _as_datetime(value) -> dt.datetime | None:
+    if isinstance(value, str):  # SQLite answers MAX() over timestamps as text
+        return dt.datetime.fromisoformat(value)
+    return value
+
+
+def idle_seconds(job: Job) -> float:
+    """Seconds since anything touched the job: the job row, an operation, a checkpoint, its
+    resume point being saved or resumed (the latest of their timestamps)."""
+    mine = (Operation.tenant == job.tenant) & (Operation.job_id == job.job_id)
+    stamps = [
+        job.updated_at,
+        Operation.select(fn.MAX(Operation.updated_at)).where(mine).scalar(),
+        Checkpoint.select(fn.MAX(Checkpoint.created_at))
+        .where(Checkpoint.tenant == job.tenant, Checkpoint.job_id == job.job_id)
+        .scalar(),
+        ResumePoint.select(fn.MAX(ResumePoint.updated_at))
+        .where(ResumePoint.tenant == job.tenant, ResumePoint.job_id == job.job_id)
+        .scalar(),
+    ]
+    latest = max(stamp for stamp in map(_as_datetime, stamps) if stamp is not None)
+    return (db.utcnow() - latest).total_seconds()

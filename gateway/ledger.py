@@ -47,7 +47,8 @@ class BaseModel(Model):
 
 
 class Token(BaseModel):
-    """An API token: only its SHA-256 is stored. Roles: workflow, editor, admin."""
+    """An API token: only its SHA-256 is stored. Roles: workflow, editor, admin. ``name`` is
+    unique per tenant (revoked tokens included), so audit records name exactly one token."""
 
     token_hash = TextField(unique=True)
     tenant = TextField()
@@ -55,6 +56,9 @@ class Token(BaseModel):
     name = TextField()
     created_at = DateTimeField(default=utcnow)
     revoked_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "name"), True),)
 
 
 class Site(BaseModel):
@@ -67,6 +71,10 @@ class Site(BaseModel):
     password_encrypted = TextField()
     credential_version = IntegerField(default=1)
     transport = TextField(default="rest")
+    # What WordPress reports about itself in its /wp-json/ index (``url``, ``home``): two
+    # sites with the same pair are one install, whatever URLs reach it. NULL until first use.
+    install_url = TextField(null=True)
+    install_home = TextField(null=True)
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow)
 
@@ -104,7 +112,7 @@ class Operation(BaseModel):
     slot = TextField(null=True)
     request_hash = TextField()
     state = TextField(default=PREPARED, index=True)
-    remote_id = IntegerField(null=True)
+    remote_id = IntegerField(null=True, index=True)  # who holds an object: gateway.ownership
     intent = JSONField(null=True)  # what read-back needs to rebuild a receipt; no secrets
     receipt = JSONField(null=True)
     problem = JSONField(null=True)
@@ -263,6 +271,70 @@ class WebhookEvent(BaseModel):
     processed_at = DateTimeField(null=True)
 
 
+class EditorSession(BaseModel):
+    """A review-page session, kept on the server: the browser's cookie carries only a random
+    session id, of which only the SHA-256 is stored here. ``data`` is the Flask session (the
+    CSRF token, flashed messages, the signed-in editor); ``token_hash`` names the editor's
+    token so that revoking it ends the session at the next request. Deleted at logout; ends
+    at ``expires_at`` (fixed lifetime) or after the idle timeout since ``last_seen_at``."""
+
+    sid_hash = TextField(unique=True)
+    data = JSONField(default=dict)
+    token_hash = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    last_seen_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField(index=True)
+
+
+class NotificationTarget(BaseModel):
+    """Where a tenant's editors are notified: an admin's setting (``gateway notifications
+    set-url``), schema version 6."""
+
+    tenant = TextField(unique=True)
+    url = TextField()
+    updated_at = DateTimeField(default=utcnow)
+
+
+class Notification(BaseModel):
+    """One notification to editors, decided once per job version and event (schema version
+    6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
+    ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
+    answered 2xx, then DELIVERED; ``claimed_until`` lets one sender at a time deliver."""
+
+    key = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    event = TextField()
+    payload = JSONField()
+    state = TextField(default="PENDING", index=True)
+    attempts = IntegerField(default=0)
+    claimed_until = DateTimeField(null=True)
+    last_error = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    delivered_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class ResumePoint(BaseModel):
+    """What a workflow needs to finish a job version that stopped mid-run (schema version 6):
+    the article and each image's URL, or for an image sent as base64 only its digest (never
+    image bytes); how many times it was resumed and when last."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    payload = JSONField()
+    attempts = IntegerField(default=0)
+    last_attempt_at = DateTimeField(null=True)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version"), True),)
+
+
 TABLES = [
     Token,
     Site,
@@ -277,6 +349,10 @@ TABLES = [
     OperationRetry,
     AgentSession,
     WebhookEvent,
+    EditorSession,
+    NotificationTarget,
+    Notification,
+    ResumePoint,
 ]
 
 

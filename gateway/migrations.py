@@ -16,6 +16,7 @@ previous release's ledger fixture.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from gateway.db import database
 from gateway.db import utcnow
 
 BASELINE = 1
+log = logging.getLogger(__name__)
 
 
 class LedgerError(Exception):
@@ -64,6 +66,48 @@ def _agent_tables(_migrator: SchemaMigrator) -> None:
     ledger.WebhookEvent.create_table(safe=True)
 
 
+def _security(migrator: SchemaMigrator) -> None:
+    """Version 4 (security, issue 10): sites learn their install identity; token names become
+    unique per tenant (duplicates renamed, and said so); operations are found by the object
+    they hold (index on ``remote_id``); review-page sessions on the server."""
+    from playhouse.migrate import migrate as run
+
+    columns = {c.name for c in database.get_columns(ledger.Site._meta.table_name)}
+    for name in ("install_url", "install_home"):
+        if name not in columns:
+            run(migrator.add_column(ledger.Site._meta.table_name, name, TextField(null=True)))
+    for note in rename_duplicate_token_names():
+        log.warning("migration 4: %s", note)
+    run(migrator.add_index(ledger.Token._meta.table_name, ("tenant", "name"), True))
+    run(migrator.add_index(ledger.Operation._meta.table_name, ("remote_id",), False))
+    ledger.EditorSession.create_table(safe=True)
+
+
+def rename_duplicate_token_names() -> list[str]:
+    """Give every token but the oldest of each ``(tenant, name)`` a new name
+    ``{name}-{role}-{id}`` (unique), so that audit records and ``tokens revoke --name`` name
+    one token. Returns one line per renamed token (what the migration says)."""
+    Token = ledger.Token
+    taken = {(t.tenant, t.name) for t in Token.select(Token.tenant, Token.name)}
+    seen: set[tuple[str, str]] = set()
+    notes = []
+    for token in Token.select().order_by(Token.id):
+        if (token.tenant, token.name) not in seen:
+            seen.add((token.tenant, token.name))
+            continue
+        new = f"{token.name}-{token.role}-{token.id}"
+        while (token.tenant, new) in taken:
+            new += "-x"
+        taken.add((token.tenant, new))
+        Token.update(name=new).where(Token.id == token.id).execute()
+        notes.append(
+            f"tenant {token.tenant}: token {token.id} ({token.role}) renamed from "
+            f"{token.name!r} to {new!r}: token names are now unique per tenant; records "
+            f"naming {token.name!r} mean its oldest token"
+        )
+    return notes
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -76,6 +120,20 @@ MIGRATIONS: list[Migration] = [
         "approval.publish_at: an approval may schedule publishing",
         lambda migrator: run_migrations(
             migrator.add_column("approval", "publish_at", DateTimeField(null=True))
+        ),
+    ),
+    Migration(
+        5,
+        "sites' install identity, unique token names per tenant, operations indexed by the "
+        "object they hold, server-side editor sessions",
+        _security,
+    ),
+    Migration(
+        6,
+        "notification_target, notification, resume_point: editors notified once per job "
+        "version and event; what a stopped job needs to be resumed",
+        lambda _migrator: database.create_tables(
+            [ledger.NotificationTarget, ledger.Notification, ledger.ResumePoint], safe=True
         ),
     ),
 ]

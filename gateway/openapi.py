@@ -218,8 +218,8 @@ def _parameters(rule, contract: Contract) -> list:
     found = [{"$ref": "#/components/parameters/X-Request-Id"}]
     converters = {name: converter for converter, name in VARIABLE.findall(rule.rule)}
     for name in sorted(rule.arguments):
-        if converters.get(name) == "int":
-            schema = {"type": "integer", "minimum": 0}
+        if converters.get(name) == "int":  # gateway.api.LedgerIdConverter
+            schema = {"type": "integer", "minimum": 1, "maximum": validation.MAX_DB_INT}
         elif name in PATH_PATTERNS:
             schema = {"type": "string", "pattern": PATH_PATTERNS[name].pattern}
         else:
@@ -236,7 +236,7 @@ def _parameters(rule, contract: Contract) -> list:
                 "description": "the job lease's fencing token; required from workflow tokens "
                 "while the job has an active lease (409 lease-required), refused when not the "
                 "latest grant (409 stale-fencing-token)",
-                "schema": {"type": "integer", "minimum": 1},
+                "schema": {"type": "integer", "minimum": 1, "maximum": validation.MAX_DB_INT},
             }
         )
     return found

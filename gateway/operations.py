@@ -29,6 +29,7 @@ from peewee import IntegrityError
 from gateway import db
 from gateway import exceptions as exc
 from gateway import leases
+from gateway import ownership
 from gateway import refusals
 from gateway import reviews
 from gateway import sites
@@ -42,7 +43,7 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.ledger import Site
 from gateway.sites import Companion
-from gateway.wordpress import WordPressClient
+from gateway.wordpress import Transport
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -54,14 +55,6 @@ log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
-# Inputs to agent sessions (gateway.agents.submissions): recovered by sending the same event
-# with the same idempotency key again, never by a WordPress lookup.
-RESEND_ACTIONS = (
-    "tool_result",
-    "mcp_approval_result",
-    "computer_use_approval_result",
-    "session_cancel",
-)
 
 
 class Target:
@@ -86,8 +79,9 @@ class Target:
         return sites.get_site(self.job.tenant, self.job.site)
 
     @cached_property
-    def client(self) -> WordPressClient:
-        """A REST client with the site's credentials as stored now."""
+    def client(self) -> Transport:
+        """A client of the site's transport (REST or XML-RPC) with its credentials as stored
+        now."""
         return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
 
     @cached_property
@@ -368,7 +362,7 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
     if not found:
         return None
     log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
-    return confirm(target, row, effect, found[0]["id"], reconciled=True)
+    return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
 
 
 def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = False) -> Outcome:
@@ -440,7 +434,7 @@ def _after_unknown(
         )
         found = []
     if len(found) == 1:
-        return confirm(target, row, effect, found[0]["id"], reconciled=True)
+        return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
     raise _unknown(row, error)
 
 
@@ -452,8 +446,22 @@ def confirm(
     created: bool = False,
     reconciled: bool = False,
     sent_object: dict | None = None,
+    adopted: dict | None = None,
 ) -> Outcome:
-    """Read the object back and record CONFIRMED with its receipt (read-back evidence)."""
+    """Read the object back and record CONFIRMED with its receipt (read-back evidence).
+
+    An object this request did not create (``reconciled``: found by lookup, named by the
+    companion plugin's guard, chosen by an editor) is first checked to be provably this
+    operation's (:func:`gateway.ownership.check_adoptable`, with ``adopted``: what is known
+    of it).
+
+    Raises:
+        ForeignObject (409): the object is not this operation's; the row is left as it was
+            (or set back to UNKNOWN when another job bound the object at the same moment).
+        OutcomeUnknown / WordPressUnavailable (503): the read-back failed.
+    """
+    if reconciled:
+        ownership.check_adoptable(target, row, int(remote_id), adopted)
     try:
         receipt = effect.read_back(int(remote_id), sent_object)
     except WordPressError as error:
@@ -473,6 +481,8 @@ def confirm(
         .execute()
     )
     crash_point(target.config, "after_ledger_update")
+    if updated == 1 and reconciled:
+        ownership.undo_if_raced(target, row, int(remote_id))
     if updated == 1:  # ours: the row now holds exactly these fields
         for name, value in fields.items():
             setattr(row, name, value)

@@ -16,6 +16,7 @@ from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import ownership
 from gateway import reviews
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
@@ -26,7 +27,6 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Target
-from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
@@ -39,6 +39,7 @@ ABSENT = "absent"
 IN_FLIGHT = "in_flight"
 REVIEW = "needs_review"
 UNREACHABLE = "unreachable"
+REFUSED = "refused"  # the object found is not provably the operation's (ownership)
 
 
 def effect_for_row(
@@ -72,7 +73,8 @@ def reconcile_row(
     * a person decides: open a review item; nothing is sent.
 
     Returns ``(result, facts)``: result is one of ``confirmed`` (facts: ``remote_id``),
-    ``absent``, ``in_flight``, ``needs_review`` (``review_id``) or ``unreachable``
+    ``absent``, ``in_flight``, ``needs_review`` (``review_id``), ``refused`` (``reason``: the
+    object found is not provably the operation's, :mod:`gateway.ownership`) or ``unreachable``
     (``reason``). Never raises for WordPress trouble; the cause is logged with the key.
     """
     try:
@@ -99,6 +101,8 @@ def reconcile_row(
         return REVIEW, {"review_id": review.extensions.get("review_id")}
     except exc.JobCancelled as error:  # only a resend refuses a cancelled job
         return UNREACHABLE, {"reason": error.detail}
+    except exc.ForeignObject as refusal:  # logged by ownership with the key
+        return REFUSED, {"reason": refusal.detail}
     except (exc.GatewayError, WordPressError) as error:
         log.warning("could not reconcile %s (job_id=%s): %s", row.operation_key, row.job_id, error)
         return UNREACHABLE, {"reason": "WordPress could not be asked"}
@@ -178,7 +182,7 @@ def _recover_row(target: Target, row: Operation, report: dict) -> None:
         report["completed"].append(_entry(row, reconciled=True, **facts))
     elif result == REVIEW:
         report["needs_review"].append(_entry(row, **facts))
-    elif result == UNREACHABLE:
+    elif result in (UNREACHABLE, REFUSED):
         report["unknown"].append(_entry(row, **facts))
     elif result == IN_FLIGHT:
         report["unknown"].append(_entry(row, reason="in flight"))
@@ -218,10 +222,18 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         older_than: seconds since the last update for a row to count as stale
             (default: the in-flight window).
 
-    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable"}``.
+    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable",
+    "refused"}`` (``refused``: the object found is not provably the operation's).
     """
     older_than = config.inflight_window if older_than is None else older_than
-    counts = {"examined": 0, "confirmed": 0, "absent": 0, "needs_review": 0, "unreachable": 0}
+    counts = {
+        "examined": 0,
+        "confirmed": 0,
+        "absent": 0,
+        "needs_review": 0,
+        "unreachable": 0,
+        "refused": 0,
+    }
     for action in actions.all_actions():
         if action.counted_as:
             counts[action.counted_as] = 0
@@ -255,7 +267,11 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
     try:
         objects = []
         if keyed and target.companion.present:
-            objects = target.client.find_by_operation_keys([r.operation_key for r in keyed])
+            objects = target.client.find_by_operation_keys(
+                [r.operation_key for r in keyed],
+                since=min(r.created_at for r in keyed),  # a scanning transport stops there
+                types=sorted({types[r.action] for r in keyed}),
+            )
     except WordPressError as error:
         log.warning("sweep: site %s unreachable: %s", target.site.name, error)
         counts["unreachable"] += len(pairs)
@@ -319,6 +335,9 @@ def resolve_review(
 
     Raises:
         NotFound: no open review ``review_id`` for ``tenant``.
+        ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
+        ForeignObject (409): the object is not provably this operation's
+            (:func:`ownership.check_adoptable`); nothing is written, the review stays open.
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
     review = reviews.get_open(tenant, review_id)
@@ -334,6 +353,7 @@ def resolve_review(
         return required_actions.resolve(config, review, decision, reason, editor)
     row = Operation.get(Operation.operation_key == review.operation_key)
     if decision == "same_as":
+        reviews.check_candidate(review, post_id)
         target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))
         _adopt(target, row, post_id)
     review = reviews.close(review, decision, post_id, editor)
@@ -344,29 +364,34 @@ def resolve_review(
 
 
 def _adopt(target: Target, row: Operation, object_id: int) -> None:
-    """Make ``object_id`` the object of ``row``: it must exist (a 404 is the editor's wrong
-    id: 422, not a retry), carry the operation key where the companion plugin can hold it,
-    read back, CONFIRMED, and settled on the job by the row's action."""
+    """Bind ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
+    as WordPress holds it now: write the operation key onto it (companion plugin present and
+    the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
     action = actions.for_row(row)
-    route = OBJECT_ROUTES.get(action.object_type, OBJECT_ROUTES["post"])
+    kind = ownership.object_type(row.action)
     client = target.client
     try:
-        client.call("GET", f"{route}/{object_id}", write=False, params={"context": "edit"})
-        if target.companion.present and action.object_type in OBJECT_ROUTES:
-            carried = [o["id"] for o in client.find_by_operation_keys([row.operation_key])]
-            if object_id not in carried:
-                client.call(
-                    "POST",
-                    f"{route}/{object_id}",
-                    write=True,
-                    json_body={"meta": {OPERATION_KEY_META: row.operation_key}},
-                )
-    except WordPressNotFound as error:
-        log.warning("adopting %s: object %s not found: %s", row.operation_key, object_id, error)
-        raise exc.ValidationFailed(
-            f"WordPress has no object {object_id} to adopt",
-            errors=[{"pointer": "/post_id", "message": "no such object in WordPress"}],
+        obj = client.get_media(object_id) if kind == "attachment" else client.get_post(object_id)
+    except WordPressNotFound:
+        log.warning("adopting %s: object %s not found", row.operation_key, object_id)
+        raise exc.ForeignObject(
+            f"object {object_id} is not a {kind} of this site",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            object_id=object_id,
+        ) from None
+    except WordPressError as error:
+        log.warning("adopting %s: cannot read object %s: %s", row.operation_key, object_id, error)
+        raise exc.WordPressUnavailable(
+            f"could not read object {object_id}: {error.message}", retry_after=2
         ) from error
+    ownership.check_adoptable(target, row, object_id, obj)
+    try:
+        if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
+            client.set_operation_key(object_id, row.operation_key, kind)
+        outcome = operations.confirm(
+            target, row, action.rebuild(target, row), object_id, reconciled=True, adopted=obj
+        )
     except WordPressError as error:
         log.warning("adopting object %s for %s failed: %s", object_id, row.operation_key, error)
         cls = exc.WordPressRefused if error.definite else exc.WordPressUnavailable
@@ -375,8 +400,5 @@ def _adopt(target: Target, row: Operation, object_id: int) -> None:
             retry_after=None if error.definite else 2,
             operation_key=row.operation_key,
         ) from error
-    outcome = operations.confirm(
-        target, row, action.rebuild(target, row), object_id, reconciled=True
-    )
     if action.settle is not None:
         action.settle(target, outcome.row)

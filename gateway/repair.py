@@ -27,6 +27,7 @@ from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media_metadata
 from gateway import operations
+from gateway import ownership
 from gateway import refusals
 from gateway import verification
 from gateway.digests import canonical_json
@@ -151,6 +152,7 @@ def repair_job(target: Target) -> Repair:
 
     Raises:
         NotFound: the job has no CONFIRMED draft.
+        ForeignObject: another job or tenant holds the post too (nothing is written).
         WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
             read now.
         plus everything :func:`operations.perform` raises.
@@ -160,6 +162,7 @@ def repair_job(target: Target) -> Repair:
     draft = drafts.latest_draft(job)
     if draft is None:
         raise exc.NotFound("the job has no confirmed draft to repair")
+    ownership.check_job_post(target, draft.remote_id)
     live = drafts.read_live(target, draft.remote_id)
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)

@@ -16,6 +16,7 @@ from gateway import approvals
 from gateway import db
 from gateway import drafts
 from gateway import jobs
+from gateway import ownership
 from gateway import previews
 from gateway import retries
 from gateway import reviews
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 AWAITING_PHASES = ("verified", "approval_pending")
 APPROVAL_HOURS = 24
 ImageURL = Callable[[str, int], str]  # (job_id, attachment id) -> the page's thumbnail URL
+CARDS_PER_PAGE = 10  # drafts awaiting approval per page: one WordPress read each
 
 
 def edit_link(site_url: str | None, post_id: int) -> str | None:
@@ -155,6 +157,7 @@ def _live_summary(target, image_url: ImageURL) -> dict:
     row = drafts.latest_draft(target.job)
     if row is None:
         return {"error": "the job has no confirmed draft"}
+    ownership.check_job_post(target, row.remote_id)
     try:
         post = target.client.get_post(row.remote_id)
     except WordPressError as error:
@@ -199,15 +202,34 @@ def _request_of(job: Job) -> ApprovalRequest | None:
     )
 
 
-def awaiting_approval(config: Config, tenant: str, image_url: ImageURL) -> list[dict]:
-    """Jobs of ``tenant`` in phase ``verified`` or ``approval_pending`` (not cancelled), each
-    with a fresh read-back summary of what publishing would make public, the approval request
-    and the job's approvals with their state now. A WordPress failure is shown per job.
+def _awaiting(tenant: str):
+    return Job.select().where(
+        Job.tenant == tenant,
+        Job.phase << AWAITING_PHASES,
+        Job.cancelled == False,  # noqa: E712 (peewee expression)
+    )
+
+
+def count_awaiting(tenant: str) -> int:
+    """How many jobs of ``tenant`` await approval (a ledger count; no WordPress read)."""
+    return _awaiting(tenant).count()
+
+
+def awaiting_approval(
+    config: Config,
+    tenant: str,
+    image_url: ImageURL,
+    page: int = 1,
+    per_page: int = CARDS_PER_PAGE,
+) -> list[dict]:
+    """Page ``page`` (from 1, ``per_page`` jobs, most recently updated first) of the jobs of
+    ``tenant`` in phase ``verified`` or ``approval_pending`` (not cancelled), each with a
+    fresh read-back summary of what publishing would make public, the approval request and
+    the job's approvals with their state now. WordPress is read once per job shown, never
+    for the other pages. A WordPress failure is shown per job.
     ``image_url(job_id, attachment_id)`` is the review page's thumbnail route."""
     query = (
-        Job.select()
-        .where(Job.tenant == tenant, Job.phase << AWAITING_PHASES, Job.cancelled == False)  # noqa: E712
-        .order_by(Job.updated_at.desc())
+        _awaiting(tenant).order_by(Job.updated_at.desc(), Job.id.desc()).paginate(page, per_page)
     )
     cards, now, sites = [], db.db_now(), _site_urls(tenant)
     for job in query:
@@ -246,12 +268,15 @@ def awaiting_approval(config: Config, tenant: str, image_url: ImageURL) -> list[
     return cards
 
 
-def approval_body(task_version: int, content_sha256: str, post_id: int) -> dict:
+def approval_body(
+    task_version: int, content_sha256: str, post_id: int, max_days: float = 7.0
+) -> dict:
     """The body of an approval given from the page: what the editor saw (version, digest and
     post of the page's read-back, checked again against the live post by
     :func:`approvals.approve`) and an expiry :data:`APPROVAL_HOURS` hours from now on the
-    database clock."""
-    expires = db.db_now() + dt.timedelta(hours=APPROVAL_HOURS)
+    database clock, or sooner when the configured cap (``max_days``) is shorter."""
+    hours = min(APPROVAL_HOURS, max_days * 24 * 0.99)  # stay inside the cap
+    expires = db.db_now() + dt.timedelta(hours=hours)
     return {
         "task_version": task_version,
         "content_sha256": content_sha256,

@@ -17,6 +17,7 @@ import logging
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway import ownership
 from gateway.ledger import Operation
 from gateway.ledger import Review
 
@@ -54,7 +55,9 @@ def decided_distinct(operation_key: str) -> bool:
 
 def check_suspected_duplicates(target, row: Operation, effect) -> None:
     """Before resending a create without an identifier to look up, search for a post with
-    the same title by the gateway's user created after the operation was first sent.
+    the same title by the gateway's user created after the operation was first sent, and
+    not held by another job or tenant in the ledger (that one is provably not this
+    operation's: :func:`gateway.ownership.held_elsewhere`).
 
     Raises:
         NeedsReview: a suspect exists; a review item names it.
@@ -85,6 +88,7 @@ def check_suspected_duplicates(target, row: Operation, effect) -> None:
         if post["title"]["raw"] == effect.title
         and post["author"] == me
         and (post.get("date_gmt") or "") >= since
+        and ownership.held_elsewhere(target, row, post["id"]) is None
     ]
     if suspects:
         review = open_review(
@@ -136,6 +140,28 @@ def get_open(tenant: str, review_id: int) -> Review:
     if review is None or review.status != "open":
         raise exc.NotFound(f"no open review {review_id}")
     return review
+
+
+def candidate_ids(review: Review) -> list[int]:
+    """The object ids an editor may choose for ``same_as``: the item's ``suspects``
+    (suspected duplicate) or ``objects`` (one key on several objects)."""
+    detail = review.detail or {}
+    found = detail.get("suspects") or detail.get("objects") or []
+    return [int(c["id"]) for c in found if isinstance(c, dict) and c.get("id")]
+
+
+def check_candidate(review: Review, post_id: int | None) -> None:
+    """``same_as`` accepts only one of the review item's candidates.
+
+    Raises:
+        ValidationFailed (422, pointer ``/post_id``).
+    """
+    allowed = candidate_ids(review)
+    if post_id not in allowed:
+        raise exc.ValidationFailed(
+            f"post {post_id} is not one of this review's candidates {allowed}",
+            errors=[{"pointer": "/post_id", "message": f"must be one of {allowed}"}],
+        )
 
 
 def close(review: Review, decision: str, post_id: int | None, editor: str) -> Review:

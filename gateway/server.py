@@ -88,8 +88,10 @@ def sweep_forever(interval: float, stop: threading.Event) -> None:
             continue
         if done.returncode != 0:
             log.error("sweep failed: %s", done.stderr.strip()[-2000:])
-        elif json.loads(done.stdout or "{}").get("examined"):
-            log.info("sweep: %s", done.stdout.strip())
+        else:
+            counts = json.loads(done.stdout or "{}")
+            if counts.get("examined") or any((counts.get("notifications") or {}).values()):
+                log.info("sweep: %s", done.stdout.strip())
 
 
 def run(

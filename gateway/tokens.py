@@ -8,6 +8,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from peewee import IntegrityError
+
+from gateway import db
+from gateway import review_sessions
+from gateway import validation
 from gateway.db import utcnow
 from gateway.digests import sha256_hex
 from gateway.ledger import Token
@@ -27,13 +32,27 @@ class Principal:
 def create_token(tenant: str, role: str, name: str) -> str:
     """Create a token and return it; only its SHA-256 is stored.
 
+    Names are unique per tenant, revoked tokens included: ``requested_by``, ``approved_by``
+    and ``tokens revoke --name`` each mean exactly one token.
+
     Raises:
-        ValueError: ``role`` is not one of :data:`ROLES`.
+        ValueError: ``role`` is not one of :data:`ROLES`; ``tenant`` or ``name`` is not a
+            whole match of :data:`validation.TENANT` / :data:`validation.TOKEN_NAME`; the
+            tenant already has a token of that name.
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    validation.check_name(tenant, validation.TENANT, "tenant")
+    validation.check_name(name, validation.TOKEN_NAME, "token name")
     token = secrets.token_urlsafe(32)
-    Token.create(token_hash=sha256_hex(token), tenant=tenant, role=role, name=name)
+    try:
+        with db.atomic():
+            Token.create(token_hash=sha256_hex(token), tenant=tenant, role=role, name=name)
+    except IntegrityError:
+        raise ValueError(
+            f"tenant {tenant!r} already has a token named {name!r} (names are unique per "
+            "tenant, revoked ones included, so audit records name one token): choose another"
+        ) from None
     return token
 
 
@@ -52,9 +71,13 @@ def authenticate_hash(token_hash: str) -> Principal | None:
 
 
 def revoke_tokens(tenant: str, name: str) -> int:
-    """Revoke every live token of ``tenant`` named ``name``; returns how many."""
-    return (
-        Token.update(revoked_at=utcnow())
-        .where(Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null())
-        .execute()
+    """Revoke the token of ``tenant`` named ``name`` (names are unique per tenant); returns
+    how many were revoked now (0 or 1). The token's review-page sessions are deleted too."""
+    live = Token.select().where(
+        Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null()
     )
+    hashes = [t.token_hash for t in live]
+    count = Token.update(revoked_at=utcnow()).where(Token.token_hash << hashes).execute()
+    for token_hash in hashes:
+        review_sessions.end_for_token(token_hash)
+    return count

@@ -1,4 +1,4 @@
-"""Validation at the edge: JSON Schema files in ``gateway/schemas`` (``jsonschema`` library,
+r"""Validation at the edge: JSON Schema files in ``gateway/schemas`` (``jsonschema`` library,
 draft 2020-12, validators compiled once per process), every error reported with its JSON
 pointer (RFC 6901) as ``{"pointer": "/seo/title", "message": "..."}``.
 
@@ -9,10 +9,18 @@ pointer (RFC 6901) as ``{"pointer": "/seo/title", "message": "..."}``.
 * Integers arrive as JSON numbers: ``1.0`` is valid for an ``integer`` field (JSON Schema says
   so) and is handed on as the ``int`` 1, as it is stored.
 * :func:`check_template_leftovers`: nothing template-like reaches WordPress.
+
+Identifiers match as a whole: path parameters with :meth:`re.Pattern.fullmatch` (``$`` in
+Python's ``re`` also matches before a trailing newline, so ``"nl1\n"`` would pass), and the
+JSON Schema patterns end with ``(?![\s\S])`` ("no character follows"), which means end of input
+both under Python's ``re`` (what ``jsonschema`` uses, with ``re.search``) and in ECMA-262 (what
+an OpenAPI document's readers use). Integers that become ledger columns are bounded by
+:data:`MAX_DB_INT` (PostgreSQL ``integer``), so a huge id is a 4xx, never a database overflow.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from functools import cache
@@ -24,9 +32,16 @@ from referencing import Resource
 
 from gateway import exceptions as exc
 
-JOB_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-SLOT = re.compile(r"^[a-z0-9_-]{1,64}$")
-TENANT = re.compile(r"^[a-z0-9_-]{1,64}$")
+# Written as the JSON Schema files write them (valid ECMA-262 for the OpenAPI document) and
+# matched with fullmatch in code as well.
+JOB_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}(?![\s\S])")
+SLOT = re.compile(r"^[a-z0-9_-]{1,64}(?![\s\S])")
+TENANT = re.compile(r"^[a-z0-9_-]{1,64}(?![\s\S])")
+SITE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}(?![\s\S])")
+TOKEN_NAME = re.compile(r"^[A-Za-z0-9._@+-]{1,128}(?![\s\S])")
+MAX_DB_INT = 2**31 - 1  # PostgreSQL integer; every id column of the ledger
+MAX_JSON_DEPTH = 64  # arrays and objects nested in a request body
+_DIGITS = re.compile(r"[0-9]{1,10}")
 
 
 TEXT_SCHEMA_ID = "https://publishing-gateway.dev/schemas/text.json"
@@ -207,14 +222,87 @@ def check_template_leftovers(document: dict, pointers: tuple[str, ...]) -> None:
 
 
 def check_identifier(value: str, pattern: re.Pattern, pointer: str, what: str) -> str:
-    """Check a path parameter such as ``job_id`` or ``slot``.
+    """Check a path parameter such as ``job_id`` or ``slot``: the WHOLE value must match.
 
     Raises:
-        ValidationFailed: ``value`` does not match ``pattern``.
+        ValidationFailed: ``value`` does not match ``pattern`` from start to end.
     """
-    if not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise exc.ValidationFailed(
             f"invalid {what}",
             errors=[{"pointer": pointer, "message": f"{what} must match {pattern.pattern}"}],
         )
     return value
+
+
+def check_name(value: str, pattern: re.Pattern, what: str) -> str:
+    """Check a name given on the command line (tenant, site, token name).
+
+    Raises:
+        ValueError: with a one-line message naming the rule.
+    """
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{what} {value!r} must match {pattern.pattern}")
+    return value
+
+
+def parse_int(value: str | None, pointer: str, *, default: int | None = None) -> int | None:
+    """A decimal integer from a query parameter, header or form field, 0..:data:`MAX_DB_INT`
+    (ASCII digits only: ``str.isdigit`` would let ``"\u00b2"`` through to ``int()``).
+
+    Raises:
+        ValidationFailed: not ASCII digits, or beyond what the ledger can store.
+    """
+    if value is None or value.strip() == "":
+        return default
+    text = value.strip()
+    if not _DIGITS.fullmatch(text) or int(text) > MAX_DB_INT:
+        raise exc.ValidationFailed(
+            f"{pointer.rsplit('/', 1)[-1]} must be an integer from 0 to {MAX_DB_INT}",
+            errors=[{"pointer": pointer, "message": f"an integer from 0 to {MAX_DB_INT}"}],
+        )
+    return int(text)
+
+
+def check_db_id(value: int, pointer: str, what: str) -> int:
+    """A path id (``<int:...>``) the ledger can hold; a larger one names nothing.
+
+    Raises:
+        NotFound: ``value`` is beyond :data:`MAX_DB_INT`.
+    """
+    if value > MAX_DB_INT:
+        raise exc.NotFound(f"no {what} {value}")
+    return value
+
+
+def json_depth_ok(document, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``document`` nests arrays and objects at most ``limit`` deep (iterative, so a
+    deep document cannot exhaust the stack here)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return False
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def utc_moment(value: str, field: str, example: str) -> dt.datetime:
+    """An RFC 3339 time with an offset, as naive UTC (microseconds kept).
+
+    Raises:
+        ValidationFailed (422): not ISO 8601 / RFC 3339, or no offset; the error names
+            ``/{field}`` and shows ``example``.
+    """
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise exc.ValidationFailed(
+            f"{field} must be RFC 3339 with an offset",
+            errors=[{"pointer": f"/{field}", "message": f"e.g. {example}"}],
+        )
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)

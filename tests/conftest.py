@@ -19,57 +19,22 @@ from urllib.parse import urlunsplit
 import pytest
 import requests
 from support import AUTHOR_PASSWORD_ENV
-from support import JPEG_BYTES
 from support import OFFLINE_SITE
 from support import ROOT
 from support import SECRET_KEY
-from support import SITE_JSON
 from support import SITE_NAME
 from support import TENANT
 from support import UP_SH
 from support import Gateway
 from support import GatewayServer
 from support import _read_site
-from support import admin_session
-from support import all_ledger_rows
-from support import draft_body
 from support import free_port
 from support import gateway_command
-from support import new_job_id
-from support import op_key
-from support import png_bytes
-from support import problem_slug
-from support import sqlite_path
+from support import switch_companion
 
 import gateway
 from gateway.db import database
 from gateway.testing.fault_proxy import FaultProxy
-
-# Re-exported for tests that still import helpers from conftest; new tests use ``support``.
-__all__ = [
-    "AUTHOR_PASSWORD_ENV",
-    "JPEG_BYTES",
-    "OFFLINE_SITE",
-    "ROOT",
-    "SECRET_KEY",
-    "SITE_JSON",
-    "SITE_NAME",
-    "TENANT",
-    "UP_SH",
-    "Gateway",
-    "GatewayServer",
-    "_read_site",
-    "admin_session",
-    "all_ledger_rows",
-    "draft_body",
-    "free_port",
-    "gateway_command",
-    "new_job_id",
-    "op_key",
-    "png_bytes",
-    "problem_slug",
-    "sqlite_path",
-]
 
 # --------------------------------------------------------------------------- WordPress
 
@@ -153,9 +118,27 @@ def client(app):
 
 
 @pytest.fixture
-def gw(app, client, wp_site) -> Gateway:
+def transport(request) -> str:
+    """The site's WordPress transport: ``rest`` unless a test is parametrised with
+    :data:`both_transports`."""
+    return getattr(request, "param", "rest")
+
+
+@pytest.fixture
+def gw(app, client, wp_site, transport) -> Gateway:
     """The gateway, with the tenant's site pointing straight at the test WordPress."""
-    return Gateway(app, client, wp_site)
+    return Gateway(app, client, wp_site, transport=transport)
+
+
+@pytest.fixture
+def no_companion(wp_site):
+    """The companion plugin deactivated for one test (reactivated afterwards, also on
+    failure), so the no-plugin case runs against the real WordPress."""
+    assert switch_companion("off") == "inactive"
+    try:
+        yield
+    finally:
+        assert switch_companion("on") == "active"
 
 
 @pytest.fixture
@@ -172,17 +155,18 @@ def proxy(wp_site):
 
 
 @pytest.fixture
-def gwp(app, client, wp_site, proxy) -> Gateway:
+def gwp(app, client, wp_site, proxy, transport) -> Gateway:
     """The gateway with the tenant's site registered at the fault proxy's URL."""
-    return Gateway(app, client, wp_site, url=proxy.url)
+    return Gateway(app, client, wp_site, url=proxy.url, transport=transport)
 
 
 # --------------------------------------------------------------------------- real server
 
 
 @pytest.fixture
-def gateway_server(wp_site, ledger_url, tmp_path):
-    """``gateway serve --workers 4`` on a free port, site and token registered by the CLI."""
+def gateway_server(wp_site, ledger_url, tmp_path, transport):
+    """``gateway serve --workers 4`` on a free port, site (over ``transport``) and token
+    registered by the CLI."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
@@ -203,7 +187,7 @@ def gateway_server(wp_site, ledger_url, tmp_path):
     cli(
         "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
         "--username", wp_site["users"]["author"]["username"],
-        "--app-password-env", AUTHOR_PASSWORD_ENV,
+        "--app-password-env", AUTHOR_PASSWORD_ENV, "--transport", transport,
     )  # fmt: skip
     token = cli("tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n")
     token = token.strip().splitlines()[-1]

@@ -239,12 +239,14 @@ class N8n:
 
 
 class Receiver:
-    """A local HTTP endpoint standing in for the editors' chat/mail bridge: records every JSON
-    POST (``EDITOR_WEBHOOK_URL``)."""
+    """A local HTTP endpoint standing in for the editors' chat/mail bridge (the tenant's
+    notification URL): records every JSON POST and its headers, and answers each with the
+    next of ``statuses`` (200 once they are used up)."""
 
-    def __init__(self) -> None:
+    def __init__(self, statuses: list[int] | None = None) -> None:
         self.messages: list[dict] = []
         self.headers: list[dict] = []
+        self.statuses = list(statuses or [])
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -257,7 +259,7 @@ class Receiver:
                     body = {"raw": raw.decode("utf-8", "replace")}
                 receiver.messages.append(body)
                 receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
-                self.send_response(200)
+                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", "11")
                 self.end_headers()
@@ -280,3 +282,7 @@ class Receiver:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def keys(self) -> list[str]:
+        """The ``Idempotency-Key`` header of every POST received, in order."""
+        return [h.get("idempotency-key", "") for h in self.headers]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import requests
@@ -50,8 +51,10 @@ class Server:
             "--app-password-env",
             PASSWORD_ENV,
         )
+        # Token names are unique per tenant: several servers may share one ledger.
+        name = f"n8n-{uuid.uuid4().hex[:8]}"
         out = self._cli(
-            "tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n"
+            "tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", name
         )
         self.headers = {"Authorization": "Bearer " + out.strip().splitlines()[-1]}
 

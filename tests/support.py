@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import shutil
 import socket
 import struct
@@ -17,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import requests
 
 from gateway import ledger
@@ -25,6 +27,7 @@ from gateway import tokens
 from gateway.db import database
 from gateway.ledger import Job
 from gateway.operations import operation_key
+from gateway.testing.fault_proxy import Fault
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_JSON = ROOT / "wp_test_site" / ".runtime" / "site.json"
@@ -135,35 +138,44 @@ def sqlite_path(url: str) -> Path | None:
 
 class Gateway:
     """Drives the gateway through Flask's test client like n8n would, for tenant ``acme``
-    whose site ``blog`` uses the WordPress **author** user."""
+    whose site ``blog`` uses the WordPress **author** user over ``transport``."""
 
-    def __init__(self, app, client, site: dict, url: str | None = None):
+    def __init__(self, app, client, site: dict, url: str | None = None, transport="rest"):
         self.app = app
         self.client = client
         self.site = site
+        self.transport = transport
         self.wp_url = site["url"].rstrip("/")
         self.author = site["users"]["author"]
+        self._made: dict[tuple[str, str], int] = {}
         self.add_site(url or self.wp_url)
         self.token = self.make_token("workflow")
         self.wp = admin_session(site)
 
     # setup -----------------------------------------------------------------
 
-    def add_site(self, url: str):
+    def add_site(self, url: str, transport: str | None = None, tenant: str = TENANT):
         """Register (or update: bumps ``credential_version``) the tenant's site."""
+        self.transport = transport or self.transport
         with self.app.app_context(), database.connection_context():
             return sites.add_site(
                 SECRET_KEY,
-                TENANT,
+                tenant,
                 SITE_NAME,
                 url,
                 self.author["username"],
                 self.author["app_password"],
+                self.transport,
             )
 
-    def make_token(self, role: str, tenant: str = TENANT) -> str:
+    def make_token(self, role: str, tenant: str = TENANT, name: str | None = None) -> str:
+        """A token named ``test-{role}`` (``test-{role}-2``... when the tenant has one:
+        token names are unique per tenant)."""
+        self._made[(tenant, role)] = self._made.get((tenant, role), 0) + 1
+        count = self._made[(tenant, role)]
+        name = name or (f"test-{role}" if count == 1 else f"test-{role}-{count}")
         with self.app.app_context(), database.connection_context():
-            return tokens.create_token(tenant, role, f"test-{role}")
+            return tokens.create_token(tenant, role, name)
 
     def headers(self, token: str | None = None) -> dict:
         return {"Authorization": f"Bearer {token or self.token}"}
@@ -220,6 +232,17 @@ class Gateway:
         answer.raise_for_status()
         return answer.json()["objects"]
 
+    def posts_titled(self, title: str) -> list[dict]:
+        """Posts of any status whose raw title is exactly ``title`` (REST search, as admin):
+        how a user counts drafts when the companion plugin is off."""
+        answer = self.wp.get(
+            f"{self.wp_url}/wp-json/wp/v2/posts",
+            params={"search": title, "context": "edit", "status": "any", "per_page": 100},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        return [p for p in answer.json() if p["title"]["raw"] == title]
+
     def count_objects(self, keys, post_type: str | None = None) -> int:
         return len([o for o in self.lookup(keys) if post_type is None or o["type"] == post_type])
 
@@ -243,6 +266,81 @@ class Gateway:
         )
         answer.raise_for_status()
         return answer.json()
+
+
+def _postgres_pass() -> bool:
+    return bool(os.environ.get("GATEWAY_TEST_DATABASE_URL"))
+
+
+# Tests that must hold over both WordPress transports. The XML-RPC variant runs in the SQLite
+# pass only: the transport does not touch the ledger code, and CI's budget is 30 minutes.
+SQLITE_PASS_ONLY = pytest.mark.skipif(
+    _postgres_pass(),
+    reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the transport "
+    "code is the same on every ledger",
+)
+
+
+def transport_param(transport: str, *values, id: str | None = None):
+    """A ``pytest.param`` whose first value is the transport (XML-RPC: SQLite pass only)."""
+    marks = [SQLITE_PASS_ONLY] if transport == "xmlrpc" else []
+    return pytest.param(transport, *values, marks=marks, id=id)
+
+
+both_transports = pytest.mark.parametrize(
+    "transport", [transport_param("rest"), transport_param("xmlrpc")], indirect=True
+)
+xmlrpc_only = pytest.mark.parametrize("transport", [transport_param("xmlrpc")], indirect=True)
+
+COMPANION_SH = ROOT / "wp_test_site" / "companion.sh"
+
+
+def switch_companion(state: str) -> str:
+    """``wp_test_site/companion.sh on|off``; returns ``active`` or ``inactive``."""
+    done = subprocess.run(
+        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    sites.forget_companion()
+    return done.stdout.strip()
+
+
+# How each WordPress call looks on the wire, per transport, for faults and proxy counts.
+# Every XML-RPC call is POST /xmlrpc.php: the method name in the body tells them apart.
+CALLS = {
+    "rest": {
+        "create_post": {"method": "POST", "path": r"^/wp-json/wp/v2/posts/?$"},
+        "upload": {"method": "POST", "path": r"^/wp-json/wp/v2/media/?$"},
+        "lookup": {"path": r"/publishing-gateway/v1/objects"},
+        "write": {"method": "POST"},
+    },
+    "xmlrpc": {
+        "create_post": {"method": "POST", "rpc": r"wp\.newPost"},
+        "upload": {"method": "POST", "rpc": r"wp\.uploadFile"},
+        "edit": {"method": "POST", "rpc": r"wp\.editPost"},
+        "lookup": {"method": "POST", "rpc": r"wp\.getPosts"},
+        "write": {"method": "POST", "rpc": r"wp\.(newPost|editPost|uploadFile)"},
+    },
+}
+
+
+def call_fault(transport: str, call: str, kind: str, **fields) -> Fault:
+    """A :class:`Fault` of ``kind`` on WordPress call ``call`` (a :data:`CALLS` name)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec.update(path=r"^/xmlrpc\.php$", body=rf"<methodName>{rpc}</methodName>")
+    return Fault(kind=kind, **spec, **fields)
+
+
+def call_count(proxy, transport: str, call: str, **criteria) -> int:
+    """How many requests of WordPress call ``call`` the proxy saw (``criteria`` as in
+    :meth:`FaultProxy.count`)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec["rpc_method"] = rf"^{rpc}$"
+    return proxy.count(**spec, **criteria)
 
 
 def all_ledger_rows() -> str:

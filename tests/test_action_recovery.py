@@ -13,6 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from support import Gateway
@@ -24,6 +25,7 @@ from support import problem_slug
 
 from gateway import actions
 from gateway import reconciliation
+from gateway.agents import submissions
 from gateway.blocks import html_digest
 from gateway.db import database
 from gateway.testing.fault_proxy import Fault
@@ -150,10 +152,38 @@ COVERED_ELSEWHERE = {
 }
 
 
+# Actions of the *idempotent resend* kind and the test that shows a resend carries the same
+# key (the receiver deduplicates on it, or the write is an idempotent update).
+RESENT_WITH_THE_SAME_KEY = {
+    "media_meta": "test_action_recovery.py::test_lost_media_metadata_update_is_resent_by_recover",
+    "notify": "test_notifications.py::"
+    "test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key",
+    # Agent-session inputs share one sender (gateway.agents.submissions.send): the
+    # idempotency key is derived from the operation key, whichever input it is.
+    **{
+        name: "test_agents.py::"
+        "test_crash_between_write_and_submission_ends_in_one_post_one_submission"
+        for name in submissions.ACTIONS
+    },
+}
+
+
+def _exists(where: str) -> bool:
+    path, name = where.split("::")
+    return f"def {name}(" in (Path(__file__).parent / path).read_text("utf-8")
+
+
 def test_every_lookup_action_has_a_fault_case():
     lookup_kind = {a.name for a in actions.all_actions() if a.recovery == actions.LOOKUP}
     assert set(CASES) | set(COVERED_ELSEWHERE) == lookup_kind
     assert not set(CASES) & set(COVERED_ELSEWHERE)
+    assert all(_exists(where) for where in COVERED_ELSEWHERE.values())
+
+
+def test_every_resend_action_has_a_same_key_test():
+    resend_kind = {a.name for a in actions.all_actions() if a.recovery == actions.RESEND}
+    assert set(RESENT_WITH_THE_SAME_KEY) == resend_kind
+    assert all(_exists(where) for where in RESENT_WITH_THE_SAME_KEY.values())
 
 
 def _lose_response(gwp: Gateway, proxy, name: str) -> tuple[str, Case, dict]:
@@ -278,3 +308,32 @@ def test_lost_attach_then_recover_or_the_sweep_confirms(gwp, proxy, by):
     again = gwp.put_draft(job_id, body)
     assert again.status_code == 200 and again.headers.get("Idempotent-Replayed") == "true"
     assert proxy.count(method="POST", path=MEDIA_UPDATE, forwarded=True) == 1
+
+
+def test_lost_media_metadata_update_is_resent_by_recover(gwp, proxy):
+    """Repair writes drifted image metadata back as a ``media_meta`` operation (idempotent
+    resend kind); its response is lost: UNKNOWN, nothing to look up. ``recover`` sends the
+    same update again under the same operation key: CONFIRMED, the metadata restored, one row."""
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    hero = gwp.put_media(job_id, "hero", png_bytes((7, 8, 9), 3), "hero.png", alt_text="Alt")
+    media_id = hero.get_json()["media_id"]
+    body = draft_body(title=f"Meta {job_id}", featured_media={"slot": "hero"})
+    assert gwp.put_draft(job_id, body).status_code == 201
+    drifted = gwp.wp.post(f"{gwp.wp_url}/wp-json/wp/v2/media/{media_id}", json={"alt_text": ""})
+    assert drifted.status_code == 200
+    proxy.reset_log()
+    proxy.add_fault(Fault(kind="drop_response", method="POST", path=MEDIA_UPDATE))
+    lost = _post(gwp, f"/v1/jobs/{job_id}/repair")
+    assert lost.status_code == 503 and problem_slug(lost) == "outcome-unknown", lost.get_json()
+    [row] = [r for r in gwp.operations(job_id) if r["action"] == "media_meta"]
+    assert row["state"] == "UNKNOWN" and row["attempts"] == 1
+    report = gwp.recover(job_id).get_json()
+    [done] = [e for e in report["completed"] if e["action"] == "media_meta"]
+    assert done["operation_key"] == row["operation_key"] and done["reconciled"] is True
+    [after] = [r for r in gwp.operations(job_id) if r["action"] == "media_meta"]
+    assert after["operation_key"] == row["operation_key"]  # the same key, sent again
+    assert after["state"] == "CONFIRMED" and after["attempts"] == 2
+    assert gwp.wp_media(media_id)["alt_text"] == "Alt"
+    assert proxy.count(method="POST", path=MEDIA_UPDATE, forwarded=True) == 2
+    assert gwp.verification(job_id).get_json()["ok"] is True

@@ -137,9 +137,11 @@ def test_site_scoped_operations_are_left_to_the_sweep(offline_gw, registered):
         "absent": 0,
         "needs_review": 0,
         "unreachable": 0,
-        "unscheduled": 0,  # the registry's sweep counts: unschedule rows, scheduled posts
+        "refused": 0,
+        "unscheduled": 0,  # the registry's sweep counts: unschedule rows, scheduled posts,
         "published": 0,
         "missed": 0,
+        "notifications": {"delivered": 0, "pending": 0, "attention_decided": 0},  # resends
     }
     assert sent == [key] and state == "CONFIRMED"
 

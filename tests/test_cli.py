@@ -35,7 +35,9 @@ def run(ledger_url):
     return cli
 
 
-def add_site(run, url: str, user: dict, name: str = "blog") -> subprocess.CompletedProcess:
+def add_site(
+    run, url: str, user: dict, name: str = "blog", transport: str = "rest"
+) -> subprocess.CompletedProcess:
     return run(
         "sites",
         "add",
@@ -49,6 +51,8 @@ def add_site(run, url: str, user: dict, name: str = "blog") -> subprocess.Comple
         user["username"],
         "--app-password-env",
         PASSWORD_ENV,
+        "--transport",
+        transport,
         password=user["app_password"],
     )
 
@@ -103,7 +107,8 @@ def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
         "xmlrpc",
         password="p",
     )
-    assert xmlrpc.returncode != 0 and "not available yet" in xmlrpc.stderr
+    assert xmlrpc.returncode == 0, xmlrpc.stderr
+    assert json.loads(xmlrpc.stdout)["transport"] == "xmlrpc"
 
 
 @pytest.mark.wordpress
@@ -115,6 +120,8 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
         "lookup_by_operation_key": True,
         "guard": True,
         "seo_meta": True,
+        "alt_text": True,
+        "new_terms": True,
     }
     add_site(run, proxy.url, wp_site["users"]["editor"], name="bare")
     proxy.add_fault(
@@ -130,11 +137,18 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     assert bare.returncode == 0 and result["guarantees"]["guard"] is False
     warnings = {c["check"] for c in result["checks"] if c["ok"] is None}
     assert {"role", "companion_plugin", "uniqueness_guard", "seo_meta"} <= warnings
+    install = next(c for c in result["checks"] if c["check"] == "install")
+    assert install["ok"] and "also reached as acme/blog" in install["detail"]  # another URL
     wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
     add_site(run, wp_site["url"], wrong, name="revoked")
     refused = run("doctor", "--tenant", "acme", "--site", "revoked")
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["checks"][0]["check"] == "login"
+    add_site(run, wp_site["url"], wp_site["users"]["author"], name="plain", transport="xmlrpc")
+    every = run("doctor", "--tenant", "acme")
+    listed = {r["site"]: r["transport"] for r in json.loads(every.stdout)}
+    assert listed == {"blog": "rest", "bare": "rest", "revoked": "rest", "plain": "xmlrpc"}
+    assert every.returncode == 1  # the revoked site fails
 
 
 @pytest.mark.wordpress
@@ -147,9 +161,11 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "absent": 0,
         "needs_review": 0,
         "unreachable": 0,
+        "refused": 0,
         "unscheduled": 0,
         "published": 0,
         "missed": 0,
+        "notifications": {"delivered": 0, "pending": 0, "attention_decided": 0},
     }
     report = json.loads(run("report", "--tenant", "acme").stdout)["tenants"]["acme"]
     assert report["duplicate_posts"] == 0 and report["unknown_operations"] == 0

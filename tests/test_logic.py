@@ -338,7 +338,7 @@ def test_every_action_is_registered_with_a_recovery_kind_and_a_step():
     lookups = {"media", "draft", "block", "repair", "publish", "attach", "unschedule"}
     agent_inputs = {"tool_result", "mcp_approval_result", "computer_use_approval_result"}
     workers = agent_inputs | {"session_cancel"}
-    assert set(registered) == lookups | workers | {"term", "media_meta"}
+    assert set(registered) == lookups | workers | {"term", "media_meta", "notify"}
     for name in lookups:
         action = registered[name]
         assert action.recovery == actions.LOOKUP and action.scope == actions.JOB
@@ -351,6 +351,15 @@ def test_every_action_is_registered_with_a_recovery_kind_and_a_step():
         action = registered[name]
         assert action.recovery == actions.RESEND and action.scope == actions.WORKER
     assert sorted(actions.worker_actions()) == sorted(workers)
+    notify = registered["notify"]  # its own table; resent with the same key by the sweep
+    assert notify.recovery == actions.RESEND and notify.scope == actions.SITE
+    assert notify.sweep_pass and notify.binds is None
+    # The agents' side-effect tools are the registered actions that carry one; none publishes.
+    assert {a.name: a.tool.name for a in actions.agent_tools()} == {
+        "media": "upload_media",
+        "draft": "put_draft",
+        "block": "insert_block",
+    }
     # What ownership binds (issue 10): the draft's post chain, an image slot's chain, terms.
     assert actions.binding("post") == {"draft", "block", "repair", "publish", "unschedule"}
     assert actions.binding("attachment") == {"media", "attach", "media_meta"}

@@ -114,12 +114,8 @@ def test_only_gateway_nodes_carry_the_gateway_credential(path):
             # the editors' webhook, image downloads: no authentication at all
             assert node["parameters"].get("authentication", "none") == "none", node["name"]
             assert "GATEWAY_URL" not in json.dumps(node), node["name"]
-    notifiers = [
-        n for n in workflow["nodes"] if n["type"] == HTTP and "EDITOR_WEBHOOK_URL" in json.dumps(n)
-    ]
-    for node in notifiers:
-        assert node["parameters"]["url"] == "={{ $env.EDITOR_WEBHOOK_URL }}"
-        assert "credentials" not in node
+    # editors are told by the gateway (once per job version and event), never by a workflow
+    assert "EDITOR_WEBHOOK_URL" not in json.dumps(workflow)
 
 
 WORDPRESS_SECRETS = [
@@ -238,3 +234,29 @@ def test_the_draft_body_passes_category_and_tag_names_as_names():
     body = json.loads(done.stdout)
     assert body["categories"] == ["Reviews", 3]
     assert body["tags"] == ["12", "Café", "gateway"]
+
+
+EXAMPLES = WORKFLOWS / "examples"
+
+
+def test_the_shipped_examples_match_each_other_and_hold_no_secret():
+    """The README's sample payload, the caller workflow that carries it, and the credential
+    file to import (a placeholder where the token goes)."""
+    payload = json.loads((EXAMPLES / "article.json").read_text("utf-8"))
+    caller = json.loads((EXAMPLES / "sample_caller.json").read_text("utf-8"))
+    sample = next(n for n in caller["nodes"] if n["type"] == "n8n-nodes-base.set")
+    assert json.loads(sample["parameters"]["jsonOutput"]) == payload
+    run = next(n for n in caller["nodes"] if n["type"] == "n8n-nodes-base.executeWorkflow")
+    assert run["parameters"]["workflowId"]["value"] == WORKFLOW_IDS["article_pipeline"]
+    assert payload["job_id"] and len(payload["images"]) == 3
+    credentials = json.loads((EXAMPLES / "credentials.json").read_text("utf-8"))
+    assert credentials == [
+        {
+            "id": CREDENTIAL_ID,
+            "name": CREDENTIAL_NAME,
+            "type": "httpHeaderAuth",
+            "data": {"name": "Authorization", "value": "Bearer <token>"},
+        }
+    ]
+    if installed():
+        assert validate_offline(caller, node_descriptions()) == []

@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
 
 pytestmark = pytest.mark.wordpress
 

@@ -35,7 +35,9 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 
 log = logging.getLogger(__name__)
-ACTIONS = operations.RESEND_ACTIONS
+# The session inputs this module registers (each an *idempotent resend* action, resent by the
+# agent worker); everyone else asks the registry (``actions.worker_actions()``).
+ACTIONS = ("tool_result", "mcp_approval_result", "computer_use_approval_result", "session_cancel")
 CANCEL = "session_cancel"
 
 
@@ -165,7 +167,8 @@ def unsettled(sent_older_than: float) -> list[Operation]:
     ``sent_older_than`` seconds (a resend carries the same key, so overlapping a sender that
     is still waiting costs nothing but a deduplicated request)."""
     rows = Operation.select().where(
-        Operation.action.in_(ACTIONS), Operation.state.in_((PREPARED, SENT, UNKNOWN))
+        Operation.action.in_(actions.worker_actions()),
+        Operation.state.in_((PREPARED, SENT, UNKNOWN)),
     )
     return [
         r

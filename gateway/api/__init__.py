@@ -17,6 +17,7 @@ from flask import request
 from peewee import DatabaseError
 from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.routing import IntegerConverter
 
 from gateway import db
 from gateway import exceptions as exc
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
 # A client's X-Request-Id is echoed only when it is a plain token (no header injection, no
 # unbounded log lines); otherwise the gateway makes one.
-REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}(?![\s\S])")
 
 
 def problem_response(error: exc.GatewayError):
@@ -52,7 +53,9 @@ def json_body(schema: str) -> dict:
     """The request's JSON object, validated against ``schemas/{schema}.json``.
 
     Raises:
-        InvalidJSON (400) or ValidationFailed (422).
+        InvalidJSON (400): not JSON, or nested too deep to parse.
+        ValidationFailed (422): nested deeper than :data:`validation.MAX_JSON_DEPTH`, or
+            the schema refuses it.
     """
     from gateway import validation
 
@@ -64,6 +67,15 @@ def json_body(schema: str) -> dict:
             document = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             raise exc.InvalidJSON(f"the body is not valid JSON: {error}") from None
+        except RecursionError:  # nesting deeper than the parser's stack
+            raise exc.InvalidJSON(
+                f"the body nests deeper than {validation.MAX_JSON_DEPTH} levels"
+            ) from None
+    if not validation.json_depth_ok(document):
+        raise exc.ValidationFailed(
+            f"the body nests arrays and objects deeper than {validation.MAX_JSON_DEPTH} levels",
+            errors=[{"pointer": "", "message": f"at most {validation.MAX_JSON_DEPTH} levels"}],
+        )
     if not isinstance(document, dict):
         raise exc.ValidationFailed(
             "the body must be a JSON object",
@@ -131,10 +143,23 @@ def _no_job_route() -> exc.GatewayError:
     )
 
 
+class LedgerIdConverter(IntegerConverter):
+    """Replaces Werkzeug's ``int`` converter: ``<int:name>`` matches a positive integer the
+    ledger can hold; a larger one matches no route (404), instead of overflowing the
+    database column."""
+
+    def __init__(self, url_map, *args, **kwargs):
+        from gateway.validation import MAX_DB_INT
+
+        super().__init__(url_map, min=1, max=MAX_DB_INT)
+
+
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
+    app.url_map.converters["int"] = LedgerIdConverter
     from gateway.api import agents
     from gateway.api import editorial
+    from gateway.api import follow_up
     from gateway.api import health
     from gateway.api import jobs
     from gateway.api import report
@@ -145,6 +170,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(editorial.bp)
+    app.register_blueprint(follow_up.bp)
     app.register_blueprint(reviews.bp)
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)
@@ -166,7 +192,7 @@ def init_app(app: Flask) -> None:
     @app.before_request
     def _connect():
         sent = request.headers.get("X-Request-Id", "")
-        g.request_id = sent if REQUEST_ID.match(sent) else uuid.uuid4().hex
+        g.request_id = sent if REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
         database.connect(reuse_if_open=True)
         return _authenticate()
 

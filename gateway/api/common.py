@@ -40,15 +40,7 @@ def fencing_token() -> int | None:
     Raises:
         ValidationFailed: the header is not a positive integer.
     """
-    header = request.headers.get(FENCING_HEADER)
-    if header is None or header.strip() == "":
-        return None
-    if not header.strip().isdigit():
-        raise exc.ValidationFailed(
-            f"{FENCING_HEADER} must be a positive integer",
-            errors=[{"pointer": f"/headers/{FENCING_HEADER}", "message": "not an integer"}],
-        )
-    return int(header.strip())
+    return validation.parse_int(request.headers.get(FENCING_HEADER), f"/headers/{FENCING_HEADER}")
 
 
 def side_effect_target(job: Job) -> Target:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
 # What gateway.operations.perform answers besides the stored receipt.
 LEDGER = (
+    "foreign-object",
     "operation-key-reused",
     "operation-in-progress",
     "needs-review",
@@ -44,11 +45,15 @@ EXTENSIONS = (
     "phase",
     "slots",
     "failed_fields",
+    "unchecked_fields",
+    "object_id",
     "expected_sha256",
     "actual_sha256",
     "origin",
     "upstream",
     "session_id",
+    "feature",
+    "transport",
 )
 
 HEADERS = {
@@ -114,9 +119,14 @@ JOB_QUERY = {
     },
     "phase": {"type": "string", "description": "one phase, e.g. approval_pending"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
-    "after": {"type": "integer", "minimum": 0, "description": "the previous page's next_after"},
+    "after": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 2147483647,
+        "description": "the previous page's next_after",
+    },
 }
-READ_BACK = ("not-found", "wordpress-unavailable", "upstream-refused")
+READ_BACK = ("not-found", "foreign-object", "wordpress-unavailable", "upstream-refused")
 
 OPERATIONS: dict[str, Contract] = {
     "GET /healthz": Contract(returns="Health"),
@@ -144,6 +154,7 @@ OPERATIONS: dict[str, Contract] = {
             "image-unreadable",
             "media-url-refused",
             "media-download-failed",
+            "transport-limit",
         ),
         fenced=True,
         replays=True,
@@ -152,7 +163,12 @@ OPERATIONS: dict[str, Contract] = {
         body="draft",
         ok=(200, 201),
         returns="Draft",
-        problems=("media-not-ready", "artifact-digest-mismatch", "template-leftover"),
+        problems=(
+            "media-not-ready",
+            "artifact-digest-mismatch",
+            "template-leftover",
+            "transport-limit",
+        ),
         fenced=True,
         replays=True,
     ),
@@ -204,6 +220,8 @@ OPERATIONS: dict[str, Contract] = {
             "approval-required",
             "approval-stale",
             "wordpress-refused",
+            "verification-failed",
+            "foreign-object",
             "wordpress-unavailable",
             "upstream-refused",
         ),
@@ -220,12 +238,24 @@ OPERATIONS: dict[str, Contract] = {
             "approval-expired",
             "approval-revoked",
             "approval-stale",
+            "foreign-object",
             "wordpress-unavailable",
             "upstream-refused",
         ),
         fenced=True,
         replays=True,
     ),
+    "POST /v1/jobs/{job_id}/notifications": Contract(
+        body="notification",
+        ok=(200, 201),
+        returns="Notification",
+        problems=("notification-not-due",),
+    ),
+    "GET /v1/jobs/{job_id}/notifications": Contract(returns="NotificationList"),
+    "PUT /v1/jobs/{job_id}/resume-point": Contract(
+        body="resume_point", ok=(200, 201), returns="ResumePoint"
+    ),
+    "POST /v1/jobs/{job_id}/resume": Contract(body="empty", returns="Resume"),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(
@@ -234,6 +264,7 @@ OPERATIONS: dict[str, Contract] = {
         problems=(
             "not-found",
             "job-not-found",
+            "foreign-object",
             "wordpress-refused",
             "wordpress-unavailable",
             "job-cancelled",
@@ -248,7 +279,11 @@ OPERATIONS: dict[str, Contract] = {
         problems=("webhook-signature-invalid", "payload-too-large", "agent-not-configured"),
         token=False,
     ),
-    "GET /review": Contract(media_type=PAGE, ok=(200, 303)),
+    "GET /review": Contract(
+        media_type=PAGE,
+        ok=(200, 303),
+        query={"page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1}},
+    ),
     "GET /review/login": Contract(media_type=PAGE),
     "GET /review/jobs/{job_id}/media/{media_id}": Contract(
         media_type="image/*", ok=(200, 303), pages=(404,)

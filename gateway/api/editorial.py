@@ -115,8 +115,8 @@ def approve(job_id: str):
     """An editor approves this version, digest and post until ``expires_at``."""
     job = _job(job_id)
     body = json_body("approval")
-    approval = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
-    return approvals.approval_view(approval), 201
+    approval, unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    return {**approvals.approval_view(approval), "unchecked_fields": unchecked}, 201
 
 
 @bp.delete("/jobs/<job_id>/approvals/<int:approval_id>")

@@ -39,24 +39,19 @@ def list_jobs():
     """Cursor-paged jobs: ``?status=a,b&phase=&limit=&after=``."""
     statuses = [s for s in request.args.get("status", "").split(",") if s]
     unknown = [s for s in statuses if s not in jobs.STATUSES]
-    limit, after = request.args.get("limit", "50"), request.args.get("after", "")
-    if (
-        unknown
-        or not limit.isdigit()
-        or not 1 <= int(limit) <= 500
-        or (after and not after.isdigit())
-    ):
+    if unknown:
         raise exc.ValidationFailed(
             "invalid query",
-            errors=[{"pointer": "/status", "message": f"unknown status {s!r}"} for s in unknown]
-            or [{"pointer": "/limit", "message": "limit 1..500, after an integer cursor"}],
+            errors=[{"pointer": "/status", "message": f"unknown status {s!r}"} for s in unknown],
+        )
+    limit = validation.parse_int(request.args.get("limit"), "/limit", default=50)
+    after = validation.parse_int(request.args.get("after"), "/after")
+    if not 1 <= limit <= 500:
+        raise exc.ValidationFailed(
+            "invalid query", errors=[{"pointer": "/limit", "message": "limit 1..500"}]
         )
     return jobs.list_jobs(
-        g.principal.tenant,
-        statuses,
-        request.args.get("phase") or None,
-        int(limit),
-        int(after) if after else None,
+        g.principal.tenant, statuses, request.args.get("phase") or None, limit, after
     )
 
 

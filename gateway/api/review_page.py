@@ -2,9 +2,11 @@
 forms and buttons that call the same domain functions as the JSON API.
 
 * Sign-in (``/review/login``) takes an editor or admin token, checks it with
-  :func:`gateway.tokens.authenticate` and keeps only ``{tenant, role, name}`` in Flask's signed
-  session cookie (HttpOnly, SameSite=Lax, :data:`SESSION_HOURS` hours). The token itself is
-  never stored or rendered. Workflow tokens are refused.
+  :func:`gateway.tokens.authenticate` and keeps ``{tenant, role, name}`` and the token's
+  SHA-256 in a server-side session (:mod:`gateway.api.session_store`: the cookie carries only a
+  random id; a fixed lifetime, ``GATEWAY_SESSION_HOURS``, and an idle timeout,
+  ``GATEWAY_SESSION_IDLE_MINUTES``; logout deletes it). The token itself is never stored or
+  rendered. Workflow tokens are refused.
 * CSRF: Flask-WTF's :class:`CSRFProtect` with ``WTF_CSRF_CHECK_DEFAULT = False``, and an
   explicit ``csrf.protect()`` for every POST of this blueprint only: the bearer-token JSON API
   under ``/v1`` reads no cookie, so it has nothing to protect and stays unchanged.
@@ -13,7 +15,6 @@ forms and buttons that call the same domain functions as the JSON API.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from flask import Blueprint
@@ -42,15 +43,16 @@ from gateway import validation
 from gateway.answers import publish_body
 from gateway.api import config
 from gateway.api import roles
+from gateway.api import session_store
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.config import Config
 from gateway.digests import sha256_hex
 
 log = logging.getLogger(__name__)
 bp = Blueprint("review_page", __name__, url_prefix="/review")
 csrf = CSRFProtect()
 SESSION_KEY = "editor"
-SESSION_HOURS = 8
 EDITOR_ROLES = ("editor", "admin")
 PUBLISHED_WORDS = {"publish": "published", "future": "scheduled", "private": "published privately"}
 SECURITY_HEADERS = {
@@ -71,10 +73,10 @@ def _configure(state) -> None:
     app.add_template_filter(previews.minute, "minute")
     # Checked per view by _before() instead of app-wide, so the JSON API is never affected.
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
-    app.config.setdefault("WTF_CSRF_TIME_LIMIT", SESSION_HOURS * 3600)  # a page left open
-    app.config["SESSION_COOKIE_HTTPONLY"] = True
-    app.config["SESSION_COOKIE_SAMESITE"] = app.config.get("SESSION_COOKIE_SAMESITE") or "Lax"
-    app.config["PERMANENT_SESSION_LIFETIME"] = dt.timedelta(hours=SESSION_HOURS)
+    gateway_config = app.config.get("GATEWAY") or Config()  # none in gateway.openapi's app
+    lifetime = int(gateway_config.session_hours * 3600)
+    app.config.setdefault("WTF_CSRF_TIME_LIMIT", lifetime)  # a page left open
+    app.session_interface = session_store.LedgerSessionInterface(gateway_config)
     csrf.init_app(app)
 
 
@@ -85,7 +87,7 @@ def _signed_in() -> tokens.Principal | None:
     # Re-checked on every request: a revoked token ends its sessions at once.
     principal = tokens.authenticate_hash(data["token_sha256"])
     if principal is None or principal.role not in EDITOR_ROLES:
-        session.clear()
+        session.end()
         return None
     return principal
 
@@ -131,13 +133,12 @@ def _back():
 
 
 def _form_int(name: str) -> int:
-    value = request.form.get(name, "")
-    if not value.isdigit():
+    value = validation.parse_int(request.form.get(name), f"/{name}")
+    if value is None:
         raise exc.ValidationFailed(
-            f"{name} must be a positive integer",
-            errors=[{"pointer": f"/{name}", "message": "expected an integer"}],
+            f"{name} is required", errors=[{"pointer": f"/{name}", "message": "missing"}]
         )
-    return int(value)
+    return value
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -158,7 +159,7 @@ def login():
         flash(message, "error")
         return render_template("review_login.html"), 401 if principal is None else 403
     session.clear()
-    session.permanent = True
+    session.regenerate()  # a new id at sign-in: an id planted before it opens nothing
     session[SESSION_KEY] = {
         "tenant": principal.tenant,
         "role": principal.role,
@@ -172,23 +173,31 @@ def login():
 
 @bp.post("/logout")
 def logout():
-    """Forget the session."""
-    session.clear()
-    flash("Signed out.", "info")
+    """End the session: its row is deleted, so a saved cookie opens nothing."""
+    session.end()
     return redirect(url_for("review_page.login"), 303)
 
 
 @bp.get("")
 def index():
-    """Open review items, UNKNOWN/SENT operations, drafts awaiting approval, approvals."""
+    """Open review items, UNKNOWN/SENT operations, and one page (``?page=``) of drafts
+    awaiting approval with their approvals."""
     tenant = g.principal.tenant
+    total = review_board.count_awaiting(tenant)
+    pages = max(1, -(-total // review_board.CARDS_PER_PAGE))
+    page = min(validation.parse_int(request.args.get("page"), "/page", default=1) or 1, pages)
     return render_template(
         "review.html",
         principal=g.principal,
         items=review_board.open_items(tenant),
         pending=review_board.pending_operations(tenant),
         failed=review_board.failed_operations(tenant),
-        cards=review_board.awaiting_approval(config(), tenant, _image_url),
+        cards=review_board.awaiting_approval(
+            config(), tenant, _image_url, page, review_board.CARDS_PER_PAGE
+        ),
+        cards_total=total,
+        page=page,
+        pages=pages,
         missed=scheduling.missed_schedules(tenant),
         approval_hours=review_board.APPROVAL_HOURS,
     )
@@ -243,10 +252,13 @@ def approve(job_id: str):
     """Approve what the page showed: ``task_version``, ``content_sha256``, ``post_id``."""
     job = _job(job_id)
     body = review_board.approval_body(
-        _form_int("task_version"), request.form.get("content_sha256", ""), _form_int("post_id")
+        _form_int("task_version"),
+        request.form.get("content_sha256", ""),
+        _form_int("post_id"),
+        config().approval_max_days,
     )
     validation.validate("approval", body)
-    approval = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    approval, _unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
     view = approvals.approval_view(approval)
     flash(
         f"Approved job {job_id} v{view['task_version']} (approval {view['approval_id']}, "

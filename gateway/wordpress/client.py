@@ -166,6 +166,8 @@ class WordPressClient:
         timeout: seconds for one call (connect and read).
     """
 
+    transport = "rest"
+
     def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
         self.base_url = base_url.rstrip("/")
         self.username = username
@@ -302,6 +304,9 @@ class WordPressClient:
         returns the attachment in ``context=edit``."""
         return self.call("POST", f"/wp/v2/media/{media_id}", write=True, json_body=fields)
 
+    def finish_upload(self, media_id: int, key: str, fields: dict) -> None:
+        """Nothing to finish: a REST upload carries its fields and key in one request."""
+
     def get_media(self, media_id: int) -> dict:
         """``GET /wp/v2/media/{id}?context=edit``."""
         return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})
@@ -385,11 +390,13 @@ class WordPressClient:
         except WordPressNotFound:
             return None
 
-    def find_by_operation_keys(self, keys: list[str]) -> list[dict]:
+    def find_by_operation_keys(self, keys: list[str], since=None, types=None) -> list[dict]:
         """Every object (any type, any status) carrying one of ``keys``, in batches of up
         to :data:`LOOKUP_BATCH` keys per query (fewer when long keys would make the URL
         longer than :data:`LOOKUP_QUERY_BYTES`). Entries: ``operation_key``, ``id``, ``type``,
-        ``status``, ``date_gmt``, ``title``."""
+        ``status``, ``date_gmt``, ``title``. The plugin matches both identifier keys
+        (``_gateway_operation_key`` and XML-RPC's ``gateway_operation_key``); ``since`` and
+        ``types`` (the XML-RPC scan's bounds) are not needed here."""
         found: list[dict] = []
         for batch in lookup_batches(keys):
             body = self.call(
@@ -400,6 +407,24 @@ class WordPressClient:
             )
             found.extend(body.get("objects", []))
         return found
+
+    def set_operation_key(self, object_id: int, key: str, object_type: str) -> None:
+        """Put ``key`` on ``object_id`` (``post`` or ``attachment``: an editor adopted it)
+        with ``POST /wp/v2/{posts|media}/{id}`` ``meta``, unless it carries it already."""
+        if any(o["id"] == object_id for o in self.find_by_operation_keys([key])):
+            return
+        route = "media" if object_type == "attachment" else "posts"
+        self.call(
+            "POST",
+            f"/wp/v2/{route}/{object_id}",
+            write=True,
+            json_body={"meta": {OPERATION_KEY_META: key}},
+        )
+
+    def site_index(self) -> dict:
+        """``GET /wp-json/?_fields=url,home``: how the install names itself (its ``siteurl``
+        and ``home`` options), whatever URL it was reached by."""
+        return self.call("GET", "/", write=False, params={"_fields": "url,home"})
 
     def me(self) -> dict:
         """``GET /wp/v2/users/me?context=edit``: the authenticated user and capabilities."""

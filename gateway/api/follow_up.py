@@ -1,0 +1,53 @@
+"""What follows a run (docs/api.md, "Notifications" and "Resuming a stopped job"): editors'
+notifications decided once by the gateway, and resuming a job whose run stopped."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from gateway import notifications
+from gateway import resume_points
+from gateway.api import config
+from gateway.api import json_body
+from gateway.api import roles
+from gateway.api.common import job_of_path as _job
+
+bp = Blueprint("follow_up", __name__, url_prefix="/v1")
+
+
+@bp.post("/jobs/<job_id>/notifications")
+@roles("workflow", "editor")
+def notify(job_id: str):
+    """Decide ``event`` for the job's version once and deliver it (201 decided now, 200
+    decided before; ``state`` says whether the tenant's URL has taken it)."""
+    job = _job(job_id)
+    body = json_body("notification")
+    row, decided_now = notifications.notify(job, body["event"], body.get("reason"))
+    return notifications.notification_view(row, decided_now), 201 if decided_now else 200
+
+
+@bp.get("/jobs/<job_id>/notifications")
+@roles("workflow", "editor", "admin")
+def list_notifications(job_id: str):
+    """Every notification decided for the job, oldest first."""
+    rows = notifications.notifications_of(_job(job_id))
+    return {"notifications": [notifications.notification_view(r) for r in rows]}
+
+
+@bp.put("/jobs/<job_id>/resume-point")
+@roles("workflow")
+def put_resume_point(job_id: str):
+    """Keep what a resume of this job version needs (article, image URLs; no image bytes)."""
+    job = _job(job_id)
+    _, created = resume_points.save(job, json_body("resume_point"))
+    return {"job_id": job.job_id, "task_version": job.task_version}, 201 if created else 200
+
+
+@bp.post("/jobs/<job_id>/resume")
+@roles("workflow")
+def resume(job_id: str):
+    """Whether and how a stopped job is resumed: ``action`` resume / wait / none /
+    needs_person (editors told once, with the reason)."""
+    job = _job(job_id)
+    json_body("empty")
+    return resume_points.resume(config(), job)

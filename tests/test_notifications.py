@@ -1,0 +1,260 @@
+"""Editors' notifications decided once by the gateway, and resuming a stopped job.
+
+Notifications are delivered to a local HTTP receiver (the tenant's notification URL) that
+counts POSTs and records their ``Idempotency-Key``; resumes are decided from a real ledger with
+a real upload in the test WordPress. "A while ago" is made by moving the job's timestamps back
+in the ledger, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from n8n_support import Receiver
+from support import SECRET_KEY
+from support import TENANT
+from support import gateway_command
+from support import new_job_id
+from support import png_bytes
+from support import problem_slug
+
+from gateway import db
+from gateway import jobs
+from gateway import notifications
+from gateway import reconciliation
+from gateway.db import database
+from gateway.ledger import Checkpoint
+from gateway.ledger import Job
+from gateway.ledger import Operation
+from gateway.ledger import ResumePoint
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def in_ledger(gw, function, *args):
+    with gw.app.app_context(), database.connection_context():
+        return function(*args)
+
+
+def set_phase(gw, job_id: str, phase: str, post_id: int = 7) -> None:
+    def advance():
+        jobs.advance_phase(jobs.get_job(TENANT, job_id), phase, post_id=post_id)
+
+    in_ledger(gw, advance)
+
+
+def a_while_ago(gw, job_id: str, seconds: float = 3600) -> None:
+    """Set every timestamp of the job to ``seconds`` ago (its last request was that long
+    ago)."""
+
+    def move():
+        past = db.utcnow() - dt.timedelta(seconds=seconds)
+        mine = {"tenant": TENANT, "job_id": job_id}
+        for model, field in (
+            (Job, Job.updated_at),
+            (Operation, Operation.updated_at),
+            (Checkpoint, Checkpoint.created_at),
+            (ResumePoint, ResumePoint.updated_at),
+        ):
+            model.update({field: past}).where(
+                *(getattr(model, k) == v for k, v in mine.items())
+            ).execute()
+
+    in_ledger(gw, move)
+
+
+def notify(gw, job_id: str, event: str, reason: str | None = None, client=None):
+    body = {"event": event, **({"reason": reason} if reason else {})}
+    return (client or gw.client).post(
+        f"/v1/jobs/{job_id}/notifications", json=body, headers=gw.headers()
+    )
+
+
+def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
+    gw = offline_gw
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    with Receiver() as editors:
+        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        early = notify(gw, job_id, "ready_for_approval")
+        assert early.status_code == 409 and problem_slug(early) == "notification-not-due"
+        set_phase(gw, job_id, "approval_pending")
+
+        # a re-run, a retry and four racing executions all ask for the same notification
+        answers = [notify(gw, job_id, "ready_for_approval") for _ in range(2)]
+        racing = []
+
+        def ask():
+            racing.append(notify(gw, job_id, "ready_for_approval", client=gw.app.test_client()))
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        statuses = sorted(a.status_code for a in answers + racing)
+        assert statuses == [200] * 5 + [201], statuses
+        key = f"{TENANT}/{job_id}/v1/notify/ready_for_approval"
+        assert len(editors.messages) == 1, editors.messages
+        assert editors.keys() == [key]
+        assert editors.messages[0]["event"] == "ready_for_approval"
+        assert editors.messages[0]["post_id"] == 7 and "authorization" not in editors.headers[0]
+        assert answers[0].get_json()["state"] == "DELIVERED"
+        # the sweep has nothing to resend
+        assert in_ledger(gw, notifications.resend_pending) == {"delivered": 0, "pending": 0}
+        listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
+        assert [n["idempotency_key"] for n in listed.get_json()["notifications"]] == [key]
+
+
+def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(offline_gw):
+    gw = offline_gw
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    set_phase(gw, job_id, "published")
+    first = notify(gw, job_id, "published")  # no URL set yet: decided, not delivered
+    assert first.status_code == 201
+    assert first.get_json()["state"] == "PENDING"
+    assert "notifications set-url" in first.get_json()["last_error"]
+    with Receiver(statuses=[503]) as editors:
+        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        assert in_ledger(gw, notifications.resend_pending) == {"delivered": 0, "pending": 1}
+        # the sweep resends through the action registry's ``notify`` entry (its sweep_pass)
+        counts = in_ledger(gw, reconciliation.sweep, gw.app.config["GATEWAY"], 0)
+        assert counts["notifications"] == {"delivered": 1, "pending": 0, "attention_decided": 0}
+        again = notify(gw, job_id, "published")
+        assert again.status_code == 200 and again.get_json()["state"] == "DELIVERED"
+        assert again.get_json()["attempts"] == 3
+        key = f"{TENANT}/{job_id}/v1/notify/published"
+        assert editors.keys() == [key, key]
+        assert editors.messages[0] == editors.messages[1]  # the same body: a resend
+
+
+def test_needs_attention_keeps_its_first_reason_and_idle_jobs_get_it_from_the_sweep(offline_gw):
+    gw = offline_gw
+    told, idle = new_job_id(), new_job_id()
+    gw.put_job(told)
+    gw.put_job(idle)
+    no_reason = notify(gw, told, "needs_attention")
+    assert no_reason.status_code == 422
+    with Receiver() as editors:
+        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        assert notify(gw, told, "needs_attention", "the draft does not verify").status_code == 201
+        second = notify(gw, told, "needs_attention", "another reason")
+        assert second.status_code == 200
+        assert second.get_json()["reason"] == "the draft does not verify"
+
+        config = gw.app.config["GATEWAY"]
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 0
+        a_while_ago(gw, idle, config.attention_after + 60)
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 1
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 0
+        events = [(m["job_id"], m["event"]) for m in editors.messages]
+        assert events == [(told, "needs_attention"), (idle, "needs_attention")]
+        assert "no request for" in editors.messages[1]["reason"]
+
+
+def resume(gw, job_id: str):
+    answer = gw.client.post(f"/v1/jobs/{job_id}/resume", json={}, headers=gw.headers())
+    assert answer.status_code == 200, answer.get_json()
+    return answer.get_json()
+
+
+def put_resume_point(gw, job_id: str, images: list[dict]):
+    article = {"title": "Resumable", "content": "<p>x</p>\n{{media:diagram}}"}
+    return gw.client.put(
+        f"/v1/jobs/{job_id}/resume-point",
+        json={"article": article, "images": images},
+        headers=gw.headers(),
+    )
+
+
+def test_resume_point_refuses_image_bytes_and_oversize(offline_gw):
+    gw = offline_gw
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    with_bytes = put_resume_point(gw, job_id, [{"slot": "hero", "content_base64": "iVBORw0K"}])
+    assert with_bytes.status_code == 422 and problem_slug(with_bytes) == "validation-failed"
+    many = [{"slot": f"s{i}", "alt_text": "x" * 1000, "title": "y" * 1000} for i in range(50)]
+    assert put_resume_point(gw, job_id, many).status_code == 201  # 50 x 2 kB: within the cap
+    bigger = gw.client.put(
+        f"/v1/jobs/{job_id}/resume-point",
+        json={"article": {"title": "t", "content": "c" * 300_000}, "images": []},
+        headers=gw.headers(),
+    )
+    assert bigger.status_code == 413 and problem_slug(bigger) == "payload-too-large"
+
+
+@pytest.mark.wordpress
+def test_resume_within_the_budget_then_editors_are_told_once(gw):
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    image = png_bytes((10, 120, 200), size=4)
+    with Receiver() as editors:
+        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        images = [
+            {"slot": "hero", "url": "http://127.0.0.1:9/hero.png", "alt_text": "Hero"},
+            {"slot": "diagram", "filename": "diagram.png"},  # sent as base64
+        ]
+        assert put_resume_point(gw, job_id, images).status_code == 201
+        assert resume(gw, job_id)["action"] == "wait"  # a request just ran
+
+        # the base64 image was never uploaded: only a person can send it again
+        a_while_ago(gw, job_id)
+        refused = resume(gw, job_id)
+        assert refused["action"] == "needs_person" and "'diagram'" in refused["reason"]
+        assert refused["notification"]["event"] == "needs_attention"
+        assert len(editors.messages) == 1
+
+    other = new_job_id()
+    gw.put_job(other)
+    with Receiver() as editors:
+        assert gw.put_media(other, "diagram", image, "diagram.png").status_code == 201
+        assert put_resume_point(gw, other, images).status_code == 201
+        budget = gw.app.config["GATEWAY"].resume_budget
+        for attempt in range(1, budget + 1):
+            a_while_ago(gw, other)
+            answer = resume(gw, other)
+            assert answer["action"] == "resume" and answer["attempts"] == attempt, answer
+            diagram = answer["input"]["images"][1]
+            assert diagram["uploaded"] is True
+            assert diagram["content_sha256"] == hashlib.sha256(image).hexdigest()
+            assert answer["input"]["images"][0]["url"] == images[0]["url"]
+            assert answer["input"]["article"]["title"] == "Resumable"
+        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        for _ in range(2):
+            a_while_ago(gw, other)
+            past = resume(gw, other)
+            assert past["action"] == "needs_person" and f"resumed {budget} times" in past["reason"]
+        assert [m["job_id"] for m in editors.messages] == [other]  # told once
+
+
+def test_a_release_0_1_0_ledger_migrates_and_takes_a_notification_url(tmp_path):
+    path = tmp_path / "ledger-0.1.0.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript((FIXTURES / "ledger-0.1.0.sql").read_text())
+    env = {
+        **os.environ,
+        "GATEWAY_DATABASE_URL": f"sqlite:///{path}",
+        "GATEWAY_SECRET_KEY": SECRET_KEY,
+    }
+
+    def cli(*args):
+        return subprocess.run(
+            [*gateway_command(), *args], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    assert cli("init-db").returncode == 0
+    done = cli("notifications", "set-url", "--tenant", "acme", "--url", "http://127.0.0.1:9/n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"tenant": "acme", "url": "http://127.0.0.1:9/n"}
+    counts = json.loads(cli("reconcile").stdout)
+    assert counts["notifications"] == {"delivered": 0, "pending": 0, "attention_decided": 0}
