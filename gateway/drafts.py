@@ -147,7 +147,29 @@ def read_back(
         "expected": intent["expected"],
     }
     receipt["verification"] = verification.compare(receipt, live, target.companion.present)
+    media_metadata.add_to(receipt["verification"], _metadata_field(target, receipt))
     return receipt
+
+
+def _metadata_field(target: Target, receipt: dict) -> dict | None:
+    """The verification's ``media_metadata`` field of a draft receipt, as ``GET
+    /verification`` shows it (None when no image of the post asked for metadata). The post
+    itself was read back: attachments that cannot be read now make the field ``ok: null``
+    with a reason (not checked), never the write UNKNOWN."""
+    ids = media_metadata.post_media_ids(receipt)
+    try:
+        return media_metadata.compare(target, ids)
+    except WordPressError as error:
+        log.warning("cannot read the attachments of post %s back: %s", receipt["post_id"], error)
+        asked = media_metadata.wanted(target.job, ids)
+        if not asked:
+            return None
+        return {
+            "expected": {slot: dict(metadata) for slot, (_id, metadata) in asked.items()},
+            "actual": None,
+            "ok": None,
+            "reason": "the attachments could not be read back now",
+        }
 
 
 def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
