@@ -23,7 +23,7 @@ from gateway import config as config_module
 
 
 class GatewayServer(BaseApplication):
-    """A gunicorn application serving :func:`gateway.create_app`."""
+    """A gunicorn application serving :func:`gateway.app.create_app`."""
 
     def __init__(self, options: dict, sweep_interval: float, agent_worker: bool = False):
         self.options = options
@@ -61,7 +61,7 @@ class GatewayServer(BaseApplication):
             ).start()
 
     def load(self):
-        from gateway import create_app
+        from gateway.app import create_app
 
         return create_app()
 
