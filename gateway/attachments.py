@@ -55,22 +55,31 @@ def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effe
     return _effect(target, row.intent or {})
 
 
-def _done(job, digest: str) -> bool:
-    return (
-        Operation.select()
-        .where(
-            Operation.tenant == job.tenant,
-            Operation.job_id == job.job_id,
-            Operation.action == "attach",
-            Operation.state == CONFIRMED,
-            Operation.request_hash == digest,
-        )
-        .exists()
+def _attached(job) -> set[str]:
+    """The request digests (attachment and post) of the job's CONFIRMED ``attach`` rows, any
+    task version: one query for all slots."""
+    rows = Operation.select(Operation.request_hash).where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.action == "attach",
+        Operation.state == CONFIRMED,
     )
+    return {row.request_hash for row in rows}
 
 
-def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
+def attach_all(
+    target: Target,
+    post_id: int,
+    slots: list[str],
+    media: dict[str, Operation] | None = None,
+    new_post: bool = False,
+) -> list[str]:
     """Attach the CONFIRMED attachment of each of ``slots`` to ``post_id`` once.
+
+    ``media``: the job's CONFIRMED media by slot as the caller already read them
+    (:func:`gateway.jobs.confirmed_media`; read here when None). ``new_post``: the caller
+    created ``post_id`` in this request, so no attachment can be attached to it yet (the
+    ledger is not asked which are).
 
     Returns the slots still not attached (WordPress could not be reached or refused): they
     are UNKNOWN/FAILED rows that the next draft call, ``recover`` or the sweep finish; the
@@ -79,7 +88,8 @@ def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
     if not slots:  # a draft without images: nothing to look up
         return []
     job = target.job
-    media = jobs.confirmed_media(job)
+    media = jobs.confirmed_media(job) if media is None else media
+    attached = set() if new_post else _attached(job)
     pending = []
     for slot in dict.fromkeys(slots):
         row = media.get(slot)
@@ -87,7 +97,7 @@ def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
             continue
         intent = {"media_id": row.remote_id, "post_id": post_id, "slot": slot}
         digest = request_digest({"media_id": row.remote_id, "post_id": post_id})
-        if _done(job, digest):
+        if digest in attached:
             continue
         key = operations.operation_key(job, "attach", slot)
         try:

@@ -53,8 +53,21 @@ def image_block(media_id: int, url: str, alt: str) -> str:
     )
 
 
-def resolve_media(job, body: dict) -> tuple[int, list[int], str]:
+def names_media(body: dict) -> bool:
+    """True when the draft names a media slot (featured, body images or a placeholder)."""
+    return bool(
+        body.get("body_media")
+        or (body.get("featured_media") or {}).get("slot")
+        or PLACEHOLDER.search(body["content"])
+    )
+
+
+def resolve_media(
+    job, body: dict, media: dict[str, Operation] | None = None
+) -> tuple[int, list[int], str]:
     """``(featured_media_id, body_media_ids, content)`` with placeholders replaced.
+    ``media``: the job's CONFIRMED media by slot as already read
+    (:func:`gateway.jobs.confirmed_media`); read here when None and the draft names media.
 
     Raises:
         MediaNotReady: a named slot has no CONFIRMED attachment.
@@ -62,9 +75,9 @@ def resolve_media(job, body: dict) -> tuple[int, list[int], str]:
     """
     wanted = list(body.get("body_media") or [])
     featured_slot = (body.get("featured_media") or {}).get("slot")
-    if not wanted and not featured_slot and not PLACEHOLDER.search(body["content"]):
+    if not names_media(body):
         return 0, [], body["content"]  # no media named: nothing to look up
-    media = jobs.confirmed_media(job)
+    media = jobs.confirmed_media(job) if media is None else media
     missing = [s for s in wanted + ([featured_slot] if featured_slot else []) if s not in media]
     if missing:
         raise exc.MediaNotReady(
@@ -134,12 +147,18 @@ def _seo_name(meta_key: str) -> str:
 
 
 def read_back(
-    target: Target, post_id: int, sent_object: dict | None, intent: dict, live: dict | None = None
+    target: Target,
+    post_id: int,
+    sent_object: dict | None,
+    intent: dict,
+    live: dict | None = None,
+    media: dict[str, Operation] | None = None,
 ) -> dict:
     """Read the post back (``GET /wp/v2/posts/{id}?context=edit``) and build the draft
     receipt: the baseline WordPress returned to the write (or the read-back when the post was
     found by reconciliation), what was sent, what is expected, and the verification.
-    ``live`` is a read-back already made (a sweep reads many posts in one query)."""
+    ``live`` is a read-back already made (a sweep reads many posts in one query); ``media``
+    the job's CONFIRMED media by slot as the draft request read them (None: read if needed)."""
     live = live or target.client.get_post(post_id)
     receipt = {
         "post_id": post_id,
@@ -149,21 +168,21 @@ def read_back(
         "expected": intent["expected"],
     }
     receipt["verification"] = verification.compare(receipt, live, target.companion.present)
-    media_metadata.add_to(receipt["verification"], _metadata_field(target, receipt))
+    media_metadata.add_to(receipt["verification"], _metadata_field(target, receipt, media))
     return receipt
 
 
-def _metadata_field(target: Target, receipt: dict) -> dict | None:
+def _metadata_field(target: Target, receipt: dict, media: dict | None = None) -> dict | None:
     """The verification's ``media_metadata`` field of a draft receipt, as ``GET
     /verification`` shows it (None when no image of the post asked for metadata). The post
     itself was read back: attachments that cannot be read now make the field ``ok: null``
     with a reason (not checked), never the write UNKNOWN."""
     ids = media_metadata.post_media_ids(receipt)
     try:
-        return media_metadata.compare(target, ids)
+        return media_metadata.compare(target, ids, media)
     except WordPressError as error:
         log.warning("cannot read the attachments of post %s back: %s", receipt["post_id"], error)
-        asked = media_metadata.wanted(target.job, ids)
+        asked = media_metadata.wanted(target.job, ids, media)
         if not asked:
             return None
         return {
@@ -193,8 +212,10 @@ def _draft_effect(
     send: Callable[[], dict],
     found: list[dict] | None = None,
     prefetched: dict[int, dict] | None = None,
+    media: dict[str, Operation] | None = None,
 ) -> Effect:
-    """The draft's effect; ``find`` and ``read_back`` need only the stored ``intent``."""
+    """The draft's effect; ``find`` and ``read_back`` need only the stored ``intent``
+    (``media``: the job's CONFIRMED media as the request read them, see :func:`read_back`)."""
     update_of = intent.get("update_of")
 
     def find() -> list[dict]:
@@ -204,7 +225,7 @@ def _draft_effect(
 
     def read(post_id: int, sent_object: dict | None) -> dict:
         live = (prefetched or {}).get(post_id)
-        return read_back(target, post_id, sent_object, intent, live)
+        return read_back(target, post_id, sent_object, intent, live, media)
 
     return Effect(
         action=ACTION,
@@ -261,7 +282,8 @@ def put_draft(target: Target, body: dict) -> Outcome:
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
         return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
     checkpoints.check_body(job, body["content"])  # before anything is claimed
-    featured, body_ids, content = resolve_media(job, body)
+    media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
+    featured, body_ids, content = resolve_media(job, body, media)
     term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
     fields = post_fields(key, {**body, **term_ids}, featured, content)
     previous = _previous_draft(job)
@@ -288,10 +310,13 @@ def put_draft(target: Target, body: dict) -> Outcome:
             return target.client.update_post(update_of, changed)
         return target.client.create_post(fields)
 
-    outcome = operations.perform(target, key, digest, _draft_effect(target, key, intent, send))
+    effect = _draft_effect(target, key, intent, send, media=media)
+    outcome = operations.perform(target, key, digest, effect)
     if outcome.row.state == CONFIRMED:
         settle(target, outcome.row)
-        attachments.attach_all(target, outcome.row.remote_id, _slots(body))
+        # A post this request created carries no attachment yet: nothing to look up.
+        new_post = outcome.created and update_of is None
+        attachments.attach_all(target, outcome.row.remote_id, _slots(body), media, new_post)
     return outcome
 
 
@@ -302,7 +327,10 @@ def _slots(body: dict) -> list[str]:
 
 
 def _previous_draft(job) -> Operation | None:
-    """The CONFIRMED draft of an earlier task version, whose post a new version updates."""
+    """The CONFIRMED draft of an earlier task version, whose post a new version updates
+    (none at task version 1, the first: nothing is read)."""
+    if job.task_version <= 1:
+        return None
     return latest_draft(job, below_version=job.task_version)
 
 

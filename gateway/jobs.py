@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from peewee import JOIN
 from peewee import IntegrityError
 from peewee import fn
 
@@ -25,6 +26,7 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.ledger import ResumePoint
 from gateway.ledger import Review
+from gateway.ledger import Site
 from gateway.operations import Target
 
 PHASES = (
@@ -50,9 +52,20 @@ DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
 STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
 
 
-def get_job(tenant: str, job_id: str) -> Job:
-    """The job, or :class:`JobNotFound`."""
-    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
+    """The job, or :class:`JobNotFound`. ``with_site``: the job's site row is read in the
+    same statement (a join) as ``job.site_row`` (None when the site was removed), for a
+    side-effect call's :func:`target_for` in the same request."""
+    if with_site:
+        query = Job.select(Job, Site).join(
+            Site,
+            JOIN.LEFT_OUTER,
+            on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
+            attr="site_row",
+        )
+    else:
+        query = Job.select()
+    job = next(iter(query.where(Job.tenant == tenant, Job.job_id == job_id).paginate(1, 1)), None)
     if job is None:
         raise exc.JobNotFound(f"no job {job_id!r} for this tenant")
     return job
@@ -151,12 +164,18 @@ def target_for(
 ) -> Target:
     """The WordPress target of ``job``: its site as stored now (credentials and the companion
     plugin's guarantees are resolved on first use). ``fenced``: the caller works under the
-    job's lease (workflow tokens, the agent worker) and sent ``fencing_token``.
+    job's lease (workflow tokens, the agent worker) and sent ``fencing_token``. A job read
+    in this request with its site (:func:`get_job` ``with_site``) hands that row on: the
+    site is not read again.
 
     Raises:
         SiteNotFound: the job's site was removed.
     """
-    return Target(config, job, fencing_token, fenced)
+    target = Target(config, job, fencing_token, fenced)
+    site = getattr(job, "site_row", None)  # set only by get_job(with_site=True)
+    if site is not None:
+        target.site = site  # Target.site is read once per target; this is that read
+    return target
 
 
 def operations_of(job: Job) -> list[Operation]:
@@ -218,10 +237,12 @@ def row_view(row: Operation) -> dict:
     }
 
 
-def job_view(job: Job, with_rows: bool = True) -> dict:
-    """The job as JSON: identity, phase, status and (optionally) its ledger rows."""
-    rows = operations_of(job)
-    reviews = open_reviews(job)
+def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
+    """The job as JSON: identity, phase, status and (optionally) its ledger rows.
+    ``created``: the job row was inserted by this request, so it has no ledger rows and no
+    review items yet (none are read)."""
+    rows = [] if created else operations_of(job)
+    reviews = [] if created else open_reviews(job)
     view = {
         "job_id": job.job_id,
         "site": job.site,

@@ -257,7 +257,10 @@ def _update_metadata(
     """The same bytes as an earlier version's attachment with other ``alt_text``, ``caption``
     or ``title``: update that attachment (``POST /wp/v2/media/{id}``, only the fields that
     differ from what it holds) instead of uploading the bytes again. None when there is no
-    such attachment (upload) or this version's operation exists already (perform decides)."""
+    such attachment (upload) or this version's operation exists already (perform decides).
+    At task version 1 no earlier version exists: nothing is read."""
+    if target.job.task_version <= 1:
+        return None
     if Operation.select().where(Operation.operation_key == key).exists():
         return None
     earlier = next(
@@ -402,7 +405,10 @@ def send_request(target: Target, request: dict) -> Outcome:
 
 def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
     """Unchanged bytes under a new task version: record the earlier attachment as this
-    version's receipt (a replay, no upload)."""
+    version's receipt (a replay, no upload). At task version 1 there is no earlier version:
+    nothing is read."""
+    if target.job.task_version <= 1:
+        return None
     earlier = (
         Operation.select()
         .where(

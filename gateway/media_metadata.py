@@ -34,11 +34,17 @@ def _stored(attachment: dict) -> dict:
     }
 
 
-def wanted(job, media_ids: list[int]) -> dict[str, tuple[int, dict]]:
+def wanted(
+    job, media_ids: list[int], media: dict[str, Operation] | None = None
+) -> dict[str, tuple[int, dict]]:
     """``{slot: (media_id, {field: value asked for})}`` for the post's images whose media
-    request named metadata (latest CONFIRMED row of each slot)."""
+    request named metadata (latest CONFIRMED row of each slot; ``media``: those rows as
+    already read by the caller, :func:`gateway.jobs.confirmed_media`). A post without images
+    reads nothing."""
+    if not media_ids:
+        return {}
     found = {}
-    for slot, row in jobs.confirmed_media(job).items():
+    for slot, row in (jobs.confirmed_media(job) if media is None else media).items():
         metadata = (row.receipt or {}).get("metadata") or {}
         if row.remote_id in media_ids and metadata:
             found[slot] = (row.remote_id, metadata)
@@ -61,14 +67,17 @@ def add_to(result: dict, field: dict | None) -> dict:
     return result
 
 
-def compare(target: Target, media_ids: list[int]) -> dict | None:
+def compare(
+    target: Target, media_ids: list[int], media: dict[str, Operation] | None = None
+) -> dict | None:
     """The ``media_metadata`` verification field: ``{"expected", "actual", "ok"}`` keyed by
-    slot, or None when no image of the post asked for metadata.
+    slot, or None when no image of the post asked for metadata (``media``: as
+    :func:`wanted`).
 
     Raises:
         WordPressError: the attachments cannot be read.
     """
-    asked = wanted(target.job, media_ids)
+    asked = wanted(target.job, media_ids, media)
     if not asked:
         return None
     live = target.client.get_many("/wp/v2/media", [mid for mid, _ in asked.values()])

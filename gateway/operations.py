@@ -220,7 +220,9 @@ def claim(
 
 
 def _transition(row: Operation, to_state: str, **fields) -> bool:
-    """Move ``row`` from its current state to ``to_state`` if nobody moved it first."""
+    """Move ``row`` from its current state to ``to_state`` if nobody moved it first; on
+    success ``row`` holds what was written (the condition proves nobody else moved it, so
+    it is not read again)."""
     fields.setdefault("updated_at", db.utcnow())
     updated = (
         Operation.update(state=to_state, **fields)
@@ -229,7 +231,12 @@ def _transition(row: Operation, to_state: str, **fields) -> bool:
         )
         .execute()
     )
-    return updated == 1
+    if updated != 1:
+        return False
+    row.state = to_state
+    for name, value in fields.items():
+        setattr(row, name, value)
+    return True
 
 
 def _reload(row: Operation) -> Operation:
@@ -289,7 +296,7 @@ def perform(
             credential_version=target.site.credential_version,
             fencing_token=target.fencing_token,
         ):
-            return _send(target, _reload(row), effect)  # the row as this sender committed it
+            return _send(target, row, effect)  # the row as this sender committed it
         row = _reload(row)  # another request won the claim; look again
     raise exc.OperationInProgress(
         "another request is working on this operation",
@@ -384,7 +391,7 @@ def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = 
         sent_at=db.utcnow(),
         credential_version=target.site.credential_version,
     ):
-        return _send(target, _reload(row), effect)
+        return _send(target, row, effect)
     raise exc.OperationInProgress(
         "another request is sending this operation",
         retry_after=1,

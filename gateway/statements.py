@@ -1,4 +1,5 @@
-"""Compiled ledger statements: peewee builds each ``SELECT`` and ``UPDATE`` once per shape.
+"""Compiled ledger statements: peewee builds each ``SELECT``, ``UPDATE`` and ``INSERT`` once
+per shape.
 
 Building SQL text is most of the gateway's ledger cost: peewee walks the query tree (every
 selected column, every condition) on every call, about a millisecond per statement on a small
@@ -8,13 +9,15 @@ always the same few shapes (``Token.token_hash == ?``, ``Job.tenant == ? AND Job
 parameter list once compiled by peewee, and only swap in the new values afterwards.
 
 A **shape** is the query with the values of its ``WHERE`` comparisons left out: the query
-class, its model, selected columns, joins, order, limit, offset, locking clause, and the
-``WHERE`` tree (``AND``/``OR`` of ``field <op> value`` with ``=``, ``!=``, ``<``, ``<=``,
-``>``, ``>=`` and one scalar value). Anything else (``IN`` lists, sub-queries, functions,
-``IS NULL``, an unknown node or attribute) makes the query "not cacheable" and peewee
-compiles it as before. An ``UPDATE`` is cached when its ``SET`` list holds plain values (not
-``Field + 1``); ``INSERT`` (whose defaults peewee may fill in while compiling) and ``DELETE``
-never are.
+class, its model, selected columns, joins (whose ``ON`` compares columns only, no values),
+order, limit, offset, locking clause, and the ``WHERE`` tree (``AND``/``OR`` of ``field <op>
+value`` with ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` and one scalar value). Anything else
+(``IN`` lists, sub-queries, functions, ``IS NULL``, an unknown node or attribute) makes the
+query "not cacheable" and peewee compiles it as before. An ``UPDATE`` is cached when its
+``SET`` list holds plain values (not ``Field + 1``). A one-row ``INSERT`` (``Model.create``)
+is cached only when it names every field that has a default, so that peewee fills in nothing
+while compiling (a default such as the current time would otherwise be frozen into the cached
+parameters), and holds plain values; other inserts and ``DELETE`` never are.
 
 Safety: the first time a shape is met it is compiled twice by peewee, once with the real
 values and once with a marker in place of each value; the shape is cached only when the two
@@ -32,7 +35,9 @@ import uuid
 from peewee import OP
 from peewee import Expression
 from peewee import Field
+from peewee import Join
 from peewee import ModelBase
+from peewee import ModelInsert
 from peewee import ModelSelect
 from peewee import ModelUpdate
 from peewee import Node
@@ -68,14 +73,40 @@ def _atom(value, keep: list):
         if all(type(v) in _PLAIN_FIELDS for v in value):  # the selected columns: fast path
             keep.extend(value)
             return tuple(map(id, value))
-        return tuple(_atom(v, keep) for v in value)
+        atoms = tuple(_atom(v, keep) for v in value)
+        if all(isinstance(v, Field) for v in value):  # the fast path's key, next time too
+            return tuple(map(id, value))
+        return atoms
     if type(value) is Ordering:  # ORDER BY field [ASC|DESC]
         return ("order", _atom(value.node, keep), value.direction, value.collation, value.nulls)
-    if isinstance(value, dict) and not value:
-        return ("{}",)
+    if type(value) is Join:  # FROM a JOIN b ON <columns compared with columns>
+        return (
+            "join",
+            _atom(value.lhs, keep),
+            _atom(value.rhs, keep),
+            _atom(value.join_type, keep),
+            _on(value._on, keep),
+            _atom(value._alias, keep),
+        )
+    if isinstance(value, dict):  # {} or the joins: {model: [(model, attr, model, kind)]}
+        return ("dict", *((_atom(k, keep), _atom(v, keep)) for k, v in value.items()))
     if type(value).__name__ == "DatabaseProxy":
         return ("db",)
     raise _NotCacheable
+
+
+def _on(node, keep: list):
+    """The shape of a join's ``ON``: ``AND``/``OR`` of comparisons of two columns (no
+    values, so nothing to put in a parameter)."""
+    if type(node) is not Expression:
+        raise _NotCacheable
+    if node.op in (OP.AND, OP.OR):
+        return (node.op, node.flat, _on(node.lhs, keep), _on(node.rhs, keep))
+    if node.op not in COMPARISONS or not (
+        isinstance(node.lhs, Field) and isinstance(node.rhs, Field)
+    ):
+        raise _NotCacheable
+    return (node.op, node.flat, _atom(node.lhs, keep), _atom(node.rhs, keep))
 
 
 def _where(node, leaves: list, keep: list):
@@ -104,9 +135,12 @@ def _where(node, leaves: list, keep: list):
     return (node.op, node.flat, id(lhs), lhs._coerce)
 
 
-def _update(values: dict, leaves: list, keep: list):
-    """The shape of an ``UPDATE``'s ``SET`` list: plain values only (peewee converts each
-    with its field's ``db_value``); an expression such as ``Field + 1`` is not cached."""
+def _update(values, leaves: list, keep: list):
+    """The shape of an ``UPDATE``'s ``SET`` list or a one-row ``INSERT``'s values: plain
+    values only (peewee converts each with its field's ``db_value``); an expression such as
+    ``Field + 1`` is not cached."""
+    if type(values) is not dict:  # several rows, or INSERT ... SELECT
+        raise _NotCacheable
     shape = []
     for field, value in values.items():
         if not isinstance(field, Field) or isinstance(value, Node):
@@ -137,12 +171,22 @@ def _convert(converter, value):
     return converter(value) if converter is not None else value
 
 
+def _insert_complete(query) -> bool:
+    """True when a one-row ``INSERT`` names every field with a default: peewee then adds no
+    column, and evaluates no default, while compiling it."""
+    values = query._insert
+    return type(values) is dict and all(f in values for f in query.model._meta.defaults)
+
+
 def shape(query) -> tuple[tuple, list, list] | None:
-    """``(key, leaves, keep)`` of a cacheable ``SELECT`` or ``UPDATE``, or None; ``leaves``
-    are ``(converter, value)`` in the order :func:`_learn` puts markers in, ``keep`` the
-    objects the key names by identity."""
+    """``(key, leaves, keep)`` of a cacheable ``SELECT``, ``UPDATE`` or ``INSERT``, or None;
+    ``leaves`` are ``(converter, value)`` in the order :func:`_learn` puts markers in,
+    ``keep`` the objects the key names by identity."""
     kind = type(query)
-    if kind is not ModelSelect and kind is not ModelUpdate:
+    if kind is ModelInsert:
+        if not _insert_complete(query):
+            return None
+    elif kind is not ModelSelect and kind is not ModelUpdate:
         return None
     leaves: list = []
     keep: list = []
@@ -150,9 +194,11 @@ def shape(query) -> tuple[tuple, list, list] | None:
         parts = [(kind,)]
         if kind is ModelUpdate:
             parts.append(("set", _update(query._update, leaves, keep)))
+        elif kind is ModelInsert:
+            parts.append(("values", _update(query._insert, leaves, keep)))
         parts.append(("where", _where(query._where, leaves, keep)))
         for name, value in vars(query).items():
-            if name not in ("_where", "_update") and name not in IGNORED:
+            if name not in ("_where", "_update", "_insert") and name not in IGNORED:
                 parts.append((name, _atom(value, keep)))
     except _NotCacheable:
         return None
@@ -167,6 +213,8 @@ def _learn(query, leaves: list, keep: list, compile_):
     clone = query.clone()
     if type(query) is ModelUpdate:
         clone._update = {field: _marker(markers) for field in query._update}
+    elif type(query) is ModelInsert:
+        clone._insert = {field: _marker(markers) for field in query._insert}
     clone._where = _marked(query._where, markers)
     marked_sql, marked_params = compile_(clone)
     positions = []
@@ -184,9 +232,9 @@ def _learn(query, leaves: list, keep: list, compile_):
 
 
 def install(database) -> None:
-    """Make ``database`` (a concrete peewee database) compile each ``SELECT``/``UPDATE``
-    shape once: its ``execute`` is replaced; ``database.statement_cache`` maps shape keys to
-    entries (inspection and tests)."""
+    """Make ``database`` (a concrete peewee database) compile each ``SELECT``/``UPDATE``/
+    complete one-row ``INSERT`` shape once: its ``execute`` is replaced;
+    ``database.statement_cache`` maps shape keys to entries (inspection and tests)."""
     cache: dict = {}
     plain = database.execute
 

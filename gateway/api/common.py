@@ -21,12 +21,14 @@ from gateway.operations import Target
 FENCING_HEADER = "X-Fencing-Token"
 
 
-def job_of_path(job_id: str) -> Job:
+def job_of_path(job_id: str, with_site: bool = False) -> Job:
     """The caller's tenant's job ``job_id`` (422 for a malformed id, 404 when absent; a job
-    of another tenant is a 404 too, counted as an unauthorized call of the caller's tenant)."""
+    of another tenant is a 404 too, counted as an unauthorized call of the caller's tenant).
+    ``with_site``: its site row comes in the same statement (for :func:`side_effect_target`
+    of a write)."""
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
     try:
-        return jobs.get_job(g.principal.tenant, job_id)
+        return jobs.get_job(g.principal.tenant, job_id, with_site=with_site)
     except exc.JobNotFound:
         if jobs.held_by_another_tenant(g.principal.tenant, job_id):
             # Still a 404 (no tenant learns of another's jobs), but counted: the token is valid.

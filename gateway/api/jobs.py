@@ -68,7 +68,7 @@ def put_job(job_id: str):
     job, created = jobs.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
     if session_id:
         job = sessions.bind(config(), job, session_id)
-    return jobs.job_view(job), 201 if created else 200
+    return jobs.job_view(job, created=created), 201 if created else 200
 
 
 @bp.get("/jobs/<job_id>")
@@ -92,7 +92,7 @@ def put_media(job_id: str, slot: str):
     """One image: multipart ``file`` (+ ``alt_text``, ``caption``, ``title``) or JSON with
     ``content_base64``."""
     validation.check_identifier(slot, validation.SLOT, "/slot", "slot")
-    job = _job(job_id)
+    job = _job(job_id, with_site=True)
     if request.mimetype == "multipart/form-data":
         upload = request.files.get("file")
         if upload is None:
@@ -147,7 +147,7 @@ def put_media(job_id: str, slot: str):
 @roles("workflow")
 def put_draft(job_id: str):
     """Create the job's draft once, read it back and verify it."""
-    job = _job(job_id)
+    job = _job(job_id, with_site=True)
     body = json_body("draft")
     outcome = drafts.put_draft(side_effect_target(job), body)
     return answer(draft_body(outcome), outcome)
