@@ -118,6 +118,7 @@ def repair_job(target: Target) -> tuple[dict, Outcome | None]:
     draft = drafts.latest_draft(job)
     if draft is None:
         raise exc.NotFound("the job has no confirmed draft to repair")
+    drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
     live = _read_live(target, draft.remote_id)
     result = verification.compare(

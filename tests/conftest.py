@@ -399,14 +399,16 @@ class GatewayServer:
 
 
 @pytest.fixture
-def gateway_server(wp_site, ledger_url, tmp_path):
-    """``gateway serve --workers 4`` on a free port, site and token registered by the CLI."""
+def gateway_server(wp_site, ledger_url, tmp_path, request):
+    """``gateway serve --workers 4`` on a free port, site and token registered by the CLI.
+    Indirect parametrization adds environment variables (``{"GATEWAY_TOKEN_RATE": ...}``)."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
         "GATEWAY_SECRET_KEY": SECRET_KEY,
         "GATEWAY_WP_TIMEOUT": "10",
         AUTHOR_PASSWORD_ENV: wp_site["users"]["author"]["app_password"],
+        **getattr(request, "param", {}),
     }
     command = gateway_command()
 
