@@ -29,6 +29,7 @@ from gateway import operations
 from gateway import ownership
 from gateway import refusals
 from gateway import scheduling
+from gateway import validation
 from gateway import verification
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -132,16 +133,7 @@ def parse_expiry(value: str, max_days: float) -> dt.datetime:
         ValidationFailed: not RFC 3339 with an offset, not in the future, or more than
             ``max_days`` days ahead (database clock).
     """
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise exc.ValidationFailed(
-            "expires_at must be RFC 3339 with an offset",
-            errors=[{"pointer": "/expires_at", "message": "e.g. 2026-11-29T12:00:00+00:00"}],
-        )
-    moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    moment = validation.utc_moment(value, "expires_at", "2026-11-29T12:00:00+00:00")
     now = db.db_now()
     if moment <= now:
         raise exc.ValidationFailed(

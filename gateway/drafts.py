@@ -147,10 +147,15 @@ def read_back(
 
 
 def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
-    """Objects of ``post_type`` carrying ``key`` (needs the companion plugin; [] without)."""
+    """Objects of ``post_type`` carrying ``key`` ([] when the site offers no lookup: REST
+    without the companion plugin). A scanning transport (XML-RPC) stops at the time the
+    operation was first prepared: nothing older can carry it."""
     if not target.companion.present:
         return []
-    return [o for o in target.client.find_by_operation_keys([key]) if o["type"] == post_type]
+    row = Operation.get_or_none(Operation.operation_key == key)
+    since = row.created_at if row is not None else None
+    found = target.client.find_by_operation_keys([key], since=since, types=(post_type,))
+    return [o for o in found if o["type"] == post_type]
 
 
 def _draft_effect(

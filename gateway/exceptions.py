@@ -148,6 +148,15 @@ OperationKeyReused = _problem(
     "operation-key-reused",
     "This operation key was used with a different request",
 )
+TransportLimit = _problem(
+    "TransportLimit", 422, "transport-limit", "The site's transport cannot do this"
+)
+TransportSwitchRefused = _problem(
+    "TransportSwitchRefused",
+    409,
+    "transport-switch-refused",
+    "Operations sent over the current transport are not reconciled yet",
+)
 SecretInCheckpoint = _problem(
     "SecretInCheckpoint", 422, "secret-in-checkpoint", "Checkpoint data looks like a secret"
 )

@@ -143,8 +143,9 @@ _wordpress_log = logging.getLogger("gateway.wordpress")
 def log_wordpress_call(
     method: str, route: str, status: int | None, outcome: str, seconds: float
 ) -> None:
-    """A :data:`gateway.wordpress.client.OBSERVERS` entry: one line per WordPress call (the
-    REST route without its query string, which may carry titles) and the status remembered
+    """A :data:`gateway.wordpress.client.OBSERVERS` entry: one line per WordPress call (REST:
+    the HTTP method and the route without its query string, which may carry titles; XML-RPC:
+    the method name, e.g. ``wp.newPost``, and ``/xmlrpc.php``) and the status remembered
     for the request's own line."""
     bind(wordpress_status=status)
     _wordpress_log.info(

@@ -112,6 +112,16 @@ def read_back(target: Target, media_id: int, intent: dict, stored: dict | None =
     return receipt
 
 
+def reconciled_read_back(
+    target: Target, media_id: int, key: str, intent: dict, stored: dict | None = None
+) -> dict:
+    """Read back an attachment found by lookup, first finishing its upload when the
+    transport needed a second call that may not have happened (XML-RPC: the identifier,
+    title and caption; a no-op over REST)."""
+    target.client.finish_upload(media_id, key, intent.get("fields") or {})
+    return read_back(target, media_id, intent, stored)
+
+
 def _media_effect(
     target: Target, key: str, content: bytes, mime: str, fields: dict, intent: dict
 ) -> Effect:
@@ -120,11 +130,16 @@ def _media_effect(
             content, intent["filename"], mime, {**fields, "meta": {OPERATION_KEY_META: key}}
         )
 
+    def confirm_read_back(media_id: int, sent: dict | None) -> dict:
+        if sent is None:  # found by lookup, not answered by the upload itself
+            return reconciled_read_back(target, media_id, key, intent)
+        return read_back(target, media_id, intent)
+
     return Effect(
         action="media",
         send=send,
         find=lambda: drafts.find_by_key(target, key, "attachment"),
-        read_back=lambda media_id, _obj: read_back(target, media_id, intent),
+        read_back=confirm_read_back,
         creates=True,
         intent=intent,
     )
@@ -144,7 +159,8 @@ def put_media(
     Returns the :class:`Outcome`; the receipt holds ``media_id`` and ``source_url``.
 
     Raises:
-        UnsupportedMediaType (415), plus everything :func:`operations.perform` raises.
+        UnsupportedMediaType (415), TransportLimit (422: alt text over XML-RPC; a CONFIRMED
+        operation still replays), plus everything :func:`operations.perform` raises.
     """
     mime, ext = sniff(content)
     name = safe_filename(filename, slot, ext)
@@ -153,9 +169,13 @@ def put_media(
         {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
     )
     key = operations.operation_key(target.job, "media", slot)
+    existing = Operation.get_or_none(Operation.operation_key == key)
+    if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
+        return Outcome(existing, replayed=True)  # also after a switch of transport
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused
+    check_transport(target, alt_text)
     sent = {k: v for k, v in fields.items() if v is not None}
     updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent)
     if updated is not None:
@@ -165,9 +185,34 @@ def put_media(
         "filename": name,
         "bytes": len(content),
         "metadata": sent,
+        **_finishing_fields(title, caption),
     }
     effect = _media_effect(target, key, content, mime, sent, intent)
     return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def check_transport(target: Target, alt_text: str | None) -> None:
+    """Refuse alt text the site's transport cannot write (XML-RPC: protected meta), before
+    anything is claimed, downloaded or sent.
+
+    Raises:
+        TransportLimit (422, ``feature: alt_text``).
+    """
+    if alt_text and not target.companion.alt_text:
+        raise exc.TransportLimit(
+            f"alt text cannot be written over the site's {target.companion.transport} "
+            "transport (protected meta); send the image without alt_text",
+            feature="alt_text",
+            transport=target.companion.transport,
+            errors=[{"pointer": "/alt_text", "message": "not supported by the transport"}],
+        )
+
+
+def _finishing_fields(title: str | None, caption: str | None) -> dict:
+    """``{"fields": {title, caption}}``: what a reconciliation must finish on a two-call
+    (XML-RPC) upload; empty when neither is given."""
+    fields = {k: v for k, v in (("title", title), ("caption", caption)) if v is not None}
+    return {"fields": fields} if fields else {}
 
 
 def _update_metadata(
@@ -241,7 +286,8 @@ def put_media_from_url(
     version's attachment of the slot reuses it, updating only changed metadata.
 
     Raises:
-        OperationKeyReused (422) before downloading; MediaUrlRefused (422),
+        OperationKeyReused (422) and TransportLimit (422: alt text over XML-RPC) before
+        downloading; MediaUrlRefused (422),
         MediaDownloadFailed (502), UnsupportedMediaType (415), ImageUnreadable (422); plus
         everything :func:`operations.perform` raises.
     """
@@ -256,6 +302,7 @@ def put_media_from_url(
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused
+    check_transport(target, alt_text)
     got = media_sources.download(source_url, target.config)
     mime, ext = sniff(got.content)
     name = safe_filename(filename or got.filename, slot, ext)
@@ -264,6 +311,7 @@ def put_media_from_url(
         "filename": name,
         "bytes": len(got.content),
         "downloaded_from": got.final_url,
+        **_finishing_fields(title, caption),
     }
     sent = {k: v for k, v in fields.items() if v is not None}
     intent["metadata"] = sent

@@ -104,13 +104,14 @@ REQUEST_SECONDS = Histogram(
 )
 WORDPRESS_CALLS = prometheus_client.Counter(
     "gateway_wordpress_calls",
-    "WordPress REST calls by method and outcome (ok, refused, unknown, unavailable)",
+    "WordPress calls by method (REST: the HTTP method; XML-RPC: the method name, e.g. "
+    "wp.newPost) and outcome (ok, refused, unknown, unavailable)",
     ["method", "outcome"],
     registry=None,
 )
 WORDPRESS_SECONDS = Histogram(
     "gateway_wordpress_call_duration_seconds",
-    "Time of one WordPress REST call, by outcome",
+    "Time of one WordPress call (REST or XML-RPC), by outcome",
     ["outcome"],
     buckets=LATENCY_BUCKETS,
     registry=None,

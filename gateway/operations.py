@@ -46,7 +46,7 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.ledger import Site
 from gateway.sites import Companion
-from gateway.wordpress import WordPressClient
+from gateway.wordpress import Transport
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -87,10 +87,10 @@ class Target:
         return sites.get_site(self.job.tenant, self.job.site)
 
     @cached_property
-    def client(self) -> WordPressClient:
-        """A REST client with the site's credentials as stored now; inside a request this
-        takes one of the site's concurrency slots first (429 ``site-busy`` when none is free,
-        before any WordPress call)."""
+    def client(self) -> Transport:
+        """A client of the site's transport (REST or XML-RPC) with its credentials as stored
+        now; inside a request this takes one of the site's concurrency slots first (429
+        ``site-busy`` when none is free, before any WordPress call over either transport)."""
         limits.hold_site_slot(self.config, self.site.id)
         return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
 

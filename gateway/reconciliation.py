@@ -32,7 +32,6 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Target
-from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
@@ -69,7 +68,9 @@ def effect_for_row(
 
     def read_back(object_id: int, obj: dict | None) -> dict:
         if row.action == "media":
-            return media.read_back(target, object_id, intent, prefetched.get(object_id))
+            return media.reconciled_read_back(
+                target, object_id, row.operation_key, intent, prefetched.get(object_id)
+            )
         return drafts.read_back(target, object_id, obj, intent, prefetched.get(object_id))
 
     def send() -> dict:  # never used: reconciliation does not write
@@ -217,8 +218,14 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
     counts["examined"] += len(pairs)
     target = pairs[0][0]
     keys = [row.operation_key for _, row in pairs]
+    since = min(row.created_at for _, row in pairs)  # a scanning transport stops there
+    types = sorted({POST_TYPES.get(row.action, "post") for _, row in pairs})
     try:
-        objects = target.client.find_by_operation_keys(keys) if target.companion.present else []
+        objects = (
+            target.client.find_by_operation_keys(keys, since=since, types=types)
+            if target.companion.present
+            else []
+        )
     except WordPressError as error:
         log.warning("sweep: site %s unreachable: %s", target.site.name, error)
         counts["unreachable"] += len(pairs)
@@ -328,10 +335,11 @@ def _adopt(target: Target, row: Operation, object_id: int) -> None:
     the key missing), read it back, record CONFIRMED."""
     effect = effect_for_row(target, row)
     client = target.client
-    route = "media" if row.action == "media" else "posts"
     try:
-        obj = client.call(
-            "GET", f"/wp/v2/{route}/{object_id}", write=False, params={"context": "edit"}
+        obj = (
+            client.get_media(object_id)
+            if ownership.object_type(row.action) == "attachment"
+            else client.get_post(object_id)
         )
     except WordPressNotFound:
         raise exc.ForeignObject(
@@ -347,11 +355,8 @@ def _adopt(target: Target, row: Operation, object_id: int) -> None:
     ownership.check_adoptable(target, row, object_id, obj)
     try:
         if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
-            client.call(
-                "POST",
-                f"/wp/v2/{route}/{object_id}",
-                write=True,
-                json_body={"meta": {OPERATION_KEY_META: row.operation_key}},
+            client.set_operation_key(
+                object_id, row.operation_key, ownership.object_type(row.action)
             )
         operations.confirm(target, row, effect, object_id, reconciled=True, adopted=obj)
     except WordPressError as error:

@@ -43,7 +43,11 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
             if not target.companion.present:
                 counts["sites_unreachable"].append(site_name)
                 continue
-            found = target.client.find_by_operation_keys([r.operation_key for r in site_rows])
+            found = target.client.find_by_operation_keys(
+                [r.operation_key for r in site_rows],
+                since=min(r.created_at for r in site_rows),
+                types=sorted(OBJECT_TYPES.values()),
+            )
         except WordPressError as error:
             log.warning("report: site %s unreachable: %s", site_name, error)
             counts["sites_unreachable"].append(site_name)

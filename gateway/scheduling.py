@@ -28,6 +28,7 @@ from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
+from gateway import validation
 from gateway.config import Config
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
@@ -54,16 +55,8 @@ def parse_publish_at(value: str | None) -> dt.datetime | None:
     """
     if value is None:
         return None
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise exc.ValidationFailed(
-            "publish_at must be RFC 3339 with an offset",
-            errors=[{"pointer": "/publish_at", "message": "e.g. 2026-12-01T09:00:00-05:00"}],
-        )
-    return moment.astimezone(dt.UTC).replace(tzinfo=None, microsecond=0)
+    moment = validation.utc_moment(value, "publish_at", "2026-12-01T09:00:00-05:00")
+    return moment.replace(microsecond=0)
 
 
 def is_future(when: dt.datetime | None) -> bool:

@@ -27,8 +27,14 @@ from gateway import db
 from gateway import validation
 from gateway.exceptions import SecretKeyMismatch
 from gateway.exceptions import SiteNotFound
+from gateway.exceptions import TransportSwitchRefused
+from gateway.ledger import SENT
+from gateway.ledger import UNKNOWN
+from gateway.ledger import Job
+from gateway.ledger import Operation
 from gateway.ledger import Site
-from gateway.wordpress import WordPressClient
+from gateway.wordpress import Transport
+from gateway.wordpress import connect
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
@@ -42,15 +48,25 @@ _cache_lock = threading.Lock()
 @dataclass(frozen=True)
 class Companion:
     """What the site guarantees: ``present`` (lookup by operation key works), ``guard``
-    (WordPress refuses a second object with one key), ``seo_meta`` (Rank Math fields kept)."""
+    (WordPress refuses a second object with one key), ``seo_meta`` (Rank Math fields kept),
+    ``alt_text`` (image alt text writable), ``new_terms`` (an author may create tags: REST
+    yes, XML-RPC no, ``wp.newTerm`` needs ``edit_terms``), and the ``transport``."""
 
     present: bool
     guard: bool
     seo_meta: bool
     version: str | None = None
+    transport: str = "rest"
+    alt_text: bool = True
+    new_terms: bool = True
 
 
 ABSENT = Companion(present=False, guard=False, seo_meta=False)
+# XML-RPC needs no plugin: the key is a custom field found by a scan, Rank Math fields are
+# custom fields; nothing inside WordPress refuses a second object, alt text is protected meta.
+XMLRPC = Companion(
+    present=True, guard=False, seo_meta=True, transport="xmlrpc", alt_text=False, new_terms=False
+)
 
 
 @lru_cache(maxsize=4)
@@ -92,7 +108,12 @@ def add_site(
 ) -> Site:
     """Create or update site ``name`` of ``tenant``; an update bumps ``credential_version``.
 
+    Switching the transport keeps the ledger (CONFIRMED operations stay replays; lookups
+    know both identifier keys) but is refused while an operation of the site is SENT or
+    UNKNOWN: its lookup must run over the transport that sent it.
+
     Raises:
+        TransportSwitchRefused: a switch while SENT/UNKNOWN operations exist.
         ValueError: ``tenant`` or ``name`` does not match :data:`validation.TENANT` /
             :data:`validation.SITE_NAME` as a whole.
     """
@@ -101,6 +122,8 @@ def add_site(
     encrypted = encrypt_password(secret_key, password)
     with db.atomic():
         site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+        if site is not None and site.transport != transport:
+            _check_switch(site, transport)
         if site is None:
             return Site.create(
                 tenant=tenant,
@@ -125,6 +148,26 @@ def add_site(
     return Site.get_by_id(site.id)
 
 
+def _check_switch(site: Site, transport: str) -> None:
+    pending = (
+        Operation.select()
+        .join(Job, on=((Job.tenant == Operation.tenant) & (Job.job_id == Operation.job_id)))
+        .where(
+            Job.tenant == site.tenant,
+            Job.site == site.name,
+            Operation.state.in_((SENT, UNKNOWN)),
+        )
+        .count()
+    )
+    if pending:
+        raise TransportSwitchRefused(
+            f"site {site.name!r} has {pending} SENT or UNKNOWN operation(s) sent over "
+            f"{site.transport}; reconcile them first ('gateway reconcile' or POST "
+            f".../recover), then switch to {transport}",
+            pending=pending,
+        )
+
+
 def get_site(tenant: str, name: str) -> Site:
     """The site ``name`` of ``tenant``.
 
@@ -145,7 +188,7 @@ def list_sites(tenant: str) -> list[Site]:
     return list(Site.select().where(Site.tenant == tenant).order_by(Site.name))
 
 
-def install_identity(site: Site, client: WordPressClient) -> tuple[str, str]:
+def install_identity(site: Site, client: Transport) -> tuple[str, str]:
     """``(url, home)`` of the WordPress install behind ``site``, as its ``/wp-json/`` index
     reports them (WordPress REST API, the index route ``GET /wp-json/``), stored on the site
     row at first use. Two tenants reaching one install by different URLs get one identity.
@@ -191,16 +234,19 @@ def _normal_url(value) -> str:
     ).rstrip("/")
 
 
-def client_for(site: Site, secret_key: str, timeout: float) -> WordPressClient:
-    """A REST client for ``site`` with its decrypted application password."""
+def client_for(site: Site, secret_key: str, timeout: float) -> Transport:
+    """A client of the site's transport (REST or XML-RPC) with its decrypted application
+    password; ``timeout`` is seconds per WordPress call."""
     password = decrypt_password(secret_key, site.password_encrypted)
-    return WordPressClient(site.url, site.username, password, timeout=timeout)
+    return connect(site.transport, site.url, site.username, password, timeout)
 
 
-def companion(site: Site, client: WordPressClient) -> Companion:
-    """Detect the companion plugin on ``site`` (cached per process for
-    :data:`COMPANION_TTL` seconds). A site that cannot be reached counts as absent for this
-    call and is not cached."""
+def companion(site: Site, client: Transport) -> Companion:
+    """What ``site`` guarantees over its transport: fixed for XML-RPC; for REST, the
+    companion plugin as detected (cached per process for :data:`COMPANION_TTL` seconds). A
+    site that cannot be reached counts as absent for this call and is not cached."""
+    if client.transport == "xmlrpc":
+        return XMLRPC
     key = (site.id, site.url, site.credential_version)
     now = time.monotonic()
     with _cache_lock:

@@ -149,6 +149,28 @@ def ensure_term(target: Target, taxonomy: str, name: str) -> int:
     )
 
 
+def check_transport(target: Target, missing: list[tuple[int, str]]) -> None:
+    """Refuse tags to create when the site's transport cannot create terms (XML-RPC:
+    ``wp.newTerm`` needs ``edit_terms``, which authors lack), before anything is written.
+
+    Raises:
+        TransportLimit (422, ``feature: new_terms``; ``errors`` points at ``/tags/{i}``).
+    """
+    if not missing or target.companion.new_terms:
+        return
+    raise exc.TransportLimit(
+        "tags cannot be created over the site's "
+        f"{target.companion.transport} transport: "
+        + ", ".join(repr(n) for _, n in missing)
+        + " (create them in WordPress or send existing tags; nothing was written)",
+        feature="new_terms",
+        transport=target.companion.transport,
+        errors=[
+            {"pointer": f"/tags/{i}", "message": f"no tag named {name!r}"} for i, name in missing
+        ],
+    )
+
+
 def resolve(target: Target, body: dict) -> dict[str, list[int]]:
     """``{"categories": [ids], "tags": [ids]}`` for the fields the draft body names: ids kept,
     names matched, missing tags created. Unknown categories are refused before any write.
@@ -156,6 +178,8 @@ def resolve(target: Target, body: dict) -> dict[str, list[int]]:
     Raises:
         ValidationFailed (422): a category name matches no category (``errors`` lists each,
             with its pointer ``/categories/{i}``).
+        TransportLimit (422, ``feature: new_terms``): a tag is missing and the site's
+            transport cannot create terms (XML-RPC); nothing was written.
         WordPressUnavailable (503): WordPress cannot be searched.
         plus everything :func:`ensure_term` raises.
     """
@@ -188,6 +212,7 @@ def resolve(target: Target, body: dict) -> dict[str, list[int]]:
                 for i, name in unknown
             ],
         )  # fmt: skip
+    check_transport(target, missing.get("tags") or [])
     for field, items in found.items():
         taxonomy = TAXONOMIES[field][0]
         resolved = [v if isinstance(v, int) else ensure_term(target, taxonomy, v) for v in items]

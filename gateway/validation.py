@@ -20,6 +20,7 @@ an OpenAPI document's readers use). Integers that become ledger columns are boun
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from functools import cache
@@ -286,3 +287,22 @@ def json_depth_ok(document, limit: int = MAX_JSON_DEPTH) -> bool:
             children = value.values() if isinstance(value, dict) else value
             stack.extend((child, depth + 1) for child in children)
     return True
+
+
+def utc_moment(value: str, field: str, example: str) -> dt.datetime:
+    """An RFC 3339 time with an offset, as naive UTC (microseconds kept).
+
+    Raises:
+        ValidationFailed (422): not ISO 8601 / RFC 3339, or no offset; the error names
+            ``/{field}`` and shows ``example``.
+    """
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise exc.ValidationFailed(
+            f"{field} must be RFC 3339 with an offset",
+            errors=[{"pointer": f"/{field}", "message": f"e.g. {example}"}],
+        )
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)

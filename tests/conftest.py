@@ -34,6 +34,7 @@ from gateway import ledger
 from gateway import sites
 from gateway import tokens
 from gateway.db import database
+from gateway.testing.fault_proxy import Fault
 from gateway.testing.fault_proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,12 +229,13 @@ def client(app):
 
 class Gateway:
     """Drives the gateway through Flask's test client like n8n would, for tenant ``acme``
-    whose site ``blog`` uses the WordPress **author** user."""
+    whose site ``blog`` uses the WordPress **author** user over ``transport``."""
 
-    def __init__(self, app, client, site: dict, url: str | None = None):
+    def __init__(self, app, client, site: dict, url: str | None = None, transport="rest"):
         self.app = app
         self.client = client
         self.site = site
+        self.transport = transport
         self.wp_url = site["url"].rstrip("/")
         self.author = site["users"]["author"]
         self._made: dict[tuple[str, str], int] = {}
@@ -243,8 +245,9 @@ class Gateway:
 
     # setup -----------------------------------------------------------------
 
-    def add_site(self, url: str, tenant: str = TENANT):
+    def add_site(self, url: str, transport: str | None = None, tenant: str = TENANT):
         """Register (or update: bumps ``credential_version``) the tenant's site."""
+        self.transport = transport or self.transport
         with self.app.app_context(), database.connection_context():
             return sites.add_site(
                 SECRET_KEY,
@@ -253,6 +256,7 @@ class Gateway:
                 url,
                 self.author["username"],
                 self.author["app_password"],
+                self.transport,
             )
 
     def make_token(self, role: str, tenant: str = TENANT, name: str | None = None) -> str:
@@ -319,6 +323,17 @@ class Gateway:
         answer.raise_for_status()
         return answer.json()["objects"]
 
+    def posts_titled(self, title: str) -> list[dict]:
+        """Posts of any status whose raw title is exactly ``title`` (REST search, as admin):
+        how a user counts drafts when the companion plugin is off."""
+        answer = self.wp.get(
+            f"{self.wp_url}/wp-json/wp/v2/posts",
+            params={"search": title, "context": "edit", "status": "any", "per_page": 100},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        return [p for p in answer.json() if p["title"]["raw"] == title]
+
     def count_objects(self, keys, post_type: str | None = None) -> int:
         return len([o for o in self.lookup(keys) if post_type is None or o["type"] == post_type])
 
@@ -337,16 +352,110 @@ class Gateway:
         return answer.json()
 
 
+def _postgres_pass() -> bool:
+    return bool(os.environ.get("GATEWAY_TEST_DATABASE_URL"))
+
+
+# Tests that must hold over both WordPress transports. The XML-RPC variant runs in the SQLite
+# pass only: the transport does not touch the ledger code, and CI's budget is 30 minutes.
+SQLITE_PASS_ONLY = pytest.mark.skipif(
+    _postgres_pass(),
+    reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the transport "
+    "code is the same on every ledger",
+)
+
+
+def transport_param(transport: str, *values, id: str | None = None):
+    """A ``pytest.param`` whose first value is the transport (XML-RPC: SQLite pass only)."""
+    marks = [SQLITE_PASS_ONLY] if transport == "xmlrpc" else []
+    return pytest.param(transport, *values, marks=marks, id=id)
+
+
+both_transports = pytest.mark.parametrize(
+    "transport", [transport_param("rest"), transport_param("xmlrpc")], indirect=True
+)
+xmlrpc_only = pytest.mark.parametrize("transport", [transport_param("xmlrpc")], indirect=True)
+
+
 @pytest.fixture
-def gw(app, client, wp_site) -> Gateway:
+def transport(request) -> str:
+    """The site's WordPress transport: ``rest`` unless a test is parametrised with
+    :data:`both_transports`."""
+    return getattr(request, "param", "rest")
+
+
+@pytest.fixture
+def gw(app, client, wp_site, transport) -> Gateway:
     """The gateway, with the tenant's site pointing straight at the test WordPress."""
-    return Gateway(app, client, wp_site)
+    return Gateway(app, client, wp_site, transport=transport)
+
+
+COMPANION_SH = ROOT / "wp_test_site" / "companion.sh"
+
+
+def switch_companion(state: str) -> str:
+    """``wp_test_site/companion.sh on|off``; returns ``active`` or ``inactive``."""
+    done = subprocess.run(
+        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    sites.forget_companion()
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def no_companion(wp_site):
+    """The companion plugin deactivated for one test (reactivated afterwards, also on
+    failure), so the no-plugin case runs against the real WordPress."""
+    assert switch_companion("off") == "inactive"
+    try:
+        yield
+    finally:
+        assert switch_companion("on") == "active"
 
 
 @pytest.fixture
 def offline_gw(app, client) -> Gateway:
     """The gateway for tests that never reach WordPress (validation, auth, job rows)."""
     return Gateway(app, client, OFFLINE_SITE)
+
+
+# How each WordPress call looks on the wire, per transport, for faults and proxy counts.
+# Every XML-RPC call is POST /xmlrpc.php: the method name in the body tells them apart.
+CALLS = {
+    "rest": {
+        "create_post": {"method": "POST", "path": r"^/wp-json/wp/v2/posts/?$"},
+        "upload": {"method": "POST", "path": r"^/wp-json/wp/v2/media/?$"},
+        "lookup": {"path": r"/publishing-gateway/v1/objects"},
+        "write": {"method": "POST"},
+    },
+    "xmlrpc": {
+        "create_post": {"method": "POST", "rpc": r"wp\.newPost"},
+        "upload": {"method": "POST", "rpc": r"wp\.uploadFile"},
+        "edit": {"method": "POST", "rpc": r"wp\.editPost"},
+        "lookup": {"method": "POST", "rpc": r"wp\.getPosts"},
+        "write": {"method": "POST", "rpc": r"wp\.(newPost|editPost|uploadFile)"},
+    },
+}
+
+
+def call_fault(transport: str, call: str, kind: str, **fields) -> Fault:
+    """A :class:`Fault` of ``kind`` on WordPress call ``call`` (a :data:`CALLS` name)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec.update(path=r"^/xmlrpc\.php$", body=rf"<methodName>{rpc}</methodName>")
+    return Fault(kind=kind, **spec, **fields)
+
+
+def call_count(proxy, transport: str, call: str, **criteria) -> int:
+    """How many requests of WordPress call ``call`` the proxy saw (``criteria`` as in
+    :meth:`FaultProxy.count`)."""
+    spec = dict(CALLS[transport][call])
+    rpc = spec.pop("rpc", None)
+    if rpc:
+        spec["rpc_method"] = rf"^{rpc}$"
+    return proxy.count(**spec, **criteria)
 
 
 @pytest.fixture
@@ -357,9 +466,9 @@ def proxy(wp_site):
 
 
 @pytest.fixture
-def gwp(app, client, wp_site, proxy) -> Gateway:
+def gwp(app, client, wp_site, proxy, transport) -> Gateway:
     """The gateway with the tenant's site registered at the fault proxy's URL."""
-    return Gateway(app, client, wp_site, url=proxy.url)
+    return Gateway(app, client, wp_site, url=proxy.url, transport=transport)
 
 
 def all_ledger_rows() -> str:
@@ -399,9 +508,10 @@ class GatewayServer:
 
 
 @pytest.fixture
-def gateway_server(wp_site, ledger_url, tmp_path, request):
-    """``gateway serve --workers 4`` on a free port, site and token registered by the CLI.
-    Indirect parametrization adds environment variables (``{"GATEWAY_TOKEN_RATE": ...}``)."""
+def gateway_server(wp_site, ledger_url, tmp_path, transport, request):
+    """``gateway serve --workers 4`` on a free port, site (over ``transport``) and token
+    registered by the CLI. Indirect parametrization adds environment variables
+    (``{"GATEWAY_TOKEN_RATE": ...}``)."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
@@ -423,7 +533,7 @@ def gateway_server(wp_site, ledger_url, tmp_path, request):
     cli(
         "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
         "--username", wp_site["users"]["author"]["username"],
-        "--app-password-env", AUTHOR_PASSWORD_ENV,
+        "--app-password-env", AUTHOR_PASSWORD_ENV, "--transport", transport,
     )  # fmt: skip
     token = cli("tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n")
     token = token.strip().splitlines()[-1]

@@ -35,7 +35,9 @@ def run(ledger_url):
     return cli
 
 
-def add_site(run, url: str, user: dict, name: str = "blog") -> subprocess.CompletedProcess:
+def add_site(
+    run, url: str, user: dict, name: str = "blog", transport: str = "rest"
+) -> subprocess.CompletedProcess:
     return run(
         "sites",
         "add",
@@ -49,6 +51,8 @@ def add_site(run, url: str, user: dict, name: str = "blog") -> subprocess.Comple
         user["username"],
         "--app-password-env",
         PASSWORD_ENV,
+        "--transport",
+        transport,
         password=user["app_password"],
     )
 
@@ -103,7 +107,8 @@ def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
         "xmlrpc",
         password="p",
     )
-    assert xmlrpc.returncode != 0 and "not available yet" in xmlrpc.stderr
+    assert xmlrpc.returncode == 0, xmlrpc.stderr
+    assert json.loads(xmlrpc.stdout)["transport"] == "xmlrpc"
 
 
 @pytest.mark.wordpress
@@ -115,6 +120,8 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
         "lookup_by_operation_key": True,
         "guard": True,
         "seo_meta": True,
+        "alt_text": True,
+        "new_terms": True,
     }
     add_site(run, proxy.url, wp_site["users"]["editor"], name="bare")
     proxy.add_fault(
@@ -141,6 +148,11 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     # header; newer versions say incorrect_password, which fails the login check
     assert failed in (["login"], ["authorization_header"]), failed
     assert "application password" in refused.stderr.split("fix:", 1)[1]
+    add_site(run, wp_site["url"], wp_site["users"]["author"], name="plain", transport="xmlrpc")
+    every = run("doctor", "--tenant", "acme")
+    listed = {r["site"]: r["transport"] for r in json.loads(every.stdout)}
+    assert listed == {"blog": "rest", "bare": "rest", "revoked": "rest", "plain": "xmlrpc"}
+    assert every.returncode == 1  # the revoked site fails
 
 
 @pytest.mark.wordpress

@@ -15,12 +15,16 @@ import pytest
 import requests
 from conftest import JPEG_BYTES
 from conftest import all_ledger_rows
+from conftest import both_transports
+from conftest import call_count
+from conftest import call_fault
 from conftest import draft_body
 from conftest import new_job_id
 from conftest import op_key
 from conftest import png_bytes
 from conftest import problem_slug
 from conftest import sqlite_path
+from conftest import transport_param
 
 from gateway.testing.fault_proxy import Fault
 
@@ -42,7 +46,8 @@ def full_job(gw, job_id: str) -> tuple[dict, dict, dict]:
         ("fig-1", JPEG_BYTES, "figure one.jpg"),
         ("fig-2", png_bytes((30, 30, 200), 2), "fig2.png"),
     ):
-        answer = gw.put_media(job_id, slot, content, name, alt_text=f"alt of {slot}")
+        alt = {"alt_text": f"alt of {slot}"} if gw.transport == "rest" else {}  # REST only
+        answer = gw.put_media(job_id, slot, content, name, **alt)
         assert answer.status_code == 201, answer.get_json()
         body = answer.get_json()
         assert body["state"] == "CONFIRMED" and body["media_id"]
@@ -89,6 +94,7 @@ def retry_like_n8n(call, tries: int = 5):
 
 
 @wordpress
+@both_transports
 def test_full_job_creates_one_verified_draft(gw):
     job_id = new_job_id()
     request, draft, media_ids = full_job(gw, job_id)
@@ -151,7 +157,8 @@ def test_full_job_creates_one_verified_draft(gw):
 
 
 @wordpress
-def test_replays_make_no_wordpress_write(gwp, proxy):
+@both_transports
+def test_replays_make_no_wordpress_write(gwp, proxy, transport):
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     image = png_bytes((10, 120, 10))
@@ -161,8 +168,14 @@ def test_replays_make_no_wordpress_write(gwp, proxy):
     first = gwp.put_draft(job_id, request)
     assert first.status_code == 201, first.get_json()
     post_id = first.get_json()["post_id"]
-    writes = proxy.count(method="POST", forwarded=True)
-    assert writes == 3  # one upload, one post, the image attached to the post
+    assert call_count(proxy, transport, "upload", forwarded=True) == 1
+    assert call_count(proxy, transport, "create_post", forwarded=True) == 1
+    # REST: one upload, one post, the image attached to the post (POST /wp/v2/media/{id});
+    # XML-RPC: the same as wp.uploadFile, wp.newPost, wp.editPost (parent), plus the
+    # upload's second call (wp.editPost writing the key onto the attachment)
+    writes = call_count(proxy, transport, "write", forwarded=True)
+    assert writes == (3 if transport == "rest" else 4)
+    calls = proxy.count(forwarded=True)
 
     again = gwp.put_draft(job_id, request)
     assert again.status_code == 200
@@ -175,7 +188,7 @@ def test_replays_make_no_wordpress_write(gwp, proxy):
     assert media_again.headers.get("Idempotent-Replayed") == "true"
     assert media_again.get_json()["media_id"] == first_media.get_json()["media_id"]
 
-    assert proxy.count(method="POST", forwarded=True) == writes
+    assert proxy.count(forwarded=True) == calls  # replays: no WordPress call at all
     assert gwp.count_objects(op_key(job_id, "draft")) == 1
     assert gwp.count_objects(op_key(job_id, "media", "hero")) == 1
 
@@ -306,16 +319,18 @@ def server_site_lookup(server):
 
 
 @wordpress
-def test_draft_response_lost_after_commit_is_reconciled(gwp, proxy):
+@both_transports
+def test_draft_response_lost_after_commit_is_reconciled(gwp, proxy, transport):
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
-    proxy.add_fault(Fault(kind="drop_response", method="POST", path=POSTS, times=1))
+    proxy.add_fault(call_fault(transport, "create_post", "drop_response", times=1))
     request = draft_body(title=f"Lost response {job_id}")
 
     answers = retry_like_n8n(lambda: gwp.put_draft(job_id, request))
     final = answers[-1]
     assert final.status_code in (200, 201), [a.get_json() for a in answers]
-    assert proxy.count(method="POST", path=POSTS, fault_kind="drop_response") == 1
+    assert call_count(proxy, transport, "create_post", fault_kind="drop_response") == 1
+    assert call_count(proxy, transport, "create_post", forwarded=True) == 1
     post_id = final.get_json()["post_id"]
 
     objects = gwp.lookup(op_key(job_id, "draft"))
@@ -327,11 +342,12 @@ def test_draft_response_lost_after_commit_is_reconciled(gwp, proxy):
 
 
 @wordpress
-def test_draft_response_and_lookup_lost_then_retry_confirms(gwp, proxy):
+@both_transports
+def test_draft_response_and_lookup_lost_then_retry_confirms(gwp, proxy, transport):
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
-    proxy.add_fault(Fault(kind="drop_response", method="POST", path=POSTS, times=1))
-    proxy.add_fault(Fault(kind="status_without_forward", path=LOOKUP, status=503, times=1))
+    proxy.add_fault(call_fault(transport, "create_post", "drop_response", times=1))
+    proxy.add_fault(call_fault(transport, "lookup", "status_without_forward", status=503, times=1))
     request = draft_body(title=f"Lost twice {job_id}")
 
     first = gwp.put_draft(job_id, request)
@@ -343,51 +359,61 @@ def test_draft_response_and_lookup_lost_then_retry_confirms(gwp, proxy):
     assert row["state"] == "UNKNOWN"
     assert gwp.job(job_id).get_json()["status"] == "unknown"
 
-    posts_sent = proxy.count(method="POST", path=POSTS, forwarded=True)
+    posts_sent = call_count(proxy, transport, "create_post", forwarded=True)
     retry = gwp.put_draft(job_id, request)
     assert retry.status_code == 200, retry.get_json()
     post_id = retry.get_json()["post_id"]
-    assert proxy.count(method="POST", path=POSTS, forwarded=True) == posts_sent  # found, not resent
+    # found, not resent
+    assert call_count(proxy, transport, "create_post", forwarded=True) == posts_sent
     assert [o["id"] for o in gwp.lookup(op_key(job_id, "draft"))] == [post_id]
     (row,) = gwp.operations(job_id)
     assert row["state"] == "CONFIRMED" and row["remote_id"] == post_id
 
 
 @wordpress
-def test_media_response_lost_is_reconciled(gwp, proxy):
+@both_transports
+def test_media_response_lost_is_reconciled(gwp, proxy, transport):
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
-    proxy.add_fault(Fault(kind="drop_response", method="POST", path=MEDIA, times=1))
+    proxy.add_fault(call_fault(transport, "upload", "drop_response", times=1))
     image = png_bytes((5, 200, 200))
 
     answers = retry_like_n8n(lambda: gwp.put_media(job_id, "hero", image, "hero.png"))
     final = answers[-1]
     assert final.status_code in (200, 201), [a.get_json() for a in answers]
     media_id = final.get_json()["media_id"]
-    assert proxy.count(method="POST", path=MEDIA, fault_kind="drop_response") == 1
+    assert call_count(proxy, transport, "upload", fault_kind="drop_response") == 1
+    assert call_count(proxy, transport, "upload", forwarded=True) == 1
     objects = gwp.lookup(op_key(job_id, "media", "hero"))
     assert [(o["type"], o["id"]) for o in objects] == [("attachment", media_id)]
     (row,) = gwp.operations(job_id)
     assert row["state"] == "CONFIRMED" and row["remote_id"] == media_id
 
 
+GARBLED = {
+    "500-not-forwarded": ("status_without_forward", 500),
+    "500-after-commit": ("status_after_forward", 500),
+    "502-after-commit": ("status_after_forward", 502),
+    "php-notice": ("php_notice", None),
+}
+
+
 @wordpress
 @pytest.mark.parametrize(
-    "fault",
+    "transport,kind,status",
     [
-        Fault(kind="status_without_forward", method="POST", path=POSTS, status=500),
-        Fault(kind="status_after_forward", method="POST", path=POSTS, status=500),
-        Fault(kind="status_after_forward", method="POST", path=POSTS, status=502),
-        Fault(kind="php_notice", method="POST", path=POSTS),
+        transport_param(transport, *fault, id=f"{transport}-{name}")
+        for transport in ("rest", "xmlrpc")
+        for name, fault in GARBLED.items()
     ],
-    ids=["500-not-forwarded", "500-after-commit", "502-after-commit", "php-notice"],
+    indirect=["transport"],
 )
-def test_wordpress_5xx_or_garbled_answer_is_never_failed(gwp, proxy, fault):
-    """A 5xx or a 2xx without JSON proves nothing: the gateway looks the key up and either
-    adopts the post or (absence proven by the guard) sends again - one post in the end."""
+def test_wordpress_5xx_or_garbled_answer_is_never_failed(gwp, proxy, transport, kind, status):
+    """A 5xx or a body WordPress garbled proves nothing: the gateway looks the key up and
+    either adopts the post or (absence proven) sends again - one post in the end."""
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
-    proxy.add_fault(fault)
+    proxy.add_fault(call_fault(transport, "create_post", kind, status=status))
     request = draft_body(title=f"Garbled {job_id}")
 
     answers = retry_like_n8n(lambda: gwp.put_draft(job_id, request))
@@ -402,11 +428,12 @@ def test_wordpress_5xx_or_garbled_answer_is_never_failed(gwp, proxy, fault):
 
 
 @wordpress
-def test_recover_reports_lost_operation_completed(gwp, proxy):
+@both_transports
+def test_recover_reports_lost_operation_completed(gwp, proxy, transport):
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
-    proxy.add_fault(Fault(kind="drop_response", method="POST", path=POSTS, times=1))
-    proxy.add_fault(Fault(kind="status_without_forward", path=LOOKUP, status=503, times=1))
+    proxy.add_fault(call_fault(transport, "create_post", "drop_response", times=1))
+    proxy.add_fault(call_fault(transport, "lookup", "status_without_forward", status=503, times=1))
     assert gwp.put_draft(job_id, draft_body()).status_code == 503
 
     answer = gwp.recover(job_id)

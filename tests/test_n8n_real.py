@@ -489,7 +489,8 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     assert answer.status_code == 202, answer.text
     reached = lambda: "hero.png" in stack.images.requests[seen:]  # noqa: E731
     wait_for(reached, 60, "the run did not reach the images")
-    assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/resume-point") == ["201"]
+    saved = lambda: stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/resume-point")  # noqa: E731
+    assert wait_for(saved, 15, "the resume point was not saved") == ["201"]
     stack.gateway.kill()  # mid-run: the job exists, nothing is uploaded yet
     stack.images.release("hero.png")
     time.sleep(15)  # the run's retries (5 tries, 2 s apart) give up while the gateway is down
@@ -555,7 +556,11 @@ def test_a_wrong_token_fails_both_scheduled_workflows(stack):
     answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
     assert answer.status_code == 502, answer.text
     assert answer.json()["gateway_status"] == 401 and answer.json()["job_created"] is False
-    assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}") == ["401"]
+    # gunicorn writes its access line after the answer has gone out: wait for it
+    logged = wait_for(
+        lambda: stack.gateway.calls("PUT", f"/v1/jobs/{job_id}"), 15, "the refused PUT logged"
+    )
+    assert logged == ["401"]
     TIMES["wrong token"] = time.monotonic() - t0
 
 

@@ -13,6 +13,7 @@ import re
 import pytest
 import requests
 from conftest import TENANT
+from conftest import both_transports
 from conftest import draft_body
 from conftest import new_job_id
 from conftest import op_key
@@ -47,8 +48,15 @@ def _scrape(server) -> str:
     [{"GATEWAY_METRICS_TOKEN": METRICS_TOKEN, "GATEWAY_TOKEN_RATE": "6/3600"}],
     indirect=True,
 )
-def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(gateway_server, wp_site):
+@both_transports
+def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(
+    gateway_server, wp_site, transport
+):
+    """Over either transport: an XML-RPC call is logged and counted as a REST one, its
+    method name (``wp.newPost``) standing for the HTTP method and ``/xmlrpc.php`` for the
+    route."""
     server = gateway_server
+    create = ("wp.newPost", "/xmlrpc.php") if transport == "xmlrpc" else ("POST", "/wp/v2/posts")
     job_id = new_job_id()
     auth = server.headers()
     created = requests.put(
@@ -75,7 +83,7 @@ def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(gateway
     assert _sample(after, "gateway_http_request_duration_seconds_count", **labels) >= 12
     draft_labels = dict(route="/v1/jobs/<job_id>/draft", method="PUT", status="201")
     assert _sample(after, total, **draft_labels) == 1
-    assert _sample(after, "gateway_wordpress_calls_total", method="POST", outcome="ok") >= 1
+    assert _sample(after, "gateway_wordpress_calls_total", method=create[0], outcome="ok") >= 1
     assert _sample(after, "gateway_wordpress_call_duration_seconds_count", outcome="ok") >= 2
     assert _sample(after, "gateway_operations", state="CONFIRMED", action="draft") == 1
 
@@ -102,7 +110,7 @@ def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(gateway
     )
     drafted = [r for r in records if r.get("request_id") == made_id]
     calls = [r for r in drafted if r["message"] == "wordpress call"]
-    assert {"POST /wp/v2/posts"} <= {f"{c['wp_method']} {c['wp_route']}" for c in calls}
+    assert {" ".join(create)} <= {f"{c['wp_method']} {c['wp_route']}" for c in calls}
     assert all(c["operation_key"] == op_key(job_id, "draft") for c in calls)
     line = next(r for r in drafted if r["message"] == "request")
     assert line["operation_key"] == op_key(job_id, "draft")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from conftest import both_transports
 from conftest import draft_body
 from conftest import new_job_id
 from conftest import op_key
@@ -69,6 +70,7 @@ def _shift_schedule_into_the_past(gw, job_id: str) -> None:
         Operation.update(receipt=receipt).where(Operation.id == row.id).execute()
 
 
+@both_transports
 def test_scheduled_on_a_utc_minus_5_site_then_missed_then_published(
     gw, utc_minus_5_site, monkeypatch
 ):
@@ -105,6 +107,7 @@ def test_scheduled_on_a_utc_minus_5_site_then_missed_then_published(
     assert report["missed_schedules"] == []
 
 
+@both_transports
 def test_past_time_publishes_now_and_cancel_or_revoke_unschedule(gw):
     editor = gw.make_token("editor")
     job_id, post_id = _approved(gw, editor, dt.datetime.now(UTC_MINUS_5) - dt.timedelta(hours=1))

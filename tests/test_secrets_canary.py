@@ -7,7 +7,9 @@ The OpenAI project key and the webhook secret are configured too (against the lo
 stand-in): a session is bound to a job, a signed webhook delivered (and a forged one refused),
 and the server's agent worker answers the session's tool call with the key.
 
-Transports: REST only (XML-RPC, which carries the password in the body, does not exist yet)."""
+Transports: each one, REST and XML-RPC (which carries the application password in every
+request body, where a logged request or an echoed fault would show it); the fault scenarios
+hit each transport's own create and upload calls."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import requests
 from conftest import SECRET_KEY
 from conftest import TENANT
 from conftest import all_ledger_rows
+from conftest import both_transports
+from conftest import call_fault
 from conftest import draft_body
 from conftest import new_job_id
 from conftest import png_bytes
@@ -29,13 +33,10 @@ from servers import Server
 
 import gateway
 from gateway.agents import tools
-from gateway.testing.fault_proxy import Fault
 from gateway.testing.openai_standin import OpenAIStandIn
 
 pytestmark = pytest.mark.wordpress
 METRICS_TOKEN = "canary-metrics-7f3a9c"
-POSTS = r"^/wp-json/wp/v2/posts/?$"
-MEDIA = r"^/wp-json/wp/v2/media"
 ACTION = "agent.session.action_required"
 
 
@@ -93,20 +94,20 @@ def _main_job(call: Recorder, editor: str) -> None:
     call("GET", "/v1/report", token=editor)
 
 
-def _fault_scenarios(call: Recorder, proxy) -> None:
+def _fault_scenarios(call: Recorder, proxy, transport: str) -> None:
     faults = [
-        Fault(kind="drop_response", method="POST", path=POSTS, times=1),
-        Fault(kind="php_notice", method="POST", path=POSTS, times=1),
-        Fault(kind="throttle", method="POST", path=POSTS, times=1, retry_after=1),
-        Fault(kind="status_after_forward", method="POST", path=MEDIA, times=1),
-        Fault(kind="unauthorized", method="POST", path=MEDIA, times=1),
+        ("create_post", "drop_response", {}),
+        ("create_post", "php_notice", {}),
+        ("create_post", "throttle", {"retry_after": 1}),
+        ("upload", "status_after_forward", {}),
+        ("upload", "unauthorized", {}),
     ]
-    for fault in faults:
+    for target, kind, extra in faults:
         proxy.clear_faults()
-        proxy.add_fault(fault)
+        proxy.add_fault(call_fault(transport, target, kind, times=1, **extra))
         job_id = new_job_id()
         call("PUT", f"/v1/jobs/{job_id}", json={"site": "blog", "task_version": 1})
-        if fault.path == MEDIA:
+        if target == "upload":
             call("PUT", f"/v1/jobs/{job_id}/media/a", files={"file": ("a.png", png_bytes())})
         else:
             call("PUT", f"/v1/jobs/{job_id}/draft", json=draft_body())
@@ -159,8 +160,11 @@ def _agent_session(call: Recorder, standin: OpenAIStandIn) -> None:
     call("GET", f"/v1/jobs/{job_id}")
 
 
-def test_no_secret_in_the_ledger_the_logs_or_any_response(wp_site, ledger_url, tmp_path, proxy):
-    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url)
+@both_transports
+def test_no_secret_in_the_ledger_the_logs_or_any_response(
+    wp_site, ledger_url, tmp_path, proxy, transport
+):
+    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url, transport=transport)
     server.env["GATEWAY_METRICS_TOKEN"] = METRICS_TOKEN
     editor, admin = _token(server, "editor"), _token(server, "admin")
     workflow = server.headers["Authorization"][len("Bearer ") :]
@@ -178,7 +182,7 @@ def test_no_secret_in_the_ledger_the_logs_or_any_response(wp_site, ledger_url, t
         call = Recorder(server, workflow)
         try:
             _main_job(call, editor)
-            _fault_scenarios(call, proxy)
+            _fault_scenarios(call, proxy, transport)
             _agent_session(call, standin)
             _review_page(call, editor)
             call("GET", "/v1/reviews", token=admin)
@@ -210,6 +214,8 @@ def test_no_secret_in_the_ledger_the_logs_or_any_response(wp_site, ledger_url, t
     gateway.create_app({"database_url": ledger_url, "secret_key": SECRET_KEY})  # binds it
     places["ledger rows"] = all_ledger_rows().encode()
     assert len(places["logs"]) > 1000 and len(call.seen) > 30  # the canary saw real traffic
+    wp_method = b'"wp_method": "wp.newPost"' if transport == "xmlrpc" else b'"wp_method": "POST"'
+    assert wp_method in places["logs"]  # WordPress calls of this transport were logged
     for where, data in places.items():  # and the search finds what is there
         assert f"{TENANT}/T-".encode() in data, where
     hits = [

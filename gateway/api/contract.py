@@ -54,6 +54,8 @@ EXTENSIONS = (
     "upstream",
     "session_id",
     "budget",
+    "feature",
+    "transport",
 )
 
 HEADERS = {
@@ -161,6 +163,7 @@ OPERATIONS: dict[str, Contract] = {
             "image-unreadable",
             "media-url-refused",
             "media-download-failed",
+            "transport-limit",
         ),
         fenced=True,
         replays=True,
@@ -169,7 +172,12 @@ OPERATIONS: dict[str, Contract] = {
         body="draft",
         ok=(200, 201),
         returns="Draft",
-        problems=("media-not-ready", "artifact-digest-mismatch", "template-leftover"),
+        problems=(
+            "media-not-ready",
+            "artifact-digest-mismatch",
+            "template-leftover",
+            "transport-limit",
+        ),
         fenced=True,
         replays=True,
     ),

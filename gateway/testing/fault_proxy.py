@@ -145,6 +145,8 @@ _HOP_BY_HOP: frozenset[str] = frozenset(
 _NOT_FORWARDED_REQUEST: frozenset[str] = _HOP_BY_HOP | {"host", "content-length", "expect"}
 _NOT_FORWARDED_RESPONSE: frozenset[str] = _HOP_BY_HOP | {"content-length"}
 
+_RPC_METHOD = re.compile(rb"<methodName>\s*([\w.]+)\s*</methodName>")
+
 _DEFAULT_STATUS: dict[str, int] = {
     "status_after_forward": 500,
     "status_without_forward": 500,
@@ -164,6 +166,9 @@ class Fault:
             query string, e.g. ``r"^/wp-json/wp/v2/posts/?$"``; ``None`` matches any path.
         query: regular expression searched in the raw query string (without ``?``, ``""`` when
             absent); ``None`` matches any query.
+        body: regular expression searched in the request body (decoded as Latin-1), e.g.
+            ``"<methodName>wp.newPost<"`` to target one XML-RPC method (every
+            XML-RPC call is ``POST /xmlrpc.php``); ``None`` matches any body.
         times: how many matching requests get this fault before it is used up (an int >= 1);
             ``None`` means forever.
         seconds: ``delay`` only: seconds (float >= 0) to wait before answering.
@@ -183,6 +188,7 @@ class Fault:
     method: str | None = None
     path: str | None = None
     query: str | None = None
+    body: str | None = None
     times: int | None = 1
     seconds: float = 0.0
     status: int | None = None
@@ -191,6 +197,7 @@ class Fault:
     retry_after_header: str | None = None
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _query_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _body_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -207,10 +214,12 @@ class Fault:
         try:
             path_re = re.compile(self.path) if self.path is not None else None
             query_re = re.compile(self.query) if self.query is not None else None
+            body_re = re.compile(self.body) if self.body is not None else None
         except re.error as exc:
             raise ValueError(f"invalid regex in fault {self.kind!r}: {exc}") from exc
         object.__setattr__(self, "_path_re", path_re)
         object.__setattr__(self, "_query_re", query_re)
+        object.__setattr__(self, "_body_re", body_re)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fault:
@@ -224,6 +233,7 @@ class Fault:
             "method",
             "path",
             "query",
+            "body",
             "times",
             "seconds",
             "status",
@@ -252,11 +262,14 @@ class Fault:
         """Whether the request is sent to upstream before the fault is applied."""
         return self.kind in _FORWARDING_KINDS
 
-    def matches(self, method: str, path: str, query: str) -> bool:
-        """Whether a request (method, path without query, raw query string) is targeted."""
+    def matches(self, method: str, path: str, query: str, body: bytes = b"") -> bool:
+        """Whether a request (method, path without query, raw query string, body) is
+        targeted."""
         if self.method is not None and self.method.upper() != method.upper():
             return False
         if self._path_re is not None and not self._path_re.search(path):
+            return False
+        if self._body_re is not None and not self._body_re.search(body.decode("latin-1")):
             return False
         return self._query_re is None or bool(self._query_re.search(query))
 
@@ -278,6 +291,7 @@ class RequestRecord:
         time: when the request arrived, seconds since the epoch (``time.time()``).
         error: description of the upstream failure when the proxy answered 502/504 by itself,
             else ``None``.
+        rpc_method: the XML-RPC ``methodName`` of the body (``wp.newPost``...), else ``None``.
     """
 
     method: str
@@ -288,6 +302,7 @@ class RequestRecord:
     forwarded: bool
     time: float
     error: str | None = None
+    rpc_method: str | None = None
 
 
 @dataclass
@@ -471,10 +486,10 @@ class FaultProxy:
         with self._lock:
             return [(live.fault, live.remaining) for live in self._faults]
 
-    def _take_fault(self, method: str, path: str, query: str) -> Fault | None:
+    def _take_fault(self, method: str, path: str, query: str, body: bytes = b"") -> Fault | None:
         with self._lock:
             for index, live in enumerate(self._faults):
-                if live.fault.matches(method, path, query):
+                if live.fault.matches(method, path, query, body):
                     if live.remaining is not None:
                         live.remaining -= 1
                         if live.remaining <= 0:
@@ -508,6 +523,7 @@ class FaultProxy:
         forwarded: bool | None = None,
         fault_kind: str | None = None,
         status: int | None = None,
+        rpc_method: str | None = None,
     ) -> int:
         """Number of recorded requests matching all given criteria (``None`` = any).
 
@@ -519,7 +535,10 @@ class FaultProxy:
                 those that did not.
             fault_kind: count only requests to which this fault kind was applied.
             status: count only requests answered with this status.
+            rpc_method: regex searched in the XML-RPC ``methodName`` (requests without one
+                never match).
         """
+        rpc_re = re.compile(rpc_method) if rpc_method is not None else None
         path_re = re.compile(path) if path is not None else None
         query_re = re.compile(query) if query is not None else None
         return sum(
@@ -531,6 +550,7 @@ class FaultProxy:
             and (forwarded is None or rec.forwarded == forwarded)
             and (fault_kind is None or rec.fault_kind == fault_kind)
             and (status is None or rec.status == status)
+            and (rpc_re is None or bool(rec.rpc_method and rpc_re.search(rec.rpc_method)))
         )
 
     def _record(self, record: RequestRecord) -> None:
@@ -749,6 +769,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             parts = urlsplit(target)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         path, _, query = target.partition("?")
+        body = b""
 
         def record(
             status: int | None,
@@ -756,8 +777,19 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             forwarded: bool,
             error: str | None = None,
         ) -> None:
+            rpc = _RPC_METHOD.search(body[:512])
             proxy._record(
-                RequestRecord(method, path, query, status, fault_kind, forwarded, arrived, error)
+                RequestRecord(
+                    method,
+                    path,
+                    query,
+                    status,
+                    fault_kind,
+                    forwarded,
+                    arrived,
+                    error,
+                    rpc.group(1).decode("ascii", "replace") if rpc else None,
+                )  # fmt: skip
             )
 
         try:
@@ -768,7 +800,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._send_simple(400, "text/plain; charset=utf-8", f"Bad request: {exc}\n".encode())
             return
 
-        fault = proxy._take_fault(method, path, query)
+        fault = proxy._take_fault(method, path, query, body)
         kind = fault.kind if fault is not None else None
 
         if fault is not None and not fault.forwards:

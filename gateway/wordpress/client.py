@@ -44,8 +44,10 @@ _local = threading.local()
 _JSON_START = re.compile(r"[\[{]")
 
 #: Called after every WordPress call as ``observer(method, route, status, outcome, seconds)``:
-#: ``route`` without the query string, ``status`` None when no response arrived, ``outcome``
-#: one of ``ok``, ``refused`` (definite), ``unknown``, ``unavailable``. The gateway's logs and
+#: REST: the HTTP method and ``route`` without the query string; XML-RPC
+#: (:mod:`gateway.wordpress.xmlrpc`): the method name and ``/xmlrpc.php``; ``status`` None
+#: when no response arrived, ``outcome`` one of ``ok``, ``refused`` (definite), ``unknown``,
+#: ``unavailable``. The gateway's logs and
 #: metrics register here, so this package needs neither.
 OBSERVERS: list[Callable[[str, str, int | None, str, float], None]] = []
 
@@ -63,6 +65,16 @@ def outcome_of(error: WordPressError | None) -> str:
     if isinstance(error, WordPressUnavailable):
         return "unavailable"
     return "refused" if error.definite else "unknown"
+
+
+def notify(
+    method: str, route: str, status: int | None, error: WordPressError | None, started: float
+) -> None:
+    """Tell every :data:`OBSERVERS` entry about one finished call (``started``: its
+    ``time.perf_counter()``); both transports report through here."""
+    seconds = time.perf_counter() - started
+    for observer in OBSERVERS:
+        observer(method, route, status, outcome_of(error), seconds)
 
 
 def _session(base_url: str, username: str) -> requests.Session:
@@ -205,6 +217,8 @@ class WordPressClient:
         timeout: seconds for one call (connect and read).
     """
 
+    transport = "rest"
+
     def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
         self.base_url = base_url.rstrip("/")
         self.username = username
@@ -254,9 +268,7 @@ class WordPressClient:
             status = raised.status
             raise
         finally:
-            seconds = time.perf_counter() - started
-            for observer in OBSERVERS:
-                observer(method, route, status, outcome_of(error), seconds)
+            notify(method, route, status, error, started)
 
     def _send(self, method, route, params, json_body, data, headers) -> requests.Response:
         url = self.url(route)
@@ -374,6 +386,9 @@ class WordPressClient:
         returns the attachment in ``context=edit``."""
         return self.call("POST", f"/wp/v2/media/{media_id}", write=True, json_body=fields)
 
+    def finish_upload(self, media_id: int, key: str, fields: dict) -> None:
+        """Nothing to finish: a REST upload carries its fields and key in one request."""
+
     def get_media(self, media_id: int) -> dict:
         """``GET /wp/v2/media/{id}?context=edit``."""
         return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})
@@ -457,11 +472,13 @@ class WordPressClient:
         except WordPressNotFound:
             return None
 
-    def find_by_operation_keys(self, keys: list[str]) -> list[dict]:
+    def find_by_operation_keys(self, keys: list[str], since=None, types=None) -> list[dict]:
         """Every object (any type, any status) carrying one of ``keys``, in batches of up
         to :data:`LOOKUP_BATCH` keys per query (fewer when long keys would make the URL
         longer than :data:`LOOKUP_QUERY_BYTES`). Entries: ``operation_key``, ``id``, ``type``,
-        ``status``, ``date_gmt``, ``title``."""
+        ``status``, ``date_gmt``, ``title``. The plugin matches both identifier keys
+        (``_gateway_operation_key`` and XML-RPC's ``gateway_operation_key``); ``since`` and
+        ``types`` (the XML-RPC scan's bounds) are not needed here."""
         found: list[dict] = []
         for batch in lookup_batches(keys):
             body = self.call(
@@ -472,6 +489,19 @@ class WordPressClient:
             )
             found.extend(body.get("objects", []))
         return found
+
+    def set_operation_key(self, object_id: int, key: str, object_type: str) -> None:
+        """Put ``key`` on ``object_id`` (``post`` or ``attachment``: an editor adopted it)
+        with ``POST /wp/v2/{posts|media}/{id}`` ``meta``, unless it carries it already."""
+        if any(o["id"] == object_id for o in self.find_by_operation_keys([key])):
+            return
+        route = "media" if object_type == "attachment" else "posts"
+        self.call(
+            "POST",
+            f"/wp/v2/{route}/{object_id}",
+            write=True,
+            json_body={"meta": {OPERATION_KEY_META: key}},
+        )
 
     def site_index(self) -> dict:
         """``GET /wp-json/?_fields=url,home``: how the install names itself (its ``siteurl``

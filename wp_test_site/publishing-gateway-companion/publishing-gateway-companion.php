@@ -2,7 +2,7 @@
 /**
  * Plugin Name:       Publishing Gateway Companion
  * Description:       REST support for the publishing gateway: exposes Rank Math SEO meta and a protected operation-key meta over the REST API, refuses duplicate creates carrying an operation key that already exists (safe under concurrency), and adds lookup/status endpoints under publishing-gateway/v1.
- * Version:           1.0.0
+ * Version:           1.1.0
  * Requires at least: 5.9
  * Requires PHP:      7.4
  * License:           GPL-2.0-or-later
@@ -21,7 +21,7 @@ if ( defined( 'PGW_COMPANION_VERSION' ) ) {
 	return;
 }
 
-define( 'PGW_COMPANION_VERSION', '1.0.0' );
+define( 'PGW_COMPANION_VERSION', '1.1.0' );
 
 final class PGW_Companion {
 
@@ -29,6 +29,9 @@ final class PGW_Companion {
 	const VERSION         = PGW_COMPANION_VERSION;
 	const REST_NAMESPACE  = 'publishing-gateway/v1';
 	const OP_KEY_META     = '_gateway_operation_key';
+	// The gateway's XML-RPC transport cannot write protected meta: it stores the same key
+	// under this non-protected name. Lookups and the guard know both.
+	const XMLRPC_KEY_META = 'gateway_operation_key';
 	const LOCK_TIMEOUT    = 15;
 	const MAX_LOOKUP_KEYS = 100;
 
@@ -261,10 +264,11 @@ final class PGW_Companion {
 				"SELECT p.ID, p.post_type
 				   FROM {$wpdb->postmeta} pm
 				   INNER JOIN {$wpdb->posts} p ON p.ID = pm.post_id
-				  WHERE pm.meta_key = %s AND pm.meta_value = %s AND p.ID <> %d
+				  WHERE pm.meta_key IN (%s, %s) AND pm.meta_value = %s AND p.ID <> %d
 				  ORDER BY p.ID ASC
 				  LIMIT 1",
 				self::OP_KEY_META,
+				self::XMLRPC_KEY_META,
 				$key,
 				(int) $exclude_id
 			)
@@ -318,6 +322,7 @@ final class PGW_Companion {
 				'version'            => self::VERSION,
 				'guard'              => true,
 				'operation_key_meta' => self::OP_KEY_META,
+				'lookup_meta'        => array( self::OP_KEY_META, self::XMLRPC_KEY_META ),
 				'seo_meta'           => self::SEO_META,
 			)
 		);
@@ -349,10 +354,10 @@ final class PGW_Companion {
 		                        p.post_author, p.post_title, p.post_parent
 		                   FROM {$wpdb->postmeta} pm
 		                   INNER JOIN {$wpdb->posts} p ON p.ID = pm.post_id
-		                  WHERE pm.meta_key = %s AND pm.meta_value IN ($placeholders)
+		                  WHERE pm.meta_key IN (%s, %s) AND pm.meta_value IN ($placeholders)
 		                  ORDER BY p.ID ASC, pm.meta_id ASC";
 		// phpcs:ignore WordPress.DB.PreparedSQL.InterpolatedNotPrepared
-		$rows = $wpdb->get_results( $wpdb->prepare( $sql, array_merge( array( self::OP_KEY_META ), $keys ) ) );
+		$rows = $wpdb->get_results( $wpdb->prepare( $sql, array_merge( array( self::OP_KEY_META, self::XMLRPC_KEY_META ), $keys ) ) );
 		if ( $wpdb->last_error ) {
 			return new WP_Error( 'gateway_db_error', 'Database error while looking up operation keys.', array( 'status' => 500 ) );
 		}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Switches the companion plugin of the running test site: `off` deactivates it (the
+# no-plugin case: no lookup route, no guard, Rank Math meta not in REST), `on` reactivates
+# it, `status` prints "active" or "inactive". The site must be up (up.sh).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WP="$HERE/.runtime/wordpress"
+[[ -f "$WP/wp-config.php" ]] || { echo "[wp_test_site] no site in $WP: run up.sh" >&2; exit 1; }
+exec php -d display_errors=stderr "$HERE/companion.php" "$WP" "${1:-status}"
