@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from conftest import both_transports
+from conftest import call_count
 from conftest import draft_body
 from conftest import new_job_id
 from conftest import png_bytes
@@ -25,7 +27,6 @@ from gateway.ledger import SiteSlot
 from gateway.testing.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
-MEDIA_POSTS = dict(method="POST", path=r"^/wp-json/wp/v2/media")
 DRAFT_POSTS = dict(method="POST", path=r"^/wp-json/wp/v2/posts/?$")
 
 
@@ -39,20 +40,21 @@ def _sign_in(client, token: str):
     return client.post("/review/login", data={"token": token, "csrf_token": csrf})
 
 
-def test_write_budget_stops_a_job_until_an_editor_raises_it(gwp, proxy):
+@both_transports
+def test_write_budget_stops_a_job_until_an_editor_raises_it(gwp, proxy, transport):
     _configure(gwp, job_write_budget=2)
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     for slot, colour in (("a", (1, 2, 3)), ("b", (4, 5, 6))):
         assert gwp.put_media(job_id, slot, png_bytes(colour)).status_code == 201
-    assert proxy.count(**MEDIA_POSTS) == 2
+    assert call_count(proxy, transport, "upload") == 2
 
     refused = gwp.put_media(job_id, "c", png_bytes((7, 8, 9)))
     assert refused.status_code == 429 and problem_slug(refused) == "budget-exhausted"
     problem = refused.get_json()
     assert problem["budget"]["name"] == "write_attempts"
     assert (problem["budget"]["used"], problem["budget"]["limit"]) == (2, 2)
-    assert proxy.count(**MEDIA_POSTS) == 2  # no WordPress call
+    assert call_count(proxy, transport, "upload") == 2  # no WordPress call
 
     replay = gwp.put_media(job_id, "a", png_bytes((1, 2, 3)))  # replays do not count
     assert replay.status_code == 200 and replay.headers["Idempotent-Replayed"] == "true"
@@ -75,14 +77,16 @@ def test_write_budget_stops_a_job_until_an_editor_raises_it(gwp, proxy):
         "raised_by": "test-editor",
     }
     assert gwp.put_media(job_id, "c", png_bytes((7, 8, 9))).status_code == 201
-    assert proxy.count(**MEDIA_POSTS) == 3
+    assert call_count(proxy, transport, "upload") == 3
     budgets = gwp.job(job_id).get_json()["budgets"]
     assert budgets == [dict(raised.get_json(), used=3, exhausted=True)]
     below = gwp.client.put(url, json={"limit": 1}, headers=gwp.headers(editor))
     assert below.status_code == 422
 
 
-def test_site_busy_when_every_slot_is_held_by_another_worker(gwp, proxy):
+@both_transports
+def test_site_busy_when_every_slot_is_held_by_another_worker(gwp, proxy, transport):
+    """The slot wraps every WordPress call of the request, over either transport."""
     _configure(gwp, site_concurrency=1)
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
@@ -105,7 +109,7 @@ def test_site_busy_when_every_slot_is_held_by_another_worker(gwp, proxy):
         SiteSlot.update(expires_at=db.utcnow() - dt.timedelta(seconds=1)).execute()
     created = gwp.put_draft(job_id, draft_body())
     assert created.status_code == 201, created.get_json()
-    assert proxy.count(**DRAFT_POSTS) == 1
+    assert call_count(proxy, transport, "create_post") == 1
     with gwp.app.app_context(), database.connection_context():
         assert SiteSlot.select().count() == 0  # released when the request ended
 
