@@ -78,7 +78,7 @@ class TextFormatter(logging.Formatter):
         return " ".join([line, *extras])
 
 
-REQUEST_FIELDS = ("method", "route", "status", "duration_ms", "client")
+REQUEST_FIELDS = ("method", "route", "path", "status", "duration_ms", "client")
 WORDPRESS_FIELDS = ("wp_method", "wp_route", "wp_outcome")
 
 

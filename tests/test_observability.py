@@ -104,6 +104,7 @@ def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(
             "tenant": TENANT,
             "job_id": job_id,
             "route": "/v1/jobs/<job_id>",
+            "path": f"/v1/jobs/{job_id}",
             "status": 201,
         }
         == mine[0]

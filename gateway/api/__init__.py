@@ -171,6 +171,7 @@ def _finish_request(response):
         extra={
             "method": request.method,
             "route": route,
+            "path": request.path,  # never the query string, which may carry titles
             "status": response.status_code,
             "duration_ms": round(seconds * 1000, 1),
             "client": request.remote_addr,
