@@ -4,64 +4,12 @@ against WordPress before any retry, and is verified by read-back."""
 
 from __future__ import annotations
 
-import logging
-
-from flask import Flask
-
-from gateway import config as config_module
-from gateway import db
-from gateway import migrations
-
 __version__ = "0.1.0"
 
 
-def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Flask:
-    """The app factory.
+def create_app(test_config: dict | None = None, check_ledger: bool = True):
+    """The app factory: :func:`gateway.app.create_app` (imported on first call, so that
+    importing a part of the package, e.g. ``gateway.wordpress``, loads no Flask or peewee)."""
+    from gateway.app import create_app as factory
 
-    Args:
-        test_config: overrides of :class:`gateway.config.Config` fields (tests, the demo);
-            when given, a missing ``GATEWAY_SECRET_KEY`` is tolerated and the ledger is
-            created or migrated (tests start from an empty database).
-        check_ledger: refuse a missing or outdated ledger (the CLI passes False and checks
-            per command, so that ``init-db`` can create it).
-
-    Raises:
-        ConfigError: configuration is missing or malformed (outside tests).
-        LedgerError: no ledger, or one that ``gateway init-db`` has to migrate first.
-    """
-    from gateway import api
-
-    cfg = config_module.load(testing=test_config is not None)
-    if test_config:
-        cfg = cfg.with_overrides(**test_config)
-    app = Flask(__name__)
-    app.config["GATEWAY"] = cfg
-    app.config["MAX_CONTENT_LENGTH"] = cfg.max_content_length
-    app.config["SECRET_KEY"] = cfg.secret_key
-    app.json.ensure_ascii = False
-    app.json.sort_keys = False
-    _behind_proxies(app, cfg)
-    db.bind(cfg.database_url)
-    if cfg.testing:
-        migrations.migrate()
-    elif check_ledger:
-        migrations.check(cfg.database_url)
-    api.init_app(app)
-    logging.getLogger("gateway").setLevel(logging.INFO)
-    return app
-
-
-def _behind_proxies(app: Flask, cfg: config_module.Config) -> None:
-    """TLS terminated in front of the gateway: ``GATEWAY_PUBLIC_URL=https://...`` marks the
-    review page's session cookie ``Secure``; ``GATEWAY_PROXY_HOPS=N`` trusts N hops of
-    ``X-Forwarded-For/-Proto/-Host/-Port/-Prefix`` (werkzeug's ``ProxyFix``), so client
-    addresses in the logs and the request scheme are the real ones. With 0 hops (default) the
-    headers are ignored: anyone could send them."""
-    app.config["SESSION_COOKIE_SECURE"] = cfg.public_url.startswith("https://")
-    if cfg.proxy_hops:
-        from werkzeug.middleware.proxy_fix import ProxyFix
-
-        hops = cfg.proxy_hops
-        app.wsgi_app = ProxyFix(
-            app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops, x_prefix=hops
-        )
+    return factory(test_config, check_ledger)

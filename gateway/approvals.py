@@ -16,18 +16,22 @@ Expiry is judged by the database clock (:func:`gateway.db.db_now`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from peewee import IntegrityError
 
+from gateway import actions
+from gateway import blocks
 from gateway import db
 from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
 from gateway import ownership
-from gateway import refusals
 from gateway import scheduling
 from gateway import validation
 from gateway import verification
@@ -40,10 +44,10 @@ from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Outcome
 from gateway.operations import Target
-from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 log = logging.getLogger(__name__)
+ACTION = "publish"
 
 
 def _live(target: Target) -> tuple[Operation, dict]:
@@ -52,16 +56,13 @@ def _live(target: Target) -> tuple[Operation, dict]:
     Raises:
         ApprovalRequired: the job has no confirmed draft.
         ForeignObject: another job or tenant holds the post too.
-        WordPressUnavailable: the post cannot be read now.
+        WordPressRefused: the post no longer exists; WordPressUnavailable: it cannot be read.
     """
     draft = drafts.latest_draft(target.job)
     if draft is None:
         raise exc.ApprovalRequired("the job has no confirmed draft to approve or publish")
     ownership.check_job_post(target, draft.remote_id)
-    try:
-        return draft, target.client.get_post(draft.remote_id)
-    except WordPressError as error:
-        raise refusals.cannot_read(error) from error
+    return draft, drafts.read_live(target, draft.remote_id)
 
 
 def live_digest(post: dict) -> str:
@@ -69,14 +70,26 @@ def live_digest(post: dict) -> str:
     return verification.content_digest(verification.snapshot(post))
 
 
-def request_approval(target: Target, requested_by: str) -> tuple[dict, bool]:
-    """Put a verified job in front of editors (repeat-safe: one request per task version).
+@dataclass
+class Request:
+    """The outcome of :func:`request_approval`: the post and digest put in front of editors,
+    the live verification, whether this call created the request, and the fields this site
+    cannot check (``ok: null``; they do not block)."""
 
-    Returns ``(body, created)``.
+    post_id: int
+    content_sha256: str
+    verification: dict
+    created: bool
+    unchecked_fields: list[str] = dataclasses.field(default_factory=list)
+
+
+def request_approval(target: Target, requested_by: str) -> Request:
+    """Put a verified job in front of editors (repeat-safe: one request per task version).
 
     Raises:
         VerificationFailed (409): the live post does not verify; NotFound: no draft yet.
     """
+    operations.check_writable(target)
     job = target.job
     result = drafts.verify_job(target)
     unchecked = _evidence(result)
@@ -99,9 +112,7 @@ def request_approval(target: Target, requested_by: str) -> tuple[dict, bool]:
         ).execute()
         created = False
     jobs.advance_phase(job, "approval_pending")
-    body = {"job_id": job.job_id, "task_version": job.task_version, **values}
-    body = {**body, "phase": job.phase, "unchecked_fields": unchecked}
-    return {**body, "verification": result}, created
+    return Request(values["post_id"], values["content_sha256"], result, created, unchecked)
 
 
 def _evidence(result: dict) -> list[str]:
@@ -165,6 +176,7 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         ValidationFailed (422): ``expires_at`` malformed, past, or beyond the configured cap
             (``GATEWAY_APPROVAL_MAX_DAYS``).
     """
+    operations.check_writable(target)
     job = target.job
     expires = parse_expiry(body["expires_at"], target.config.approval_max_days)
     publish_at = scheduling.parse_publish_at(body.get("publish_at"))
@@ -285,15 +297,19 @@ def valid_approval(target: Target) -> tuple[Approval, int]:
     raise refusal_for(approvals[0], job, post_id, digest, now)
 
 
-def _publish_effect(target: Target, post_id: int, approval: Approval, by: str) -> Effect:
-    client = target.client
+def _publish_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
+    """The publish's effect from its ``intent`` (``update_of``, ``approval_id``): it is found
+    when the post is published."""
+    post_id = intent["update_of"]
+    approval = Approval.get_or_none(Approval.id == intent.get("approval_id"))
 
     def find() -> list[dict]:
-        live = client.get_post(post_id)
-        return [{"id": post_id, "type": "post"}] if live.get("status") == "publish" else []
+        live = blocks.live_post(target.client, post_id)
+        published = live is not None and live.get("status") == "publish"
+        return [{"id": post_id, "type": "post"}] if published else []
 
     def read_back(object_id: int, _sent: dict | None) -> dict:
-        live = client.get_post(object_id)
+        live = target.client.get_post(object_id)
         if live.get("status") != "publish":
             raise WordPressOutcomeUnknown(f"read-back shows status {live.get('status')!r}")
         return {
@@ -301,20 +317,41 @@ def _publish_effect(target: Target, post_id: int, approval: Approval, by: str) -
             "status": "publish",
             "link": live.get("link"),
             "slug": live.get("slug"),
-            "approval_id": approval.id,
-            "approved_by": approval.approved_by,
-            "content_sha256": approval.content_sha256,
-            "published_by": by,
+            "approval_id": intent.get("approval_id"),
+            "approved_by": approval.approved_by if approval else None,
+            "content_sha256": approval.content_sha256 if approval else None,
+            "published_by": intent.get("published_by"),
         }
 
     return Effect(
-        action="publish",
-        send=lambda: client.update_post(post_id, {"status": "publish"}),
-        find=find,
-        read_back=read_back,
-        creates=False,
-        intent={"update_of": post_id, "approval_id": approval.id},
+        action=ACTION, send=send, find=find, read_back=read_back, creates=False, intent=intent
     )
+
+
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
+    """The publish effect of ``row`` from its stored intent (registry ``rebuild``); a scheduled
+    publish (``scheduled_for`` in the intent) is found as ``future`` at that time."""
+    intent = row.intent or {}
+    if intent.get("scheduled_for"):
+        when = dt.datetime.fromisoformat(intent["scheduled_for"]).replace(tzinfo=None)
+        approval = Approval.get_or_none(Approval.id == intent.get("approval_id"))
+        extra = {
+            "approval_id": intent.get("approval_id"),
+            "approved_by": approval.approved_by if approval else None,
+            "content_sha256": approval.content_sha256 if approval else None,
+            "published_by": intent.get("published_by"),
+        }
+        effect = scheduling.schedule_effect(target, intent["update_of"], when, extra)
+        return dataclasses.replace(effect, send=operations.lookup_only)
+    return _publish_effect(target, intent, operations.lookup_only)
+
+
+def settle(target: Target, row: Operation) -> None:
+    """A CONFIRMED publish of the current version makes the job ``published`` (``scheduled``
+    when WordPress holds it as ``future``)."""
+    if row.task_version == target.job.task_version:
+        future = (row.receipt or {}).get("status") == "future"
+        jobs.advance_phase(target.job, "scheduled" if future else "published")
 
 
 def publish(target: Target, by: str) -> Outcome:
@@ -324,15 +361,18 @@ def publish(target: Target, by: str) -> Outcome:
     WordPress read or write).
 
     Raises:
-        everything :func:`valid_approval` and :func:`operations.perform` raise.
+        everything :func:`operations.check_writable`, :func:`valid_approval` and
+        :func:`operations.perform` raise.
     """
+    operations.check_writable(target)
     job = target.job
-    key = operations.operation_key(job, "publish")
+    key = operations.operation_key(job, ACTION)
     row = Operation.get_or_none(Operation.operation_key == key)
     if row is not None and row.state == CONFIRMED:
         return Outcome(row, replayed=True)
     approval, post_id = valid_approval(target)
     when = approval.publish_at
+    intent = {"update_of": post_id, "approval_id": approval.id, "published_by": by}
     if scheduling.is_future(when):  # scheduled; a time past (or within a minute) publishes now
         gmt = scheduling.wp_gmt(when)
         request_hash = request_digest({"post_id": post_id, "status": "future", "date_gmt": gmt})
@@ -341,17 +381,25 @@ def publish(target: Target, by: str) -> Outcome:
         effect = scheduling.schedule_effect(target, post_id, when, extra)
     else:
         request_hash = request_digest({"post_id": post_id, "status": "publish"})
-        effect = _publish_effect(target, post_id, approval, by)
+        effect = _publish_effect(
+            target, intent, lambda: target.client.update_post(post_id, {"status": "publish"})
+        )
     log.info("publishing job_id=%s operation_key=%s approval=%s", job.job_id, key, approval.id)
     outcome = operations.perform(target, key, request_hash, effect)
     if outcome.row.state == CONFIRMED:
-        future = (outcome.row.receipt or {}).get("status") == "future"
-        jobs.advance_phase(job, "scheduled" if future else "published")
+        settle(target, outcome.row)
     return outcome
 
 
-def publish_view(outcome: Outcome) -> dict:
-    """The publish endpoint's response body."""
-    return operations.outcome_view(
-        outcome, "post_id", "status", "link", "slug", "approval_id", "scheduled_for"
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=lambda target, request: publish(target, request["by"]),
+        rebuild=rebuild,
+        step="publish",
+        phases=frozenset({"approval_pending"}),
+        settle=settle,
+        sweep_pass=scheduling.sweep_scheduled,
     )
+)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from gateway import actions
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import operations
@@ -49,7 +50,7 @@ def _effect(target: Target, intent: dict) -> Effect:
     )
 
 
-def rebuild(target: Target, row: Operation) -> Effect:
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The effect of an ``attach`` ledger row from its intent alone (reconciliation)."""
     return _effect(target, row.intent or {})
 
@@ -93,3 +94,21 @@ def attach_all(target: Target, post_id: int, slots: list[str]) -> list[str]:
             log.warning("job_id=%s operation_key=%s not attached: %s", job.job_id, key, error)
             pending.append(slot)
     return pending
+
+
+def _send_request(target: Target, request: dict) -> None:
+    """Registry ``send``: ``request`` is ``{"post_id", "slots"}``; the outcomes are the
+    ``attach`` rows (slots not attached stay UNKNOWN/FAILED)."""
+    attach_all(target, request["post_id"], request["slots"])
+
+
+actions.register(
+    actions.Action(
+        name="attach",
+        binds="attachment",
+        recovery=actions.LOOKUP,  # found by reading the attachment's parent
+        send=lambda target, request: _send_request(target, request),
+        rebuild=rebuild,
+        step="create_draft",
+    )
+)

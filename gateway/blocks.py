@@ -26,18 +26,23 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
+from gateway import actions
 from gateway import exceptions as exc
 from gateway import operations
 from gateway import ownership
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
+from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Outcome
 from gateway.operations import Target
+from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 log = logging.getLogger(__name__)
+ACTION = "block"
 _ANY_BLOCK = re.compile(
     r"\n*<!-- gateway:block name=(?P<name>\S+) digest=(?P<digest>[0-9a-f]{16}) -->"
     r".*?<!-- /gateway:block name=(?P=name) -->",
@@ -108,34 +113,40 @@ def _raw_content(post: dict) -> str:
     return value.get("raw", "") if isinstance(value, dict) else (value or "")
 
 
-def _block_effect(target: Target, post_id: int, name: str, html: str) -> Effect:
-    client, digest = target.client, html_digest(html)
+def live_post(client, post_id: int) -> dict | None:
+    """The post read back (``GET /wp/v2/posts/{id}?context=edit``), or None when WordPress
+    answers 404 (the post was deleted: the block is definitely not there)."""
+    try:
+        return client.get_post(post_id)
+    except WordPressNotFound:
+        return None
 
-    def send() -> dict:
-        live = client.get_post(post_id)
-        content = _raw_content(live)
-        if has_block(content, name, digest):
-            return live  # already there (an earlier version or a lost response): no write
-        return client.update_post(post_id, {"content": with_block(content, name, html)})
+
+def _block_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
+    """The block's effect; ``find`` and ``read_back`` need only the stored ``intent``
+    (``post_id``, ``name``, ``digest``): the marker is looked up in the live post."""
+    post_id, name, digest = intent["post_id"], intent["name"], intent["digest"]
 
     def find() -> list[dict]:
-        found = has_block(_raw_content(client.get_post(post_id)), name, digest)
+        live = live_post(target.client, post_id)
+        found = live is not None and has_block(_raw_content(live), name, digest)
         return [{"id": post_id, "type": "post"}] if found else []
 
     def read_back(object_id: int, _sent: dict | None) -> dict:
-        live = client.get_post(object_id)
+        live = target.client.get_post(object_id)
         if not has_block(_raw_content(live), name, digest):
             raise WordPressOutcomeUnknown(f"block {name} is not in the post's content")
-        return {"post_id": object_id, "name": name, "digest": digest, "bytes": len(html)}
+        return {"post_id": object_id, "name": name, "digest": digest, "bytes": intent.get("bytes")}
 
     return Effect(
-        action="block",
-        send=send,
-        find=find,
-        read_back=read_back,
-        creates=False,
-        intent={"post_id": post_id, "name": name, "digest": digest},
+        action=ACTION, send=send, find=find, read_back=read_back, creates=False, intent=intent
     )
+
+
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
+    """The block effect of ``row`` from its stored intent (registry ``rebuild``; blocks are
+    found by reading their post, so batched lookups do not apply)."""
+    return _block_effect(target, row.intent or {}, operations.lookup_only)
 
 
 def put_block(target: Target, name: str, html: str, position: str = "end") -> Outcome:
@@ -148,18 +159,46 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
         ForeignObject: another job or tenant holds the post too (nothing is written).
         plus everything :func:`operations.perform` raises.
     """
+    operations.check_writable(target)
     job = target.job
     if not job.post_id:
         raise exc.NotFound("the job has no post yet; create the draft first")
     ownership.check_job_post(target, job.post_id)
     digest = html_digest(html)
-    key = operations.operation_key(job, "block", f"{name}/{digest}")
+    key = operations.operation_key(job, ACTION, f"{name}/{digest}")
     request_hash = request_digest({"name": name, "html": html, "position": position})
-    effect = _block_effect(target, job.post_id, name, html)
+    intent = {"post_id": job.post_id, "name": name, "digest": digest, "bytes": len(html)}
+    client, post_id = target.client, job.post_id
+
+    def send() -> dict:
+        live = client.get_post(post_id)
+        content = _raw_content(live)
+        if has_block(content, name, digest):
+            return live  # already there (an earlier version or a lost response): no write
+        return client.update_post(post_id, {"content": with_block(content, name, html)})
+
     log.info("block %s for job_id=%s operation_key=%s", name, job.job_id, key)
-    return operations.perform(target, key, request_hash, effect, slot=name)
+    return operations.perform(target, key, request_hash, _block_effect(target, intent, send), name)
 
 
-def block_view(outcome: Outcome) -> dict:
-    """The block endpoint's response body."""
-    return operations.outcome_view(outcome, "post_id", "name", "digest")
+def send_request(target: Target, request: dict) -> Outcome:
+    """Registry ``send``: ``request`` is the block body (``html``, ``position``) plus the
+    path's ``name``. Raises what :func:`put_block` raises."""
+    return put_block(target, request["name"], request["html"], request.get("position", "end"))
+
+
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=send_request,
+        rebuild=rebuild,
+        step="put_block",
+        tool=actions.AgentTool(
+            "insert_block",
+            "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
+            "block",
+            path=(("name", "the block's name, e.g. resources"),),
+        ),
+    )
+)

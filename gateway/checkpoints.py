@@ -24,10 +24,12 @@ from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import ledger
+from gateway import operations
 from gateway.digests import canonical_json
 from gateway.digests import sha256_hex
 from gateway.ledger import Checkpoint
 from gateway.ledger import Job
+from gateway.operations import Target
 
 log = logging.getLogger(__name__)
 CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
@@ -110,19 +112,22 @@ def _artifacts_key(artifacts: list[dict]) -> str:
     return canonical_json(sorted(canonical_json(a) for a in artifacts))
 
 
-def post_checkpoint(job: Job, body: dict) -> tuple[Checkpoint, bool]:
-    """Record a client phase of the job's current task version.
+def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
+    """Record a client phase of the job's current task version (no WordPress call).
 
     Args:
+        target: the job's target (cancellation and fencing are checked first).
         body: validated ``{"phase", "artifacts": [{role, uri, sha256}], "data"?}``.
 
     Returns ``(checkpoint, created)``.
 
     Raises:
-        PhaseOwnedByGateway (403, counted), SecretInCheckpoint (422, nothing stored),
-        ValidationFailed (422): ``data`` larger than :data:`MAX_DATA_BYTES`.
-        CheckpointConflict (409).
+        JobCancelled, LeaseRequired, StaleFencingToken (409), PhaseOwnedByGateway (403,
+        counted), SecretInCheckpoint (422, nothing stored), ValidationFailed (422): ``data``
+        larger than :data:`MAX_DATA_BYTES`. CheckpointConflict (409).
     """
+    operations.check_writable(target)
+    job = target.job
     phase = body["phase"]
     if phase in jobs.GATEWAY_PHASES:
         ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)

@@ -20,10 +20,10 @@ from flask.cli import with_appcontext
 from peewee import PeeweeException as PeeweeError
 
 from gateway import __version__
-from gateway import create_app
 from gateway import migrations
 from gateway import sites
 from gateway import tokens
+from gateway.app import create_app
 from gateway.config import ConfigError
 from gateway.db import database
 from gateway.exceptions import GatewayError
@@ -238,16 +238,13 @@ def notifications_set_url(tenant, url):
 def reconcile(older_than):
     """One sweep over stale SENT/UNKNOWN rows of every job, pending notifications and idle
     jobs; prints counts as JSON."""
-    from gateway import notifications
     from gateway import reconciliation
 
     config = _config()
     with database.connection_context():
+        # Every registered action's sweep_pass runs within: notifications resent and idle
+        # jobs told about, scheduled posts read back, unschedules finished.
         counts = reconciliation.sweep(config, older_than)
-        counts["notifications"] = notifications.resend_pending()
-        counts["notifications"]["attention_decided"] = notifications.attention_for_idle_jobs(
-            config.attention_after
-        )
     click.echo(json.dumps(counts))
 
 

@@ -28,7 +28,9 @@ from gateway import db
 from gateway import migrations
 from gateway import sites
 from gateway import tokens
-from gateway.client import GatewayClient
+from gateway.ledger import Job
+from gateway.operations import operation_key
+from gateway.testing.client import GatewayClient
 from gateway.testing.fault_proxy import Fault
 from gateway.testing.fault_proxy import FaultProxy
 
@@ -268,8 +270,9 @@ class Demo:
     def report(self, a: dict, b: dict, started: float) -> int:
         say("\nReport")
         for job in (a, b):
-            keys = [f"{TENANT}/{job['job_id']}/v1/draft"]
-            media_keys = [f"{TENANT}/{job['job_id']}/v1/media/{s}" for s in job["media"]]
+            row = Job(tenant=TENANT, job_id=job["job_id"], task_version=1)
+            keys = [operation_key(row, "draft")]
+            media_keys = [operation_key(row, "media", s) for s in job["media"]]
             counts = self.count(keys + media_keys)
             posts = counts[keys[0]]
             attachments = sum(counts[k] for k in media_keys)

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import re
+from collections.abc import Callable
 
+from gateway import actions
 from gateway import attachments
 from gateway import checkpoints
 from gateway import db
@@ -34,6 +37,8 @@ from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
+log = logging.getLogger(__name__)
+ACTION = "draft"
 PLACEHOLDER = re.compile(r"\{\{media:([a-z0-9_-]{1,64})\}\}")
 
 
@@ -143,7 +148,29 @@ def read_back(
         "expected": intent["expected"],
     }
     receipt["verification"] = verification.compare(receipt, live, target.companion.present)
+    media_metadata.add_to(receipt["verification"], _metadata_field(target, receipt))
     return receipt
+
+
+def _metadata_field(target: Target, receipt: dict) -> dict | None:
+    """The verification's ``media_metadata`` field of a draft receipt, as ``GET
+    /verification`` shows it (None when no image of the post asked for metadata). The post
+    itself was read back: attachments that cannot be read now make the field ``ok: null``
+    with a reason (not checked), never the write UNKNOWN."""
+    ids = media_metadata.post_media_ids(receipt)
+    try:
+        return media_metadata.compare(target, ids)
+    except WordPressError as error:
+        log.warning("cannot read the attachments of post %s back: %s", receipt["post_id"], error)
+        asked = media_metadata.wanted(target.job, ids)
+        if not asked:
+            return None
+        return {
+            "expected": {slot: dict(metadata) for slot, (_id, metadata) in asked.items()},
+            "actual": None,
+            "ok": None,
+            "reason": "the attachments could not be read back now",
+        }
 
 
 def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
@@ -161,32 +188,57 @@ def find_by_key(target: Target, key: str, post_type: str) -> list[dict]:
 def _draft_effect(
     target: Target,
     key: str,
-    fields: dict,
     intent: dict,
-    update_of: int | None,
-    changed: dict | None,
+    send: Callable[[], dict],
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
 ) -> Effect:
-    client = target.client
-
-    def send() -> dict:
-        if update_of:
-            return client.update_post(update_of, changed)
-        return client.create_post(fields)
+    """The draft's effect; ``find`` and ``read_back`` need only the stored ``intent``."""
+    update_of = intent.get("update_of")
 
     def find() -> list[dict]:
         if update_of:  # an update is idempotent: sending it again is the reconciliation
             return []
-        return find_by_key(target, key, "post")
+        return found if found is not None else find_by_key(target, key, "post")
+
+    def read(post_id: int, sent_object: dict | None) -> dict:
+        live = (prefetched or {}).get(post_id)
+        return read_back(target, post_id, sent_object, intent, live)
 
     return Effect(
-        action="draft",
+        action=ACTION,
         send=send,
         find=find,
-        read_back=lambda post_id, obj: read_back(target, post_id, obj, intent),
+        read_back=read,
         creates=update_of is None,
-        title=fields["title"],
+        title=(intent.get("sent") or {}).get("title"),
         intent=intent,
     )
+
+
+def rebuild(
+    target: Target,
+    row: Operation,
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
+) -> Effect:
+    """The draft effect of ``row`` from its stored intent (registry ``rebuild``)."""
+    return _draft_effect(
+        target, row.operation_key, row.intent or {}, operations.lookup_only, found, prefetched
+    )
+
+
+def settle(target: Target, row: Operation) -> None:
+    """Record a CONFIRMED draft on the job: its post id, and the phase ``verified`` (the
+    read-back verified) or ``draft_confirmed``; an earlier version's row only fills in a
+    missing post id."""
+    job = target.job
+    if row.task_version == job.task_version:
+        verified = ((row.receipt or {}).get("verification") or {}).get("ok")
+        phase = "verified" if verified else "draft_confirmed"
+        jobs.advance_phase(job, phase, post_id=row.remote_id)
+    elif job.post_id is None:
+        jobs.touch(job, post_id=row.remote_id)
 
 
 def put_draft(target: Target, body: dict) -> Outcome:
@@ -200,8 +252,9 @@ def put_draft(target: Target, body: dict) -> Outcome:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
+    operations.check_writable(target)
     job = target.job
-    key = operations.operation_key(job, "draft")
+    key = operations.operation_key(job, ACTION)
     digest = request_digest(body)
     existing = Operation.get_or_none(Operation.operation_key == key)
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
@@ -230,12 +283,15 @@ def put_draft(target: Target, body: dict) -> Outcome:
     if previous is not None and previous.pruned_at is not None:
         previous = None  # no baseline left to diff against: send every field
     changed = _changed_fields(fields, previous.receipt) if previous is not None else None
-    effect = _draft_effect(target, key, fields, intent, update_of, changed)
-    outcome = operations.perform(target, key, digest, effect)
+
+    def send() -> dict:
+        if update_of:
+            return target.client.update_post(update_of, changed)
+        return target.client.create_post(fields)
+
+    outcome = operations.perform(target, key, digest, _draft_effect(target, key, intent, send))
     if outcome.row.state == CONFIRMED:
-        verified = (outcome.row.receipt.get("verification") or {}).get("ok")
-        phase = "verified" if verified else "draft_confirmed"
-        jobs.advance_phase(job, phase, post_id=outcome.row.remote_id)
+        settle(target, outcome.row)
         attachments.attach_all(target, outcome.row.remote_id, _slots(body))
     return outcome
 
@@ -251,18 +307,13 @@ def _previous_draft(job) -> Operation | None:
     return latest_draft(job, below_version=job.task_version)
 
 
-def draft_view(outcome: Outcome) -> dict:
-    """The draft endpoint's response body."""
-    return operations.outcome_view(outcome, "post_id", "link", "verification")
-
-
 def latest_draft(job, below_version: int | None = None) -> Operation | None:
     """The job's CONFIRMED draft row of the highest task version (below ``below_version``
     when given)."""
     query = Operation.select().where(
         Operation.tenant == job.tenant,
         Operation.job_id == job.job_id,
-        Operation.action == "draft",
+        Operation.action == ACTION,
         Operation.state == CONFIRMED,
     )
     if below_version is not None:
@@ -286,6 +337,29 @@ def require_receipt(row: Operation) -> None:
         )
 
 
+def read_live(target: Target, post_id: int) -> dict:
+    """The job's post read back now (``GET /wp/v2/posts/{id}?context=edit``).
+
+    Raises:
+        WordPressRefused (502, definite): WordPress answers 404, the post is gone; asking
+            again will not change that.
+        WordPressUnavailable (503): WordPress cannot be asked now; UpstreamRefused (502): a
+            page from in front of WordPress answered (:func:`gateway.refusals.cannot_read`).
+    """
+    try:
+        return target.client.get_post(post_id)
+    except WordPressNotFound as error:
+        log.warning("post %s of job_id=%s not found: %s", post_id, target.job.job_id, error)
+        raise exc.WordPressRefused(
+            f"the job's post {post_id} does not exist in WordPress",
+            wordpress_status=error.status,
+            wordpress_code=error.code,
+        ) from error
+    except WordPressError as error:
+        log.warning("cannot read post %s of job_id=%s: %s", post_id, target.job.job_id, error)
+        raise refusals.cannot_read(error) from error
+
+
 def verify_job(target: Target) -> dict:
     """Read the job's post back (``GET /wp/v2/posts/{id}?context=edit``) and compare it with
     the draft receipt. Advances the phase to ``verified`` when every field is ok.
@@ -303,9 +377,10 @@ def verify_job(target: Target) -> dict:
     ownership.check_job_post(target, row.remote_id)
     try:
         live = target.client.get_post(row.remote_id)
-    except WordPressNotFound:
+    except WordPressNotFound:  # reported as a failed verification: the post is gone
         live = {"id": row.remote_id, "status": None}
     except WordPressError as error:
+        log.warning("cannot verify %s (job_id=%s): %s", row.operation_key, job.job_id, error)
         raise refusals.cannot_read(error) from error
     expected_status = jobs.EXPECTED_STATUS.get(job.phase, "draft")
     result = verification.compare(row.receipt, live, target.companion.present, expected_status)
@@ -317,3 +392,24 @@ def verify_job(target: Target) -> dict:
     if result["ok"]:
         jobs.advance_phase(job, "verified")
     return {"job_id": job.job_id, **result}
+
+
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=put_draft,
+        rebuild=rebuild,
+        step="create_draft",
+        object_type="post",
+        phases=frozenset({jobs.DRAFTING}),
+        settle=settle,
+        tool=actions.AgentTool(
+            "put_draft",
+            "Create the job's WordPress post as a draft, once, and verify it by read-back. "
+            "{{media:SLOT}} placeholders in content become image blocks. Different content "
+            "under the same task version is refused: call bump_task_version first.",
+            "draft",
+        ),
+    )
+)

@@ -13,6 +13,7 @@ from peewee import fn
 
 from gateway import db
 from gateway import exceptions as exc
+from gateway import operations
 from gateway import sites
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
@@ -43,6 +44,10 @@ GATEWAY_PHASES = frozenset(
 COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
 EXPECTED_STATUS = {"published": "publish", "scheduled": "future"}  # post status by phase
 STATUSES = ("in_progress", "completed", "failed", "unknown", "needs_review", "cancelled")
+DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
+# What a job needs next at a stage that is no ledger action (each registered action names its
+# own stages: :attr:`gateway.actions.Action.phases`).
+STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
 
 
 def get_job(tenant: str, job_id: str) -> Job:
@@ -98,12 +103,19 @@ def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job
     return job, False
 
 
+def stage(job: Job) -> str:
+    """The job's stage: its gateway phase, or :data:`DRAFTING` before the draft is confirmed
+    (no phase yet, a client phase, or a task version bump)."""
+    return job.phase if job.phase in GATEWAY_PHASES else DRAFTING
+
+
 def advance_phase(job: Job, phase: str, **fields) -> None:
     """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
-    ``post_id``) in the same UPDATE."""
+    ``post_id``) in the same UPDATE; no UPDATE when nothing changes."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
         fields["phase"] = phase
+    fields = {name: value for name, value in fields.items() if getattr(job, name) != value}
     if fields:
         touch(job, **fields)
 
@@ -119,18 +131,12 @@ def cancel_job(job: Job, reason: str) -> Job:
 
 
 def ensure_active(job: Job) -> None:
-    """Refuse side effects on a cancelled job - replays of CONFIRMED operations included,
-    so that "cancelled" means one thing to every caller; ``recover`` reports what exists.
+    """Refuse side effects on a cancelled job (:func:`gateway.operations.refuse_cancelled`).
 
     Raises:
         JobCancelled (409).
     """
-    if job.cancelled:
-        raise exc.JobCancelled(
-            f"job {job.job_id} was cancelled ({job.cancel_reason or 'no reason given'}); "
-            "no further writes",
-            cancel_reason=job.cancel_reason,
-        )
+    operations.refuse_cancelled(job)
 
 
 def touch(job: Job, **fields) -> None:
@@ -140,14 +146,17 @@ def touch(job: Job, **fields) -> None:
         setattr(job, name, value)
 
 
-def target_for(config: Config, job: Job, fencing_token: int | None = None) -> Target:
+def target_for(
+    config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
+) -> Target:
     """The WordPress target of ``job``: its site as stored now (credentials and the companion
-    plugin's guarantees are resolved on first use).
+    plugin's guarantees are resolved on first use). ``fenced``: the caller works under the
+    job's lease (workflow tokens, the agent worker) and sent ``fencing_token``.
 
     Raises:
         SiteNotFound: the job's site was removed.
     """
-    return Target(config, job, fencing_token)
+    return Target(config, job, fencing_token, fenced)
 
 
 def operations_of(job: Job) -> list[Operation]:

@@ -20,7 +20,6 @@ from peewee import IntegrityError
 
 from gateway import db
 from gateway import exceptions as exc
-from gateway import validation
 from gateway.ledger import Job
 from gateway.ledger import Lease
 
@@ -122,15 +121,6 @@ def release(job: Job, owner: str, fencing_token: int) -> dict:
         "this owner and token do not hold the job's lease",
         fencing_token=current.fencing_token if current else None,
     )
-
-
-def parse_token(header: str | None) -> int | None:
-    """The ``X-Fencing-Token`` header as an int (None when absent).
-
-    Raises:
-        ValidationFailed: the header is not a positive integer.
-    """
-    return validation.parse_int(header, "/headers/X-Fencing-Token")
 
 
 def check_fencing(job: Job, fencing_token: int | None) -> None:

@@ -7,15 +7,20 @@ Under a new task version, unchanged bytes of a slot reuse the earlier attachment
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import re
+from collections.abc import Callable
 
 from PIL import Image
 from PIL import UnidentifiedImageError
 
+from gateway import actions
 from gateway import db
 from gateway import drafts
 from gateway import exceptions as exc
+from gateway import jobs
 from gateway import media_sources
 from gateway import operations
 from gateway import verification
@@ -28,6 +33,7 @@ from gateway.operations import Outcome
 from gateway.operations import Target
 from gateway.wordpress import OPERATION_KEY_META
 
+ACTION = "media"
 # The image types every WordPress site accepts from an author: signature -> Pillow's format.
 SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "PNG"),
@@ -123,25 +129,54 @@ def reconciled_read_back(
 
 
 def _media_effect(
-    target: Target, key: str, content: bytes, mime: str, fields: dict, intent: dict
+    target: Target,
+    key: str,
+    intent: dict,
+    send: Callable[[], dict],
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
 ) -> Effect:
-    def send() -> dict:
-        return target.client.upload_media(
-            content, intent["filename"], mime, {**fields, "meta": {OPERATION_KEY_META: key}}
-        )
+    """The upload's effect; ``find`` and ``read_back`` need only the stored ``intent``."""
 
-    def confirm_read_back(media_id: int, sent: dict | None) -> dict:
-        if sent is None:  # found by lookup, not answered by the upload itself
-            return reconciled_read_back(target, media_id, key, intent)
-        return read_back(target, media_id, intent)
+    creates = not intent.get("update_of")  # a metadata update of an earlier attachment
+
+    def find() -> list[dict]:
+        if found is not None:
+            return found
+        return drafts.find_by_key(target, key, "attachment") if creates else []
+
+    def read(media_id: int, sent: dict | None) -> dict:
+        stored = (prefetched or {}).get(media_id)
+        if sent is None and creates:  # found by lookup, not answered by the upload itself
+            return reconciled_read_back(target, media_id, key, intent, stored)
+        return read_back(target, media_id, intent, stored)
 
     return Effect(
-        action="media",
-        send=send,
-        find=lambda: drafts.find_by_key(target, key, "attachment"),
-        read_back=confirm_read_back,
-        creates=True,
-        intent=intent,
+        action=ACTION, send=send, find=find, read_back=read, creates=creates, intent=intent
+    )
+
+
+def _upload(
+    target: Target, key: str, content: bytes, name: str, mime: str, sent: dict
+) -> Callable[[], dict]:
+    """The upload (``POST /wp/v2/media``) carrying the operation key in the meta."""
+
+    def send() -> dict:
+        meta = {"meta": {OPERATION_KEY_META: key}}
+        return target.client.upload_media(content, name, mime, {**sent, **meta})
+
+    return send
+
+
+def rebuild(
+    target: Target,
+    row: Operation,
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
+) -> Effect:
+    """The upload effect of ``row`` from its stored intent (registry ``rebuild``)."""
+    return _media_effect(
+        target, row.operation_key, row.intent or {}, operations.lookup_only, found, prefetched
     )
 
 
@@ -162,13 +197,14 @@ def put_media(
         UnsupportedMediaType (415), TransportLimit (422: alt text over XML-RPC; a CONFIRMED
         operation still replays), plus everything :func:`operations.perform` raises.
     """
+    operations.check_writable(target)
     mime, ext = sniff(content)
     name = safe_filename(filename, slot, ext)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest(
         {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
     )
-    key = operations.operation_key(target.job, "media", slot)
+    key = operations.operation_key(target.job, ACTION, slot)
     existing = Operation.get_or_none(Operation.operation_key == key)
     if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
         return Outcome(existing, replayed=True)  # also after a switch of transport
@@ -187,7 +223,7 @@ def put_media(
         "metadata": sent,
         **_finishing_fields(title, caption),
     }
-    effect = _media_effect(target, key, content, mime, sent, intent)
+    effect = _media_effect(target, key, intent, _upload(target, key, content, name, mime, sent))
     return operations.perform(target, key, digest, effect, slot=slot)
 
 
@@ -244,7 +280,7 @@ def _update_metadata(
         "updated_from": earlier.operation_key,
     }
     effect = Effect(
-        action="media",
+        action=ACTION,
         send=lambda: target.client.update_media(earlier.remote_id, changed),
         find=lambda: [],  # an update is idempotent: sending it again is the reconciliation
         read_back=lambda media_id, _obj: read_back(target, media_id, intent),
@@ -261,7 +297,7 @@ def _confirmed_of_slot(target: Target, slot: str) -> list[Operation]:
         .where(
             Operation.tenant == target.job.tenant,
             Operation.job_id == target.job.job_id,
-            Operation.action == "media",
+            Operation.action == ACTION,
             Operation.slot == slot,
             Operation.state == CONFIRMED,
         )
@@ -291,6 +327,7 @@ def put_media_from_url(
         MediaDownloadFailed (502), UnsupportedMediaType (415), ImageUnreadable (422); plus
         everything :func:`operations.perform` raises.
     """
+    operations.check_writable(target)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest({"source_url": source_url, "filename": filename, **fields})
     key = operations.operation_key(target.job, "media", slot)
@@ -318,8 +355,49 @@ def put_media_from_url(
     updated = _update_metadata(target, key, slot, digest, intent["sha256"], name, sent)
     if updated is not None:  # the same bytes as an earlier version: no second upload
         return updated
-    effect = _media_effect(target, key, got.content, mime, sent, intent)
+    effect = _media_effect(target, key, intent, _upload(target, key, got.content, name, mime, sent))
     return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def send_request(target: Target, request: dict) -> Outcome:
+    """Registry ``send``: ``request`` is the JSON media body (``content_base64``, ``filename``,
+    ``alt_text``, ``caption``, ``title``) plus the path's ``slot``.
+
+    Raises:
+        ValidationFailed: ``content_base64`` is not valid base64 or decodes to nothing.
+        plus everything :func:`put_media` (or, with ``source_url``, :func:`put_media_from_url`)
+        raises.
+    """
+    if request.get("source_url"):
+        return put_media_from_url(
+            target,
+            request["slot"],
+            request["source_url"],
+            request.get("filename"),
+            request.get("alt_text"),
+            request.get("caption"),
+            request.get("title"),
+        )
+    try:
+        content = base64.b64decode(request["content_base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise exc.ValidationFailed(
+            "content_base64 is not valid base64",
+            errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
+        ) from None
+    if not content:
+        raise exc.ValidationFailed(
+            "the file is empty", errors=[{"pointer": "/content_base64", "message": "empty"}]
+        )
+    return put_media(
+        target,
+        request["slot"],
+        content,
+        request.get("filename"),
+        request.get("alt_text"),
+        request.get("caption"),
+        request.get("title"),
+    )
 
 
 def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
@@ -330,7 +408,7 @@ def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
         .where(
             Operation.tenant == target.job.tenant,
             Operation.job_id == target.job.job_id,
-            Operation.action == "media",
+            Operation.action == ACTION,
             Operation.slot == slot,
             Operation.state == CONFIRMED,
             Operation.request_hash == digest,
@@ -346,7 +424,7 @@ def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
 
 def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Operation):
     """Record ``earlier``'s attachment as this version's receipt (a replay, no write)."""
-    row = operations.claim(target, key, digest, "media", slot)
+    row = operations.claim(target, key, digest, ACTION, slot)
     Operation.update(
         state=CONFIRMED,
         remote_id=earlier.remote_id,
@@ -356,6 +434,22 @@ def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Ope
     return Outcome(Operation.get_by_id(row.id), replayed=True)
 
 
-def media_view(outcome: Outcome) -> dict:
-    """The media endpoint's response body."""
-    return operations.outcome_view(outcome, "media_id", "source_url", "mime_type")
+actions.register(
+    actions.Action(
+        name=ACTION,
+        binds="attachment",
+        recovery=actions.LOOKUP,
+        send=send_request,
+        rebuild=rebuild,
+        step="upload_media",
+        object_type="attachment",
+        phases=frozenset({jobs.DRAFTING}),
+        tool=actions.AgentTool(
+            "upload_media",
+            "Upload one image of the job into a named slot, once (base64 bytes). Returns the "
+            "media id and URL; the same slot and bytes again returns the stored receipt.",
+            "media",
+            path=(("slot", "the media slot, e.g. hero"),),
+        ),
+    )
+)

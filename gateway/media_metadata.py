@@ -8,6 +8,7 @@ one query) and compared; repair writes back only the drifted fields of each atta
 
 from __future__ import annotations
 
+from gateway import actions
 from gateway import jobs
 from gateway import operations
 from gateway import verification
@@ -23,8 +24,11 @@ FIELDS = ("alt_text", "caption", "title")
 
 
 def _stored(attachment: dict) -> dict:
+    """The attachment's metadata as stored; ``alt_text`` is None when the transport cannot
+    read it (XML-RPC: protected meta), "" when it is empty."""
+    unreadable = bool(attachment) and "alt_text" in attachment and attachment["alt_text"] is None
     return {
-        "alt_text": attachment.get("alt_text") or "",
+        "alt_text": None if unreadable else attachment.get("alt_text") or "",
         "caption": verification.raw(attachment, "caption"),
         "title": verification.raw(attachment, "title"),
     }
@@ -52,7 +56,7 @@ def add_to(result: dict, field: dict | None) -> dict:
     """``result`` (a verification) with the ``media_metadata`` field, ``ok`` updated."""
     if field is not None:
         result["fields"]["media_metadata"] = field
-        if not field["ok"]:
+        if field["ok"] is False:  # None: cannot be checked here, as verification.compare has it
             result["ok"] = False
     return result
 
@@ -68,12 +72,32 @@ def compare(target: Target, media_ids: list[int]) -> dict | None:
     if not asked:
         return None
     live = target.client.get_many("/wp/v2/media", [mid for mid, _ in asked.values()])
-    expected, actual = {}, {}
+    expected, actual, unread = {}, {}, False
     for slot, (media_id, metadata) in asked.items():
         expected[slot] = dict(metadata)
         stored = _stored(live.get(media_id, {}))
         actual[slot] = {name: stored[name] for name in metadata}
-    return {"expected": expected, "actual": actual, "ok": expected == actual}
+        unread = unread or any(v is None for v in actual[slot].values())
+    drifted = _fixes(expected, actual)
+    field = {"expected": expected, "actual": actual, "ok": not drifted}
+    if not drifted and unread:  # what can be read matches; the rest cannot be checked
+        field.update(ok=None, reason="alt text cannot be read over the site's transport")
+    return field
+
+
+def _fixes(expected: dict, actual: dict) -> dict[str, dict]:
+    """``{slot: {field: value}}`` of the readable fields that differ (a field the transport
+    cannot read, ``None``, is never written back: it cannot be checked afterwards either)."""
+    found = {}
+    for slot, wanted_fields in expected.items():
+        fixes = {
+            k: v
+            for k, v in wanted_fields.items()
+            if actual[slot].get(k) is not None and actual[slot].get(k) != v
+        }
+        if fixes:
+            found[slot] = fixes
+    return found
 
 
 def _effect(target: Target, intent: dict) -> Effect:
@@ -95,7 +119,7 @@ def _effect(target: Target, intent: dict) -> Effect:
     )
 
 
-def rebuild(target: Target, row: Operation) -> Effect:
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The effect of a ``media_meta`` row from its intent alone (reconciliation)."""
     return _effect(target, row.intent or {})
 
@@ -107,13 +131,10 @@ def repair(target: Target, field: dict | None) -> list[str]:
     Raises:
         everything :func:`operations.perform` raises.
     """
-    if not field or field["ok"]:
+    if not field or field["ok"] is not False:
         return []
     repaired = []
-    for slot, expected in field["expected"].items():
-        fixes = {k: v for k, v in expected.items() if field["actual"][slot].get(k) != v}
-        if not fixes:
-            continue
+    for slot, fixes in _fixes(field["expected"], field["actual"]).items():
         media_id = jobs.confirmed_media(target.job)[slot].remote_id
         modified = target.client.get_media(media_id).get("modified_gmt")
         stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": modified}))[:16]
@@ -124,3 +145,21 @@ def repair(target: Target, field: dict | None) -> list[str]:
         )
         repaired.append(slot)
     return repaired
+
+
+def _send_request(target: Target, request: dict) -> None:
+    """Registry ``send``: ``request`` is ``{"field"}``, the verification's ``media_metadata``;
+    the outcomes are the ``media_meta`` rows, one per repaired attachment."""
+    repair(target, request["field"])
+
+
+actions.register(
+    actions.Action(
+        name="media_meta",
+        binds="attachment",
+        recovery=actions.RESEND,  # an idempotent update: nothing to look up, sent again
+        send=lambda target, request: _send_request(target, request),
+        rebuild=rebuild,
+        step="repair",
+    )
+)

@@ -27,6 +27,7 @@ import logging
 import requests
 from peewee import IntegrityError
 
+from gateway import actions
 from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 EVENTS = ("ready_for_approval", "needs_attention", "published")
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
-RECOVERY = "idempotent_resend"  # the action registry's kind (gateway.actions.RESEND)
+ACTION = "notify"  # the action part of the key; its registry entry is at the end
 CLAIM_SECONDS = 30  # longer than one delivery attempt (DELIVERY_TIMEOUT)
 DELIVERY_TIMEOUT = 10
 # The phase a job must have reached for the event to be true.
@@ -74,7 +75,7 @@ def url_of(tenant: str) -> str | None:
 
 def key_of(job: Job, event: str) -> str:
     """``{tenant}/{job_id}/v{task_version}/notify/{event}`` (an operation key's shape)."""
-    return operations.operation_key(job, "notify", event)
+    return operations.operation_key(job, ACTION, event)
 
 
 def _text(job: Job, event: str, reason: str | None) -> str:
@@ -257,3 +258,40 @@ def notification_view(row: Notification, decided_now: bool | None = None) -> dic
     if decided_now is not None:
         view["decided_now"] = decided_now
     return view
+
+
+def sweep_pass(config) -> dict:
+    """The sweep's part (registry ``sweep_pass``): resend pending notifications
+    (:func:`resend_pending`) and decide ``needs_attention`` for idle jobs
+    (:func:`attention_for_idle_jobs`, ``GATEWAY_ATTENTION_AFTER``). Returns
+    ``{"notifications": {"delivered", "pending", "attention_decided"}}``."""
+    counts = resend_pending()
+    counts["attention_decided"] = attention_for_idle_jobs(config.attention_after)
+    return {"notifications": counts}
+
+
+def send_request(target, request: dict) -> tuple[Notification, bool]:
+    """Registry ``send``: ``request`` is the notification body (``event``, ``reason``);
+    returns what :func:`notify` returns."""
+    return notify(target.job, request["event"], request.get("reason"))
+
+
+def _resent_by_the_sweep(target, row, found=None, prefetched=None):
+    raise RuntimeError(
+        f"{row.operation_key}: a notification lives in its own table and is resent by the "
+        "sweep (sweep_pass), never rebuilt from an operation row"
+    )
+
+
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.RESEND,  # same key, same body; the receiver deduplicates
+        send=send_request,
+        rebuild=_resent_by_the_sweep,
+        step="none",
+        scope=actions.SITE,  # no job's recover sends it; the sweep does
+        sweep_pass=sweep_pass,
+        binds=None,  # a POST to the tenant's URL: no WordPress object
+    )
+)

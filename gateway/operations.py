@@ -58,14 +58,6 @@ log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
-# Inputs to agent sessions (gateway.agents.submissions): recovered by sending the same event
-# with the same idempotency key again, never by a WordPress lookup.
-RESEND_ACTIONS = (
-    "tool_result",
-    "mcp_approval_result",
-    "computer_use_approval_result",
-    "session_cancel",
-)
 
 
 class Target:
@@ -76,10 +68,13 @@ class Target:
     costs none of them.
     """
 
-    def __init__(self, config: Config, job: Job, fencing_token: int | None = None):
+    def __init__(
+        self, config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
+    ):
         self.config = config
         self.job = job
         self.fencing_token = fencing_token
+        self.fenced = fenced  # a workflow's call: the job's lease applies (editors are not)
 
     @cached_property
     def site(self) -> Site:
@@ -128,6 +123,11 @@ class Effect:
     intent: dict = field(default_factory=dict)
 
 
+def lookup_only() -> dict:
+    """The ``send`` of an effect rebuilt for a lookup: reconciliation never writes."""
+    raise RuntimeError("an effect rebuilt from a ledger row for a lookup is never sent")
+
+
 @dataclass
 class Outcome:
     """The result of :func:`perform`: the ledger row and how it was reached."""
@@ -138,21 +138,33 @@ class Outcome:
     reconciled: bool = False  # found in WordPress by lookup
 
 
-def outcome_view(outcome: Outcome, id_name: str, *receipt_fields: str) -> dict:
-    """The common response body of a side-effect call: operation key, ledger state, the
-    remote id under ``id_name``, ``replayed``/``reconciled``, the named receipt fields, and
-    ``pruned: true`` when retention dropped the receipt's bulky parts (:mod:`retention`)."""
-    row = outcome.row
-    receipt = row.receipt or {}
-    return {
-        "operation_key": row.operation_key,
-        "state": row.state,
-        id_name: row.remote_id,
-        **{name: receipt.get(name) for name in receipt_fields},
-        "replayed": outcome.replayed,
-        "reconciled": outcome.reconciled,
-        **({"pruned": True} if row.pruned_at is not None else {}),
-    }
+def refuse_cancelled(job: Job) -> None:
+    """Refuse side effects on a cancelled job - replays of CONFIRMED operations included,
+    so that "cancelled" means one thing to every caller; ``recover`` reports what exists.
+
+    Raises:
+        JobCancelled (409).
+    """
+    if job.cancelled:
+        raise exc.JobCancelled(
+            f"job {job.job_id} was cancelled ({job.cancel_reason or 'no reason given'}); "
+            "no further writes",
+            cancel_reason=job.cancel_reason,
+        )
+
+
+def check_writable(target: Target) -> None:
+    """The checks that precede any ledger claim or WordPress call of a side effect, whoever
+    calls (a view, the CLI, the agent worker): the job is not cancelled and, for a fenced
+    target, its fencing token is the latest grant of the job's lease (API.md, "Common rules of
+    side-effect calls"). Every action's domain function calls this first.
+
+    Raises:
+        JobCancelled, LeaseRequired, StaleFencingToken (409).
+    """
+    refuse_cancelled(target.job)
+    if target.fenced:
+        leases.check_fencing(target.job, target.fencing_token)
 
 
 def crash_point(config: Config, name: str) -> None:
@@ -362,6 +374,7 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
     try:
         found = effect.find()
     except WordPressError as error:
+        log.warning("lookup of %s failed (job_id=%s): %s", row.operation_key, row.job_id, error)
         raise _unknown(row, error) from error
     if len(found) > 1:
         review = reviews.open_review(target, row, "multiple_objects", {"objects": found})
@@ -375,6 +388,34 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
         return None
     log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
     return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
+
+
+def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = False) -> Outcome:
+    """Send a SENT/UNKNOWN operation of the *idempotent resend* kind again, under the same
+    operation key (the receiver deduplicates by it), and record the outcome as :func:`perform`
+    does. Refuses a cancelled job unless ``cancelled_ok`` (an action that a cancel itself
+    makes, e.g. ``unschedule``).
+
+    Raises:
+        JobCancelled, OperationInProgress (another sender moved the row first), plus what
+        :func:`perform` raises after sending.
+    """
+    if not cancelled_ok:
+        refuse_cancelled(target.job)
+    if _transition(
+        row,
+        SENT,
+        attempts=row.attempts + 1,
+        sent_at=db.utcnow(),
+        credential_version=target.site.credential_version,
+    ):
+        return _send(target, _reload(row), effect)
+    raise exc.OperationInProgress(
+        "another request is sending this operation",
+        retry_after=1,
+        operation_key=row.operation_key,
+        ledger_state=_reload(row).state,
+    )
 
 
 def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
@@ -405,11 +446,17 @@ def _after_unknown(
     Operation.update(
         state=UNKNOWN, updated_at=db.utcnow(), problem={"detail": str(error), **_wp_facts(error)}
     ).where(Operation.id == row.id, Operation.state == SENT).execute()
-    log.warning("outcome unknown for %s: %s", row.operation_key, error)
+    log.warning("outcome unknown for %s (job_id=%s): %s", row.operation_key, row.job_id, error)
     row = _reload(row)
     try:
         found = effect.find()
-    except WordPressError:
+    except WordPressError as lookup_error:  # the next call or the sweep looks again
+        log.warning(
+            "immediate lookup of %s failed (job_id=%s): %s",
+            row.operation_key,
+            row.job_id,
+            lookup_error,
+        )
         found = []
     if len(found) == 1:
         return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
@@ -443,6 +490,7 @@ def confirm(
     try:
         receipt = effect.read_back(int(remote_id), sent_object)
     except WordPressError as error:
+        log.warning("read-back of %s (object %s) failed: %s", row.operation_key, remote_id, error)
         raise _unknown(row, error) from error
     receipt["reconciled"] = reconciled
     fields = {

@@ -8,9 +8,9 @@ The rules:
 
 * **The ledger.** No other job (of any tenant) may hold the object on the same WordPress
   install; within one job, a media slot's attachment belongs to that slot, and a post to the
-  job's draft chain (``draft``, ``block``, ``repair``, ``publish``, ``unschedule``); an
-  image's upload, attachment to the post and metadata updates are one chain per slot; terms
-  are shared by every job of a site and belong to none. An *install* is what
+  job's draft chain; an image's upload, attachment to the post and metadata updates are one
+  chain per slot; terms are shared by every job of a site and belong to none. Which chain an
+  action belongs to is its registry entry's ``binds`` (:mod:`gateway.actions`). An *install* is what
   WordPress reports about itself (:func:`gateway.sites.install_identity`: the ``url`` and
   ``home`` of its ``/wp-json/`` index), not the URL configured for the site: two tenants may
   reach one install by different URLs. A site whose identity cannot be learnt counts as the
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 
+from gateway import actions
 from gateway import db
 from gateway import exceptions as exc
 from gateway import sites
@@ -38,20 +39,24 @@ from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
-POST_ACTIONS = frozenset(("draft", "block", "repair", "publish", "unschedule"))
-# An image's chain: its upload, its attachment to the post, its metadata updates.
-ATTACHMENT_ACTIONS = frozenset(("media", "attach", "media_meta"))
-# Site objects many jobs (and tenants) share by name: terms. Nothing binds one to one job,
-# and their ids are not post ids (WordPress keeps them in another table).
-SHARED_ACTIONS = frozenset(("term",))
+# The WordPress object types an operation can bind (the registry's ``Action.binds``).
+POST, ATTACHMENT, TERM = "post", "attachment", "term"
 
 
 def object_type(action: str) -> str:
-    """The WordPress type an operation of ``action`` binds: ``attachment``, ``term`` or
-    ``post``."""
-    if action in ATTACHMENT_ACTIONS:
-        return "attachment"
-    return "term" if action in SHARED_ACTIONS else "post"
+    """The WordPress type an operation of ``action`` binds, as its registry entry says
+    (:attr:`gateway.actions.Action.binds`): ``post`` (the job's draft chain), ``attachment``
+    (an image slot's chain: its upload, its attachment to the post, its metadata updates) or
+    ``term`` (site objects many jobs and tenants share by name; their ids are not post ids).
+    An unregistered action counts as ``post`` (refusing is safe)."""
+    try:
+        return actions.get(action).binds or POST
+    except actions.UnknownAction:
+        return POST
+
+
+def _binds(action: str, kind: str) -> bool:
+    return action in actions.binding(kind)
 
 
 def facts_of(obj: dict) -> dict:
@@ -78,7 +83,7 @@ def check_adoptable(target, row: Operation, object_id: int, obj: dict | None = N
             operation, job or tenant on the same install.
         WordPressUnavailable (503): the install's identity cannot be learnt now.
     """
-    if row.action in SHARED_ACTIONS:
+    if _binds(row.action, TERM):
         return  # a term is found by name and shared: there is no owner to check
     want = object_type(row.action)
     if obj is not None:
@@ -143,7 +148,9 @@ def holders(target, object_id: int, ignore=None) -> list[Operation]:
     query = Operation.select().where(
         Operation.remote_id == int(object_id),
         Operation.state == CONFIRMED,
-        Operation.action.not_in(SHARED_ACTIONS),  # term ids are another id space
+        # Only operations that bind a post or an attachment: term ids are another id space,
+        # and agent-session inputs bind no WordPress object.
+        Operation.action.in_(actions.binding(POST) | actions.binding(ATTACHMENT)),
     )
     rows = [row for row in query if ignore is None or not ignore(row)]
     if not rows:
@@ -169,10 +176,10 @@ def _same_chain(row: Operation, holder: Operation) -> bool:
         return False
     if holder.operation_key == row.operation_key:
         return True
-    if row.action in ATTACHMENT_ACTIONS or holder.action in ATTACHMENT_ACTIONS:
-        both = row.action in ATTACHMENT_ACTIONS and holder.action in ATTACHMENT_ACTIONS
-        return both and _image_slot(row) == _image_slot(holder)
-    return row.action in POST_ACTIONS and holder.action in POST_ACTIONS
+    mine, theirs = object_type(row.action), object_type(holder.action)
+    if ATTACHMENT in (mine, theirs):
+        return mine == theirs and _image_slot(row) == _image_slot(holder)
+    return mine == theirs == POST and _binds(row.action, POST) and _binds(holder.action, POST)
 
 
 def _image_slot(row: Operation) -> str:

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from gateway import attachments
+from gateway import actions
 from gateway import db
-from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
-from gateway import media
-from gateway import media_metadata
 from gateway import operations
 from gateway import ownership
 from gateway import reviews
-from gateway import scheduling
-from gateway import terms
 from gateway.config import Config
 from gateway.ledger import CONFIRMED
 from gateway.ledger import FAILED
@@ -36,7 +31,15 @@ from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
 log = logging.getLogger(__name__)
-POST_TYPES = {"draft": "post", "media": "attachment"}
+OBJECT_ROUTES = {"post": "/wp/v2/posts", "attachment": "/wp/v2/media"}  # WordPress REST API
+
+# What reconciling one row came to (see :func:`reconcile_row`).
+CONFIRMED_NOW = "confirmed"
+ABSENT = "absent"
+IN_FLIGHT = "in_flight"
+REVIEW = "needs_review"
+UNREACHABLE = "unreachable"
+REFUSED = "refused"  # the object found is not provably the operation's (ownership)
 
 
 def effect_for_row(
@@ -45,40 +48,78 @@ def effect_for_row(
     found: list[dict] | None = None,
     prefetched: dict[int, dict] | None = None,
 ) -> Effect:
-    """An effect that can look ``row`` up and read it back, rebuilt from the row's stored
-    intent (the original request body is not needed). ``found`` short-cuts the lookup and
-    ``prefetched`` the read-back with the results of batched queries."""
-    if row.action == "term":  # a term carries no key of ours: found by name
-        return terms.rebuild(target, row)
-    if row.action == "unschedule":  # an idempotent update: found by reading the post
-        return scheduling.rebuild(target, row)
-    if row.action == "media_meta":  # an idempotent update: sent again if absent
-        return media_metadata.rebuild(target, row)
-    if row.action == "attach":  # an idempotent update: found by reading the attachment
-        return attachments.rebuild(target, row)
-    prefetched = prefetched or {}
-    post_type = POST_TYPES.get(row.action, "post")
-    intent = row.intent or {}
-    creates = not intent.get("update_of")
+    """The effect of ``row`` rebuilt by its registered action from the stored intent alone
+    (the original request is not needed). ``found`` short-cuts a lookup by key and
+    ``prefetched`` the read-back with the results of batched queries.
 
-    def find() -> list[dict]:
-        if found is not None:
-            return found
-        return drafts.find_by_key(target, row.operation_key, post_type) if creates else []
+    Raises:
+        UnknownAction: the row's action is not registered.
+    """
+    return actions.for_row(row).rebuild(target, row, found=found, prefetched=prefetched)
 
-    def read_back(object_id: int, obj: dict | None) -> dict:
-        if row.action == "media":
-            return media.reconciled_read_back(
-                target, object_id, row.operation_key, intent, prefetched.get(object_id)
-            )
-        return drafts.read_back(target, object_id, obj, intent, prefetched.get(object_id))
 
-    def send() -> dict:  # never used: reconciliation does not write
-        raise RuntimeError("reconciliation never sends")
+def reconcile_row(
+    target: Target,
+    row: Operation,
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
+) -> tuple[str, dict]:
+    """Finish one SENT/UNKNOWN row the way its action's recovery kind says.
 
-    return Effect(
-        action=row.action, send=send, find=find, read_back=read_back, creates=creates, intent=intent
-    )
+    * lookup: look it up in WordPress; found once -> CONFIRMED (read back); absent -> the row
+      is marked UNKNOWN (unless still in flight) so that the client's next identical call sends
+      again.
+    * idempotent resend: send it again under the same key (the receiver deduplicates).
+    * a person decides: open a review item; nothing is sent.
+
+    Returns ``(result, facts)``: result is one of ``confirmed`` (facts: ``remote_id``),
+    ``absent``, ``in_flight``, ``needs_review`` (``review_id``), ``refused`` (``reason``: the
+    object found is not provably the operation's, :mod:`gateway.ownership`) or ``unreachable``
+    (``reason``). Never raises for WordPress trouble; the cause is logged with the key.
+    """
+    try:
+        action = actions.for_row(row)
+    except actions.UnknownAction:
+        log.error("no registered action for %s (job_id=%s)", row.operation_key, row.job_id)
+        return UNREACHABLE, {"reason": f"no registered action {row.action!r}"}
+    try:
+        if action.recovery == actions.PERSON:
+            review = reviews.open_review(target, row, actions.PERSON, {"action": row.action})
+            return REVIEW, {"review_id": review.id}
+        try:
+            effect = action.rebuild(target, row, found=found, prefetched=prefetched)
+        except (KeyError, TypeError) as error:  # an intent written without what rebuild needs
+            log.error("cannot rebuild %s from its ledger row: %r", row.operation_key, error)
+            return UNREACHABLE, {"reason": "the ledger row lacks what a lookup needs"}
+        if action.recovery == actions.RESEND:
+            outcome = operations.resend(target, row, effect)
+        else:
+            outcome = operations.reconcile(target, row, effect)
+            if outcome is None and action.resend_if_absent and not _in_flight(target, row):
+                outcome = operations.resend(target, row, effect, cancelled_ok=True)
+    except exc.NeedsReview as review:
+        return REVIEW, {"review_id": review.extensions.get("review_id")}
+    except exc.JobCancelled as error:  # only a resend refuses a cancelled job
+        return UNREACHABLE, {"reason": error.detail}
+    except exc.ForeignObject as refusal:  # logged by ownership with the key
+        return REFUSED, {"reason": refusal.detail}
+    except (exc.GatewayError, WordPressError) as error:
+        log.warning("could not reconcile %s (job_id=%s): %s", row.operation_key, row.job_id, error)
+        return UNREACHABLE, {"reason": "WordPress could not be asked"}
+    if outcome is not None:
+        _settle(target, outcome.row)
+        return CONFIRMED_NOW, {"remote_id": outcome.row.remote_id}
+    if _in_flight(target, row):
+        return IN_FLIGHT, {}
+    # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.
+    Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
+        Operation.id == row.id, Operation.state == row.state
+    ).execute()
+    return ABSENT, {}
+
+
+def _in_flight(target: Target, row: Operation) -> bool:
+    return row.state == SENT and operations.sent_age(row) < operations.in_flight_window(target)
 
 
 def _entry(row: Operation, **extra) -> dict:
@@ -86,7 +127,8 @@ def _entry(row: Operation, **extra) -> dict:
 
 
 def recover_job(target: Target) -> dict:
-    """Reconcile every SENT/UNKNOWN row of the job and report (docs/api.md, "Recover").
+    """Reconcile every SENT/UNKNOWN job-scoped row of the job and report (docs/api.md,
+    "Recover"); site-scoped rows are left to the sweep.
 
     Never raises for WordPress trouble: rows it cannot look up stay ``unknown``."""
     job = target.job
@@ -98,83 +140,83 @@ def recover_job(target: Target) -> dict:
         "needs_review": [],
     }
     for row in jobs.operations_of(job):
-        if row.action in operations.RESEND_ACTIONS and row.state != CONFIRMED:
-            # An agent-session input: the agent worker resends it with the same key.
-            if row.state != FAILED:
-                report["unknown"].append(_entry(row, reason="resent by the agent worker"))
+        action = _action(row)
+        if action is not None and action.scope == actions.WORKER and row.state != CONFIRMED:
+            # Sent again with the same key by the worker that owns the receiver, not here.
+            if row.state == FAILED:
+                report["failed"].append(_entry(row, problem=action.refusal))
             else:
-                report["failed"].append(_entry(row, problem="refused-by-openai"))
+                report["unknown"].append(_entry(row, reason=f"resent by {action.resent_by}"))
         elif row.state in (SENT, UNKNOWN):
-            _recover_row(target, row, report)
+            if action is None or action.scope == actions.JOB:
+                _recover_row(target, row, report)
         elif row.state == CONFIRMED:
             report["completed"].append(_entry(row, remote_id=row.remote_id))
+            _settle(target, row)  # e.g. a crash between the ledger and the job update
         elif row.state == FAILED:
             report["failed"].append(_entry(row, problem="wordpress-refused"))
-    if job.post_id is None:  # a draft confirmed by this reconciliation
-        draft = drafts.latest_draft(job)
-        if draft is not None:
-            jobs.touch(job, post_id=draft.remote_id)
     report["status"] = jobs.status_of(job)
     report["next_allowed_actions"] = next_actions(job, report)
     return report
 
 
-def _recover_row(target: Target, row: Operation, report: dict) -> None:
-    effect = effect_for_row(target, row)
+def _settle(target: Target, row: Operation) -> None:
     try:
-        outcome = operations.reconcile(target, row, effect)
-    except exc.NeedsReview as review:
-        report["needs_review"].append(_entry(row, review_id=review.extensions["review_id"]))
+        settle = actions.for_row(row).settle
+    except actions.UnknownAction:
         return
-    except exc.ForeignObject as refusal:
-        report["unknown"].append(_entry(row, reason=refusal.detail))
-        return
-    except exc.GatewayError:
-        report["unknown"].append(_entry(row, reason="WordPress could not be asked"))
-        return
-    if outcome is not None:
-        report["completed"].append(_entry(row, remote_id=outcome.row.remote_id, reconciled=True))
-        return
-    if row.state == SENT and operations.sent_age(row) < operations.in_flight_window(target):
+    if settle is not None:  # each action decides what a row of an older version records
+        settle(target, row)
+
+
+def _action(row: Operation) -> actions.Action | None:
+    try:
+        return actions.for_row(row)
+    except actions.UnknownAction:
+        return None  # reported as unknown by reconcile_row
+
+
+def _recover_row(target: Target, row: Operation, report: dict) -> None:
+    result, facts = reconcile_row(target, row)
+    if result == CONFIRMED_NOW:
+        report["completed"].append(_entry(row, reconciled=True, **facts))
+    elif result == REVIEW:
+        report["needs_review"].append(_entry(row, **facts))
+    elif result in (UNREACHABLE, REFUSED):
+        report["unknown"].append(_entry(row, **facts))
+    elif result == IN_FLIGHT:
         report["unknown"].append(_entry(row, reason="in flight"))
-        return
-    # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.
-    Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.state == row.state
-    ).execute()
-    report["unknown"].append(
-        _entry(row, reason="not found in WordPress; send the same request again", absent=True)
-    )
+    else:
+        report["unknown"].append(
+            _entry(row, reason="not found in WordPress; send the same request again", absent=True)
+        )
 
 
 def next_actions(job: Job, report: dict) -> list[str]:
-    """What the automation may do next, from the recover report."""
+    """What the automation may do next, from the job and its recover report: ``none`` for a
+    cancelled job, ``editor_review``, ``retry_later`` while an outcome cannot be proven, the
+    steps that redo operations proven absent, then the steps of the job's stage (each
+    registered action's :attr:`~gateway.actions.Action.phases`, plus
+    :data:`gateway.jobs.STAGE_STEPS`). Pure: no ledger or WordPress access beyond ``job``."""
     if job.cancelled:
         return ["none"]
     if report["needs_review"]:
         return ["editor_review"]
     if any(not e.get("absent") for e in report["unknown"]):
         return ["retry_later"]
-    actions = set()
-    for entry in report["unknown"]:
-        actions.add("upload_media" if entry["action"] == "media" else "create_draft")
+    steps = {actions.get(e["action"]).step for e in report["unknown"]}
     if report["failed"]:
-        return sorted(actions) or ["none"]
-    done = {e["action"] for e in report["completed"]}
-    if "draft" not in done:
-        actions.update({"upload_media", "create_draft"})
-    elif job.phase in ("draft_confirmed",):
-        actions.update({"verify", "repair"})
-    elif job.phase == "verified":
-        actions.add("request_approval")
-    elif job.phase == "approval_pending":
-        actions.add("publish")
-    return sorted(actions) or ["none"]
+        return sorted(steps) or ["none"]
+    stage = jobs.stage(job)
+    steps.update(a.step for a in actions.all_actions() if stage in a.phases)
+    steps.update(jobs.STAGE_STEPS.get(stage, ()))
+    return sorted(steps) or ["none"]
 
 
 def sweep(config: Config, older_than: float | None = None) -> dict:
-    """One pass over stale SENT/UNKNOWN rows of every job, looking operation keys up in
-    batches (one WordPress query per 50 keys per site).
+    """One pass over stale SENT/UNKNOWN rows of every job (site-scoped rows included), each
+    finished as its action's recovery kind says; operations whose objects carry their key are
+    looked up in batches (one WordPress query per 100 keys per site).
 
     Args:
         older_than: seconds since the last update for a row to count as stale
@@ -192,12 +234,15 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         "unreachable": 0,
         "refused": 0,
     }
-    counts["unscheduled"] = scheduling.finish_unschedules(config)
-    counts.update(scheduling.sweep_scheduled(config))
+    for action in actions.all_actions():
+        if action.counted_as:
+            counts[action.counted_as] = 0
+        if action.sweep_pass is not None:
+            counts.update(action.sweep_pass(config))
     stale = [
         r
         for r in Operation.select().where(
-            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(operations.RESEND_ACTIONS)
+            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(actions.worker_actions())
         )
         if operations.seconds_since(r.updated_at) >= older_than
     ]
@@ -217,15 +262,16 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
 def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
     counts["examined"] += len(pairs)
     target = pairs[0][0]
-    keys = [row.operation_key for _, row in pairs]
-    since = min(row.created_at for _, row in pairs)  # a scanning transport stops there
-    types = sorted({POST_TYPES.get(row.action, "post") for _, row in pairs})
+    types = actions.keyed()
+    keyed = [row for _, row in pairs if row.action in types]
     try:
-        objects = (
-            target.client.find_by_operation_keys(keys, since=since, types=types)
-            if target.companion.present
-            else []
-        )
+        objects = []
+        if keyed and target.companion.present:
+            objects = target.client.find_by_operation_keys(
+                [r.operation_key for r in keyed],
+                since=min(r.created_at for r in keyed),  # a scanning transport stops there
+                types=sorted({types[r.action] for r in keyed}),
+            )
     except WordPressError as error:
         log.warning("sweep: site %s unreachable: %s", target.site.name, error)
         counts["unreachable"] += len(pairs)
@@ -234,48 +280,36 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
         row.id: [
             o
             for o in objects
-            if o["operation_key"] == row.operation_key and o["type"] == POST_TYPES.get(row.action)
+            if o["operation_key"] == row.operation_key and o["type"] == types[row.action]
         ]
-        for _, row in pairs
+        for row in keyed
     }
-    prefetched = _read_back_many(target, pairs, found_by_row)
+    prefetched = _read_back_many(target, found_by_row)
     for row_target, row in pairs:
-        found = found_by_row[row.id]
-        try:
-            effect = effect_for_row(row_target, row, found, prefetched)
-            outcome = operations.reconcile(row_target, row, effect)
-        except exc.NeedsReview:
-            counts["needs_review"] += 1
-            continue
-        except exc.ForeignObject:
-            counts["refused"] += 1
-            continue
-        except exc.GatewayError:
-            counts["unreachable"] += 1
-            continue
-        if outcome is None:
-            counts["absent"] += 1
+        result, _facts = reconcile_row(row_target, row, found_by_row.get(row.id), prefetched)
+        if result == IN_FLIGHT:  # a stale row is past its window; count it as absent
             Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
                 Operation.id == row.id, Operation.state == row.state
             ).execute()
-        else:
-            counts["confirmed"] += 1
+            result = ABSENT
+        counts[result] += 1
+        counted_as = getattr(_action(row), "counted_as", None)
+        if result == CONFIRMED_NOW and counted_as:
+            counts[counted_as] += 1
 
 
-def _read_back_many(target: Target, pairs, found_by_row: dict) -> dict[int, dict]:
+def _read_back_many(target: Target, found_by_row: dict) -> dict[int, dict]:
     """Read back every object found exactly once, 100 per query per type, so a sweep of
     1,000 found operations costs a few dozen WordPress queries, not a thousand."""
-    ids: dict[str, list[int]] = {"post": [], "attachment": []}
-    for _, row in pairs:
-        found = found_by_row[row.id]
+    ids: dict[str, list[int]] = {kind: [] for kind in OBJECT_ROUTES}
+    for found in found_by_row.values():
         if len(found) == 1 and found[0]["type"] in ids:
             ids[found[0]["type"]].append(int(found[0]["id"]))
-    routes = {"post": "/wp/v2/posts", "attachment": "/wp/v2/media"}
     prefetched: dict[int, dict] = {}
     for kind, wanted in ids.items():
         if wanted:
             try:
-                prefetched.update(target.client.get_many(routes[kind], wanted))
+                prefetched.update(target.client.get_many(OBJECT_ROUTES[kind], wanted))
             except WordPressError as error:  # each row then reads itself back
                 log.warning("sweep: batched read-back failed: %s", error)
     return prefetched
@@ -332,36 +366,39 @@ def resolve_review(
 def _adopt(target: Target, row: Operation, object_id: int) -> None:
     """Bind ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
     as WordPress holds it now: write the operation key onto it (companion plugin present and
-    the key missing), read it back, record CONFIRMED."""
-    effect = effect_for_row(target, row)
+    the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
+    action = actions.for_row(row)
+    kind = ownership.object_type(row.action)
     client = target.client
     try:
-        obj = (
-            client.get_media(object_id)
-            if ownership.object_type(row.action) == "attachment"
-            else client.get_post(object_id)
-        )
+        obj = client.get_media(object_id) if kind == "attachment" else client.get_post(object_id)
     except WordPressNotFound:
+        log.warning("adopting %s: object %s not found", row.operation_key, object_id)
         raise exc.ForeignObject(
-            f"object {object_id} is not a {ownership.object_type(row.action)} of this site",
+            f"object {object_id} is not a {kind} of this site",
             operation_key=row.operation_key,
             ledger_state=row.state,
             object_id=object_id,
         ) from None
     except WordPressError as error:
+        log.warning("adopting %s: cannot read object %s: %s", row.operation_key, object_id, error)
         raise exc.WordPressUnavailable(
             f"could not read object {object_id}: {error.message}", retry_after=2
         ) from error
     ownership.check_adoptable(target, row, object_id, obj)
     try:
         if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
-            client.set_operation_key(
-                object_id, row.operation_key, ownership.object_type(row.action)
-            )
-        operations.confirm(target, row, effect, object_id, reconciled=True, adopted=obj)
+            client.set_operation_key(object_id, row.operation_key, kind)
+        outcome = operations.confirm(
+            target, row, action.rebuild(target, row), object_id, reconciled=True, adopted=obj
+        )
     except WordPressError as error:
-        raise exc.WordPressUnavailable(
-            f"could not adopt object {object_id}: {error.message}", retry_after=2
+        log.warning("adopting object %s for %s failed: %s", object_id, row.operation_key, error)
+        cls = exc.WordPressRefused if error.definite else exc.WordPressUnavailable
+        raise cls(
+            f"could not adopt object {object_id}: {error.message}",
+            retry_after=None if error.definite else 2,
+            operation_key=row.operation_key,
         ) from error
-    if row.action == "draft":
-        jobs.advance_phase(target.job, "draft_confirmed", post_id=object_id)
+    if action.settle is not None:
+        action.settle(target, outcome.row)

@@ -16,7 +16,11 @@ and is repaired again (keying by the fixes alone would replay and leave it broke
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
 
+from gateway import actions
 from gateway import blocks
 from gateway import drafts
 from gateway import exceptions as exc
@@ -30,6 +34,7 @@ from gateway.digests import canonical_json
 from gateway.digests import request_digest
 from gateway.digests import sha256_hex
 from gateway.ledger import CONFIRMED
+from gateway.ledger import Operation
 from gateway.operations import Effect
 from gateway.operations import Outcome
 from gateway.operations import Target
@@ -37,6 +42,7 @@ from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
+ACTION = "repair"
 
 
 def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
@@ -72,94 +78,129 @@ def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
     return fixes
 
 
-def _read_live(target: Target, post_id: int) -> dict:
-    try:
-        return target.client.get_post(post_id)
-    except WordPressError as error:
-        raise refusals.cannot_read(error) from error
-
-
 def _expected_status(job) -> str:
     return jobs.EXPECTED_STATUS.get(job.phase, "draft")
 
 
-def _repair_effect(target: Target, draft_receipt: dict, post_id: int, fixes: dict) -> Effect:
-    client, job = target.client, target.job
+# Which verification fields show that a fix (a WordPress field) is in place.
+_CHECKED_BY = {
+    "title": ("title",),
+    "excerpt": ("excerpt",),
+    "content": ("content", "body_media"),
+    "featured_media": ("featured_media",),
+    "meta": tuple("seo." + name for name in SEO_META),
+    "categories": ("categories",),
+    "tags": ("tags",),
+}
+
+
+def _repair_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
+    """The repair's effect from its ``intent`` (``update_of``, ``fixes`` names, ``draft``
+    operation key): it is found when every fixed field verifies against the draft baseline."""
+    post_id, names = intent["update_of"], intent["fixes"]
+    draft = Operation.get_or_none(Operation.operation_key == intent.get("draft"))
+    draft = draft or drafts.latest_draft(target.job)
+
+    def check(live: dict) -> dict:
+        present = target.companion.present
+        return verification.compare(draft.receipt, live, present, _expected_status(target.job))
+
+    def find() -> list[dict]:
+        live = blocks.live_post(target.client, post_id)
+        if live is None or draft is None:
+            return []
+        fields = check(live)["fields"]
+        fixed = all(fields[f]["ok"] is not False for n in names for f in _CHECKED_BY[n])
+        return [{"id": post_id, "type": "post"}] if fixed else []
 
     def read_back(object_id: int, _sent: dict | None) -> dict:
-        live = client.get_post(object_id)
-        check = verification.compare(
-            draft_receipt, live, target.companion.present, _expected_status(job)
-        )
-        return {"post_id": object_id, "fixes": sorted(fixes), "verification": check}
+        result = check(target.client.get_post(object_id))
+        return {"post_id": object_id, "fixes": names, "verification": result}
 
     return Effect(
-        action="repair",
-        send=lambda: client.update_post(post_id, fixes),
-        find=lambda: [],  # an update is idempotent: sending it again is the reconciliation
-        read_back=read_back,
-        creates=False,
-        intent={"update_of": post_id, "fixes": sorted(fixes)},
+        action=ACTION, send=send, find=find, read_back=read_back, creates=False, intent=intent
     )
 
 
-def repair_job(target: Target) -> tuple[dict, Outcome | None]:
-    """Verify the job's post live and write back only the failed fields.
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
+    """The repair effect of ``row`` from its stored intent (registry ``rebuild``)."""
+    return _repair_effect(target, row.intent or {}, operations.lookup_only)
 
-    Returns ``(body, outcome)``; ``outcome`` is None when there was nothing to fix.
+
+def settle(target: Target, row: Operation) -> None:
+    """A CONFIRMED repair whose read-back verifies makes the job ``verified``."""
+    check = (row.receipt or {}).get("verification") or {}
+    if row.task_version == target.job.task_version and check.get("ok"):
+        jobs.advance_phase(target.job, "verified")
+
+
+@dataclass
+class Repair:
+    """What :func:`repair_job` did: the post, the fixes written (WordPress fields, ``{}`` when
+    nothing was to fix), the verification (after the repair, or the one that found nothing to
+    fix) and the ledger outcome (None when nothing was written)."""
+
+    post_id: int
+    fixes: dict
+    verification: dict | None
+    outcome: Outcome | None
+    media_metadata: list[str] = field(default_factory=list)
+
+
+def repair_job(target: Target) -> Repair:
+    """Verify the job's post live and write back only the failed fields.
 
     Raises:
         NotFound: the job has no CONFIRMED draft.
         ForeignObject: another job or tenant holds the post too (nothing is written).
-        WordPressUnavailable: the post cannot be read now.
+        WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
+            read now.
         plus everything :func:`operations.perform` raises.
     """
+    operations.check_writable(target)
     job = target.job
     draft = drafts.latest_draft(job)
     if draft is None:
         raise exc.NotFound("the job has no confirmed draft to repair")
     drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
-    live = _read_live(target, draft.remote_id)
+    live = drafts.read_live(target, draft.remote_id)
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)
     )
     fixes = fixes_for(draft.receipt, live, result)
     media_ids = media_metadata.post_media_ids(draft.receipt)
     try:
-        field = media_metadata.compare(target, media_ids)
+        metadata_field = media_metadata.compare(target, media_ids)
     except WordPressError as error:
         raise refusals.cannot_read(error) from error
-    media_fixed = media_metadata.repair(target, field)  # one operation per attachment
+    media_fixed = media_metadata.repair(target, metadata_field)  # one operation per attachment
     if media_fixed:
         media_metadata.add_to(result, media_metadata.compare(target, media_ids))
     if not fixes:
-        shown = {"media_metadata": media_fixed} if media_fixed else {}
-        body = {"job_id": job.job_id, "post_id": draft.remote_id, "fixes": shown}
-        return {**body, "operation_key": None, "replayed": False, "verification": result}, None
+        return Repair(draft.remote_id, {}, result, None, media_fixed)
     stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
-    key = operations.operation_key(job, "repair", stamp[:16])
-    effect = _repair_effect(target, draft.receipt, draft.remote_id, fixes)
+    key = operations.operation_key(job, ACTION, stamp[:16])
+    intent = {"update_of": draft.remote_id, "fixes": sorted(fixes), "draft": draft.operation_key}
+    effect = _repair_effect(
+        target, intent, lambda: target.client.update_post(draft.remote_id, fixes)
+    )
     log.info("repairing %s for job_id=%s operation_key=%s", sorted(fixes), job.job_id, key)
     outcome = operations.perform(target, key, request_digest(fixes), effect, slot=stamp[:16])
-    check = (outcome.row.receipt or {}).get("verification") or {}
-    if outcome.row.state == CONFIRMED and check.get("ok"):
-        jobs.advance_phase(job, "verified")
-    body = {
-        "job_id": job.job_id,
-        "post_id": draft.remote_id,
-        "fixes": {
-            **{name: _shown(name, value) for name, value in fixes.items()},
-            **({"media_metadata": media_fixed} if media_fixed else {}),
-        },
-        "operation_key": outcome.row.operation_key,
-        "state": outcome.row.state,
-        "replayed": outcome.replayed,
-        "verification": check or None,
-    }
-    return body, outcome
+    if outcome.row.state == CONFIRMED:
+        settle(target, outcome.row)
+    check = (outcome.row.receipt or {}).get("verification")
+    return Repair(draft.remote_id, fixes, check, outcome, media_fixed)
 
 
-def _shown(name: str, value):
-    """A fix as shown in the response: content as its digest, the rest as sent."""
-    return "sha256:" + sha256_hex(value) if name == "content" else value
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=lambda target, _request: repair_job(target).outcome,
+        rebuild=rebuild,
+        step="repair",
+        phases=frozenset({"draft_confirmed"}),
+        settle=settle,
+    )
+)

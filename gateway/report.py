@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections import Counter as Tally
 
+from gateway import actions
 from gateway import jobs
 from gateway import ledger
 from gateway import scheduling
@@ -18,7 +19,6 @@ from gateway.ledger import Operation
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
-OBJECT_TYPES = {"draft": "post", "media": "attachment"}
 
 
 def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
@@ -29,9 +29,8 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
     job_sites = {
         j.job_id: j.site for j in Job.select(Job.job_id, Job.site).where(Job.tenant == tenant)
     }
-    rows = Operation.select().where(
-        Operation.tenant == tenant, Operation.action.in_(list(OBJECT_TYPES))
-    )
+    keyed = actions.keyed()  # actions whose objects carry their operation key
+    rows = Operation.select().where(Operation.tenant == tenant, Operation.action.in_(list(keyed)))
     for row in rows:
         by_site.setdefault(job_sites.get(row.job_id), []).append(row)
     for site_name, site_rows in by_site.items():
@@ -46,7 +45,7 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
             found = target.client.find_by_operation_keys(
                 [r.operation_key for r in site_rows],
                 since=min(r.created_at for r in site_rows),
-                types=sorted(OBJECT_TYPES.values()),
+                types=sorted(set(keyed.values())),
             )
         except WordPressError as error:
             log.warning("report: site %s unreachable: %s", site_name, error)

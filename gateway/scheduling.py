@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from gateway import actions
 from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
@@ -32,8 +33,6 @@ from gateway import validation
 from gateway.config import Config
 from gateway.digests import request_digest
 from gateway.ledger import CONFIRMED
-from gateway.ledger import SENT
-from gateway.ledger import UNKNOWN
 from gateway.ledger import Job
 from gateway.ledger import Operation
 from gateway.operations import Effect
@@ -105,7 +104,12 @@ def schedule_effect(target: Target, post_id: int, when: dt.datetime, receipt_ext
         find=find,
         read_back=read_back,
         creates=False,
-        intent={"update_of": post_id, "scheduled_for": db.rfc3339(when)},
+        intent={
+            "update_of": post_id,
+            "scheduled_for": db.rfc3339(when),
+            "approval_id": receipt_extra.get("approval_id"),
+            "published_by": receipt_extra.get("published_by"),
+        },
     )
 
 
@@ -140,7 +144,7 @@ def _unschedule_effect(target: Target, post_id: int) -> Effect:
     )
 
 
-def rebuild(target: Target, row: Operation) -> Effect:
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The effect of an ``unschedule`` row from its intent alone (reconciliation)."""
     return _unschedule_effect(target, (row.intent or {})["update_of"])
 
@@ -167,27 +171,6 @@ def unschedule(target: Target, why: str) -> Operation | None:
     except exc.GatewayError as error:
         log.warning("job_id=%s operation_key=%s left for the sweep: %s", job.job_id, key, error)
         return Operation.get_or_none(Operation.operation_key == key)
-
-
-def finish_unschedules(config: Config) -> int:
-    """Sweep: finish every SENT/UNKNOWN ``unschedule`` row - CONFIRMED when the post reads
-    back as draft, sent again while it does not (idempotent). Returns how many finished."""
-    finished = 0
-    rows = Operation.select().where(
-        Operation.action == "unschedule", Operation.state.in_((SENT, UNKNOWN))
-    )
-    for row in rows:
-        target = jobs.target_for(config, jobs.get_job(row.tenant, row.job_id))
-        effect = rebuild(target, row)
-        try:
-            found = effect.find()
-            if not found:
-                effect.send()
-            operations.confirm(target, row, effect, row.intent["update_of"], reconciled=True)
-            finished += 1
-        except (WordPressError, exc.GatewayError) as error:
-            log.warning("sweep: %s still unfinished: %s", row.operation_key, error)
-    return finished
 
 
 def sweep_scheduled(config: Config) -> dict:
@@ -236,3 +219,21 @@ def missed_schedules(tenant: str) -> list[dict]:
                 }
             )
     return missed
+
+
+def _send_request(target: Target, request: dict) -> None:
+    """Registry ``send``: ``request`` is ``{"why"?}``; the outcome is the ``unschedule`` row."""
+    unschedule(target, request.get("why", "requested"))
+
+
+actions.register(
+    actions.Action(
+        name="unschedule",
+        recovery=actions.LOOKUP,  # found by reading the post back as draft
+        send=lambda target, request: _send_request(target, request),
+        rebuild=rebuild,
+        step="retry_later",  # a cancel or revoke makes it; the sweep or recover finishes it
+        resend_if_absent=True,  # made by a cancel or revoke, which no client repeats
+        counted_as="unscheduled",
+    )
+)

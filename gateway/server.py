@@ -33,7 +33,7 @@ from gateway import logs
 
 
 class GatewayServer(BaseApplication):
-    """A gunicorn application serving :func:`gateway.create_app`."""
+    """A gunicorn application serving :func:`gateway.app.create_app`."""
 
     def __init__(
         self,
@@ -80,7 +80,7 @@ class GatewayServer(BaseApplication):
             ).start()
 
     def load(self):
-        from gateway import create_app
+        from gateway.app import create_app
 
         return create_app()
 

@@ -26,6 +26,7 @@ import logging
 import re
 import time
 
+from gateway import actions
 from gateway import exceptions as exc
 from gateway import operations
 from gateway import refusals
@@ -95,7 +96,7 @@ def read_back(target: Target, term_id: int, intent: dict) -> dict:
     }
 
 
-def rebuild(target: Target, row: Operation) -> Effect:
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The effect of a ``term`` ledger row from its intent alone (reconciliation, sweep):
     found by name, read back by id."""
     return _term_effect(target, row.intent or {})
@@ -218,3 +219,22 @@ def resolve(target: Target, body: dict) -> dict[str, list[int]]:
         resolved = [v if isinstance(v, int) else ensure_term(target, taxonomy, v) for v in items]
         found[field] = list(dict.fromkeys(resolved))
     return found
+
+
+def _send_request(target: Target, request: dict) -> None:
+    """Registry ``send``: ``request`` is ``{"taxonomy", "name"}``; the outcome is the
+    site-scoped ``term`` row (:func:`ensure_term`)."""
+    ensure_term(target, request["taxonomy"], request["name"])
+
+
+actions.register(
+    actions.Action(
+        name="term",
+        binds="term",
+        recovery=actions.LOOKUP,  # found by name (WordPress refuses a second term of a name)
+        send=lambda target, request: _send_request(target, request),
+        rebuild=rebuild,
+        step="create_draft",
+        scope=actions.SITE,  # one row per site and term, shared by jobs: the sweep's
+    )
+)

@@ -8,9 +8,9 @@ import os
 import subprocess
 import time
 
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import gateway_command
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import gateway_command
 
 import gateway
 from gateway.agents import worker

@@ -1,6 +1,6 @@
-"""Shared fixtures: the real test WordPress, a fresh ledger per test, the Flask app, a small
-client helper (:class:`Gateway`), a fault proxy in front of WordPress, and a real multi-process
-``gateway serve`` for concurrency tests.
+"""Shared fixtures: the real test WordPress, a fresh ledger per test, the Flask app, the
+gateway client (:class:`support.Gateway`), a fault proxy in front of WordPress, and a real
+multi-process ``gateway serve`` for concurrency tests. Helpers live in ``tests/support.py``.
 
 Every test uses its own job id (a uuid), so tests never see each other's objects in the one
 shared WordPress.
@@ -8,132 +8,35 @@ shared WordPress.
 
 from __future__ import annotations
 
-import base64
-import io
-import json
 import os
-import shutil
 import signal
-import socket
-import struct
 import subprocess
-import sys
 import time
 import uuid
-import zlib
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
 import pytest
 import requests
+from support import AUTHOR_PASSWORD_ENV
+from support import OFFLINE_SITE
+from support import ROOT
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from support import UP_SH
+from support import Gateway
+from support import GatewayServer
+from support import _read_site
+from support import free_port
+from support import gateway_command
+from support import switch_companion
 
 import gateway
-from gateway import ledger
-from gateway import sites
-from gateway import tokens
 from gateway.db import database
-from gateway.testing.fault_proxy import Fault
 from gateway.testing.fault_proxy import FaultProxy
 
-ROOT = Path(__file__).resolve().parents[1]
-SITE_JSON = ROOT / "wp_test_site" / ".runtime" / "site.json"
-UP_SH = ROOT / "wp_test_site" / "up.sh"
-TENANT = "acme"
-SITE_NAME = "blog"
-SECRET_KEY = "test-secret"
-AUTHOR_PASSWORD_ENV = "GW_TEST_AUTHOR_APP_PASSWORD"
-
-# An offline "site" for tests that never reach WordPress (port 9: discard, nothing listens).
-OFFLINE_SITE = {
-    "url": "http://127.0.0.1:9",
-    "users": {
-        role: {"username": role, "app_password": f"offl {role[:4]:x<4} xxxx xxxx xxxx xxxx"}
-        for role in ("admin", "editor", "author")
-    },
-}
-
-
-# --------------------------------------------------------------------------- test images
-
-
-def png_bytes(rgb: tuple[int, int, int] = (200, 30, 30), size: int = 2) -> bytes:
-    """A real ``size`` x ``size`` RGB PNG of one colour (zlib + struct, no Pillow)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)  # 8-bit RGB
-    rows = b"".join(b"\x00" + bytes(rgb) * size for _ in range(size))
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
-
-
-# A 4x4 red baseline JPEG (written once by PHP's GD, quality 30).
-JPEG_BYTES = base64.b64decode(
-    "/9j/4AAQSkZJRgABAQEAYABgAAD//gA7Q1JFQVRPUjogZ2QtanBlZyB2MS4wICh1c2luZyBJSkcgSlBFRyB2NjIp"
-    "LCBxdWFsaXR5ID0gMzAK/9sAQwAbEhQXFBEbFxYXHhwbIChCKyglJShROj0wQmBVZWRfVV1baniZgWpxkHNbXYW1"
-    "hpCeo6utq2eAvMm6pseZqKuk/9sAQwEcHh4oIyhOKytOpG5dbqSkpKSkpKSkpKSkpKSkpKSkpKSkpKSkpKSkpKSk"
-    "pKSkpKSkpKSkpKSkpKSkpKSkpKSk/8AAEQgABAAEAwEiAAIRAQMRAf/EAB8AAAEFAQEBAQEBAAAAAAAAAAABAgME"
-    "BQYHCAkKC//EALUQAAIBAwMCBAMFBQQEAAABfQECAwAEEQUSITFBBhNRYQcicRQygZGhCCNCscEVUtHwJDNicoIJ"
-    "ChYXGBkaJSYnKCkqNDU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVmZ2hpanN0dXZ3eHl6g4SFhoeIiYqSk5SVlpeY"
-    "mZqio6Slpqeoqaqys7S1tre4ubrCw8TFxsfIycrS09TV1tfY2drh4uPk5ebn6Onq8fLz9PX29/j5+v/EAB8BAAMB"
-    "AQEBAQEBAQEAAAAAAAABAgMEBQYHCAkKC//EALURAAIBAgQEAwQHBQQEAAECdwABAgMRBAUhMQYSQVEHYXETIjKB"
-    "CBRCkaGxwQkjM1LwFWJy0QoWJDThJfEXGBkaJicoKSo1Njc4OTpDREVGR0hJSlNUVVZXWFlaY2RlZmdoaWpzdHV2"
-    "d3h5eoKDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uLj5OXm5+jp"
-    "6vLz9PX29/j5+v/aAAwDAQACEQMRAD8Ap0UUVznrn//Z"
-)
-
-
-def new_job_id() -> str:
-    """A job id no other test (or earlier run against the same WordPress) uses."""
-    return f"T-{uuid.uuid4().hex}"
-
-
-def op_key(job_id: str, action: str, slot: str | None = None, version: int = 1) -> str:
-    """The operation key the gateway uses (docs/api.md, "The ledger")."""
-    key = f"{TENANT}/{job_id}/v{version}/{action}"
-    return f"{key}/{slot}" if slot else key
-
-
-def draft_body(**overrides) -> dict:
-    """A valid draft request without media."""
-    body = {
-        "title": "Gateway test post",
-        "content": "<p>Hello from the gateway tests.</p>",
-        "excerpt": "A short summary.",
-        "seo": {
-            "title": "Gateway SEO title",
-            "description": "Gateway SEO description",
-            "focus_keyword": "gateway",
-        },
-    }
-    body.update(overrides)
-    return body
-
-
-def problem_slug(response) -> str:
-    """The problem type slug of a problem+json response (Flask or requests)."""
-    body = response.get_json() if hasattr(response, "get_json") else response.json()
-    return body["type"].rsplit("/", 1)[-1]
-
-
 # --------------------------------------------------------------------------- WordPress
-
-
-def _read_site() -> dict | None:
-    try:
-        site = json.loads(SITE_JSON.read_text())
-        answer = requests.get(site["url"].rstrip("/") + "/wp-json/", timeout=10)
-    except (OSError, ValueError, KeyError, requests.RequestException):
-        return None
-    return site if answer.status_code == 200 else None
 
 
 @pytest.fixture(scope="session")
@@ -161,14 +64,6 @@ def wp_site() -> dict:
             pytest.fail(message)
         pytest.skip(message)
     return site
-
-
-def admin_session(site: dict) -> requests.Session:
-    """A plain session with the ADMIN application password, for direct WordPress checks."""
-    session = requests.Session()
-    admin = site["users"]["admin"]
-    session.auth = (admin["username"], admin["app_password"])
-    return session
 
 
 # --------------------------------------------------------------------------- ledger and app
@@ -202,11 +97,6 @@ def ledger_url(tmp_path):
         admin.close()
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///`` ledger URL (None for PostgreSQL)."""
-    return Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
-
-
 @pytest.fixture
 def app(ledger_url):
     application = gateway.create_app(
@@ -227,156 +117,6 @@ def client(app):
     return app.test_client()
 
 
-class Gateway:
-    """Drives the gateway through Flask's test client like n8n would, for tenant ``acme``
-    whose site ``blog`` uses the WordPress **author** user over ``transport``."""
-
-    def __init__(self, app, client, site: dict, url: str | None = None, transport="rest"):
-        self.app = app
-        self.client = client
-        self.site = site
-        self.transport = transport
-        self.wp_url = site["url"].rstrip("/")
-        self.author = site["users"]["author"]
-        self._made: dict[tuple[str, str], int] = {}
-        self.add_site(url or self.wp_url)
-        self.token = self.make_token("workflow")
-        self.wp = admin_session(site)
-
-    # setup -----------------------------------------------------------------
-
-    def add_site(self, url: str, transport: str | None = None, tenant: str = TENANT):
-        """Register (or update: bumps ``credential_version``) the tenant's site."""
-        self.transport = transport or self.transport
-        with self.app.app_context(), database.connection_context():
-            return sites.add_site(
-                SECRET_KEY,
-                tenant,
-                SITE_NAME,
-                url,
-                self.author["username"],
-                self.author["app_password"],
-                self.transport,
-            )
-
-    def make_token(self, role: str, tenant: str = TENANT, name: str | None = None) -> str:
-        """A token named ``test-{role}`` (``test-{role}-2``... when the tenant has one:
-        token names are unique per tenant)."""
-        self._made[(tenant, role)] = self._made.get((tenant, role), 0) + 1
-        count = self._made[(tenant, role)]
-        name = name or (f"test-{role}" if count == 1 else f"test-{role}-{count}")
-        with self.app.app_context(), database.connection_context():
-            return tokens.create_token(tenant, role, name)
-
-    def headers(self, token: str | None = None) -> dict:
-        return {"Authorization": f"Bearer {token or self.token}"}
-
-    # verbs -----------------------------------------------------------------
-
-    def put_job(self, job_id: str, task_version: int = 1, site: str = SITE_NAME, token=None):
-        return self.client.put(
-            f"/v1/jobs/{job_id}",
-            json={"site": site, "task_version": task_version},
-            headers=self.headers(token),
-        )
-
-    def put_media(
-        self, job_id: str, slot: str, content: bytes, filename: str = "image.png", **fields
-    ):
-        return self.client.put(
-            f"/v1/jobs/{job_id}/media/{slot}",
-            data={"file": (io.BytesIO(content), filename), **fields},
-            content_type="multipart/form-data",
-            headers=self.headers(),
-        )
-
-    def put_draft(self, job_id: str, body, token=None):
-        kwargs = {"data": body} if isinstance(body, str | bytes) else {"json": body}
-        if "data" in kwargs:
-            kwargs["content_type"] = "application/json"
-        return self.client.put(f"/v1/jobs/{job_id}/draft", headers=self.headers(token), **kwargs)
-
-    def job(self, job_id: str):
-        return self.client.get(f"/v1/jobs/{job_id}", headers=self.headers())
-
-    def operations(self, job_id: str) -> list[dict]:
-        answer = self.job(job_id)
-        assert answer.status_code == 200, answer.get_json()
-        return answer.get_json()["operations"]
-
-    def verification(self, job_id: str):
-        return self.client.get(f"/v1/jobs/{job_id}/verification", headers=self.headers())
-
-    def recover(self, job_id: str):
-        return self.client.post(f"/v1/jobs/{job_id}/recover", headers=self.headers())
-
-    # WordPress, directly -----------------------------------------------------
-
-    def lookup(self, keys) -> list[dict]:
-        """Objects carrying any of ``keys`` (companion plugin lookup, as admin)."""
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        answer = self.wp.get(
-            f"{self.wp_url}/wp-json/publishing-gateway/v1/objects",
-            params={"keys": ",".join(keys)},
-            timeout=30,
-        )
-        answer.raise_for_status()
-        return answer.json()["objects"]
-
-    def posts_titled(self, title: str) -> list[dict]:
-        """Posts of any status whose raw title is exactly ``title`` (REST search, as admin):
-        how a user counts drafts when the companion plugin is off."""
-        answer = self.wp.get(
-            f"{self.wp_url}/wp-json/wp/v2/posts",
-            params={"search": title, "context": "edit", "status": "any", "per_page": 100},
-            timeout=30,
-        )
-        answer.raise_for_status()
-        return [p for p in answer.json() if p["title"]["raw"] == title]
-
-    def count_objects(self, keys, post_type: str | None = None) -> int:
-        return len([o for o in self.lookup(keys) if post_type is None or o["type"] == post_type])
-
-    def wp_post(self, post_id: int) -> dict:
-        answer = self.wp.get(
-            f"{self.wp_url}/wp-json/wp/v2/posts/{post_id}", params={"context": "edit"}, timeout=30
-        )
-        answer.raise_for_status()
-        return answer.json()
-
-    def wp_update_post(self, post_id: int, fields: dict) -> dict:
-        answer = self.wp.post(
-            f"{self.wp_url}/wp-json/wp/v2/posts/{post_id}", json=fields, timeout=30
-        )
-        answer.raise_for_status()
-        return answer.json()
-
-
-def _postgres_pass() -> bool:
-    return bool(os.environ.get("GATEWAY_TEST_DATABASE_URL"))
-
-
-# Tests that must hold over both WordPress transports. The XML-RPC variant runs in the SQLite
-# pass only: the transport does not touch the ledger code, and CI's budget is 30 minutes.
-SQLITE_PASS_ONLY = pytest.mark.skipif(
-    _postgres_pass(),
-    reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the transport "
-    "code is the same on every ledger",
-)
-
-
-def transport_param(transport: str, *values, id: str | None = None):
-    """A ``pytest.param`` whose first value is the transport (XML-RPC: SQLite pass only)."""
-    marks = [SQLITE_PASS_ONLY] if transport == "xmlrpc" else []
-    return pytest.param(transport, *values, marks=marks, id=id)
-
-
-both_transports = pytest.mark.parametrize(
-    "transport", [transport_param("rest"), transport_param("xmlrpc")], indirect=True
-)
-xmlrpc_only = pytest.mark.parametrize("transport", [transport_param("xmlrpc")], indirect=True)
-
-
 @pytest.fixture
 def transport(request) -> str:
     """The site's WordPress transport: ``rest`` unless a test is parametrised with
@@ -388,19 +128,6 @@ def transport(request) -> str:
 def gw(app, client, wp_site, transport) -> Gateway:
     """The gateway, with the tenant's site pointing straight at the test WordPress."""
     return Gateway(app, client, wp_site, transport=transport)
-
-
-COMPANION_SH = ROOT / "wp_test_site" / "companion.sh"
-
-
-def switch_companion(state: str) -> str:
-    """``wp_test_site/companion.sh on|off``; returns ``active`` or ``inactive``."""
-    done = subprocess.run(
-        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    sites.forget_companion()
-    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -420,44 +147,6 @@ def offline_gw(app, client) -> Gateway:
     return Gateway(app, client, OFFLINE_SITE)
 
 
-# How each WordPress call looks on the wire, per transport, for faults and proxy counts.
-# Every XML-RPC call is POST /xmlrpc.php: the method name in the body tells them apart.
-CALLS = {
-    "rest": {
-        "create_post": {"method": "POST", "path": r"^/wp-json/wp/v2/posts/?$"},
-        "upload": {"method": "POST", "path": r"^/wp-json/wp/v2/media/?$"},
-        "lookup": {"path": r"/publishing-gateway/v1/objects"},
-        "write": {"method": "POST"},
-    },
-    "xmlrpc": {
-        "create_post": {"method": "POST", "rpc": r"wp\.newPost"},
-        "upload": {"method": "POST", "rpc": r"wp\.uploadFile"},
-        "edit": {"method": "POST", "rpc": r"wp\.editPost"},
-        "lookup": {"method": "POST", "rpc": r"wp\.getPosts"},
-        "write": {"method": "POST", "rpc": r"wp\.(newPost|editPost|uploadFile)"},
-    },
-}
-
-
-def call_fault(transport: str, call: str, kind: str, **fields) -> Fault:
-    """A :class:`Fault` of ``kind`` on WordPress call ``call`` (a :data:`CALLS` name)."""
-    spec = dict(CALLS[transport][call])
-    rpc = spec.pop("rpc", None)
-    if rpc:
-        spec.update(path=r"^/xmlrpc\.php$", body=rf"<methodName>{rpc}</methodName>")
-    return Fault(kind=kind, **spec, **fields)
-
-
-def call_count(proxy, transport: str, call: str, **criteria) -> int:
-    """How many requests of WordPress call ``call`` the proxy saw (``criteria`` as in
-    :meth:`FaultProxy.count`)."""
-    spec = dict(CALLS[transport][call])
-    rpc = spec.pop("rpc", None)
-    if rpc:
-        spec["rpc_method"] = rf"^{rpc}$"
-    return proxy.count(**spec, **criteria)
-
-
 @pytest.fixture
 def proxy(wp_site):
     """A :class:`FaultProxy` in front of the test WordPress."""
@@ -471,40 +160,7 @@ def gwp(app, client, wp_site, proxy, transport) -> Gateway:
     return Gateway(app, client, wp_site, url=proxy.url, transport=transport)
 
 
-def all_ledger_rows() -> str:
-    """Every row of every ledger table as text (to search for leaked credentials)."""
-    with database.connection_context():
-        return json.dumps([list(model.select().dicts()) for model in ledger.TABLES], default=str)
-
-
 # --------------------------------------------------------------------------- real server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def gateway_command() -> list[str]:
-    script = shutil.which("gateway")
-    return [script] if script else [sys.executable, "-m", "gateway.cli"]
-
-
-@dataclass
-class GatewayServer:
-    """A running ``gateway serve`` (gunicorn, several workers) and its workflow token."""
-
-    url: str
-    token: str
-    process: subprocess.Popen
-    log_path: Path
-
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import uuid
 from pathlib import Path
 
 import requests
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import free_port
-from conftest import gateway_command
-from conftest import problem_slug
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from support import free_port
+from support import gateway_command
+from support import problem_slug
 
 PASSWORD_ENV = "GW_TEST_AUTHOR_APP_PASSWORD"
 

@@ -17,10 +17,10 @@ from agent_support import bind
 from agent_support import run_worker
 from agent_support import tool_output
 from agent_support import worker_process
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
 from servers import Server
+from support import draft_body
+from support import new_job_id
+from support import op_key
 from werkzeug.serving import make_server
 
 from gateway import db

@@ -15,14 +15,14 @@ from agent_support import run_worker
 from agent_support import tool_output
 from agent_support import worker_process
 from agent_support import worker_until
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import all_ledger_rows
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import problem_slug
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from support import all_ledger_rows
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import problem_slug
 
 from gateway import sites
 from gateway import validation

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 from gateway import openapi
 

@@ -4,9 +4,9 @@ show up as a 503 instead of the expected answer."""
 
 from __future__ import annotations
 
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import problem_slug
+from support import draft_body
+from support import new_job_id
+from support import problem_slug
 
 
 def test_missing_and_wrong_tokens_are_401(offline_gw):

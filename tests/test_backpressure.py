@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from conftest import both_transports
-from conftest import call_count
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import png_bytes
-from conftest import problem_slug
+from support import both_transports
+from support import call_count
+from support import draft_body
+from support import new_job_id
+from support import png_bytes
+from support import problem_slug
 from servers import Server
 
 from gateway import db

@@ -7,8 +7,8 @@ import os
 import subprocess
 
 import pytest
-from conftest import SECRET_KEY
-from conftest import gateway_command
+from support import SECRET_KEY
+from support import gateway_command
 
 from gateway.testing.fault_proxy import Fault
 

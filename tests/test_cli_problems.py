@@ -14,10 +14,10 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from conftest import SECRET_KEY
-from conftest import gateway_command
-from conftest import sqlite_path
 from flask.cli import ScriptInfo
+from support import SECRET_KEY
+from support import gateway_command
+from support import sqlite_path
 
 from gateway import db
 from gateway import migrations

@@ -8,12 +8,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import SITE_NAME
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
 from servers import Server
+from support import SITE_NAME
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
 
 pytestmark = pytest.mark.wordpress
 POSTS = r"^/wp-json/wp/v2/posts/?$"

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 
 import pytest
 import requests
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import admin_session
-from conftest import both_transports
-from conftest import xmlrpc_only
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from support import admin_session
+from support import both_transports
+from support import xmlrpc_only
 
 from gateway import doctor
 from gateway import sites

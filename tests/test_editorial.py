@@ -12,13 +12,13 @@ import re
 import time
 
 import pytest
-from conftest import TENANT
-from conftest import both_transports
-from conftest import call_count
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import png_bytes
-from conftest import problem_slug
+from support import both_transports
+from support import call_count
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 from gateway import ledger
 from gateway import operations
@@ -166,8 +166,8 @@ def test_version_bump_updates_the_same_post(gw):
     assert after["status"] == "draft"
     for meta in ("rank_math_title", "rank_math_description", "rank_math_focus_keyword"):
         assert after["meta"][meta] == before["meta"][meta] != ""
-    v1_key = f"{TENANT}/{job_id}/v1/draft"
-    assert gw.count_objects([v1_key, f"{TENANT}/{job_id}/v2/draft"], "post") == 1
+    v1_key = op_key(job_id, "draft")
+    assert gw.count_objects([v1_key, op_key(job_id, "draft", version=2)], "post") == 1
 
 
 # --------------------------------------------------------------------------- approvals
@@ -380,7 +380,8 @@ def test_block_is_inserted_exactly_once(gwp, proxy, transport):
     proxy.reset_log()
     answers = [put_block(gw, job_id, html) for _ in range(3)]
     assert [a.status_code for a in answers] == [201, 200, 200], answers[0].get_json()
-    assert answers[0].get_json()["operation_key"].endswith(f"/v1/block/resources/{sha(html)[:16]}")
+    key = op_key(job_id, "block", f"resources/{sha(html)[:16]}")
+    assert answers[0].get_json()["operation_key"] == key
     assert call_count(proxy, transport, "write") == 1
     assert markers(gw, post_id) == [sha(html)[:16]]
     assert gw.verification(job_id).get_json()["ok"] is True  # a block is not drift

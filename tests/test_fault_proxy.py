@@ -425,6 +425,17 @@ def test_matching_by_method_path_query_and_order(proxy: FaultProxy, upstream: Up
     assert proxy.requests == []
 
 
+def test_fault_after_lets_the_first_matching_requests_through(
+    proxy: FaultProxy, upstream: Upstream
+) -> None:
+    proxy.add_fault(Fault(kind="status_without_forward", method="GET", status=503, after=2))
+    posts = f"{proxy.url}/wp-json/wp/v2/posts/7"
+    assert [requests.get(posts, timeout=5).status_code for _ in range(4)] == [200, 200, 503, 200]
+    assert len(upstream.got("GET")) == 3
+    with pytest.raises(ValueError):
+        Fault(kind="drop_response", after=-1)
+
+
 def test_fault_times_is_thread_safe(proxy: FaultProxy, upstream: Upstream) -> None:
     proxy.add_fault(Fault(kind="status_without_forward", method="POST", times=5))
 

@@ -5,10 +5,10 @@ operation key; a definite refusal is FAILED after a single WordPress call, with 
 from __future__ import annotations
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
 
 from gateway.testing.fault_proxy import Fault
 

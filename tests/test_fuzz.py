@@ -22,8 +22,8 @@ import time
 
 import pytest
 import schemathesis
-from conftest import SECRET_KEY
-from conftest import draft_body
+from support import SECRET_KEY
+from support import draft_body
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings

@@ -13,11 +13,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import SECRET_KEY
-from conftest import TENANT
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import problem_slug
+from support import SECRET_KEY
+from support import TENANT
+from support import draft_body
+from support import new_job_id
+from support import problem_slug
 from test_migrations import cli
 from test_ownership import _fresh_companion_detection  # noqa: F401 (autouse fixture)
 from test_ownership import hide_companion

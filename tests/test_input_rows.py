@@ -10,14 +10,14 @@ import json
 
 import pytest
 import requests
-from conftest import JPEG_BYTES
-from conftest import admin_session
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
 from servers import Server
+from support import JPEG_BYTES
+from support import admin_session
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 pytestmark = pytest.mark.wordpress
 

@@ -14,12 +14,12 @@ import os
 import sqlite3
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import problem_slug
-from conftest import sqlite_path
 from servers import Server
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import problem_slug
+from support import sqlite_path
 
 from gateway import db
 from gateway.db import database

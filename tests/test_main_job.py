@@ -13,18 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from conftest import JPEG_BYTES
-from conftest import all_ledger_rows
-from conftest import both_transports
-from conftest import call_count
-from conftest import call_fault
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
-from conftest import sqlite_path
-from conftest import transport_param
+from support import JPEG_BYTES
+from support import all_ledger_rows
+from support import both_transports
+from support import call_count
+from support import call_fault
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
+from support import sqlite_path
+from support import transport_param
 
 from gateway.testing.fault_proxy import Fault
 
@@ -297,8 +297,8 @@ def test_concurrent_identical_uploads_create_one_attachment(gateway_server):
 
 def server_site_lookup(server):
     """Lookup by operation key against the WordPress the server writes to (admin auth)."""
-    from conftest import _read_site
-    from conftest import admin_session
+    from support import _read_site
+    from support import admin_session
 
     site = _read_site()
     session = admin_session(site)

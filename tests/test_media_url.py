@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 
 import pytest
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 IMAGE = png_bytes((12, 34, 56), 5)
 

@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SECRET_KEY
-from conftest import gateway_command
 from peewee import TextField
+from support import SECRET_KEY
+from support import gateway_command
 
 import gateway
 from gateway import db

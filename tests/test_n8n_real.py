@@ -32,12 +32,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import AUTHOR_PASSWORD_ENV
-from conftest import SECRET_KEY
-from conftest import SITE_NAME
-from conftest import admin_session
-from conftest import free_port
-from conftest import gateway_command
 from n8n_support import N8N_VERSION
 from n8n_support import ROOT
 from n8n_support import WORKFLOW_IDS
@@ -45,6 +39,12 @@ from n8n_support import N8n
 from n8n_support import Receiver
 from n8n_support import install
 from n8n_support import installed
+from support import AUTHOR_PASSWORD_ENV
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import admin_session
+from support import free_port
+from support import gateway_command
 
 from gateway.testing.fault_proxy import Fault
 

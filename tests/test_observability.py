@@ -12,11 +12,11 @@ import re
 
 import pytest
 import requests
-from conftest import TENANT
-from conftest import both_transports
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
+from support import TENANT
+from support import both_transports
+from support import draft_body
+from support import new_job_id
+from support import op_key
 
 from gateway import metrics
 
@@ -139,8 +139,8 @@ def _sign_in(client, token: str):
 
 @pytest.mark.parametrize("public_url, secure", [("https://gw.example", True), ("", False)])
 def test_review_cookie_is_secure_behind_https(ledger_url, public_url, secure):
-    from conftest import OFFLINE_SITE
-    from conftest import Gateway
+    from support import OFFLINE_SITE
+    from support import Gateway
 
     import gateway
 

@@ -12,14 +12,14 @@ import json
 import subprocess
 
 import pytest
-from conftest import JPEG_BYTES
-from conftest import ROOT
-from conftest import draft_body
-from conftest import gateway_command
-from conftest import new_job_id
-from conftest import png_bytes
 from openapi_check import Conformance
 from openapi_spec_validator import validate
+from support import JPEG_BYTES
+from support import ROOT
+from support import draft_body
+from support import gateway_command
+from support import new_job_id
+from support import png_bytes
 
 from gateway import exceptions as exc
 from gateway import openapi

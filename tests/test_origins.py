@@ -12,13 +12,13 @@ import subprocess
 from email.utils import format_datetime
 
 import pytest
-from conftest import draft_body
-from conftest import gateway_command
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
 from servers import Server
+from support import draft_body
+from support import gateway_command
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 from gateway.testing.fault_proxy import Fault
 from gateway.wordpress.errors import parse_retry_after
@@ -172,7 +172,7 @@ def test_firewall_403_then_lifted_through_gateway_serve(wp_site, ledger_url, tmp
 
 
 def _lookup(wp_site, key):
-    from conftest import admin_session
+    from support import admin_session
 
     answer = admin_session(wp_site).get(
         wp_site["url"].rstrip("/") + "/wp-json/publishing-gateway/v1/objects",

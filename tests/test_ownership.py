@@ -15,12 +15,12 @@ import time
 
 import pytest
 import requests
-from conftest import TENANT
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
+from support import TENANT
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 from gateway import reconciliation
 from gateway import sites

@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
 
 pytestmark = pytest.mark.wordpress
 
@@ -118,6 +118,10 @@ def test_media_metadata_is_verified_and_repaired(gw):
     assert draft.status_code == 201, draft.get_json()
     check = gw.verification(job_id).get_json()
     assert check["ok"] is True and check["fields"]["media_metadata"]["ok"] is True
+    # the draft's answer verifies the same fields as GET /verification, metadata included
+    answered = draft.get_json()["verification"]
+    assert set(answered["fields"]) == set(check["fields"])
+    assert answered["fields"]["media_metadata"] == check["fields"]["media_metadata"]
     drifted = gw.wp.post(
         f"{gw.wp_url}/wp-json/wp/v2/media/{hero}", json={"alt_text": "", "caption": "Cap"}
     )

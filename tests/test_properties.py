@@ -16,9 +16,9 @@ import json
 import random
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import problem_slug
+from support import draft_body
+from support import new_job_id
+from support import problem_slug
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings

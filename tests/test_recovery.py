@@ -9,13 +9,13 @@ import time
 
 import pytest
 import requests
-from conftest import SITE_NAME
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
-from conftest import problem_slug
 from servers import Server
+from support import SITE_NAME
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 from gateway.operations import CRASH_POINTS
 from gateway.testing.fault_proxy import Fault

@@ -11,12 +11,12 @@ import os
 import subprocess
 
 import pytest
-from conftest import SECRET_KEY
-from conftest import draft_body
-from conftest import gateway_command
-from conftest import new_job_id
-from conftest import png_bytes
-from conftest import problem_slug
+from support import SECRET_KEY
+from support import draft_body
+from support import gateway_command
+from support import new_job_id
+from support import png_bytes
+from support import problem_slug
 from test_editorial import approve
 from test_editorial import post
 from test_editorial import put_block

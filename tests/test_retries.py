@@ -10,10 +10,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import problem_slug
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import problem_slug
 
 from gateway import db
 from gateway import ledger

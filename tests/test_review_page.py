@@ -15,15 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import admin_session
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import png_bytes
-from conftest import problem_slug
 from servers import Server
+from support import ROOT
+from support import SITE_NAME
+from support import TENANT
+from support import admin_session
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import png_bytes
+from support import problem_slug
 
 from gateway.testing.fault_proxy import Fault
 
@@ -496,7 +497,7 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     candidates = review.find_elements(By.CSS_SELECTOR, ".candidate")
     assert len(candidates) == 1 and suspect_title in candidates[0].text
     pending = browser.find_element(By.ID, "pending").text
-    assert f"{TENANT}/{suspect_job}/v1/draft" in pending and "UNKNOWN" in pending
+    assert op_key(suspect_job, "draft") in pending and "UNKNOWN" in pending
     assert "may or may not have saved it" in pending  # the problem in words...
     details = browser.find_element(By.CSS_SELECTOR, "#pending .problem details")
     assert details.get_attribute("open") is None  # ... the technical detail folded away

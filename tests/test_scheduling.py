@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from conftest import both_transports
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
+from support import both_transports
+from support import draft_body
+from support import new_job_id
+from support import op_key
 from test_editorial import post
 from test_review_page import _sign_in
 

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 
 STEP = "[wp_test_site] "
 

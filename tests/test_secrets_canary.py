@@ -20,15 +20,15 @@ import time
 
 import pytest
 import requests
-from conftest import SECRET_KEY
-from conftest import TENANT
-from conftest import all_ledger_rows
-from conftest import both_transports
-from conftest import call_fault
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import png_bytes
-from conftest import sqlite_path
+from support import SECRET_KEY
+from support import TENANT
+from support import all_ledger_rows
+from support import both_transports
+from support import call_fault
+from support import draft_body
+from support import new_job_id
+from support import png_bytes
+from support import sqlite_path
 from servers import Server
 
 import gateway

@@ -14,13 +14,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import SITE_NAME
-from conftest import draft_body
-from conftest import gateway_command
-from conftest import new_job_id
-from conftest import op_key
-from conftest import png_bytes
 from servers import Server
+from support import SITE_NAME
+from support import draft_body
+from support import gateway_command
+from support import new_job_id
+from support import op_key
+from support import png_bytes
 
 from gateway.testing.fault_proxy import Fault
 

@@ -7,12 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from conftest import SITE_NAME
-from conftest import TENANT
-from conftest import draft_body
-from conftest import new_job_id
-from conftest import op_key
-from conftest import problem_slug
+from support import SITE_NAME
+from support import TENANT
+from support import draft_body
+from support import new_job_id
+from support import op_key
+from support import problem_slug
 
 from gateway import terms
 from gateway.testing.fault_proxy import Fault

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import ROOT
-from conftest import TENANT
-from conftest import admin_session
-from conftest import free_port
 from openapi_check import Conformance
+from support import ROOT
+from support import TENANT
+from support import admin_session
+from support import free_port
 
 WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 STEP = re.compile(r"<!-- step: ([a-z-]+) -->\n```sh\n(.*?)\n```", re.S)

@@ -19,6 +19,7 @@ import logging
 import openai
 from peewee import IntegrityError
 
+from gateway import actions
 from gateway import db
 from gateway import exceptions as exc
 from gateway import operations
@@ -34,7 +35,9 @@ from gateway.ledger import Job
 from gateway.ledger import Operation
 
 log = logging.getLogger(__name__)
-ACTIONS = operations.RESEND_ACTIONS
+# The session inputs this module registers (each an *idempotent resend* action, resent by the
+# agent worker); everyone else asks the registry (``actions.worker_actions()``).
+ACTIONS = ("tool_result", "mcp_approval_result", "computer_use_approval_result", "session_cancel")
 CANCEL = "session_cancel"
 
 
@@ -164,10 +167,31 @@ def unsettled(sent_older_than: float) -> list[Operation]:
     ``sent_older_than`` seconds (a resend carries the same key, so overlapping a sender that
     is still waiting costs nothing but a deduplicated request)."""
     rows = Operation.select().where(
-        Operation.action.in_(ACTIONS), Operation.state.in_((PREPARED, SENT, UNKNOWN))
+        Operation.action.in_(actions.worker_actions()),
+        Operation.state.in_((PREPARED, SENT, UNKNOWN)),
     )
     return [
         r
         for r in rows
         if r.state != SENT or operations.seconds_since(r.updated_at) >= sent_older_than
     ]
+
+
+def _resent_by_the_worker(target, row: Operation, found=None, prefetched=None):
+    raise RuntimeError(f"{row.operation_key} is sent again by the agent worker (send above)")
+
+
+for _name in ACTIONS:  # idempotent resend, by the agent worker: recover reports, never sends
+    actions.register(
+        actions.Action(
+            name=_name,
+            recovery=actions.RESEND,
+            send=None,
+            rebuild=_resent_by_the_worker,
+            step="none",
+            scope=actions.WORKER,
+            refusal="refused-by-openai",
+            resent_by="the agent worker",
+            binds=None,  # an input to an OpenAI session: no WordPress object
+        )
+    )

@@ -6,18 +6,19 @@ generated from the JSON Schema file the HTTP API validates the same call with
 (``gateway/schemas/*.json``: one source, not a copy), plus the path parameter the URL carries
 (``slot``, ``name``) with the pattern :mod:`gateway.validation` checks it with.
 
-:data:`TOOLS` maps a tool name to the domain function the HTTP API calls for the same action
-(media, drafts, blocks, verification, approvals, the job's version bump, recover). This table
-is the one place to point at the actions registry once it exists. Operation keys are made by
-those domain functions from job, task version, action and slot - never from a ``call_id`` - so
-an agent that calls put-draft again under a new call id gets the stored receipt. No tool
-approves or publishes.
+:data:`TOOLS` maps a tool name to what runs it. The side-effect tools come from the action
+registry (:func:`gateway.actions.agent_tools`: each registered action with an
+:class:`~gateway.actions.AgentTool` - today media, draft and block), run through the action's
+``send`` and answered with the HTTP call's body (:func:`gateway.answers.for_action`); the
+others are reads and steps that are not ledger actions (verification, approval requests, the
+job's version bump, recover). Operation keys are made by the domain from job, task version,
+action and slot - never from a ``call_id`` - so an agent that calls put-draft again under a
+new call id gets the stored receipt. No tool approves or publishes (no registered action with
+a tool does).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import json
 from collections.abc import Callable
@@ -27,12 +28,12 @@ from functools import cache
 
 from jsonschema import Draft202012Validator
 
+from gateway import actions
+from gateway import answers
 from gateway import approvals
-from gateway import blocks
 from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
-from gateway import media
 from gateway import reconciliation
 from gateway import validation
 from gateway.operations import Target
@@ -65,34 +66,29 @@ def _slot_schema(what: str) -> dict:
     return {"type": "string", "pattern": validation.SLOT.pattern, "description": what}
 
 
-def _upload_media(target: Target, args: dict, _actor: str) -> dict:
-    try:
-        content = base64.b64decode(args["content_base64"], validate=True)
-    except (binascii.Error, ValueError):
-        raise exc.ValidationFailed(
-            "content_base64 is not valid base64",
-            errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
-        ) from None
-    media.sniff(content)
-    outcome = media.put_media(
-        target,
-        args["slot"],
-        content,
-        args.get("filename"),  # absent: named {slot}.{ext} from the bytes
-        args.get("alt_text"),
-        args.get("caption"),
-        args.get("title"),
-    )
-    return media.media_view(outcome)
+def _performer(action: actions.Action) -> Callable[[Target, dict, str], dict]:
+    """A tool's ``run`` for a registered action: its ``send`` with the arguments as the
+    request (path parameters included), answered with the HTTP call's body."""
+
+    def run(target: Target, args: dict, _actor: str) -> dict:
+        return answers.for_action(action.name, action.send(target, args))
+
+    return run
 
 
-def _put_draft(target: Target, args: dict, _actor: str) -> dict:
-    return drafts.draft_view(drafts.put_draft(target, args))
-
-
-def _insert_block(target: Target, args: dict, _actor: str) -> dict:
-    outcome = blocks.put_block(target, args["name"], args["html"], args.get("position", "end"))
-    return blocks.block_view(outcome)
+def _action_tools() -> list[Tool]:
+    """The function tools of the registered actions an agent may perform
+    (:func:`gateway.actions.agent_tools`)."""
+    return [
+        Tool(
+            a.tool.name,
+            a.tool.description,
+            a.tool.schema,
+            _performer(a),
+            path={name: _slot_schema(what) for name, what in a.tool.path},
+        )
+        for a in actions.agent_tools()
+    ]
 
 
 def _verify(target: Target, _args: dict, _actor: str) -> dict:
@@ -100,8 +96,7 @@ def _verify(target: Target, _args: dict, _actor: str) -> dict:
 
 
 def _request_approval(target: Target, _args: dict, actor: str) -> dict:
-    body, _created = approvals.request_approval(target, actor)
-    return body
+    return answers.approval_request_body(target.job, approvals.request_approval(target, actor))
 
 
 def _bump(target: Target, args: dict, _actor: str) -> dict:
@@ -118,29 +113,7 @@ def _recover(target: Target, _args: dict, _actor: str) -> dict:
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
-        Tool(
-            "upload_media",
-            "Upload one image of the job into a named slot, once (base64 bytes). Returns the "
-            "media id and URL; the same slot and bytes again returns the stored receipt.",
-            "media",
-            _upload_media,
-            path={"slot": _slot_schema("the media slot, e.g. hero")},
-        ),
-        Tool(
-            "put_draft",
-            "Create the job's WordPress post as a draft, once, and verify it by read-back. "
-            "{{media:SLOT}} placeholders in content become image blocks. Different content "
-            f"under the same task version is refused: call {BUMP_TOOL} first.",
-            "draft",
-            _put_draft,
-        ),
-        Tool(
-            "insert_block",
-            "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
-            "block",
-            _insert_block,
-            path={"name": _slot_schema("the block's name, e.g. resources")},
-        ),
+        *_action_tools(),
         Tool(
             "verify",
             "Read the post back from WordPress and compare it field by field with the draft.",

@@ -176,7 +176,7 @@ def _under_lease(config: Config, oai, job: Job, row: AgentSession, token: int, c
     counts["sessions"] += 1
     if not session.required_actions:
         return
-    target = jobs.target_for(config, job, fencing_token=token)
+    target = jobs.target_for(config, job, fencing_token=token, fenced=True)  # under the lease
     reconciliation.recover_job(target)  # unproven WordPress operations first, by lookup
     ctx = required_actions.Context(config, oai, job, target, AgentSession.get_by_id(row.id))
     outcomes = []

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Checked by gateway.api.jobs.check_side_effect before any ledger claim or WordPress call.
+# Checked by gateway.operations.check_writable (first thing in every action's domain
+# function) before any ledger claim or WordPress call; the header is parsed by the view.
 FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
 # What gateway.operations.perform answers besides the stored receipt.
 LEDGER = (
@@ -241,6 +242,7 @@ OPERATIONS: dict[str, Contract] = {
             "job-cancelled",
             "approval-required",
             "approval-stale",
+            "wordpress-refused",
             "verification-failed",
             "foreign-object",
             "wordpress-unavailable",

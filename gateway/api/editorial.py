@@ -1,9 +1,9 @@
 """Editorial control endpoints (docs/api.md, "Editorial control"): checkpoints, leases,
 cancel, repair, blocks, approval requests, approvals and publishing.
 
-Side-effect views get their target from :func:`gateway.api.jobs.side_effect_target`
-(cancellation and fencing checked before any ledger claim or WordPress call). Editor actions,
-cancel and the lease calls are never fenced.
+Side-effect views get their target from :func:`gateway.api.common.side_effect_target`; the
+domain checks cancellation and fencing before any ledger claim or WordPress call. Editor
+actions, cancel and the lease calls are never fenced.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ from gateway import retries
 from gateway import scheduling
 from gateway import validation
 from gateway.agents import stops
+from gateway.answers import approval_request_body
+from gateway.answers import block_body
+from gateway.answers import publish_body
+from gateway.answers import repair_body
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
-from gateway.api.jobs import _answer
-from gateway.api.jobs import _job
-from gateway.api.jobs import check_side_effect
-from gateway.api.jobs import side_effect_target
+from gateway.api.common import answer
+from gateway.api.common import job_of_path as _job
+from gateway.api.common import side_effect_target
 
 bp = Blueprint("editorial", __name__, url_prefix="/v1")
 
@@ -38,8 +41,7 @@ def post_checkpoint(job_id: str):
     """Record a client phase with its artifacts (201 first, 200 same again)."""
     job = _job(job_id)
     body = json_body("checkpoint")
-    check_side_effect(job)  # cancelled and fencing; no WordPress call
-    checkpoint, created = checkpoints.post_checkpoint(job, body)
+    checkpoint, created = checkpoints.post_checkpoint(side_effect_target(job), body)
     return checkpoints.checkpoint_view(job, checkpoint), 201 if created else 200
 
 
@@ -80,8 +82,8 @@ def repair_job(job_id: str):
     """Write back only the fields verification found missing or drifted."""
     job = _job(job_id)
     json_body("empty")
-    body, outcome = repair.repair_job(side_effect_target(job))
-    return (body, 200) if outcome is None else _answer(body, outcome)
+    done = repair.repair_job(side_effect_target(job))
+    return answer(repair_body(job, done), done.outcome)
 
 
 @bp.put("/jobs/<job_id>/blocks/<name>")
@@ -94,7 +96,7 @@ def put_block(job_id: str, name: str):
     outcome = blocks.put_block(
         side_effect_target(job), name, body["html"], body.get("position", "end")
     )
-    return _answer(blocks.block_view(outcome), outcome)
+    return answer(block_body(outcome), outcome)
 
 
 @bp.post("/jobs/<job_id>/approval-requests")
@@ -103,8 +105,8 @@ def request_approval(job_id: str):
     """Put a verified job in front of editors (phase ``approval_pending``)."""
     job = _job(job_id)
     json_body("empty")
-    body, created = approvals.request_approval(side_effect_target(job), g.principal.name)
-    return body, 201 if created else 200
+    requested = approvals.request_approval(side_effect_target(job), g.principal.name)
+    return approval_request_body(job, requested), 201 if requested.created else 200
 
 
 @bp.post("/jobs/<job_id>/approvals")
@@ -113,7 +115,6 @@ def approve(job_id: str):
     """An editor approves this version, digest and post until ``expires_at``."""
     job = _job(job_id)
     body = json_body("approval")
-    jobs.ensure_active(job)
     approval, unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
     return {**approvals.approval_view(approval), "unchecked_fields": unchecked}, 201
 
@@ -134,7 +135,7 @@ def publish(job_id: str):
     job = _job(job_id)
     json_body("empty")
     outcome = approvals.publish(side_effect_target(job), g.principal.name)
-    return _answer(approvals.publish_view(outcome), outcome)
+    return answer(publish_body(outcome), outcome)
 
 
 @bp.post("/jobs/<job_id>/operations/retry")

@@ -10,7 +10,7 @@ from gateway import resume_points
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
-from gateway.api.jobs import _job
+from gateway.api.common import job_of_path as _job
 
 bp = Blueprint("follow_up", __name__, url_prefix="/v1")
 

@@ -16,54 +16,22 @@ from gateway import drafts
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import leases
-from gateway import ledger
 from gateway import media
 from gateway import reconciliation
 from gateway import retries
 from gateway import validation
 from gateway.agents import sessions
+from gateway.answers import draft_body
+from gateway.answers import media_body
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
+from gateway.api.common import answer
+from gateway.api.common import job_of_path as _job
+from gateway.api.common import side_effect_target
 
 bp = Blueprint("jobs", __name__, url_prefix="/v1")
 MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
-
-
-def _job(job_id: str):
-    validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
-    try:
-        return jobs.get_job(g.principal.tenant, job_id)
-    except exc.JobNotFound:
-        if jobs.held_by_another_tenant(g.principal.tenant, job_id):
-            # Still a 404 (no tenant learns of another's jobs), but counted: the token is valid.
-            ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
-        raise
-
-
-def check_side_effect(job) -> int | None:
-    """The checks that precede any ledger claim or WordPress call of a side-effect call: the
-    job is not cancelled (409 ``job-cancelled``) and, for workflow tokens,
-    ``X-Fencing-Token`` matches the job's lease (409 ``lease-required`` /
-    ``stale-fencing-token``). Returns the fencing token sent (None for editors)."""
-    jobs.ensure_active(job)
-    if g.principal.role != "workflow":
-        return None
-    token = leases.parse_token(request.headers.get("X-Fencing-Token"))
-    leases.check_fencing(job, token)
-    return token
-
-
-def side_effect_target(job):
-    """The WordPress target of a side-effect call after :func:`check_side_effect`; the
-    fencing token is stored on the ledger row."""
-    return jobs.target_for(config(), job, fencing_token=check_side_effect(job))
-
-
-def _answer(body: dict, outcome):
-    status = 201 if outcome.created else 200
-    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
-    return body, status, headers
 
 
 @bp.get("/jobs")
@@ -151,7 +119,7 @@ def put_media(job_id: str, slot: str):
                 target, slot, fields["source_url"], fields.get("filename"),
                 fields.get("alt_text"), fields.get("caption"), fields.get("title"),
             )  # fmt: skip
-            return _answer(media.media_view(outcome), outcome)
+            return answer(media_body(outcome), outcome)
         try:
             content = base64.b64decode(fields["content_base64"], validate=True)
         except (binascii.Error, ValueError):
@@ -165,9 +133,8 @@ def put_media(job_id: str, slot: str):
             "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
         )
     media.sniff(content)  # 415 before any ledger row or WordPress call
-    target = side_effect_target(job)
     outcome = media.put_media(
-        target,
+        side_effect_target(job),
         slot,
         content,
         filename,
@@ -175,7 +142,7 @@ def put_media(job_id: str, slot: str):
         fields.get("caption"),
         fields.get("title"),
     )
-    return _answer(media.media_view(outcome), outcome)
+    return answer(media_body(outcome), outcome)
 
 
 @bp.put("/jobs/<job_id>/draft")
@@ -185,7 +152,7 @@ def put_draft(job_id: str):
     job = _job(job_id)
     body = json_body("draft")
     outcome = drafts.put_draft(side_effect_target(job), body)
-    return _answer(drafts.draft_view(outcome), outcome)
+    return answer(draft_body(outcome), outcome)
 
 
 @bp.get("/jobs/<job_id>/verification")

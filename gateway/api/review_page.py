@@ -41,11 +41,12 @@ from gateway import review_board
 from gateway import scheduling
 from gateway import tokens
 from gateway import validation
+from gateway.answers import publish_body
 from gateway.api import config
 from gateway.api import roles
 from gateway.api import session_store
-from gateway.api.jobs import _job
-from gateway.api.jobs import side_effect_target
+from gateway.api.common import job_of_path as _job
+from gateway.api.common import side_effect_target
 from gateway.config import Config
 from gateway.digests import sha256_hex
 
@@ -273,7 +274,6 @@ def approve(job_id: str):
         config().approval_max_days,
     )
     validation.validate("approval", body)
-    jobs.ensure_active(job)
     approval, _unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
     view = approvals.approval_view(approval)
     flash(
@@ -300,7 +300,7 @@ def revoke(job_id: str, approval_id: int):
 def publish(job_id: str):
     """Publish under a valid approval (the same ledger operation as the JSON API)."""
     outcome = approvals.publish(side_effect_target(_job(job_id)), g.principal.name)
-    view = approvals.publish_view(outcome)
+    view = publish_body(outcome)
     again = " (already published: nothing sent)" if view["replayed"] else ""
     flash(
         f"Job {job_id}: post {view['post_id']} is now "

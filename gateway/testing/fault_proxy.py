@@ -178,6 +178,8 @@ class Fault:
         title: ``upstream_page`` only: the page's ``<title>`` (default: status and phrase).
         retry_after_header: ``upstream_page`` only: a ``Retry-After`` value sent verbatim
             (delay-seconds or an HTTP date); ``None`` sends no header.
+        after: how many matching requests pass through untouched before the fault applies
+            (e.g. ``after=1``: the second matching request is the first one faulted).
 
     Raises:
         ValueError: (on construction) for an unknown kind, an invalid regex, ``times < 1``,
@@ -195,6 +197,7 @@ class Fault:
     retry_after: int = 1
     title: str | None = None
     retry_after_header: str | None = None
+    after: int = 0
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _query_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _body_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -207,6 +210,8 @@ class Fault:
             raise ValueError(f"times must be None or an int >= 1, got {self.times!r}")
         if self.seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {self.seconds!r}")
+        if not isinstance(self.after, int) or self.after < 0:
+            raise ValueError(f"after must be an int >= 0, got {self.after!r}")
         if self.retry_after < 0:
             raise ValueError(f"retry_after must be >= 0, got {self.retry_after!r}")
         if self.status is not None and not 100 <= self.status <= 599:
@@ -240,6 +245,7 @@ class Fault:
             "retry_after",
             "title",
             "retry_after_header",
+            "after",
         }
         unknown = set(data) - allowed
         if unknown:
@@ -309,6 +315,7 @@ class RequestRecord:
 class _LiveFault:
     fault: Fault
     remaining: int | None
+    to_skip: int = 0
 
 
 @dataclass
@@ -472,7 +479,7 @@ class FaultProxy:
         applies to it (and one of its ``times`` is used up).
         """
         with self._lock:
-            self._faults.append(_LiveFault(fault, fault.times))
+            self._faults.append(_LiveFault(fault, fault.times, fault.after))
         return fault
 
     def clear_faults(self) -> None:
@@ -490,6 +497,9 @@ class FaultProxy:
         with self._lock:
             for index, live in enumerate(self._faults):
                 if live.fault.matches(method, path, query, body):
+                    if live.to_skip > 0:  # let this one through; later faults may match
+                        live.to_skip -= 1
+                        continue
                     if live.remaining is not None:
                         live.remaining -= 1
                         if live.remaining <= 0:

@@ -1,0 +1,62 @@
+"""What the blueprints share: the job named in the path, the WordPress target of a
+side-effect call (its ``X-Fencing-Token`` header), and the status codes and headers of
+side-effect answers. The domain returns outcomes; this layer (with :mod:`gateway.answers`, the
+bodies it shares with the agent tools) turns them into responses.
+"""
+
+from __future__ import annotations
+
+from flask import g
+from flask import request
+
+from gateway import exceptions as exc
+from gateway import jobs
+from gateway import ledger
+from gateway import validation
+from gateway.api import config
+from gateway.ledger import Job
+from gateway.operations import Outcome
+from gateway.operations import Target
+
+FENCING_HEADER = "X-Fencing-Token"
+
+
+def job_of_path(job_id: str) -> Job:
+    """The caller's tenant's job ``job_id`` (422 for a malformed id, 404 when absent; a job
+    of another tenant is a 404 too, counted as an unauthorized call of the caller's tenant)."""
+    validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
+    try:
+        return jobs.get_job(g.principal.tenant, job_id)
+    except exc.JobNotFound:
+        if jobs.held_by_another_tenant(g.principal.tenant, job_id):
+            # Still a 404 (no tenant learns of another's jobs), but counted: the token is valid.
+            ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
+        raise
+
+
+def fencing_token() -> int | None:
+    """The ``X-Fencing-Token`` header as an int (None when absent).
+
+    Raises:
+        ValidationFailed: the header is not a positive integer.
+    """
+    return validation.parse_int(request.headers.get(FENCING_HEADER), f"/headers/{FENCING_HEADER}")
+
+
+def side_effect_target(job: Job) -> Target:
+    """The target of a side-effect call: workflow tokens work under the job's lease (fenced,
+    with the header's token); editors are not fenced. The domain checks cancellation and
+    fencing (:func:`gateway.operations.check_writable`) before any claim or WordPress call."""
+    fenced = g.principal.role == "workflow"
+    token = fencing_token() if fenced else None
+    return jobs.target_for(config(), job, fencing_token=token, fenced=fenced)
+
+
+def answer(body: dict, outcome: Outcome | None):
+    """``(body, status, headers)``: 201 when this request made the write, 200 otherwise,
+    with ``Idempotent-Replayed: true`` for a stored receipt."""
+    if outcome is None:
+        return body, 200
+    status = 201 if outcome.created else 200
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
+    return body, status, headers
