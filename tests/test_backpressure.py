@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from servers import Server
 from support import both_transports
 from support import call_count
 from support import draft_body
 from support import new_job_id
 from support import png_bytes
 from support import problem_slug
-from servers import Server
 
 from gateway import db
 from gateway.db import database

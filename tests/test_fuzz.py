@@ -22,8 +22,6 @@ import time
 
 import pytest
 import schemathesis
-from support import SECRET_KEY
-from support import draft_body
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
@@ -33,6 +31,8 @@ from schemathesis.specs.openapi.checks import response_headers_conformance
 from schemathesis.specs.openapi.checks import response_schema_conformance
 from schemathesis.specs.openapi.checks import status_code_conformance
 from servers import Server
+from support import SECRET_KEY
+from support import draft_body
 
 import gateway
 from gateway.db import database

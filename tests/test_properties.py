@@ -16,13 +16,13 @@ import json
 import random
 
 import pytest
-from support import draft_body
-from support import new_job_id
-from support import problem_slug
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from support import draft_body
+from support import new_job_id
+from support import problem_slug
 
 from gateway import db
 from gateway import validation

@@ -20,6 +20,7 @@ import time
 
 import pytest
 import requests
+from servers import Server
 from support import SECRET_KEY
 from support import TENANT
 from support import all_ledger_rows
@@ -29,7 +30,6 @@ from support import draft_body
 from support import new_job_id
 from support import png_bytes
 from support import sqlite_path
-from servers import Server
 
 import gateway
 from gateway.agents import tools
