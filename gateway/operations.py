@@ -265,6 +265,9 @@ def perform(
         BudgetExhausted / SiteBusy (429, before any write).
     """
     logs.bind(operation_key=key)
+    # 429 site-busy comes before the claim and before any WordPress call (a no-op without
+    # GATEWAY_SITE_CONCURRENCY); Target.client holds the same slot for the whole request.
+    limits.hold_site_slot(target.config, target.site.id)
     row = claim(target, key, request_hash, effect.action, slot, effect.intent)
     for _ in range(MAX_ROUNDS):
         if row.state == CONFIRMED:
@@ -278,7 +281,6 @@ def perform(
         if row.state == FAILED:
             if not _credentials_renewed(target, row):
                 raise _stored_refusal(row)
-        target.client  # noqa: B018 - a site-busy refusal comes before any WordPress call
         if row.state in (SENT, UNKNOWN):
             outcome = reconcile(target, row, effect)
             if outcome is not None:
