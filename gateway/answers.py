@@ -14,7 +14,8 @@ from gateway.operations import Outcome
 
 def outcome_body(outcome: Outcome, id_name: str, *receipt_fields: str) -> dict:
     """The common body of a side-effect answer: operation key, ledger state, the remote id
-    under ``id_name``, ``replayed``/``reconciled``, and the named receipt fields."""
+    under ``id_name``, ``replayed``/``reconciled``, the named receipt fields, and ``pruned:
+    true`` when retention dropped the receipt's bulky parts (:mod:`gateway.retention`)."""
     row = outcome.row
     receipt = row.receipt or {}
     return {
@@ -24,6 +25,7 @@ def outcome_body(outcome: Outcome, id_name: str, *receipt_fields: str) -> dict:
         **{name: receipt.get(name) for name in receipt_fields},
         "replayed": outcome.replayed,
         "reconciled": outcome.reconciled,
+        **({"pruned": True} if row.pruned_at is not None else {}),
     }
 
 

@@ -42,6 +42,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     app.config["SECRET_KEY"] = cfg.secret_key
     app.json.ensure_ascii = False
     app.json.sort_keys = False
+    _behind_proxies(app, cfg)
     db.bind(cfg.database_url)
     if cfg.testing:
         migrations.migrate()
@@ -50,3 +51,19 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     api.init_app(app)
     logging.getLogger("gateway").setLevel(logging.INFO)
     return app
+
+
+def _behind_proxies(app: Flask, cfg: config_module.Config) -> None:
+    """TLS terminated in front of the gateway: ``GATEWAY_PUBLIC_URL=https://...`` marks the
+    review page's session cookie ``Secure``; ``GATEWAY_PROXY_HOPS=N`` trusts N hops of
+    ``X-Forwarded-For/-Proto/-Host/-Port/-Prefix`` (werkzeug's ``ProxyFix``), so client
+    addresses in the logs and the request scheme are the real ones. With 0 hops (default) the
+    headers are ignored: anyone could send them."""
+    app.config["SESSION_COOKIE_SECURE"] = cfg.public_url.startswith("https://")
+    if cfg.proxy_hops:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        hops = cfg.proxy_hops
+        app.wsgi_app = ProxyFix(
+            app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops, x_prefix=hops
+        )

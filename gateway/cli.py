@@ -280,13 +280,33 @@ def worker_command(once, interval):
         pass
 
 
+@cli.command("prune")
+@click.option(
+    "--older-than",
+    "older_than",
+    type=click.FloatRange(min=0),
+    required=True,
+    metavar="DAYS",
+    help="Prune final operations of finished jobs last updated more than DAYS ago.",
+)
+@needs_ledger
+def prune_command(older_than):
+    """Retention: drop the bulky parts of finished jobs' operations (intents, copies of
+    WordPress bodies); key, state, remote id and digest are kept forever. Prints counts."""
+    from gateway import retention
+
+    with database.connection_context():
+        counts = retention.prune(older_than)
+    click.echo(json.dumps(counts))
+
+
 @cli.command("doctor")
 @click.option("--tenant", required=True)
 @click.option("--site", "site_name", default=None, help="One site (default: every site).")
 @needs_ledger
 def doctor_command(tenant, site_name):
-    """Preflight of a tenant's sites: reachability, login, role, transport and guarantees.
-    One site: its result as JSON; every site: a JSON list."""
+    """Preflight of a tenant's sites: every registered check for the site's transport, with
+    the fix for each failure. One site: its result as JSON; every site: a JSON list."""
     from gateway import doctor
 
     known_tenant(tenant)
@@ -305,6 +325,8 @@ def doctor_command(tenant, site_name):
         for check in result["checks"]:
             mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
             click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
+            if check.get("fix") and check["ok"] is False:
+                click.echo(f"     fix: {check['fix']}", err=True)
     click.echo(json.dumps(results[0] if site_name else results, ensure_ascii=False))
     sys.exit(0 if all(r["ok"] for r in results) else 1)
 
@@ -360,13 +382,20 @@ def report_command(tenant):
     default=True,
     help="Run one agent worker for the server (only when GATEWAY_OPENAI_API_KEY is set).",
 )
-def serve(host, port, workers, threads, sweep_interval, agent_worker):
+@click.option(
+    "--log-format",
+    type=click.Choice(["json", "text"]),
+    default="json",
+    show_default=True,
+    help="One JSON object per line (for log collectors), or text for a terminal.",
+)
+def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format):
     """Serve the gateway with gunicorn (several workers, one background sweep, one agent
     worker)."""
     from gateway.server import run
 
     try:
-        run(host, port, workers, sweep_interval, agent_worker, threads)
+        run(host, port, workers, sweep_interval, agent_worker, log_format, threads)
     except (ConfigError, migrations.LedgerError) as error:
         raise KnownProblem(str(error)) from None
 

@@ -15,6 +15,10 @@ from dataclasses import replace
 DEFAULT_DATABASE_URL = "sqlite:///gateway.db"
 DEFAULT_WP_TIMEOUT = 30.0
 DEFAULT_MAX_CONTENT_LENGTH = 25 * 1024 * 1024
+# A job of the main scenario makes about 10 WordPress writes; 200 leaves room for task
+# versions, repairs and retries, and stops a workflow that loops into itself (one made 20,000
+# calls in two hours) after minutes, not hours.
+DEFAULT_JOB_WRITE_BUDGET = 200
 DEFAULT_MEDIA_URL_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_MEDIA_URL_TIMEOUT = 20.0
 
@@ -40,6 +44,17 @@ class Config:
         attention_after: seconds without any request after which the sweep tells editors
             that an unfinished job needs attention.
         crash_points: named crash points enabled for fault tests (empty in production).
+        metrics_token: when set, ``GET /metrics`` requires it as a bearer token; never logged.
+        job_write_budget: WordPress write attempts one job may make (``write_attempts``
+            budget, see :mod:`gateway.budgets`); an editor may raise it per job.
+        site_concurrency: WordPress-calling requests in flight per site across every worker
+            and instance; 0 = no limit.
+        token_rate: ``(requests, seconds)`` allowed per API token and window, counted in the
+            ledger across every worker; None = no limit.
+        public_url: the URL users reach the gateway at; ``https://`` makes the review page's
+            cookies ``Secure``.
+        proxy_hops: proxies in front of the gateway whose ``X-Forwarded-*`` headers are
+            trusted (werkzeug's ``ProxyFix``); 0 trusts none.
         media_url_schemes: URL schemes an image may be downloaded from (``https``).
         media_url_allow_hosts: ``host:port`` entries, exactly as written in a URL; when not
             empty only these hosts are downloaded from, and a listed one may be a loopback or
@@ -73,6 +88,12 @@ class Config:
     resume_budget: int = 3
     attention_after: float = 3600.0
     crash_points: frozenset[str] = frozenset()
+    metrics_token: str = field(default="", repr=False)
+    job_write_budget: int = DEFAULT_JOB_WRITE_BUDGET
+    site_concurrency: int = 0
+    token_rate: tuple[int, int] | None = None
+    public_url: str = ""
+    proxy_hops: int = 0
     media_url_schemes: frozenset[str] = frozenset({"https"})
     media_url_allow_hosts: frozenset[str] = frozenset()
     media_url_max_bytes: int = DEFAULT_MEDIA_URL_MAX_BYTES
@@ -108,6 +129,35 @@ def _number(env: dict, name: str, default: float, kind=float):
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {raw!r}")
     return value
+
+
+def _count(env: dict, name: str, default: int) -> int:
+    """A whole number >= 0 (0 switches a limit off)."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise ConfigError(f"{name} must be a whole number >= 0, got {raw!r}")
+    return int(raw)
+
+
+def _rate(env: dict, name: str) -> tuple[int, int] | None:
+    """``N/SECONDS`` (``N`` alone means per second); empty or ``0`` = no limit."""
+    raw = (env.get(name) or "").strip()
+    if raw in ("", "0"):
+        return None
+    count, _, seconds = raw.partition("/")
+    seconds = seconds or "1"
+    if not (count.isdigit() and seconds.isdigit() and int(count) > 0 and int(seconds) > 0):
+        raise ConfigError(f"{name} must look like 600/60 (requests per seconds), got {raw!r}")
+    return int(count), int(seconds)
+
+
+def _public_url(env: dict, name: str) -> str:
+    raw = (env.get(name) or "").strip().rstrip("/")
+    if raw and not raw.startswith(("http://", "https://")):
+        raise ConfigError(f"{name} must start with http:// or https://, got {raw!r}")
+    return raw
 
 
 def _words(raw: str, lower: bool = False) -> frozenset[str]:
@@ -153,6 +203,12 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         resume_after=_number(env, "GATEWAY_RESUME_AFTER", 300.0),
         resume_budget=int(_number(env, "GATEWAY_RESUME_BUDGET", 3, int)),
         attention_after=_number(env, "GATEWAY_ATTENTION_AFTER", 3600.0),
+        metrics_token=env.get("GATEWAY_METRICS_TOKEN", ""),
+        job_write_budget=_count(env, "GATEWAY_JOB_WRITE_BUDGET", DEFAULT_JOB_WRITE_BUDGET),
+        site_concurrency=_count(env, "GATEWAY_SITE_CONCURRENCY", 0),
+        token_rate=_rate(env, "GATEWAY_TOKEN_RATE"),
+        public_url=_public_url(env, "GATEWAY_PUBLIC_URL"),
+        proxy_hops=_count(env, "GATEWAY_PROXY_HOPS", 0),
         testing=testing,
         openai_api_key=env.get("GATEWAY_OPENAI_API_KEY", ""),
         openai_base_url=env.get("GATEWAY_OPENAI_BASE_URL") or None,

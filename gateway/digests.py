@@ -7,9 +7,25 @@ import hashlib
 import json
 
 
+def _numbers_spelled_once(value):
+    """``value`` with every integral float as an int: JSON's ``1``, ``1.0`` and ``1e0`` are
+    one number, and a client's serializer must not change a digest by spelling it otherwise.
+    Other floats keep Python's shortest round-trip spelling (``0.10`` and ``0.1`` agree)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers_spelled_once(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_spelled_once(v) for v in value]
+    return value
+
+
 def canonical_json(value) -> str:
-    """The canonical JSON text of ``value``: sorted keys, ``(",", ":")``, non-ASCII kept."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """The canonical JSON text of ``value``: sorted keys, ``(",", ":")``, non-ASCII kept,
+    integral numbers written as integers."""
+    return json.dumps(
+        _numbers_spelled_once(value), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
 
 
 def sha256_hex(data: bytes | str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from gateway import actions
 from gateway import attachments
 from gateway import checkpoints
+from gateway import db
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import media_metadata
@@ -303,6 +304,8 @@ def put_draft(target: Target, body: dict) -> Outcome:
         },
         "update_of": update_of,
     }
+    if previous is not None and previous.pruned_at is not None:
+        previous = None  # no baseline left to diff against: send every field
     changed = _changed_fields(fields, previous.receipt) if previous is not None else None
 
     def send() -> dict:
@@ -348,6 +351,22 @@ def latest_draft(job, below_version: int | None = None) -> Operation | None:
     return query.order_by(Operation.task_version.desc()).first()
 
 
+def require_receipt(row: Operation) -> None:
+    """Refuse work that needs the draft's full receipt after retention pruned it.
+
+    Raises:
+        ReceiptPruned (409): ``gateway prune`` dropped the baseline on ``row.pruned_at``.
+    """
+    if row.pruned_at is not None:
+        raise exc.ReceiptPruned(
+            f"the draft receipt of {row.operation_key} was pruned on "
+            f"{db.rfc3339(row.pruned_at)}: its baseline is gone, so the post cannot be "
+            "compared or repaired by the gateway; a new task_version writes a fresh draft",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+        )
+
+
 def read_live(target: Target, post_id: int) -> dict:
     """The job's post read back now (``GET /wp/v2/posts/{id}?context=edit``).
 
@@ -384,6 +403,7 @@ def verify_job(target: Target) -> dict:
     row = latest_draft(job)
     if row is None:
         raise exc.NotFound("the job has no confirmed draft to verify yet")
+    require_receipt(row)
     ownership.check_job_post(target, row.remote_id)
     try:
         live = target.client.get_post(row.remote_id)

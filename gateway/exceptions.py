@@ -194,3 +194,18 @@ SecretKeyMismatch = _problem(
     "secret-key-mismatch",
     "The stored site credentials cannot be decrypted with this GATEWAY_SECRET_KEY",
 )
+BudgetExhausted = _problem(
+    "BudgetExhausted", 429, "budget-exhausted", "The job has used up one of its budgets"
+)
+SiteBusy = _problem(
+    "SiteBusy", 429, "site-busy", "The site has as many WordPress calls in flight as allowed", True
+)
+RateLimited = _problem(
+    "RateLimited", 429, "rate-limited", "Too many requests from this token", True
+)
+ReceiptPruned = _problem(
+    "ReceiptPruned",
+    409,
+    "receipt-pruned",
+    "The stored receipt this needs was pruned by the retention policy",
+)

@@ -234,6 +234,7 @@ def row_view(row: Operation) -> dict:
         "created_at": db.rfc3339(row.created_at),
         "updated_at": db.rfc3339(row.updated_at),
         "sent_at": db.rfc3339(row.sent_at),
+        "pruned_at": db.rfc3339(row.pruned_at),
     }
 
 

@@ -137,6 +137,7 @@ class Operation(BaseModel):
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow)
     sent_at = DateTimeField(null=True)
+    pruned_at = DateTimeField(null=True)  # bulky parts dropped by gateway prune
 
     class Meta:
         indexes = ((("tenant", "job_id"), False),)
@@ -286,6 +287,46 @@ class WebhookEvent(BaseModel):
     processed_at = DateTimeField(null=True)
 
 
+class Budget(BaseModel):
+    """How much of one budget a job has used (:mod:`gateway.budgets`): ``allowed`` is NULL
+    while the configured default applies, and set once an editor raised it."""
+
+    tenant = TextField()
+    job_id = TextField()
+    name = TextField()
+    used = IntegerField(default=0)
+    allowed = IntegerField(null=True)
+    raised_by = TextField(null=True)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "name"), True),)
+
+
+class RateWindow(BaseModel):
+    """Requests of one API token (its hash) in one fixed time window (:mod:`gateway.limits`)."""
+
+    key = TextField()
+    window = IntegerField()
+    count = IntegerField(default=0)
+
+    class Meta:
+        indexes = ((("key", "window"), True),)
+
+
+class SiteSlot(BaseModel):
+    """One held unit of a site's concurrency limit; the unique (site, slot) pair is the lock.
+    ``expires_at`` frees the slot of a process that died while holding it."""
+
+    site_id = IntegerField()
+    slot = IntegerField()
+    holder = TextField()
+    expires_at = DateTimeField()
+
+    class Meta:
+        indexes = ((("site_id", "slot"), True),)
+
+
 class EditorSession(BaseModel):
     """A review-page session, kept on the server: the browser's cookie carries only a random
     session id, of which only the SHA-256 is stored here. ``data`` is the Flask session (the
@@ -364,6 +405,9 @@ TABLES = [
     OperationRetry,
     AgentSession,
     WebhookEvent,
+    Budget,
+    RateWindow,
+    SiteSlot,
     EditorSession,
     NotificationTarget,
     Notification,

@@ -66,8 +66,20 @@ def _agent_tables(_migrator: SchemaMigrator) -> None:
     ledger.WebhookEvent.create_table(safe=True)
 
 
+def _operator_tables(migrator: SchemaMigrator) -> None:
+    """Version 7 (operating it, issue 17): per-job budgets, token rate windows, site
+    concurrency slots; ``operation.pruned_at`` for retention."""
+    from playhouse.migrate import migrate as run
+
+    for model in (ledger.Budget, ledger.RateWindow, ledger.SiteSlot):
+        model.create_table(safe=True)
+    columns = {c.name for c in database.get_columns(ledger.Operation._meta.table_name)}
+    if "pruned_at" not in columns:  # idempotent, as every step: a rerun finds it there
+        run(migrator.add_column("operation", "pruned_at", DateTimeField(null=True)))
+
+
 def _security(migrator: SchemaMigrator) -> None:
-    """Version 4 (security, issue 10): sites learn their install identity; token names become
+    """Version 5 (security, issue 10): sites learn their install identity; token names become
     unique per tenant (duplicates renamed, and said so); operations are found by the object
     they hold (index on ``remote_id``); review-page sessions on the server."""
     from playhouse.migrate import migrate as run
@@ -77,7 +89,7 @@ def _security(migrator: SchemaMigrator) -> None:
         if name not in columns:
             run(migrator.add_column(ledger.Site._meta.table_name, name, TextField(null=True)))
     for note in rename_duplicate_token_names():
-        log.warning("migration 4: %s", note)
+        log.warning("migration 5: %s", note)
     run(migrator.add_index(ledger.Token._meta.table_name, ("tenant", "name"), True))
     run(migrator.add_index(ledger.Operation._meta.table_name, ("remote_id",), False))
     ledger.EditorSession.create_table(safe=True)
@@ -135,6 +147,11 @@ MIGRATIONS: list[Migration] = [
         lambda _migrator: database.create_tables(
             [ledger.NotificationTarget, ledger.Notification, ledger.ResumePoint], safe=True
         ),
+    ),
+    Migration(
+        7,
+        "budgets, rate windows, site concurrency slots; operation.pruned_at",
+        _operator_tables,
     ),
 ]
 

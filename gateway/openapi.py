@@ -45,6 +45,8 @@ PATH_PATTERNS = {"job_id": validation.JOB_ID, "slot": validation.SLOT, "name": v
 # A Werkzeug rule variable, ``<job_id>`` or ``<int:approval_id>``: (converter, name).
 VARIABLE = re.compile(r"<(?:([a-z]+)(?:\([^)]*\))?:)?([A-Za-z_]\w*)>")
 PROBLEM = "application/problem+json"
+# Path variables declared <int:...> in the URL map (a non-integer value is 404 not-found).
+INT_PATH = re.compile(r"\{(approval_id|review_id|media_id)\}")
 
 
 def bare_app() -> Flask:
@@ -285,7 +287,12 @@ def _responses(path: str, contract: Contract, problems: dict, api: bool) -> dict
             "content": {"text/html": {"schema": {"type": "string"}}},
         }
     for status, slugs in _problem_slugs(path, contract, api, problems).items():
-        responses[str(status)] = _problem_response(status, slugs, problems, echo)
+        problem = _problem_response(status, slugs, problems, echo)
+        page = responses.get(str(status))
+        if page:  # a page of the view and a problem of the framework share the status
+            problem["description"] = f"{page['description']}; or {problem['description']}"
+            problem["content"] = {**page["content"], **problem["content"]}
+        responses[str(status)] = problem
     return dict(sorted(responses.items()))
 
 
@@ -312,8 +319,10 @@ def _success(status: int, contract: Contract, echo: dict) -> dict:
 
 def _problem_slugs(path: str, contract: Contract, api: bool, problems: dict) -> dict:
     slugs = ["ledger-unavailable", *contract.problems]
+    if INT_PATH.search(path):  # an id that is not a whole number matches no route
+        slugs.append("not-found")
     if api:
-        slugs += ["unauthenticated", "forbidden"]
+        slugs += ["unauthenticated", "forbidden", "rate-limited"]
         if "{job_id}" in path:
             slugs += ["job-not-found", "validation-failed"]
         if "{slot}" in path or "{name}" in path:

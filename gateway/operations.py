@@ -26,9 +26,12 @@ from functools import cached_property
 
 from peewee import IntegrityError
 
+from gateway import budgets
 from gateway import db
 from gateway import exceptions as exc
 from gateway import leases
+from gateway import limits
+from gateway import logs
 from gateway import ownership
 from gateway import refusals
 from gateway import reviews
@@ -81,7 +84,9 @@ class Target:
     @cached_property
     def client(self) -> Transport:
         """A client of the site's transport (REST or XML-RPC) with its credentials as stored
-        now."""
+        now; inside a request this takes one of the site's concurrency slots first (429
+        ``site-busy`` when none is free, before any WordPress call over either transport)."""
+        limits.hold_site_slot(self.config, self.site.id)
         return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
 
     @cached_property
@@ -263,8 +268,13 @@ def perform(
 
     Raises:
         OperationKeyReused, OperationInProgress, NeedsReview, JobCancelled,
-        WordPressRefused (502, definite), OutcomeUnknown / WordPressUnavailable (503).
+        WordPressRefused (502, definite), OutcomeUnknown / WordPressUnavailable (503),
+        BudgetExhausted / SiteBusy (429, before any write).
     """
+    logs.bind(operation_key=key)
+    # 429 site-busy comes before the claim and before any WordPress call (a no-op without
+    # GATEWAY_SITE_CONCURRENCY); Target.client holds the same slot for the whole request.
+    limits.hold_site_slot(target.config, target.site.id)
     row = claim(target, key, request_hash, effect.action, slot, effect.intent)
     for _ in range(MAX_ROUNDS):
         if row.state == CONFIRMED:
@@ -278,7 +288,7 @@ def perform(
         if row.state == FAILED:
             if not _credentials_renewed(target, row):
                 raise _stored_refusal(row)
-        elif row.state in (SENT, UNKNOWN):
+        if row.state in (SENT, UNKNOWN):
             outcome = reconcile(target, row, effect)
             if outcome is not None:
                 return outcome
@@ -288,14 +298,9 @@ def perform(
             _check_resend_allowed(target, row, effect)
         if target.fencing_token is not None:  # a newer grant may have come since the claim
             leases.check_fencing(target.job, target.fencing_token)
-        if _transition(
-            row,
-            SENT,
-            attempts=row.attempts + 1,
-            sent_at=db.utcnow(),
-            credential_version=target.site.credential_version,
-            fencing_token=target.fencing_token,
-        ):
+        job = target.job  # past the budget: 429 before any write (lookups above are reads)
+        budgets.check(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
+        if _claim_send(target, row):
             return _send(target, row, effect)  # the row as this sender committed it
         row = _reload(row)  # another request won the claim; look again
     raise exc.OperationInProgress(
@@ -304,6 +309,25 @@ def perform(
         operation_key=key,
         ledger_state=row.state,
     )
+
+
+def _claim_send(target: Target, row: Operation) -> bool:
+    """Move ``row`` to SENT and spend one write attempt of the job's budget, in one
+    transaction: only the request that won the send spends, and a refusal (429
+    ``budget-exhausted``) leaves the row as it was."""
+    job = target.job
+    with db.atomic():
+        won = _transition(
+            row,
+            SENT,
+            attempts=row.attempts + 1,
+            sent_at=db.utcnow(),
+            credential_version=target.site.credential_version,
+            fencing_token=target.fencing_token,
+        )
+        if won:
+            budgets.spend(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
+    return won
 
 
 def _credentials_renewed(target: Target, row: Operation) -> bool:
@@ -343,7 +367,10 @@ def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> Non
             operation_key=row.operation_key,
             ledger_state=row.state,
         )
-    reviews.check_suspected_duplicates(target, row, effect)
+    try:
+        reviews.check_suspected_duplicates(target, row, effect)
+    except WordPressError as error:  # the search could not run: still unknown, never a 500
+        raise _unknown(row, error) from error
 
 
 def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:

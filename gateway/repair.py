@@ -162,6 +162,7 @@ def repair_job(target: Target) -> Repair:
     draft = drafts.latest_draft(job)
     if draft is None:
         raise exc.NotFound("the job has no confirmed draft to repair")
+    drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
     live = drafts.read_live(target, draft.remote_id)
     result = verification.compare(

@@ -6,30 +6,47 @@ still waiting for WordPress (which would leave a SENT row for reconciliation). O
 reconciliation sweep runs in the master process for the whole server, not one per worker, and
 so does one agent worker (``gateway worker``, a child process) when ``GATEWAY_OPENAI_API_KEY`` is
 set.
+
+Logs: one line per request and per WordPress call (:mod:`gateway.logs`), JSON by default,
+gunicorn's own lines in the same format; gunicorn's access log is off because the gateway's
+request line replaces it (with request id, tenant, job and operation key). Metrics: a fresh
+prometheus_client multiprocess directory per server start (:mod:`gateway.metrics`), removed
+when the server stops.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
 
 from gateway import config as config_module
+from gateway import logs
 
 
 class GatewayServer(BaseApplication):
     """A gunicorn application serving :func:`gateway.app.create_app`."""
 
-    def __init__(self, options: dict, sweep_interval: float, agent_worker: bool = False):
+    def __init__(
+        self,
+        options: dict,
+        sweep_interval: float,
+        agent_worker: bool = False,
+        metrics_dir: str | None = None,
+    ):
         self.options = options
         self.sweep_interval = sweep_interval
         self.agent_worker = agent_worker
         self._worker: subprocess.Popen | None = None
+        self.metrics_dir = metrics_dir
         self._stop = threading.Event()
         super().__init__()
 
@@ -47,6 +64,8 @@ class GatewayServer(BaseApplication):
                 self._worker.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self._worker.kill()
+        if self.metrics_dir:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
     def _when_ready(self, _server):
         if self.agent_worker:
@@ -94,27 +113,34 @@ def sweep_forever(interval: float, stop: threading.Event) -> None:
                 log.info("sweep: %s", done.stdout.strip())
 
 
+def metrics_directory() -> str:
+    """A new, empty directory for prometheus_client's multiprocess files, named in
+    ``PROMETHEUS_MULTIPROC_DIR`` for the workers forked after this call. A directory per
+    server start, so figures of an earlier run or another server on this host never mix in."""
+    path = tempfile.mkdtemp(prefix="gateway-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path
+
+
 def run(
     host: str,
     port: int,
     workers: int,
     sweep_interval: float,
     agent_worker: bool = True,
+    log_format: str = "json",
     threads: int = 4,
 ) -> None:
     """Run gunicorn until stopped: ``workers`` processes of ``threads`` threads each, so at
     most ``workers * threads`` requests are served at once (the rest wait in the socket's
-    backlog).
+    backlog); ``log_format`` is ``json`` or ``text``.
 
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
         LedgerError: no ledger, or an outdated one (``gateway init-db`` first).
     """
     cfg = config_module.load()
-    logging.basicConfig(
-        level=logging.INFO,
-        format="[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s",
-    )
+    logs.configure(log_format)
     from gateway import db
     from gateway import migrations
 
@@ -130,12 +156,14 @@ def run(
         "timeout": int(cfg.wp_timeout * 2 + 30),
         "graceful_timeout": int(cfg.wp_timeout + 5),
         "preload_app": False,
-        "accesslog": "-",
+        "accesslog": None,  # the gateway's own request line replaces it
         "errorlog": "-",
         "loglevel": "info",
+        "logconfig_dict": logs.gunicorn_logconfig(log_format),
     }
     if "control_socket_disable" in {setting.name for setting in KNOWN_SETTINGS}:
         # gunicorn >= 25.1 opens one control socket per user by default: several gateway
         # servers on one host would fight over its path.
         options["control_socket_disable"] = True
-    GatewayServer(options, sweep_interval, agent_worker and bool(cfg.openai_api_key)).run()
+    agent = agent_worker and bool(cfg.openai_api_key)
+    GatewayServer(options, sweep_interval, agent, metrics_directory()).run()

@@ -70,6 +70,11 @@ def authenticate_hash(token_hash: str) -> Principal | None:
     return Principal(row.tenant, row.role, row.name)
 
 
+def rate_key(token: str) -> str:
+    """The name request-rate counters use for ``token``: its stored SHA-256, never the token."""
+    return sha256_hex(token)
+
+
 def revoke_tokens(tenant: str, name: str) -> int:
     """Revoke the token of ``tenant`` named ``name`` (names are unique per tenant); returns
     how many were revoked now (0 or 1). The token's review-page sessions are deleted too."""

@@ -164,15 +164,17 @@ def gwp(app, client, wp_site, proxy, transport) -> Gateway:
 
 
 @pytest.fixture
-def gateway_server(wp_site, ledger_url, tmp_path, transport):
+def gateway_server(wp_site, ledger_url, tmp_path, transport, request):
     """``gateway serve --workers 4`` on a free port, site (over ``transport``) and token
-    registered by the CLI."""
+    registered by the CLI. Indirect parametrization adds environment variables
+    (``{"GATEWAY_TOKEN_RATE": ...}``)."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
         "GATEWAY_SECRET_KEY": SECRET_KEY,
         "GATEWAY_WP_TIMEOUT": "10",
         AUTHOR_PASSWORD_ENV: wp_site["users"]["author"]["app_password"],
+        **getattr(request, "param", {}),
     }
     command = gateway_command()
 

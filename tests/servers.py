@@ -24,7 +24,14 @@ PASSWORD_ENV = "GW_TEST_AUTHOR_APP_PASSWORD"
 class Server:
     """A ``gateway serve`` process that can be SIGKILLed and restarted on the same ledger."""
 
-    def __init__(self, site: dict, ledger_url: str, workdir: Path, site_url: str | None = None):
+    def __init__(
+        self,
+        site: dict,
+        ledger_url: str,
+        workdir: Path,
+        site_url: str | None = None,
+        transport: str = "rest",
+    ):
         self.env = {
             **os.environ,
             "GATEWAY_DATABASE_URL": ledger_url,
@@ -50,6 +57,8 @@ class Server:
             site["users"]["author"]["username"],
             "--app-password-env",
             PASSWORD_ENV,
+            "--transport",
+            transport,
         )
         # Token names are unique per tenant: several servers may share one ledger.
         name = f"n8n-{uuid.uuid4().hex[:8]}"

@@ -35,7 +35,9 @@ def gateway_reads() -> set[str]:
     """The ``GATEWAY_*`` names ``gateway/config.py`` reads from the environment."""
     source = (ROOT / "gateway" / "config.py").read_text()
     return set(re.findall(r"""env(?:\.get\(|\[)\s*["'](GATEWAY_[A-Z_]+)["']""", source)) | set(
-        re.findall(r"""_number\(\s*env,\s*["'](GATEWAY_[A-Z_]+)["']""", source)
+        re.findall(
+            r"""_(?:number|count|rate|public_url)\(\s*env,\s*["'](GATEWAY_[A-Z_]+)["']""", source
+        )
     )
 
 

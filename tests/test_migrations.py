@@ -130,6 +130,19 @@ def test_an_outdated_ledger_is_refused_until_init_db_migrates_it(ledger_url, mon
     database.close()
 
 
+def test_migration_7_adds_budgets_rate_windows_site_slots_and_pruned_at(release_0_1_0_ledger):
+    assert cli(release_0_1_0_ledger, "init-db").returncode == 0
+    app = gateway.create_app({"database_url": release_0_1_0_ledger, "secret_key": SECRET_KEY})
+    with app.app_context(), database.connection_context():
+        assert {"budget", "rate_window", "site_slot"} <= set(database.get_tables())
+        assert "pruned_at" in {c.name for c in database.get_columns("operation")}
+        assert Operation.select().where(Operation.pruned_at.is_null()).count() == 2
+    recent = cli(release_0_1_0_ledger, "prune", "--older-than", "36500")
+    assert recent.returncode == 0 and json.loads(recent.stdout)["operations"] == 0
+    everything = cli(release_0_1_0_ledger, "prune", "--older-than", "0")
+    assert json.loads(everything.stdout)["operations"] == 2  # untouched for 0 days: finished
+
+
 def test_migration_4_adds_approval_publish_at_to_an_existing_ledger(release_0_1_0_ledger):
     assert cli(release_0_1_0_ledger, "init-db").returncode == 0
     path = release_0_1_0_ledger[len("sqlite:///") :]

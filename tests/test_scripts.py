@@ -103,12 +103,14 @@ def _running_it_for_real() -> str:
 
 def test_readme_keeps_tokens_and_keys_out_of_the_clone():
     """Every file the commands write (``> FILE``) and the ledger lie outside the work tree
-    (under ``$state``), written with umask 077 (mode 0600)."""
+    (under ``$GW_DIR``, the walkthrough's directory), written with umask 077 (mode 0600)."""
     commands = _running_it_for_real()
     assert "umask 077" in commands
     targets = re.findall(r">\s*(\S+)", commands)
-    assert targets and all(t.startswith('"$state/') for t in targets), targets
-    assert "GATEWAY_DATABASE_URL=sqlite:///$state/" in commands
+    assert targets and all(t.startswith('"$GW_DIR/') for t in targets), targets
+    assert 'GATEWAY_DATABASE_URL="sqlite:///$GW_DIR/' in commands
     assert "$PWD" not in commands and "token.txt" not in commands
-    state = re.search(r"^state=(\S+)", commands, re.MULTILINE).group(1)
+    state = re.search(r'^export GW_DIR="(\S+)"', commands, re.MULTILINE).group(1)
     assert not state.startswith(("$PWD", ".", "~/publishing-gateway")), state
+    walkthrough = (ROOT / "docs" / "walkthrough.md").read_text()
+    assert f'export GW_DIR="{state}"' in walkthrough  # one directory: one ledger, key, token

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
+import time
 from functools import wraps
 
 from flask import Flask
@@ -22,10 +22,15 @@ from gateway import db
 from gateway import exceptions as exc
 from gateway import jsonio
 from gateway import ledger
+from gateway import limits
+from gateway import logs
+from gateway import metrics
 from gateway import tokens
 from gateway.db import database
+from gateway.wordpress import client as wordpress_client
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("gateway.http")
 PROBLEM_JSON = "application/problem+json"
 # A client's X-Request-Id is echoed only when it is a plain token (no header injection, no
 # unbounded log lines); otherwise the gateway makes one.
@@ -116,8 +121,9 @@ def _authenticate():
         return None
     header = request.headers.get("Authorization", "")
     principal = None
-    if header.startswith("Bearer ") and header[7:].strip():
-        principal = tokens.authenticate(header[7:].strip())
+    secret = header[7:].strip() if header.startswith("Bearer ") else ""
+    if secret:
+        principal = tokens.authenticate(secret)
     if principal is None:
         ledger.bump_counter("unauthorized_calls")
         log.warning("unauthenticated call %s %s", request.method, request.path)
@@ -127,6 +133,8 @@ def _authenticate():
             )
         )
     g.principal = principal
+    logs.bind(tenant=principal.tenant)
+    limits.count_request(config(), tokens.rate_key(secret))
     return None
 
 
@@ -141,6 +149,35 @@ def _no_job_route() -> exc.GatewayError:
         "(letters, digits and . _ : - only, never '/')",
         errors=[{"pointer": "/job_id", "message": f"job_id must match {rule}"}],
     )
+
+
+def _start_request():
+    g.started = time.perf_counter()
+    sent = request.headers.get("X-Request-Id", "")
+    g.request_id = logs.start(sent if REQUEST_ID.fullmatch(sent) else None)
+    if request.view_args and request.view_args.get("job_id"):
+        logs.bind(job_id=request.view_args["job_id"])
+    limits.start_scope()
+
+
+def _finish_request(response):
+    """Echo the request id, count the request and write its one log line."""
+    response.headers["X-Request-Id"] = g.get("request_id") or logs.start()
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    seconds = time.perf_counter() - g.get("started", time.perf_counter())
+    metrics.observe_request(route, request.method, response.status_code, seconds)
+    request_log.info(
+        "request",
+        extra={
+            "method": request.method,
+            "route": route,
+            "path": request.path,  # never the query string, which may carry titles
+            "status": response.status_code,
+            "duration_ms": round(seconds * 1000, 1),
+            "client": request.remote_addr,
+        },
+    )
+    return response
 
 
 class LedgerIdConverter(IntegerConverter):
@@ -158,6 +195,7 @@ def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
     app.url_map.converters["int"] = LedgerIdConverter
     from gateway.api import agents
+    from gateway.api import budgets
     from gateway.api import editorial
     from gateway.api import follow_up
     from gateway.api import health
@@ -176,6 +214,9 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(review_page.bp)
     app.register_blueprint(spec.bp)
     app.register_blueprint(agents.bp)
+    app.register_blueprint(budgets.bp)
+    wordpress_client.add_observer(metrics.observe_wordpress)
+    wordpress_client.add_observer(logs.log_wordpress_call)
 
     @app.before_request
     def _chunked_limit():
@@ -191,20 +232,22 @@ def init_app(app: Flask) -> None:
 
     @app.before_request
     def _connect():
-        sent = request.headers.get("X-Request-Id", "")
-        g.request_id = sent if REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
+        _start_request()
         database.connect(reuse_if_open=True)
         return _authenticate()
 
-    @app.after_request
-    def _echo_request_id(response):
-        response.headers["X-Request-Id"] = g.get("request_id") or uuid.uuid4().hex
-        return response
+    app.after_request(_finish_request)
 
     @app.teardown_request
     def _close(_error=None):
-        if not database.is_closed():
-            database.close()
+        try:
+            limits.release_held()
+        except DatabaseError as error:  # the slot expires by itself (limits.slot_ttl)
+            log.error("could not release a site concurrency slot: %s", error)
+        finally:
+            if not database.is_closed():
+                database.close()
+            logs.clear()
 
     @app.errorhandler(exc.GatewayError)
     def _gateway_error(error):
@@ -215,6 +258,11 @@ def init_app(app: Flask) -> None:
         return problem_response(
             exc.PayloadTooLarge(f"the body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes")
         )
+
+    @app.errorhandler(OverflowError)
+    def _beyond_the_ledger(_error):
+        # a path id (``<int:...>``) larger than any database integer: no such object
+        return problem_response(exc.NotFound("no object has this id"))
 
     @app.errorhandler(DatabaseError)
     def _ledger_error(error):

@@ -26,6 +26,8 @@ LEDGER = (
     "upstream-refused",
     "outcome-unknown",
     "wordpress-unavailable",
+    "budget-exhausted",
+    "site-busy",
 )
 
 # Extension members some problems carry (gateway.exceptions.GatewayError(**extensions)).
@@ -52,6 +54,7 @@ EXTENSIONS = (
     "origin",
     "upstream",
     "session_id",
+    "budget",
     "feature",
     "transport",
 )
@@ -126,11 +129,18 @@ JOB_QUERY = {
         "description": "the previous page's next_after",
     },
 }
-READ_BACK = ("not-found", "foreign-object", "wordpress-unavailable", "upstream-refused")
+READ_BACK = (
+    "not-found",
+    "foreign-object",
+    "wordpress-unavailable",
+    "upstream-refused",
+    "site-busy",
+)
+PRUNED = ("receipt-pruned",)  # retention dropped the draft receipt these need
 
 OPERATIONS: dict[str, Contract] = {
     "GET /healthz": Contract(returns="Health"),
-    "GET /metrics": Contract(media_type="text/plain"),
+    "GET /metrics": Contract(media_type="text/plain", problems=("unauthenticated",)),
     "GET /openapi.json": Contract(returns="OpenAPI"),
     "GET /v1/jobs": Contract(returns="JobList", query=JOB_QUERY, problems=("validation-failed",)),
     "PUT /v1/jobs/{job_id}": Contract(
@@ -172,8 +182,16 @@ OPERATIONS: dict[str, Contract] = {
         fenced=True,
         replays=True,
     ),
-    "GET /v1/jobs/{job_id}/verification": Contract(returns="Verification", problems=READ_BACK),
-    "POST /v1/jobs/{job_id}/recover": Contract(body="empty", returns="Recover"),
+    "GET /v1/jobs/{job_id}/verification": Contract(
+        returns="Verification", problems=(*READ_BACK, *PRUNED)
+    ),
+    "POST /v1/jobs/{job_id}/recover": Contract(
+        body="empty", returns="Recover", problems=("site-busy",)
+    ),
+    "GET /v1/jobs/{job_id}/budgets": Contract(returns="BudgetList"),
+    "PUT /v1/jobs/{job_id}/budgets/{name}": Contract(
+        body="budget", returns="Budget", problems=("not-found",)
+    ),
     "POST /v1/jobs/{job_id}/operations/retry": Contract(
         body="operation_retry",
         returns="OperationRetry",
@@ -194,7 +212,12 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "POST /v1/jobs/{job_id}/cancel": Contract(body="cancel", returns="Job"),
     "POST /v1/jobs/{job_id}/repair": Contract(
-        body="empty", ok=(200, 201), returns="Repair", problems=READ_BACK, fenced=True, replays=True
+        body="empty",
+        ok=(200, 201),
+        returns="Repair",
+        problems=(*READ_BACK, *PRUNED),
+        fenced=True,
+        replays=True,
     ),
     "PUT /v1/jobs/{job_id}/blocks/{name}": Contract(
         body="block",
@@ -224,6 +247,7 @@ OPERATIONS: dict[str, Contract] = {
             "foreign-object",
             "wordpress-unavailable",
             "upstream-refused",
+            "site-busy",
         ),
     ),
     "DELETE /v1/jobs/{job_id}/approvals/{approval_id}": Contract(
@@ -267,6 +291,7 @@ OPERATIONS: dict[str, Contract] = {
             "foreign-object",
             "wordpress-refused",
             "wordpress-unavailable",
+            "site-busy",
             "job-cancelled",
             "session-bound",
             "operation-key-reused",
@@ -300,6 +325,9 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "POST /review/jobs/{job_id}/approvals/{approval_id}/revoke": Contract(
         media_type=PAGE, ok=(303,), form=(), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/budgets/{name}": Contract(
+        media_type=PAGE, ok=(303,), form=("limit",), pages=(400,)
     ),
     "POST /review/jobs/{job_id}/publish": Contract(
         media_type=PAGE, ok=(303,), form=(), pages=(400,)

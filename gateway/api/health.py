@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import hmac
+
 from flask import Blueprint
 from flask import Response
+from flask import request
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client import generate_latest
 
 from gateway import __version__
+from gateway import exceptions as exc
 from gateway import metrics
+from gateway.api import config
 from gateway.db import database
 
 bp = Blueprint("health", __name__)
@@ -25,6 +30,15 @@ def healthz():
 
 @bp.get("/metrics")
 def prometheus_metrics():
-    """Ledger-wide figures in the Prometheus exposition format (no authentication, like
-    most exporters: it carries counts, never content or credentials)."""
+    """Ledger-wide and traffic figures in the Prometheus exposition format. Open unless
+    ``GATEWAY_METRICS_TOKEN`` is set; then only ``Authorization: Bearer <that token>`` (401
+    ``unauthenticated`` otherwise). It carries counts, never content or credentials."""
+    expected = config().metrics_token
+    if expected:
+        header = request.headers.get("Authorization", "")
+        sent = header[7:].strip() if header.startswith("Bearer ") else ""
+        if not hmac.compare_digest(sent.encode(), expected.encode()):
+            raise exc.Unauthenticated(
+                "send 'Authorization: Bearer <GATEWAY_METRICS_TOKEN>' to read /metrics"
+            )
     return Response(generate_latest(metrics.registry()), mimetype=CONTENT_TYPE_LATEST)

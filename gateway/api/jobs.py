@@ -10,6 +10,7 @@ from flask import g
 from flask import request
 
 from gateway import approvals
+from gateway import budgets
 from gateway import checkpoints
 from gateway import drafts
 from gateway import exceptions as exc
@@ -83,6 +84,7 @@ def get_job(job_id: str):
         "retries": retries.retries_of(job),
         "lease": leases.active_lease(job),
         "agent": sessions.agent_view(job),
+        "budgets": budgets.budgets_of(config(), job.tenant, job.job_id),
     }
 
 

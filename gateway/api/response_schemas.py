@@ -35,6 +35,16 @@ OUTCOME = {
     "replayed": BOOL,
     "reconciled": BOOL,
 }
+# Present (true) on a replay of an operation whose receipt retention pruned (gateway prune).
+PRUNED = {"pruned": {"enum": [True]}}
+BUDGET = obj(
+    ("name", "used", "limit", "exhausted", "raised_by"),
+    name=STR,
+    used=INT,
+    limit=NINT,
+    exhausted=BOOL,
+    raised_by=NSTR,
+)
 FIELD = obj(("expected", "actual", "ok"), expected={}, actual={}, ok={"type": ["boolean", "null"]})
 JOB = {
     "job_id": STR,
@@ -66,6 +76,7 @@ OPERATION_ROW = obj(
     created_at=TIME,
     updated_at=TIME,
     sent_at=TIME,
+    pruned_at=TIME,
 )
 REVIEW = obj(
     ("review_id", "job_id", "operation_key", "kind", "status"),
@@ -166,7 +177,7 @@ SCHEMAS: dict[str, dict] = {
         "allOf": [
             ref("Job"),
             obj(
-                ("operations", "reviews", "approvals", "checkpoints", "lease"),
+                ("operations", "reviews", "approvals", "checkpoints", "lease", "budgets"),
                 operations=arr(ref("OperationRow")),
                 reviews=arr(
                     obj(
@@ -182,10 +193,13 @@ SCHEMAS: dict[str, dict] = {
                 lease={"anyOf": [ref("Lease"), {"type": "null"}]},
                 retries=arr(ref("Retry")),
                 agent=nullable("Agent"),
+                budgets=arr(ref("Budget")),
             ),
         ]
     },
     "OperationRow": OPERATION_ROW,
+    "Budget": BUDGET,
+    "BudgetList": obj(("budgets",), budgets=arr(ref("Budget"))),
     "Review": REVIEW,
     "JobList": obj(
         ("jobs", "next_after"),
@@ -204,6 +218,7 @@ SCHEMAS: dict[str, dict] = {
         media_id=NINT,
         source_url=NSTR,
         mime_type=NSTR,
+        **PRUNED,
     ),
     "Draft": obj(
         (*OUTCOME, "post_id", "link", "verification"),
@@ -211,9 +226,15 @@ SCHEMAS: dict[str, dict] = {
         post_id=NINT,
         link=NSTR,
         verification={"type": ["object", "null"]},
+        **PRUNED,
     ),
     "Block": obj(
-        (*OUTCOME, "post_id", "name", "digest"), **OUTCOME, post_id=NINT, name=STR, digest=STR
+        (*OUTCOME, "post_id", "name", "digest"),
+        **OUTCOME,
+        post_id=NINT,
+        name=STR,
+        digest=STR,
+        **PRUNED,
     ),
     "Publish": obj(
         (*OUTCOME, "post_id", "status", "approval_id"),
@@ -223,6 +244,7 @@ SCHEMAS: dict[str, dict] = {
         link=NSTR,
         slug=NSTR,
         approval_id=NINT,
+        **PRUNED,
     ),
     "Repair": obj(
         ("job_id", "post_id", "fixes", "operation_key", "replayed", "verification"),

@@ -30,6 +30,7 @@ from flask_wtf.csrf import CSRFError
 from flask_wtf.csrf import CSRFProtect
 
 from gateway import approvals
+from gateway import budgets
 from gateway import exceptions as exc
 from gateway import jobs
 from gateway import ledger
@@ -199,6 +200,7 @@ def index():
         page=page,
         pages=pages,
         missed=scheduling.missed_schedules(tenant),
+        over_budget=budgets.exhausted_jobs(config(), tenant),
         approval_hours=review_board.APPROVAL_HOURS,
     )
 
@@ -243,6 +245,20 @@ def resolve(review_id: int):
         body["decision"], body["decision"]
     )
     flash(f"Review {review_id} resolved: {what} (operation now {state}).", "info")
+    return _back()
+
+
+@bp.post("/jobs/<job_id>/budgets/<name>")
+@roles("editor", "admin")
+def raise_budget(job_id: str, name: str):
+    """Raise a job's exhausted budget to ``limit`` (the same call as the JSON API)."""
+    job = _job(job_id)
+    body = {"limit": _form_int("limit")}
+    validation.validate("budget", body)
+    view = budgets.raise_ceiling(
+        config(), job.tenant, job.job_id, name, body["limit"], g.principal.name
+    )
+    flash(f"Job {job_id}: {name} budget raised to {view['limit']}.", "info")
     return _back()
 
 

@@ -18,6 +18,12 @@ are hard to trigger on purpose against a real server:
   a firewall, CDN challenge, load balancer or web server sends it, without forwarding;
   ``Fault.retry_after_header`` (seconds or an HTTP date) adds ``Retry-After``, and status 200
   stands for a login or maintenance page where JSON was expected.
+* ``strip_authorization`` -- forwarded without its ``Authorization`` header, as Apache with
+  PHP as CGI/FastCGI or an nginx ``fastcgi_params`` without it do: WordPress answers as to
+  an anonymous caller.
+* ``app_passwords_unavailable`` -- WordPress's 401 ``application_passwords_disabled`` (no
+  HTTPS outside a local environment, or a security plugin switched them off), without
+  forwarding.
 
 Every request is recorded in :attr:`FaultProxy.requests` so tests can assert how many requests
 actually reached upstream (see :meth:`FaultProxy.count`).
@@ -65,6 +71,7 @@ __all__ = [
     "FAULT_KINDS",
     "PHP_NOTICE",
     "UNAUTHORIZED_BODY",
+    "APP_PASSWORDS_UNAVAILABLE_BODY",
     "Fault",
     "FaultProxy",
     "RequestRecord",
@@ -82,12 +89,14 @@ FAULT_KINDS: frozenset[str] = frozenset(
         "unauthorized",
         "throttle",
         "upstream_page",
+        "strip_authorization",
+        "app_passwords_unavailable",
     }
 )
 
 #: Fault kinds for which the request is sent to upstream before the fault is applied.
 _FORWARDING_KINDS: frozenset[str] = frozenset(
-    {"drop_response", "delay", "status_after_forward", "php_notice"}
+    {"drop_response", "delay", "status_after_forward", "php_notice", "strip_authorization"}
 )
 
 #: Text prepended to upstream's body by the ``php_notice`` fault (what PHP prints with
@@ -102,6 +111,16 @@ UNAUTHORIZED_BODY: bytes = json.dumps(
     {
         "code": "incorrect_password",
         "message": "The provided password is an invalid application password.",
+        "data": {"status": 401},
+    },
+    separators=(",", ":"),
+).encode()
+
+#: JSON body of WordPress's 401 when application passwords are not available on the site.
+APP_PASSWORDS_UNAVAILABLE_BODY: bytes = json.dumps(
+    {
+        "code": "application_passwords_disabled",
+        "message": "Application passwords are not available.",
         "data": {"status": 401},
     },
     separators=(",", ":"),
@@ -240,7 +259,7 @@ class Fault:
         """The status this fault answers with, defaults applied; ``None`` if not applicable."""
         if self.kind in _DEFAULT_STATUS:
             return self.status if self.status is not None else _DEFAULT_STATUS[self.kind]
-        if self.kind == "unauthorized":
+        if self.kind in ("unauthorized", "app_passwords_unavailable"):
             return 401
         return None
 
@@ -799,10 +818,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
 
         try:
+            headers = self.headers.items()
+            if kind == "strip_authorization":
+                headers = [(n, v) for n, v in headers if n.lower() != "authorization"]
             upstream = proxy._forward(
                 method,
                 target,
-                self.headers.items(),
+                headers,
                 body,
                 identity=kind == "php_notice",
             )
@@ -831,6 +853,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         elif kind == "php_notice":
             record(upstream.status, kind, True)
             self._send_upstream(method, _with_php_notice(upstream))
+        elif kind == "strip_authorization":
+            record(upstream.status, kind, True)
+            self._send_upstream(method, upstream)
         else:  # pragma: no cover - guarded by FAULT_KINDS / _FORWARDING_KINDS
             raise AssertionError(f"unhandled fault kind {kind!r}")
 
@@ -841,6 +866,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         record(status, fault.kind, False)
         if fault.kind == "unauthorized":
             self._send_simple(401, "application/json; charset=UTF-8", UNAUTHORIZED_BODY)
+        elif fault.kind == "app_passwords_unavailable":
+            body = APP_PASSWORDS_UNAVAILABLE_BODY
+            self._send_simple(401, "application/json; charset=UTF-8", body)
         elif fault.kind == "throttle":
             self._send_simple(
                 status,

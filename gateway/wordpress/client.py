@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
+from collections.abc import Callable
 from urllib.parse import quote
 
 import orjson
@@ -42,6 +44,39 @@ LOOKUP_QUERY_BYTES = 6000  # URL-encoded keys per query, so the URL stays under 
 
 _local = threading.local()
 _JSON_START = re.compile(r"[\[{]")
+
+#: Called after every WordPress call as ``observer(method, route, status, outcome, seconds)``:
+#: REST: the HTTP method and ``route`` without the query string; XML-RPC
+#: (:mod:`gateway.wordpress.xmlrpc`): the method name and ``/xmlrpc.php``; ``status`` None
+#: when no response arrived, ``outcome`` one of ``ok``, ``refused`` (definite), ``unknown``,
+#: ``unavailable``. The gateway's logs and
+#: metrics register here, so this package needs neither.
+OBSERVERS: list[Callable[[str, str, int | None, str, float], None]] = []
+
+
+def add_observer(observer: Callable[[str, str, int | None, str, float], None]) -> None:
+    """Register ``observer`` for every later call (once; a second registration is ignored)."""
+    if observer not in OBSERVERS:
+        OBSERVERS.append(observer)
+
+
+def outcome_of(error: WordPressError | None) -> str:
+    """``ok``, ``refused``, ``unavailable`` or ``unknown`` for a call that raised ``error``."""
+    if error is None:
+        return "ok"
+    if isinstance(error, WordPressUnavailable):
+        return "unavailable"
+    return "refused" if error.definite else "unknown"
+
+
+def notify(
+    method: str, route: str, status: int | None, error: WordPressError | None, started: float
+) -> None:
+    """Tell every :data:`OBSERVERS` entry about one finished call (``started``: its
+    ``time.perf_counter()``); both transports report through here."""
+    seconds = time.perf_counter() - started
+    for observer in OBSERVERS:
+        observer(method, route, status, outcome_of(error), seconds)
 
 
 def _session(base_url: str, username: str) -> requests.Session:
@@ -163,6 +198,22 @@ def _json_of(method: str, url: str, response: requests.Response, write: bool):
         ) from exc
 
 
+def upstream_page(method: str, url: str, response: requests.Response) -> UpstreamRefused | None:
+    """The :class:`UpstreamRefused` that ``response`` stands for when it came from in front of
+    WordPress (a firewall, CDN, proxy, login or maintenance page), else None (``gateway
+    doctor`` inspects raw answers with it)."""
+    if not 200 <= response.status_code < 300:
+        error = error_for(method, url, response)
+        return error if isinstance(error, UpstreamRefused) else None
+    try:
+        _json_of(method, url, response, write=False)
+    except UpstreamRefused as error:
+        return error
+    except WordPressError:
+        return None
+    return None
+
+
 class WordPressClient:
     """REST client for one site and user.
 
@@ -212,9 +263,24 @@ class WordPressClient:
             WordPressOutcomeUnknown: timeout or reset after sending, other 5xx, a 2xx with
                 PHP output before the JSON.
         """
+        started = time.perf_counter()
+        error: WordPressError | None = None
+        status: int | None = None
+        try:
+            response = self._send(method, route, params, json_body, data, headers)
+            status = response.status_code
+            return self._decode(method, route, response, write)
+        except WordPressError as raised:
+            error = raised
+            status = raised.status
+            raise
+        finally:
+            notify(method, route, status, error, started)
+
+    def _send(self, method, route, params, json_body, data, headers) -> requests.Response:
         url = self.url(route)
         try:
-            response = _session(self.base_url, self.username).request(
+            return _session(self.base_url, self.username).request(
                 method,
                 url,
                 params=params,
@@ -242,6 +308,9 @@ class WordPressClient:
             raise WordPressOutcomeUnknown(
                 "read timeout", method=method, url=url, origin="network"
             ) from exc
+
+    def _decode(self, method: str, route: str, response: requests.Response, write: bool):
+        url = self.url(route)
         if not 200 <= response.status_code < 300:
             raise error_for(method, url, response)
         return _json_of(method, url, response, write)
@@ -254,6 +323,19 @@ class WordPressClient:
     def update_post(self, post_id: int, fields: dict) -> dict:
         """``POST /wp/v2/posts/{id}``; returns the post in ``context=edit``."""
         return self.call("POST", f"/wp/v2/posts/{post_id}", write=True, json_body=fields)
+
+    def delete_post(self, post_id: int) -> dict:
+        """``DELETE /wp/v2/posts/{id}?force=true``: removed at once, not moved to the trash."""
+        return self.call("DELETE", f"/wp/v2/posts/{post_id}", write=True, params={"force": "true"})
+
+    def get_raw(self, route: str, params: dict | None = None) -> requests.Response:
+        """One authenticated GET whose response is returned as it came (status, headers,
+        body), for checks of the response itself (``gateway doctor``).
+
+        Raises:
+            WordPressUnavailable / WordPressOutcomeUnknown: no response.
+        """
+        return self._send("GET", route, params, None, None, None)
 
     def get_post(self, post_id: int) -> dict:
         """``GET /wp/v2/posts/{id}?context=edit``: raw title, content, excerpt, meta."""

@@ -33,9 +33,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
+import time
 import xmlrpc.client
 
 from gateway.wordpress.client import WordPressClient
+from gateway.wordpress.client import notify
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
@@ -132,13 +134,22 @@ class XmlRpcClient:
     def _call(self, method, write: bool = False):
         """Run one library method; ``write`` marks a call that may change WordPress (fresh
         connection, and every failure after sending is an unknown outcome)."""
-        client = self._client()
-        self._http.fresh_connection = write
+        started, status, failure = time.perf_counter(), None, None
         try:
-            return client.call(method)
-        except Exception as error:  # noqa: BLE001 - every failure becomes a WordPressError
-            self._http.close()
-            raise error_for(method.method_name, self.endpoint, error, sent=True) from error
+            client = self._client()
+            self._http.fresh_connection = write
+            try:
+                result = client.call(method)
+            except Exception as error:  # noqa: BLE001 - every failure becomes a WordPressError
+                self._http.close()
+                raise error_for(method.method_name, self.endpoint, error, sent=True) from error
+            status = 200  # WordPress answers every XML-RPC call, faults included, with 200
+            return result
+        except WordPressError as error:
+            failure, status = error, error.status
+            raise
+        finally:  # logged and counted as a REST call: the method name stands for the route
+            notify(method.method_name, "/xmlrpc.php", status, failure, started)
 
     # Posts (wp.newPost, wp.editPost, wp.getPost, wp.getPosts)
     def create_post(self, fields: dict) -> dict:
@@ -164,6 +175,12 @@ class XmlRpcClient:
             struct["post_thumbnail"] = ""  # WordPress removes the featured image on a falsy id
         self._call(methods.posts.EditPost(post_id, struct), write=True)
         return self._read_after_write(post_id)
+
+    def delete_post(self, post_id: int) -> None:
+        """``wp.deletePost`` twice: the first moves a post to the trash, the second deletes
+        the trashed post for good (``wp_delete_post``), as REST's ``force=true`` does."""
+        for _ in range(2):
+            self._call(methods.posts.DeletePost(post_id), write=True)
 
     def _read_after_write(self, post_id: int) -> dict:
         try:
