@@ -298,8 +298,7 @@ def perform(
             _check_resend_allowed(target, row, effect)
         if target.fencing_token is not None:  # a newer grant may have come since the claim
             leases.check_fencing(target.job, target.fencing_token)
-        job = target.job  # past the budget: 429 before any write (lookups above are reads)
-        budgets.check(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
+        # past the budget: 429 before any write (the spend refuses and the claim rolls back)
         if _claim_send(target, row):
             return _send(target, row, effect)  # the row as this sender committed it
         row = _reload(row)  # another request won the claim; look again

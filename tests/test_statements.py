@@ -234,12 +234,16 @@ def test_ledger_statements_per_request(gw, monkeypatch):
     counts["text-only draft"] = statements_of(lambda: gw.put_draft(text_job, draft_body()), 201)
     assert counts == {
         "job": 3,  # token, site, INSERT job
-        "media": 7,  # token, job+site, lease, key, INSERT, SENT, CONFIRMED
+        # token, job+site, lease, key, INSERT, SENT, budget spend (its first: UPDATE that
+        # finds no row, INSERT), CONFIRMED
+        "media": 9,
         "media replay": 4,  # token, job+site, lease, key
-        # + checkpoint, media, job UPDATE, and the attach operation (INSERT, SENT, CONFIRMED)
-        "draft": 13,
+        # + checkpoint, media, job UPDATE, and the attach operation (INSERT, SENT, CONFIRMED),
+        # one budget UPDATE per write
+        "draft": 15,
         "draft replay": 4,
-        "text-only draft": 9,  # token, job+site, lease, key, checkpoint, 3 operation, job
+        # token, job+site, lease, key, checkpoint, 3 operation, first budget spend (2), job
+        "text-only draft": 11,
     }
     monkeypatch.undo()
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
