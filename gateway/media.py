@@ -293,9 +293,10 @@ def _update_metadata(
     return operations.perform(target, key, digest, effect, slot=slot)
 
 
-def _confirmed_of_slot(target: Target, slot: str) -> list[Operation]:
-    """The slot's CONFIRMED media rows of the job, newest first."""
-    return list(
+def _confirmed_of_slot_query(target: Target, slot: str, *more):
+    """The query of the slot's CONFIRMED media rows of the job (and ``more`` conditions),
+    newest first."""
+    return (
         Operation.select()
         .where(
             Operation.tenant == target.job.tenant,
@@ -303,9 +304,15 @@ def _confirmed_of_slot(target: Target, slot: str) -> list[Operation]:
             Operation.action == ACTION,
             Operation.slot == slot,
             Operation.state == CONFIRMED,
+            *more,
         )
         .order_by(Operation.id.desc())
     )
+
+
+def _confirmed_of_slot(target: Target, slot: str) -> list[Operation]:
+    """The slot's CONFIRMED media rows of the job, newest first."""
+    return list(_confirmed_of_slot_query(target, slot))
 
 
 def put_media_from_url(
@@ -409,20 +416,9 @@ def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
     nothing is read."""
     if target.job.task_version <= 1:
         return None
-    earlier = (
-        Operation.select()
-        .where(
-            Operation.tenant == target.job.tenant,
-            Operation.job_id == target.job.job_id,
-            Operation.action == ACTION,
-            Operation.slot == slot,
-            Operation.state == CONFIRMED,
-            Operation.request_hash == digest,
-            Operation.operation_key != key,
-        )
-        .order_by(Operation.id.desc())
-        .first()
-    )
+    earlier = _confirmed_of_slot_query(
+        target, slot, Operation.request_hash == digest, Operation.operation_key != key
+    ).first()
     if earlier is None or Operation.select().where(Operation.operation_key == key).exists():
         return None
     return _record_reuse(target, key, slot, digest, earlier)
