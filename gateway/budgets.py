@@ -88,33 +88,35 @@ def _ensure_row(tenant: str, job_id: str, name: str) -> None:
 def spend(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) -> None:
     """Spend ``amount`` of budget ``name`` of the job, or refuse without spending.
 
-    One conditional UPDATE (``used + amount <= ceiling``) whose row count decides; the first
-    spend of a job inserts its row instead.
+    One statement: ``INSERT ... ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = used
+    + amount WHERE used + amount <= ceiling RETURNING id`` (SQLite 3.35+ and PostgreSQL both
+    take it). The job's first spend inserts its row; a later one updates it only while there
+    is room, and no returned row means the ceiling was reached. An ``amount`` larger than the
+    default ceiling is refused outright for a job whose row does not exist yet.
 
     Raises:
         BudgetExhausted (429): ``used + amount`` would pass the ceiling.
     """
     default = _kind(name).default(config)
-    room = Budget.used + amount <= fn.COALESCE(Budget.allowed, default)
-    if default <= 0:
+    if default <= 0:  # unlimited unless an editor set ``allowed``
         room = Budget.allowed.is_null() | (Budget.used + amount <= Budget.allowed)
-    updated = (
-        Budget.update(used=Budget.used + amount, updated_at=db.utcnow())
-        .where(_where(tenant, job_id, name) & room)
+    else:
+        room = Budget.used + amount <= fn.COALESCE(Budget.allowed, default)
+        if amount > default and Budget.get_or_none(_where(tenant, job_id, name)) is None:
+            raise _exhausted(config, tenant, job_id, name)  # the insert would pass the ceiling
+    now = db.utcnow()
+    spent = (
+        Budget.insert(tenant=tenant, job_id=job_id, name=name, used=amount, updated_at=now)
+        .on_conflict(
+            conflict_target=[Budget.tenant, Budget.job_id, Budget.name],
+            update={Budget.used: Budget.used + amount, Budget.updated_at: now},
+            where=room,
+        )
+        .returning(Budget.id)
         .execute()
     )
-    if updated:
-        return
-    if default <= 0 or amount <= default:
-        inserted = (
-            Budget.insert(tenant=tenant, job_id=job_id, name=name, used=amount)
-            .on_conflict_ignore()
-            .returning(Budget.id)
-            .execute()
-        )
-        if list(inserted):  # the job's first spend; otherwise its row exists and is full
-            return
-    raise _exhausted(config, tenant, job_id, name)
+    if not list(spent):
+        raise _exhausted(config, tenant, job_id, name)
 
 
 def check(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) -> None:

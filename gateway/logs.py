@@ -5,7 +5,7 @@ Fields that belong to the request being served (``request_id``, ``tenant``, ``jo
 ``operation_key``, ``wordpress_status``) live in a :class:`contextvars.ContextVar`: the HTTP
 layer binds the request id and tenant, the domain binds the operation key it works on
 (:func:`bind` needs no Flask), and every log line of that request carries them. JSON
-rendering is python-json-logger's ``JsonFormatter`` (a well-kept library, so escaping, time
+rendering is python-json-logger's ``OrjsonFormatter`` (a well-kept library, so escaping, time
 format and exception rendering are not ours).
 
 Never a secret or a body: only the fields named here are added, and the request line carries
@@ -19,7 +19,7 @@ import logging
 import sys
 import uuid
 
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
 
 FORMATS = ("json", "text")
 CONTEXT_FIELDS = ("request_id", "tenant", "job_id", "operation_key", "wordpress_status")
@@ -84,8 +84,8 @@ WORDPRESS_FIELDS = ("wp_method", "wp_route", "wp_outcome")
 
 def formatter(kind: str) -> logging.Formatter:
     """The formatter for ``kind`` (``json`` or ``text``)."""
-    if kind == "json":
-        return JsonFormatter(
+    if kind == "json":  # orjson (a dependency already): a third of the standard json's cost
+        return OrjsonFormatter(
             "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
             rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
             datefmt="%Y-%m-%dT%H:%M:%S%z",

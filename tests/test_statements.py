@@ -234,16 +234,15 @@ def test_ledger_statements_per_request(gw, monkeypatch):
     counts["text-only draft"] = statements_of(lambda: gw.put_draft(text_job, draft_body()), 201)
     assert counts == {
         "job": 3,  # token, site, INSERT job
-        # token, job+site, lease, key, INSERT, SENT, budget spend (its first: UPDATE that
-        # finds no row, INSERT), CONFIRMED
-        "media": 9,
+        # token, job+site, lease, key, INSERT, SENT, budget spend (one upsert), CONFIRMED
+        "media": 8,
         "media replay": 4,  # token, job+site, lease, key
         # + checkpoint, media, job UPDATE, and the attach operation (INSERT, SENT, CONFIRMED),
-        # one budget UPDATE per write
+        # one budget upsert per write
         "draft": 15,
         "draft replay": 4,
-        # token, job+site, lease, key, checkpoint, 3 operation, first budget spend (2), job
-        "text-only draft": 11,
+        # token, job+site, lease, key, checkpoint, 3 operation, budget spend, job
+        "text-only draft": 10,
     }
     monkeypatch.undo()
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}

@@ -132,7 +132,6 @@ def put_media(job_id: str, slot: str):
         raise exc.ValidationFailed(
             "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
         )
-    media.sniff(content)  # 415 before any ledger row or WordPress call
     outcome = media.put_media(
         side_effect_target(job),
         slot,
