@@ -262,3 +262,53 @@ def install(database) -> None:
 
     database.execute = execute
     database.statement_cache = cache
+
+
+class Prepared:
+    """A statement peewee cannot be asked to cache by shape (an upsert, ``SET used = used +
+    ?``, ``COALESCE``), compiled once per database: ``build(*values)`` returns the peewee
+    query for ``values``; the first :meth:`execute` on a database compiles it twice, with the
+    real values and with a marker per value, and keeps the SQL text and the markers'
+    positions only when the two texts agree and the real values, put in place of the
+    markers, give peewee's own parameter list (so peewee converts no value; otherwise every
+    call is compiled by peewee, as without this class). Each value must be used once.
+    """
+
+    def __init__(self, build):
+        self.build = build
+
+    def execute(self, database, *values):
+        """Run the statement for ``values`` on ``database`` (the concrete peewee database);
+        returns the DB-API cursor."""
+        cache = database.__dict__.setdefault("prepared_statements", {})
+        entry = cache.get(self)
+        if entry is None:
+            entry = cache[self] = self._learn(database, values)
+        if entry is UNCACHEABLE:
+            sql, params = database.get_sql_context().sql(self.build(*values)).query()
+            return database.execute_sql(sql, params)
+        sql, template, positions = entry
+        params = list(template)
+        for position, value in zip(positions, values, strict=True):
+            params[position] = value
+        return database.execute_sql(sql, params)
+
+    def _learn(self, database, values):
+        def compile_(query):
+            return database.get_sql_context().sql(query).query()
+
+        sql, params = compile_(self.build(*values))
+        markers: list[str] = []
+        marked_sql, marked_params = compile_(self.build(*(_marker(markers) for _ in values)))
+        positions = []
+        for marker in markers:
+            found = [i for i, p in enumerate(marked_params) if p == marker]
+            if len(found) != 1:
+                return UNCACHEABLE
+            positions.append(found[0])
+        rebuilt = list(marked_params)
+        for position, value in zip(positions, values, strict=True):
+            rebuilt[position] = value
+        if marked_sql != sql or rebuilt != list(params):
+            return UNCACHEABLE
+        return sql, tuple(marked_params), tuple(positions)

@@ -255,3 +255,6 @@ def test_ledger_statements_per_request(gw, monkeypatch):
     post = gw.wp_post(draft["remote_id"])
     assert post["featured_media"] == media["remote_id"]
     assert gw.wp_media(post["featured_media"])["post"] == post["id"]
+    # the budget spend (an upsert peewee cannot cache by shape) was compiled once and kept
+    prepared = concrete.__dict__.get("prepared_statements", {})
+    assert prepared and statements.UNCACHEABLE not in prepared.values()
