@@ -23,6 +23,7 @@ from gateway.ledger import SENT
 from gateway.ledger import UNKNOWN
 from gateway.ledger import Checkpoint
 from gateway.ledger import Job
+from gateway.ledger import Lease
 from gateway.ledger import Operation
 from gateway.ledger import ResumePoint
 from gateway.ledger import Review
@@ -53,15 +54,27 @@ STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)
 
 
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
-    """The job, or :class:`JobNotFound`. ``with_site``: the job's site row is read in the
-    same statement (a join) as ``job.site_row`` (None when the site was removed), for a
-    side-effect call's :func:`target_for` in the same request."""
+    """The job, or :class:`JobNotFound`. ``with_site``: the job's site row and lease row are
+    read in the same statement (a join) as ``job.site_row`` (None when the site was removed)
+    and ``job.lease_row`` (None: no lease), for a side-effect call's :func:`target_for` and
+    its fencing check in the same request (:func:`gateway.leases.check_fencing` uses the
+    joined lease row once, then reads the lease again)."""
     if with_site:
-        query = Job.select(Job, Site).join(
-            Site,
-            JOIN.LEFT_OUTER,
-            on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
-            attr="site_row",
+        query = (
+            Job.select(Job, Site, Lease)
+            .join(
+                Site,
+                JOIN.LEFT_OUTER,
+                on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
+                attr="site_row",
+            )
+            .switch(Job)
+            .join(
+                Lease,
+                JOIN.LEFT_OUTER,
+                on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
+                attr="lease_row",
+            )
         )
     else:
         query = Job.select()

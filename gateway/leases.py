@@ -36,6 +36,9 @@ def lease_view(lease: Lease) -> dict:
     }
 
 
+_UNREAD = object()
+
+
 def _row(job: Job) -> Lease | None:
     return Lease.get_or_none(Lease.tenant == job.tenant, Lease.job_id == job.job_id)
 
@@ -133,7 +136,11 @@ def check_fencing(job: Job, fencing_token: int | None) -> None:
         LeaseRequired: an active lease exists and no token was sent.
         StaleFencingToken: the token is not the latest grant.
     """
-    lease = _row(job)
+    # The lease row read with the job in the same statement (jobs.get_job(with_site=True)),
+    # used once: a later check on the same job object reads the lease again.
+    lease = job.__dict__.pop("lease_row", _UNREAD)
+    if lease is _UNREAD:
+        lease = _row(job)
     if lease is None:
         return
     active = lease.owner is not None and lease.expires_at > db.db_now()

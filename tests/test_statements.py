@@ -19,6 +19,7 @@ from gateway import migrations
 from gateway import statements
 from gateway import tokens
 from gateway.ledger import Job
+from gateway.ledger import Lease
 from gateway.ledger import Operation
 from gateway.ledger import Site
 from gateway.ledger import Token
@@ -172,17 +173,25 @@ def test_join_and_complete_insert_are_cached_like_peewee(ledger_url):
             job = jobs.get_job("acme", "j2", with_site=True)
             assert (job.job_id, job.site_row.name, job.site_row.url) == ("j2", "blog", "http://x")
             assert jobs.get_job("acme", "j0", with_site=True).site_row is None  # site absent
+            assert job.lease_row is None  # no lease: None, not a row of NULLs
         learned = [e for e in concrete.statement_cache.values() if e is not statements.UNCACHEABLE]
         assert any(e[0].startswith("INSERT INTO") for e in learned)
         assert sum(" JOIN " in e[0] for e in learned) == 1
         # The cached join runs peewee's own text and parameters for another value.
         query = (
-            Job.select(Job, Site)
+            Job.select(Job, Site, Lease)
             .join(
                 Site,
                 JOIN.LEFT_OUTER,
                 on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
                 attr="site_row",
+            )
+            .switch(Job)
+            .join(
+                Lease,
+                JOIN.LEFT_OUTER,
+                on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
+                attr="lease_row",
             )
             .where(Job.tenant == "acme", Job.job_id == "j1")
             .paginate(1, 1)
@@ -234,15 +243,15 @@ def test_ledger_statements_per_request(gw, monkeypatch):
     counts["text-only draft"] = statements_of(lambda: gw.put_draft(text_job, draft_body()), 201)
     assert counts == {
         "job": 3,  # token, site, INSERT job
-        # token, job+site, lease, key, INSERT, SENT, budget spend (one upsert), CONFIRMED
-        "media": 8,
-        "media replay": 4,  # token, job+site, lease, key
+        # token, job+site+lease, key, INSERT, SENT, budget spend (one upsert), CONFIRMED
+        "media": 7,
+        "media replay": 3,  # token, job+site+lease, key
         # + checkpoint, media, job UPDATE, and the attach operation (INSERT, SENT, CONFIRMED),
         # one budget upsert per write
-        "draft": 15,
-        "draft replay": 4,
-        # token, job+site, lease, key, checkpoint, 3 operation, budget spend, job
-        "text-only draft": 10,
+        "draft": 14,
+        "draft replay": 3,
+        # token, job+site+lease, key, checkpoint, 3 operation, budget spend, job
+        "text-only draft": 9,
     }
     monkeypatch.undo()
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
