@@ -1,5 +1,7 @@
-"""Stack floor: what the gateway's own web stack costs before the gateway does anything, so
-that its CPU per job and replay time can be told apart from Flask, gunicorn and ``requests``.
+"""Stack floor: CPU per job and replay time of the gateway and of its bare web stack.
+
+What the gateway's own web stack costs before the gateway does anything, so that its CPU per
+job and replay time can be told apart from Flask, gunicorn and ``requests``.
 
 Two servers, one after the other, each with one gunicorn gthread worker of 4 threads and the
 same single keep-alive client:
