@@ -53,32 +53,37 @@ DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
 STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
 
 
+def job_select(with_site: bool = False):
+    """The unfiltered ``SELECT`` of :func:`get_job`: the job alone, or with ``with_site`` the
+    job LEFT JOIN its site (``site_row``) LEFT JOIN its lease (``lease_row``)."""
+    if not with_site:
+        return Job.select()
+    return (
+        Job.select(Job, Site, Lease)
+        .join(
+            Site,
+            JOIN.LEFT_OUTER,
+            on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
+            attr="site_row",
+        )
+        .switch(Job)
+        .join(
+            Lease,
+            JOIN.LEFT_OUTER,
+            on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
+            attr="lease_row",
+        )
+    )
+
+
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
     """The job, or :class:`JobNotFound`. ``with_site``: the job's site row and lease row are
     read in the same statement (a join) as ``job.site_row`` (None when the site was removed)
     and ``job.lease_row`` (None: no lease), for a side-effect call's :func:`target_for` and
     its fencing check in the same request (:func:`gateway.leases.check_fencing` uses the
     joined lease row once, then reads the lease again)."""
-    if with_site:
-        query = (
-            Job.select(Job, Site, Lease)
-            .join(
-                Site,
-                JOIN.LEFT_OUTER,
-                on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
-                attr="site_row",
-            )
-            .switch(Job)
-            .join(
-                Lease,
-                JOIN.LEFT_OUTER,
-                on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
-                attr="lease_row",
-            )
-        )
-    else:
-        query = Job.select()
-    job = next(iter(query.where(Job.tenant == tenant, Job.job_id == job_id).paginate(1, 1)), None)
+    query = job_select(with_site).where(Job.tenant == tenant, Job.job_id == job_id)
+    job = next(iter(query.paginate(1, 1)), None)
     if job is None:
         raise exc.JobNotFound(f"no job {job_id!r} for this tenant")
     return job

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from peewee import JOIN
 from support import draft_body
 from support import new_job_id
 from support import op_key
@@ -19,7 +18,6 @@ from gateway import migrations
 from gateway import statements
 from gateway import tokens
 from gateway.ledger import Job
-from gateway.ledger import Lease
 from gateway.ledger import Operation
 from gateway.ledger import Site
 from gateway.ledger import Token
@@ -178,24 +176,8 @@ def test_join_and_complete_insert_are_cached_like_peewee(ledger_url):
         assert any(e[0].startswith("INSERT INTO") for e in learned)
         assert sum(" JOIN " in e[0] for e in learned) == 1
         # The cached join runs peewee's own text and parameters for another value.
-        query = (
-            Job.select(Job, Site, Lease)
-            .join(
-                Site,
-                JOIN.LEFT_OUTER,
-                on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
-                attr="site_row",
-            )
-            .switch(Job)
-            .join(
-                Lease,
-                JOIN.LEFT_OUTER,
-                on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
-                attr="lease_row",
-            )
-            .where(Job.tenant == "acme", Job.job_id == "j1")
-            .paginate(1, 1)
-        )
+        query = jobs.job_select(with_site=True).where(Job.tenant == "acme", Job.job_id == "j1")
+        query = query.paginate(1, 1)
         key, leaves, _keep = statements.shape(query)
         sql, template, positions, _ = concrete.statement_cache[key]
         params = list(template)
