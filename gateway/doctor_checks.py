@@ -294,6 +294,26 @@ def _companion_plugin(probe: Probe):
 
 
 @check(
+    "operation_key_index",
+    "Lookups by operation key (the uniqueness guard before every write, reconciliation) use "
+    "an index on postmeta, which the companion plugin (1.2.0 and later) creates once; without "
+    "it every write scans the rows of every object the gateway made.",
+    "Update the companion plugin to this gateway's release; if it reports that creating the "
+    "index failed, give WordPress's database user the ALTER privilege and delete the option "
+    "pgw_companion_key_index (the next request creates the index).",
+    needs=("companion_plugin",),
+    transports=REST,
+)
+def _operation_key_index(probe: Probe):
+    index = probe.companion.key_index
+    if index:
+        return True, "postmeta index pgw_operation_key present"
+    if index is None:
+        return None, "not reported (companion plugin older than 1.2.0): lookups scan postmeta"
+    return None, "creating the index failed: lookups scan postmeta, and slow down as it grows"
+
+
+@check(
     "lookup_by_operation_key",
     "Objects are found by their operation key after a lost answer (over XML-RPC: the custom "
     "field gateway_operation_key, by scanning wp.getPosts newest first).",

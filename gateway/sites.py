@@ -50,7 +50,9 @@ class Companion:
     """What the site guarantees: ``present`` (lookup by operation key works), ``guard``
     (WordPress refuses a second object with one key), ``seo_meta`` (Rank Math fields kept),
     ``alt_text`` (image alt text writable), ``new_terms`` (an author may create tags: REST
-    yes, XML-RPC no, ``wp.newTerm`` needs ``edit_terms``), and the ``transport``."""
+    yes, XML-RPC no, ``wp.newTerm`` needs ``edit_terms``), the ``transport``, and
+    ``key_index`` (the companion's postmeta index for lookups by operation key exists; None:
+    a plugin older than 1.2.0 does not say)."""
 
     present: bool
     guard: bool
@@ -59,6 +61,7 @@ class Companion:
     transport: str = "rest"
     alt_text: bool = True
     new_terms: bool = True
+    key_index: bool | None = None
 
 
 ABSENT = Companion(present=False, guard=False, seo_meta=False)
@@ -273,6 +276,7 @@ def companion(site: Site, client: Transport) -> Companion:
             guard=bool(status.get("guard")),
             seo_meta=bool(status.get("seo_meta")),
             version=status.get("version"),
+            key_index=status.get("key_index"),
         )
     )
     with _cache_lock:

@@ -110,11 +110,12 @@ def main():
         and j
         == {
             "plugin": "publishing-gateway-companion",
-            "version": "1.1.0",
+            "version": "1.2.0",
             "guard": True,
             "operation_key_meta": "_gateway_operation_key",
             "lookup_meta": ["_gateway_operation_key", "gateway_operation_key"],
             "seo_meta": ["rank_math_title", "rank_math_description", "rank_math_focus_keyword"],
+            "key_index": True,
         },
         "status endpoint (author)",
     )
