@@ -137,20 +137,6 @@ def spend(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) 
         raise _exhausted(config, tenant, job_id, name)
 
 
-def check(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) -> None:
-    """Refuse work that would pass the ceiling, without spending (a read).
-
-    Raises:
-        BudgetExhausted (429).
-    """
-    default = _kind(name).default(config)
-    row = Budget.get_or_none(_where(tenant, job_id, name))
-    ceiling = _ceiling(row, default)
-    if ceiling > 0 or (row is not None and row.allowed is not None):
-        if (row.used if row else 0) + amount > ceiling:
-            raise _exhausted(config, tenant, job_id, name)
-
-
 def budget_view(config: Config, tenant: str, job_id: str, name: str) -> dict:
     """``{"name", "used", "limit", "exhausted", "raised_by"}``; ``limit`` None = unlimited."""
     default = _kind(name).default(config)

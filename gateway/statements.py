@@ -205,6 +205,24 @@ def shape(query) -> tuple[tuple, list, list] | None:
     return tuple(parts), leaves, keep
 
 
+def _marker_positions(sql, params, marked_sql, marked_params, markers, values):
+    """The position of each marker in ``marked_params``, when the marked compile is safe to
+    reuse: the two texts are equal, each marker appears exactly once, and ``values`` (as
+    peewee would pass them) in place of the markers give peewee's own ``params``; else None."""
+    positions = []
+    for marker in markers:
+        found = [i for i, p in enumerate(marked_params) if p == marker]
+        if len(found) != 1:
+            return None
+        positions.append(found[0])
+    rebuilt = list(marked_params)
+    for position, value in zip(positions, values, strict=True):
+        rebuilt[position] = value
+    if marked_sql != sql or rebuilt != list(params):
+        return None
+    return tuple(positions)
+
+
 def _learn(query, leaves: list, keep: list, compile_):
     """Compile ``query`` with peewee; returns ``(sql, params, entry)`` where ``entry`` is
     what to cache for its shape (``UNCACHEABLE`` when the check fails)."""
@@ -217,18 +235,11 @@ def _learn(query, leaves: list, keep: list, compile_):
         clone._insert = {field: _marker(markers) for field in query._insert}
     clone._where = _marked(query._where, markers)
     marked_sql, marked_params = compile_(clone)
-    positions = []
-    for marker in markers:
-        found = [i for i, p in enumerate(marked_params) if p == marker]
-        if len(found) != 1:
-            return sql, params, UNCACHEABLE
-        positions.append(found[0])
-    rebuilt = list(marked_params)
-    for position, (converter, value) in zip(positions, leaves, strict=True):
-        rebuilt[position] = _convert(converter, value)
-    if marked_sql != sql or rebuilt != list(params):
+    converted = [_convert(converter, value) for converter, value in leaves]
+    positions = _marker_positions(sql, params, marked_sql, marked_params, markers, converted)
+    if positions is None:
         return sql, params, UNCACHEABLE
-    return sql, params, (sql, tuple(marked_params), tuple(positions), keep)
+    return sql, params, (sql, tuple(marked_params), positions, keep)
 
 
 def install(database) -> None:
@@ -300,15 +311,7 @@ class Prepared:
         sql, params = compile_(self.build(*values))
         markers: list[str] = []
         marked_sql, marked_params = compile_(self.build(*(_marker(markers) for _ in values)))
-        positions = []
-        for marker in markers:
-            found = [i for i, p in enumerate(marked_params) if p == marker]
-            if len(found) != 1:
-                return UNCACHEABLE
-            positions.append(found[0])
-        rebuilt = list(marked_params)
-        for position, value in zip(positions, values, strict=True):
-            rebuilt[position] = value
-        if marked_sql != sql or rebuilt != list(params):
+        positions = _marker_positions(sql, params, marked_sql, marked_params, markers, values)
+        if positions is None:
             return UNCACHEABLE
-        return sql, tuple(marked_params), tuple(positions)
+        return sql, tuple(marked_params), positions
