@@ -47,6 +47,7 @@ from gateway.drafts import post_fields
 from gateway.testing.fault_proxy import FaultProxy
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.client import WordPressClient
+from gateway.wordpress.identifiers import attachment_slug
 
 
 def rss_mib(pids: list[int]) -> float:
@@ -158,15 +159,14 @@ def one_ledger(site: dict, database: str, args, rid: str, png: bytes) -> dict:
             if not hasattr(local, "wp"):
                 local.wp = common.DirectWordPress(site)
             wp, key = local.wp, f"{common.TENANT}-direct/{job_id}/v1"
+            name = f"batch-direct-{job_id}.png"
             params = {
                 "title": "Hero",
                 "alt_text": "A hero image",
                 f"meta[{OPERATION_KEY_META}]": f"{key}/media/hero",
+                "slug": attachment_slug(name, f"{key}/media/hero"),  # as the gateway does
             }
-            media = wp_calls.timed(
-                "media_create",
-                lambda: _raw(wp.upload_media, png, f"batch-direct-{job_id}.png", params),
-            )
+            media = wp_calls.timed("media_create", lambda: _raw(wp.upload_media, png, name, params))
             if media is None:
                 return
             media = media.json()

@@ -27,6 +27,7 @@ from common import say
 
 from gateway.drafts import post_fields
 from gateway.wordpress import OPERATION_KEY_META
+from gateway.wordpress.identifiers import attachment_slug
 
 
 def main(argv=None) -> int:
@@ -100,13 +101,18 @@ def main(argv=None) -> int:
             return t1 - t0
 
         def direct_media(i: int) -> float:
+            key, name = (
+                f"{common.TENANT}-direct/{rid}-m{i}/v1/media/hero",
+                f"bench-{rid}-direct-{i}.png",
+            )
             params = {
                 "title": "Hero",
                 "alt_text": "A hero image",
-                f"meta[{OPERATION_KEY_META}]": f"{common.TENANT}-direct/{rid}-m{i}/v1/media/hero",
+                f"meta[{OPERATION_KEY_META}]": key,
+                "slug": attachment_slug(name, key),  # as the gateway does
             }
             t0 = time.perf_counter()
-            obj = direct.upload_media(png, f"bench-{rid}-direct-{i}.png", params)
+            obj = direct.upload_media(png, name, params)
             direct.get_media(obj["id"])
             return time.perf_counter() - t0
 

@@ -38,8 +38,8 @@ from gateway.testing.fault_proxy import Fault
 from gateway.testing.fault_proxy import FaultProxy
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.identifiers import media_token
 from gateway.wordpress.xmlrpc import XmlRpcClient
-from gateway.wordpress.xmlrpc import media_token
 from gateway.wordpress.xmlrpc_compat import methods
 
 pytestmark = pytest.mark.wordpress
@@ -253,6 +253,25 @@ def test_xmlrpc_job_without_the_plugin_verifies_every_field(gwp, proxy, transpor
     assert report["ok"] is True
     for name in ("seo.title", "seo.description", "seo.focus_keyword", "featured_media"):
         assert report["fields"][name]["ok"] is True
+
+
+@both_transports
+def test_attachment_slug_carries_the_operation_key_token(gw, transport):
+    """Two jobs upload ``hero.png`` titled "Hero": each attachment's slug carries its own
+    key's token, so WordPress never searched ``hero-2``, ``hero-3``... for a free slug."""
+    slugs = []
+    for shade in (40, 41):
+        job_id = new_job_id()
+        assert gw.put_job(job_id).status_code == 201
+        image = png_bytes((shade, 7, 7))
+        answer = gw.put_media(job_id, "hero", image, "hero.png", title="Hero")
+        assert answer.status_code == 201, answer.get_json()
+        media_id = answer.get_json()["media_id"]
+        media = gw.wp.get(f"{gw.wp_url}/wp-json/wp/v2/media/{media_id}?context=edit").json()
+        assert media["title"]["raw"] == "Hero"
+        assert media_token(op_key(job_id, "media", "hero")) in media["slug"], media["slug"]
+        slugs.append(media["slug"])
+    assert slugs[0] != slugs[1]
 
 
 @both_transports

@@ -31,6 +31,7 @@ from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import is_wordpress_error_body
 from gateway.wordpress.errors import parse_retry_after
 from gateway.wordpress.errors import upstream_refusal
+from gateway.wordpress.identifiers import attachment_slug
 
 OPERATION_KEY_META = "_gateway_operation_key"
 SEO_META = {
@@ -375,11 +376,16 @@ class WordPressClient:
         """``POST /wp/v2/media`` with the file as the raw body.
 
         ``fields`` (title, caption, alt_text, meta) travel as query parameters, so the
-        operation key is part of the create request itself. WordPress requires
+        operation key is part of the create request itself. A ``meta`` operation key also
+        gives the attachment its slug (:func:`~gateway.wordpress.identifiers.attachment_slug`),
+        so WordPress need not search for a free one. WordPress requires
         ``Content-Disposition`` (400 without it)."""
         params = {k: v for k, v in fields.items() if k != "meta" and v is not None}
         for key, value in (fields.get("meta") or {}).items():
             params[f"meta[{key}]"] = value
+        operation_key = (fields.get("meta") or {}).get(OPERATION_KEY_META)
+        if operation_key and "slug" not in params:
+            params["slug"] = attachment_slug(filename, operation_key)
         headers = {
             "Content-Type": mime_type,
             "Content-Disposition": f'attachment; filename="{quote(filename)}"',

@@ -42,6 +42,7 @@ from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
+from gateway.wordpress.identifiers import media_token
 from gateway.wordpress.xmlrpc_compat import methods
 from gateway.wordpress.xmlrpc_compat import wordpress_xmlrpc
 from gateway.wordpress.xmlrpc_errors import error_for
@@ -71,12 +72,6 @@ MEDIA_FIELDS = {"post": "post_parent", "title": "post_title", "caption": "post_e
 
 
 _local = threading.local()  # library clients per thread: each holds one kept-alive connection
-
-
-def media_token(operation_key: str) -> str:
-    """``gw`` + 16 hex digits of SHA-256 of ``operation_key``: put in an attachment's file
-    name (and so its first title), findable by search before the key field exists."""
-    return "gw" + hashlib.sha256(operation_key.encode("utf-8")).hexdigest()[:16]
 
 
 class XmlRpcClient:
