@@ -9,6 +9,10 @@ pointer (RFC 6901) as ``{"pointer": "/seo/title", "message": "..."}``.
 * Integers arrive as JSON numbers: ``1.0`` is valid for an ``integer`` field (JSON Schema says
   so) and is handed on as the ``int`` 1, as it is stored.
 * :func:`check_template_leftovers`: nothing template-like reaches WordPress.
+* A worker remembers the last :data:`PASSED_BODIES` request bodies that passed (schema name
+  and SHA-256 of the bytes, nothing else): the same bytes again, a retry or replay, are
+  not validated twice (:func:`validate_body`). Only passes are remembered; a refused body is
+  checked, and refused, every time.
 
 Identifiers match as a whole: path parameters with :meth:`re.Pattern.fullmatch` (``$`` in
 Python's ``re`` also matches before a trailing newline, so ``"nl1\n"`` would pass), and the
@@ -21,8 +25,10 @@ an OpenAPI document's readers use). Integers that become ledger columns are boun
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
+import threading
 from functools import cache
 from importlib import resources
 
@@ -273,6 +279,44 @@ def check_db_id(value: int, pointer: str, what: str) -> int:
     if value > MAX_DB_INT:
         raise exc.NotFound(f"no {what} {value}")
     return value
+
+
+PASSED_BODIES = 1024  # per worker process: schema name + 32-byte digest each
+_passed: dict[tuple[str, bytes], None] = {}
+_passed_lock = threading.Lock()
+
+
+def validate_body(name: str, raw: bytes, document) -> dict:
+    """:func:`validate` for a request body ``document`` parsed from the bytes ``raw``, plus
+    the depth and object checks of a body; a body whose bytes this worker has already seen
+    pass schema ``name`` is not checked again (validation depends only on the bytes and the
+    schema: no clock, no ledger), only its integers are made ``int`` as :func:`validate`
+    does.
+
+    Raises:
+        ValidationFailed (422): nested deeper than :data:`MAX_JSON_DEPTH`, not an object, or
+            the schema refuses it.
+        TemplateLeftover (422): as :func:`validate`.
+    """
+    key = (name, hashlib.sha256(raw).digest())
+    if key in _passed:
+        return _integers(validator(name).schema, document)
+    if not json_depth_ok(document):
+        raise exc.ValidationFailed(
+            f"the body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels",
+            errors=[{"pointer": "", "message": f"at most {MAX_JSON_DEPTH} levels"}],
+        )
+    if not isinstance(document, dict):
+        raise exc.ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"pointer": "", "message": "expected an object"}],
+        )
+    document = validate(name, document)
+    with _passed_lock:
+        if len(_passed) >= PASSED_BODIES:
+            del _passed[next(iter(_passed))]  # the oldest
+        _passed[key] = None
+    return document
 
 
 def json_depth_ok(document, limit: int = MAX_JSON_DEPTH) -> bool:

@@ -378,3 +378,32 @@ def test_the_wordpress_package_imports_without_flask_or_peewee():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_worker_validates_the_same_body_bytes_once_and_refuses_bad_ones_every_time(
+    monkeypatch,
+):
+    """Replays send the same bytes: the schema runs on the first, the answer is the same."""
+    from gateway import validation
+
+    runs = []
+    compiled = validation.validator("job")
+    real = type(compiled).iter_errors
+    monkeypatch.setattr(
+        type(compiled), "iter_errors", lambda self, doc: runs.append(1) or real(self, doc)
+    )
+    raw = json.dumps({"site": "wordpress", "task_version": 2.0}).encode()
+    first = validation.validate_body("job", raw, json.loads(raw))
+    again = validation.validate_body("job", raw, json.loads(raw))
+    assert first == again == {"site": "wordpress", "task_version": 2}
+    assert isinstance(again["task_version"], int)
+    assert len(runs) == 1
+    bad = json.dumps({"site": "wordpress", "task_version": "two"}).encode()
+    for _ in range(2):
+        with pytest.raises(exc.ValidationFailed):
+            validation.validate_body("job", bad, json.loads(bad))
+    assert len(runs) == 3  # a refusal is never remembered
+    for i in range(validation.PASSED_BODIES + 5):
+        body = json.dumps({"site": "wordpress", "task_version": i + 1}).encode()
+        validation.validate_body("job", body, json.loads(body))
+    assert len(validation._passed) == validation.PASSED_BODIES

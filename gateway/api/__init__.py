@@ -59,8 +59,9 @@ def json_body(schema: str) -> dict:
 
     Raises:
         InvalidJSON (400): not JSON, or nested too deep to parse.
-        ValidationFailed (422): nested deeper than :data:`validation.MAX_JSON_DEPTH`, or
-            the schema refuses it.
+        ValidationFailed (422): nested deeper than :data:`validation.MAX_JSON_DEPTH`, not
+            an object, or the schema refuses it (:func:`validation.validate_body`: a worker
+            does not check the same bytes twice).
     """
     from gateway import validation
 
@@ -76,17 +77,7 @@ def json_body(schema: str) -> dict:
             raise exc.InvalidJSON(
                 f"the body nests deeper than {validation.MAX_JSON_DEPTH} levels"
             ) from None
-    if not validation.json_depth_ok(document):
-        raise exc.ValidationFailed(
-            f"the body nests arrays and objects deeper than {validation.MAX_JSON_DEPTH} levels",
-            errors=[{"pointer": "", "message": f"at most {validation.MAX_JSON_DEPTH} levels"}],
-        )
-    if not isinstance(document, dict):
-        raise exc.ValidationFailed(
-            "the body must be a JSON object",
-            errors=[{"pointer": "", "message": "expected an object"}],
-        )
-    return validation.validate(schema, document)
+    return validation.validate_body(schema, raw, document)
 
 
 def roles(*allowed: str):
