@@ -238,6 +238,11 @@ class DirectWordPress:
         r.raise_for_status()
         return r.json()
 
+    def update_media(self, media_id: int, fields: dict) -> dict:
+        r = self.session.post(f"{self.base}/wp/v2/media/{media_id}", json=fields, timeout=60)
+        r.raise_for_status()
+        return r.json()
+
 
 # --------------------------------------------------------------------------- the gateway
 class Gateway:
