@@ -386,6 +386,7 @@ def test_a_worker_validates_the_same_body_bytes_once_and_refuses_bad_ones_every_
     """Replays send the same bytes: the schema runs on the first, the answer is the same."""
     from gateway import validation
 
+    monkeypatch.setattr(validation, "_passed", {})  # what earlier tests' requests left
     runs = []
     compiled = validation.validator("job")
     real = type(compiled).iter_errors
