@@ -381,11 +381,11 @@ class WordPressClient:
         so WordPress need not search for a free one. WordPress requires
         ``Content-Disposition`` (400 without it)."""
         params = {k: v for k, v in fields.items() if k != "meta" and v is not None}
-        for key, value in (fields.get("meta") or {}).items():
+        meta = fields.get("meta") or {}
+        for key, value in meta.items():
             params[f"meta[{key}]"] = value
-        operation_key = (fields.get("meta") or {}).get(OPERATION_KEY_META)
-        if operation_key and "slug" not in params:
-            params["slug"] = attachment_slug(filename, operation_key)
+        if meta.get(OPERATION_KEY_META) and "slug" not in params:
+            params["slug"] = attachment_slug(filename, meta[OPERATION_KEY_META])
         headers = {
             "Content-Type": mime_type,
             "Content-Disposition": f'attachment; filename="{quote(filename)}"',

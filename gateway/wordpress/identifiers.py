@@ -5,7 +5,6 @@ names and both transports' attachment slugs."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 
 def media_token(operation_key: str) -> str:
@@ -22,7 +21,7 @@ def attachment_slug(filename: str, operation_key: str) -> str:
     Without it WordPress derives the slug from the title and makes it unique by trying
     ``hero-2``, ``hero-3`` and so on, one database query each (``wp_unique_post_slug``):
     a site whose workflows reuse an image title pays for every earlier upload. This slug is
-    free at the first query. At most 200 characters (``post_name`` holds 200)."""
-    stem = filename.rsplit(".", 1)[0].lower()
-    stem = re.sub(r"[^a-z0-9_-]+", "-", stem).strip("-")[:80] or "image"
-    return f"{stem}-{media_token(operation_key)}"
+    free at the first query. The file name comes made safe by the domain
+    (:func:`gateway.media.safe_filename`, stem at most 80 characters) and WordPress sanitizes
+    a slug it is sent (``sanitize_title``), so nothing is cleaned here again."""
+    return f"{filename.rsplit('.', 1)[0].lower()}-{media_token(operation_key)}"
