@@ -6,7 +6,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    GATEWAY_DATABASE_URL=sqlite:////data/gateway.db
+    GATEWAY_DATABASE_URL=sqlite:////data/gateway.ledger.db
 
 WORKDIR /app
 COPY pyproject.toml README.md ./

@@ -24,14 +24,14 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from gateway import db
-from gateway import migrations
 from gateway.agents import sessions
 from gateway.agents import tools
-from gateway.config import Config
-from gateway.ledger import AgentSession
-from gateway.ledger import Job
-from gateway.testing.openai_standin import OpenAIStandIn
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger.models import AgentSession
+from gateway.ledger.models import Job
+from gateway_tools.openai_standin import OpenAIStandIn
 
 SIZES = (250, 2500)
 RUNS = 3

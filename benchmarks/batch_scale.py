@@ -22,7 +22,7 @@ Per ledger:
   looked up through the companion plugin (``GET /publishing-gateway/v1/objects``); an
   object too many for a key is a duplicate (goal 0), a key without object is missing (goal 0);
 - **replay**: the gateway is restarted on the same ledger with its site pointed at
-  :class:`gateway.testing.fault_proxy.FaultProxy` (which only counts), and every call of
+  :class:`gateway_tools.fault_proxy.FaultProxy` (which only counts), and every call of
   every job is sent again: all must be answered from the ledger, so the proxy must see
   **0 requests** of any kind (reads included) and every answer must be the stored one
   (``Idempotent-Replayed: true`` on media and draft); p50/p99 of the replayed calls.
@@ -45,12 +45,12 @@ from pathlib import Path
 import common
 from common import say
 
-from gateway.drafts import image_block
-from gateway.drafts import post_fields
-from gateway.testing.fault_proxy import FaultProxy
+from gateway.actions.drafts import image_block
+from gateway.actions.drafts import post_fields
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.client import WordPressClient
 from gateway.wordpress.identifiers import attachment_slug
+from gateway_tools.fault_proxy import FaultProxy
 
 
 def rss_mib(pids: list[int]) -> float:
@@ -186,7 +186,7 @@ def one_ledger(site: dict, database: str, args, rid: str, png: bytes) -> dict:
             post_id = post.json()["id"]
             if not wp_calls.timed("post_read", lambda: _raw(wp.get_post, post_id)):
                 return
-            # The gateway attaches the image to its post (gateway/attachments.py): so here.
+            # The gateway attaches the image to its post (gateway/actions/attachments.py): so here.
             if not wp_calls.timed(
                 "media_attach", lambda: _raw(wp.update_media, media["id"], {"post": post_id})
             ):

@@ -286,10 +286,10 @@ class Gateway:
         self.token = ""
 
     def setup_ledger(self) -> None:
-        from gateway import db
-        from gateway import migrations
-        from gateway import sites
-        from gateway import tokens
+        from gateway.ledger import db
+        from gateway.ledger import migrations
+        from gateway.tenancy import sites
+        from gateway.tenancy import tokens
 
         author = self.site["users"]["author"]
         db.bind(self.db_url)
@@ -360,8 +360,8 @@ class Gateway:
     def repoint(self, site_url: str) -> None:
         """Point site ``wordpress`` at ``site_url`` (e.g. a counting proxy) in the ledger;
         takes effect at the next :meth:`start`."""
-        from gateway import db
-        from gateway import sites
+        from gateway.ledger import db
+        from gateway.tenancy import sites
 
         author = self.site["users"]["author"]
         db.bind(self.db_url)
@@ -393,7 +393,7 @@ class Gateway:
         self.stop()
         if self.pg_url:
             try:
-                from gateway import db
+                from gateway.ledger import db
 
                 if not db.database.is_closed():
                     db.database.close()

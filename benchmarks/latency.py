@@ -25,7 +25,7 @@ import time
 import common
 from common import say
 
-from gateway.drafts import post_fields
+from gateway.actions.drafts import post_fields
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.identifiers import attachment_slug
 

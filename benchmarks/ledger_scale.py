@@ -89,7 +89,7 @@ def row(i: int) -> tuple:
 
 def fill(database, start: int, stop: int, postgres: bool) -> None:
     """Insert rows ``start`` .. ``stop - 1``."""
-    from gateway.ledger import Operation
+    from gateway.ledger.models import Operation
 
     fields = [getattr(Operation, c) for c in COLUMNS]
     bulk_stop = min(stop, max(start, BULK_LIMIT))
@@ -128,8 +128,8 @@ def fill(database, start: int, stop: int, postgres: bool) -> None:
 
 def lookup_main(url: str, size: int, lookups: int) -> None:
     """Subprocess: time ``lookups`` lookups and print a JSON line."""
-    from gateway import db
-    from gateway.ledger import Operation
+    from gateway.ledger import db
+    from gateway.ledger.models import Operation
 
     db.bind(url)
     db.database.connect()
@@ -192,8 +192,8 @@ def size_of(url: str, postgres: bool, database) -> int:
 
 
 def run_backend(kind: str, sizes: list[int], lookups: int) -> list[dict]:
-    from gateway import db
-    from gateway import migrations
+    from gateway.ledger import db
+    from gateway.ledger import migrations
 
     workdir = Path(tempfile.mkdtemp(prefix="ledger-scale-"))
     postgres = kind == "postgresql"

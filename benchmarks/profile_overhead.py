@@ -49,10 +49,10 @@ def main(argv=None) -> int:
     os.environ.update({"GATEWAY_DATABASE_URL": db_url, "GATEWAY_SECRET_KEY": secret})
     try:
         from gateway import create_app
-        from gateway import db
-        from gateway import migrations
-        from gateway import sites
-        from gateway import tokens
+        from gateway.ledger import db
+        from gateway.ledger import migrations
+        from gateway.tenancy import sites
+        from gateway.tenancy import tokens
 
         app = create_app(check_ledger=False)  # migrated just below
         author = site["users"]["author"]
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         common.write_json(args.out, summary)
     finally:
         try:
-            from gateway import db
+            from gateway.ledger import db
 
             db.database.close()
         except Exception:  # noqa: BLE001

@@ -1,6 +1,6 @@
 """Race: ``--concurrency`` (50) identical ``PUT /v1/jobs/{id}/draft`` requests released at
 once by a barrier, 4 gateway workers, PostgreSQL ledger, WordPress behind
-:class:`gateway.testing.fault_proxy.FaultProxy` (no faults: it only counts what reaches
+:class:`gateway_tools.fault_proxy.FaultProxy` (no faults: it only counts what reaches
 WordPress). Repeated for ``--rounds`` fresh jobs.
 
 Per round: WordPress writes (``POST /wp/v2/posts`` forwarded by the proxy; goal 1), the
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import common
 from common import say
 
-from gateway.testing.fault_proxy import FaultProxy
+from gateway_tools.fault_proxy import FaultProxy
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 

@@ -1,6 +1,6 @@
 """Reconcile: ``--rows`` (1,000) UNKNOWN draft operations reconciled by one
-:func:`gateway.reconciliation.sweep`, with WordPress behind
-:class:`gateway.testing.fault_proxy.FaultProxy` so that every WordPress query is counted.
+:func:`gateway.recovery.reconciliation.sweep`, with WordPress behind
+:class:`gateway_tools.fault_proxy.FaultProxy` so that every WordPress query is counted.
 
 How the 1,000 operations are made cheaply: they are ledger rows (one job each, state
 UNKNOWN, a stored draft intent), inserted directly. ``--found`` of them (default 100) name
@@ -33,8 +33,8 @@ from pathlib import Path
 import common
 from common import say
 
-from gateway.testing.fault_proxy import FaultProxy
 from gateway.wordpress import OPERATION_KEY_META
+from gateway_tools.fault_proxy import FaultProxy
 
 
 def classify(path: str, method: str) -> str:
@@ -50,13 +50,13 @@ def classify(path: str, method: str) -> str:
 
 
 def scenario(site: dict, proxy: FaultProxy, rows: int, found: int, rid: str, database: str) -> dict:
-    from gateway import db
-    from gateway import migrations
-    from gateway import sites
-    from gateway.config import Config
-    from gateway.ledger import Job
-    from gateway.ledger import Operation
-    from gateway.reconciliation import sweep
+    from gateway.core.config import Config
+    from gateway.ledger import db
+    from gateway.ledger import migrations
+    from gateway.ledger.models import Job
+    from gateway.ledger.models import Operation
+    from gateway.recovery.reconciliation import sweep
+    from gateway.tenancy import sites
 
     workdir = Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     pg_url = common.pg_create("reconcile") if database == "postgresql" else None

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import common
 from common import say
 
-from gateway.drafts import post_fields
+from gateway.actions.drafts import post_fields
 
 
 def cpu_seconds(pgrp: int) -> float:

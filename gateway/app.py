@@ -10,17 +10,17 @@ import logging
 
 from flask import Flask
 
-from gateway import config as config_module
-from gateway import db
-from gateway import jsonio
-from gateway import migrations
+from gateway.api import jsonio
+from gateway.core import config as config_module
+from gateway.ledger import db
+from gateway.ledger import migrations
 
 
 def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Flask:
     """The app factory.
 
     Args:
-        test_config: overrides of :class:`gateway.config.Config` fields (tests, the demo);
+        test_config: overrides of :class:`gateway.core.config.Config` fields (tests, the demo);
             when given, a missing ``GATEWAY_SECRET_KEY`` is tolerated and the ledger is
             created or migrated (tests start from an empty database).
         check_ledger: refuse a missing or outdated ledger (the CLI passes False and checks

@@ -20,13 +20,13 @@ from flask.cli import with_appcontext
 from peewee import PeeweeException as PeeweeError
 
 from gateway import __version__
-from gateway import migrations
-from gateway import sites
-from gateway import tokens
 from gateway.app import create_app
-from gateway.config import ConfigError
-from gateway.db import database
-from gateway.exceptions import GatewayError
+from gateway.core.config import ConfigError
+from gateway.core.exceptions import GatewayError
+from gateway.ledger import migrations
+from gateway.ledger.db import database
+from gateway.tenancy import sites
+from gateway.tenancy import tokens
 
 
 class KnownProblem(click.ClickException):
@@ -80,8 +80,8 @@ def known_tenant(tenant: str) -> None:
     Raises:
         KnownProblem: the tenant is unknown.
     """
-    from gateway.ledger import Site
-    from gateway.ledger import Token
+    from gateway.ledger.models import Site
+    from gateway.ledger.models import Token
 
     with database.connection_context():
         found = (
@@ -219,7 +219,7 @@ def notifications_group():
 @needs_ledger
 def notifications_set_url(tenant, url):
     """Set the tenant's notification URL; pending notifications are delivered there next."""
-    from gateway import notifications
+    from gateway.actions import notifications
 
     known_tenant(tenant)
     with database.connection_context():
@@ -238,7 +238,7 @@ def notifications_set_url(tenant, url):
 def reconcile(older_than):
     """One sweep over stale SENT/UNKNOWN rows of every job, pending notifications and idle
     jobs; prints counts as JSON."""
-    from gateway import reconciliation
+    from gateway.recovery import reconciliation
 
     config = _config()
     with database.connection_context():
@@ -293,7 +293,7 @@ def worker_command(once, interval):
 def prune_command(older_than):
     """Retention: drop the bulky parts of finished jobs' operations (intents, copies of
     WordPress bodies); key, state, remote id and digest are kept forever. Prints counts."""
-    from gateway import retention
+    from gateway.operator import retention
 
     with database.connection_context():
         counts = retention.prune(older_than)
@@ -307,7 +307,7 @@ def prune_command(older_than):
 def doctor_command(tenant, site_name):
     """Preflight of a tenant's sites: every registered check for the site's transport, with
     the fix for each failure. One site: its result as JSON; every site: a JSON list."""
-    from gateway import doctor
+    from gateway.operator import doctor
 
     known_tenant(tenant)
     with database.connection_context():
@@ -338,10 +338,10 @@ def report_command(tenant):
     """The acceptance counters of GET /v1/report as JSON: ``{"tenants": {T: {...}}}``, and
     without --tenant also ``"global"``: the refusal counters over every tenant, calls
     without a valid token included."""
-    from gateway import report
-    from gateway.ledger import Job
-    from gateway.ledger import Site
-    from gateway.ledger import Token
+    from gateway.ledger.models import Job
+    from gateway.ledger.models import Site
+    from gateway.ledger.models import Token
+    from gateway.operator import report
 
     if tenant:
         known_tenant(tenant)
@@ -403,7 +403,7 @@ def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format
 @cli.command("openapi", with_appcontext=False)
 def openapi_command():
     """Print the OpenAPI 3.1 document (the same as GET /openapi.json); needs no ledger."""
-    from gateway import openapi
+    from gateway.api import openapi
 
     click.echo(json.dumps(openapi.build(openapi.bare_app()), indent=2, ensure_ascii=False))
 
@@ -418,11 +418,11 @@ def openapi_command():
 )
 def demo(site_json, keep, agent):
     """The main job end to end against the test site, with a lost response recovered."""
-    from gateway.demo import DemoUnavailable
-    from gateway.demo import run_demo
+    from gateway_tools.demo import DemoUnavailable
+    from gateway_tools.demo import run_demo
 
     if agent:
-        from gateway.agent_demo import run_agent_demo as run_demo
+        from gateway_tools.agent_demo import run_agent_demo as run_demo
     try:
         status = run_demo(site_json, keep=keep)
     except DemoUnavailable as error:

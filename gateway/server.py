@@ -7,10 +7,10 @@ reconciliation sweep runs in the master process for the whole server, not one pe
 so does one agent worker (``gateway worker``, a child process) when ``GATEWAY_OPENAI_API_KEY`` is
 set.
 
-Logs: one line per request and per WordPress call (:mod:`gateway.logs`), JSON by default,
+Logs: one line per request and per WordPress call (:mod:`gateway.core.logs`), JSON by default,
 gunicorn's own lines in the same format; gunicorn's access log is off because the gateway's
 request line replaces it (with request id, tenant, job and operation key). Metrics: a fresh
-prometheus_client multiprocess directory per server start (:mod:`gateway.metrics`), removed
+prometheus_client multiprocess directory per server start (:mod:`gateway.operator.metrics`), removed
 when the server stops.
 """
 
@@ -28,8 +28,8 @@ import threading
 from gunicorn.app.base import BaseApplication
 from gunicorn.config import KNOWN_SETTINGS
 
-from gateway import config as config_module
-from gateway import logs
+from gateway.core import config as config_module
+from gateway.core import logs
 
 
 class GatewayServer(BaseApplication):
@@ -141,8 +141,8 @@ def run(
     """
     cfg = config_module.load()
     logs.configure(log_format)
-    from gateway import db
-    from gateway import migrations
+    from gateway.ledger import db
+    from gateway.ledger import migrations
 
     db.bind(cfg.database_url)
     migrations.check(cfg.database_url)  # refuse before any worker starts: one line, no traceback

@@ -14,7 +14,7 @@ from support import gateway_command
 
 import gateway
 from gateway.agents import worker
-from gateway.db import database
+from gateway.ledger.db import database
 
 
 def agent_app(ledger_url: str, standin, **overrides):

@@ -33,8 +33,8 @@ from support import gateway_command
 from support import switch_companion
 
 import gateway
-from gateway.db import database
-from gateway.testing.fault_proxy import FaultProxy
+from gateway.ledger.db import database
+from gateway_tools.fault_proxy import FaultProxy
 
 # --------------------------------------------------------------------------- WordPress
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from gateway import ledger
-from gateway import sites
-from gateway import tokens
-from gateway.db import database
-from gateway.ledger import Job
-from gateway.operations import operation_key
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.ledger.models import Job
+from gateway.operations.perform import operation_key
+from gateway.tenancy import sites
+from gateway.tenancy import tokens
+from gateway_tools.fault_proxy import Fault
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE_JSON = ROOT / "wp_test_site" / ".runtime" / "site.json"
@@ -87,7 +87,7 @@ def new_job_id() -> str:
 
 def op_key(job_id: str, action: str, slot: str | None = None, version: int = 1) -> str:
     """The operation key the gateway uses (docs/api.md, "The ledger"), built by the product's
-    own :func:`gateway.operations.operation_key`."""
+    own :func:`gateway.operations.perform.operation_key`."""
     job = Job(tenant=TENANT, job_id=job_id, task_version=version)
     return operation_key(job, action, slot)
 

@@ -23,12 +23,12 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway import actions
-from gateway import reconciliation
+from gateway.actions.blocks import html_digest
 from gateway.agents import submissions
-from gateway.blocks import html_digest
-from gateway.db import database
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger.db import database
+from gateway.operations import registry as actions
+from gateway.recovery import reconciliation
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = [
     pytest.mark.wordpress,

@@ -9,14 +9,14 @@ from support import TENANT
 from support import new_job_id
 from support import op_key
 
-from gateway import actions
-from gateway import jobs
-from gateway import reconciliation
-from gateway.db import database
-from gateway.ledger import UNKNOWN
-from gateway.ledger import Operation
-from gateway.ledger import Review
-from gateway.operations import Effect
+from gateway.jobs import records as jobs
+from gateway.ledger.db import database
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
+from gateway.operations import registry as actions
+from gateway.operations.perform import Effect
+from gateway.recovery import reconciliation
 
 
 @pytest.fixture

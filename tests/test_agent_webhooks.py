@@ -23,13 +23,13 @@ from support import new_job_id
 from support import op_key
 from werkzeug.serving import make_server
 
-from gateway import db
-from gateway import ledger
-from gateway import migrations
 from gateway.agents import tools
-from gateway.db import database
-from gateway.ledger import WebhookEvent
-from gateway.testing.openai_standin import OpenAIStandIn as S
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.ledger.models import WebhookEvent
+from gateway_tools.openai_standin import OpenAIStandIn as S
 
 ACTION = "agent.session.action_required"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

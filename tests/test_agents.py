@@ -24,12 +24,12 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 
-from gateway import sites
-from gateway import validation
 from gateway.agents import submissions
 from gateway.agents import tools
-from gateway.db import database
-from gateway.testing.openai_standin import OpenAIStandIn as S
+from gateway.core import validation
+from gateway.ledger.db import database
+from gateway.tenancy import sites
+from gateway_tools.openai_standin import OpenAIStandIn as S
 
 POST_WRITE = r"^/wp-json/wp/v2/posts(/\d+)?/?$"
 TOOL_RESULT = "agent.session.input.tool_result"

@@ -10,7 +10,7 @@ import re
 import pytest
 from support import ROOT
 
-from gateway import openapi
+from gateway.api import openapi
 
 API_MD = ROOT / "docs" / "api.md"
 HEADING = re.compile(r"^(#{2,4}) (.+?)\s*$", re.M)

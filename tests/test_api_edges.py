@@ -133,9 +133,9 @@ def test_metrics_expose_ledger_figures_without_credentials(offline_gw):
 
 
 def test_refusals_count_for_the_tenant_they_know_and_401s_only_globally(offline_gw):
-    from gateway import ledger
-    from gateway import report
-    from gateway.db import database
+    from gateway.ledger import models as ledger
+    from gateway.ledger.db import database
+    from gateway.operator import report
 
     def counts() -> tuple[int, int, int]:
         with offline_gw.app.app_context(), database.connection_context():

@@ -20,11 +20,11 @@ from support import new_job_id
 from support import png_bytes
 from support import problem_slug
 
-from gateway import db
-from gateway.db import database
-from gateway.ledger import Site
-from gateway.ledger import SiteSlot
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger import db
+from gateway.ledger.db import database
+from gateway.ledger.models import Site
+from gateway.ledger.models import SiteSlot
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 DRAFT_POSTS = dict(method="POST", path=r"^/wp-json/wp/v2/posts/?$")

@@ -10,7 +10,7 @@ import pytest
 from support import SECRET_KEY
 from support import gateway_command
 
-from gateway.testing.fault_proxy import Fault
+from gateway_tools.fault_proxy import Fault
 
 PASSWORD_ENV = "GW_TEST_APP_PASSWORD"
 

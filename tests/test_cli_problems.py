@@ -19,10 +19,10 @@ from support import SECRET_KEY
 from support import gateway_command
 from support import sqlite_path
 
-from gateway import db
-from gateway import migrations
 from gateway.cli import _app_factory
 from gateway.cli import cli
+from gateway.ledger import db
+from gateway.ledger import migrations
 
 PASSWORD_ENV = "GW_TEST_PROBLEM_PASSWORD"
 UNREACHABLE = "postgresql://gateway@127.0.0.1:1/nowhere"  # nothing listens on port 1
@@ -175,13 +175,13 @@ def test_demo_without_a_test_site(tmp_path):
 
 @pytest.mark.parametrize("name", ["report", "sites add", "tokens create"])
 def test_from_another_directory_no_second_ledger(name, tmp_path, monkeypatch):
-    """Without GATEWAY_DATABASE_URL the default is ./gateway.db: the command says where it
+    """Without GATEWAY_DATABASE_URL the default is ./gateway.ledger.db: the command says where it
     looked and how to point it at a ledger, and leaves no empty ledger behind."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     line = assert_one_line(invoke(COMMANDS[name], {"GATEWAY_SECRET_KEY": SECRET_KEY}), 2)
-    assert str(elsewhere / "gateway.db") in line
+    assert str(elsewhere / "gateway.ledger.db") in line
     assert "set GATEWAY_DATABASE_URL" in line and "gateway init-db" in line
     assert list(elsewhere.iterdir()) == []
 

@@ -3,7 +3,7 @@
 Docker cannot run here: Debian's ``docker-compose`` (1.29, Python) parses and interpolates the
 file without an engine (``docker-compose config``); that part is skipped when it is not
 installed. Always checked: every service the documentation names exists, the gateway's
-environment names are exactly what ``gateway/config.py`` reads, and no secret is in the file.
+environment names are exactly what ``gateway/core/config.py`` reads, and no secret is in the file.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def env_example() -> dict[str, str]:
 
 
 def gateway_reads() -> set[str]:
-    """The ``GATEWAY_*`` names ``gateway/config.py`` reads from the environment."""
+    """The ``GATEWAY_*`` names ``gateway/core/config.py`` reads from the environment."""
     source = (ROOT / "gateway" / "config.py").read_text()
     return set(re.findall(r"""env(?:\.get\(|\[)\s*["'](GATEWAY_[A-Z_]+)["']""", source)) | set(
         re.findall(

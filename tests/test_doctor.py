@@ -19,10 +19,10 @@ from support import admin_session
 from support import both_transports
 from support import xmlrpc_only
 
-from gateway import doctor
-from gateway import sites
-from gateway.db import database
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger.db import database
+from gateway.operator import doctor
+from gateway.tenancy import sites
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 ME = r"^/wp-json/wp/v2/users/me"

@@ -20,10 +20,10 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway import ledger
-from gateway import operations
-from gateway.db import database
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.operations import perform as operations
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 POST_WRITE = r"^/wp-json/wp/v2/posts(/\d+)?/?$"

@@ -1,4 +1,4 @@
-"""Tests for gateway.testing.fault_proxy against a tiny local upstream (not WordPress)."""
+"""Tests for gateway_tools.fault_proxy against a tiny local upstream (not WordPress)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from gateway.testing.fault_proxy import PHP_NOTICE
-from gateway.testing.fault_proxy import Fault
-from gateway.testing.fault_proxy import FaultProxy
+from gateway_tools.fault_proxy import PHP_NOTICE
+from gateway_tools.fault_proxy import Fault
+from gateway_tools.fault_proxy import FaultProxy
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 GZIP_BODY = gzip.compress(b'{"compressed": true}' * 50)
@@ -511,7 +511,7 @@ def test_cli_prints_url_and_applies_faults(upstream: Upstream) -> None:
         [
             sys.executable,
             "-m",
-            "gateway.testing.fault_proxy",
+            "gateway_tools.fault_proxy",
             "--upstream",
             upstream.url,
             "--fault",

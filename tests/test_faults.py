@@ -10,7 +10,7 @@ from support import new_job_id
 from support import op_key
 from support import png_bytes
 
-from gateway.testing.fault_proxy import Fault
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 ROUTES = {"draft": r"^/wp-json/wp/v2/posts/?$", "media": r"^/wp-json/wp/v2/media/?$"}

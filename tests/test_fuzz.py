@@ -35,8 +35,8 @@ from support import SECRET_KEY
 from support import draft_body
 
 import gateway
-from gateway.db import database
-from gateway.ledger import Operation
+from gateway.ledger.db import database
+from gateway.ledger.models import Operation
 
 EXAMPLES = int(os.environ.get("GATEWAY_FUZZ_EXAMPLES", "25"))
 SECONDS = float(os.environ.get("GATEWAY_FUZZ_SECONDS", "180"))

@@ -25,11 +25,11 @@ from test_ownership import ledger
 from test_review_page import _csrf
 from test_review_page import _sign_in
 
-from gateway import sites
-from gateway import tokens
-from gateway.ledger import EditorSession
-from gateway.ledger import Job
-from gateway.ledger import Token
+from gateway.ledger.models import EditorSession
+from gateway.ledger.models import Job
+from gateway.ledger.models import Token
+from gateway.tenancy import sites
+from gateway.tenancy import tokens
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HUGE = "99999999999999999999"
@@ -164,8 +164,8 @@ def test_every_pattern_of_the_openapi_document_ends_input_in_python_and_ecma_262
     """Schema files, path parameters and X-Request-Id: anchored at both ends in a way both
     dialects read alike, and whole-match in Python too."""
     from gateway import api
-    from gateway import openapi
-    from gateway import validation
+    from gateway.api import openapi
+    from gateway.core import validation
 
     found = []
 
@@ -312,7 +312,7 @@ def test_after_a_revoked_session_the_sign_in_page_works_at_once(offline_gw):
 
 @pytest.mark.wordpress
 def test_the_review_page_reads_wordpress_only_for_the_drafts_it_shows(gwp, proxy, monkeypatch):
-    from gateway import review_board
+    from gateway.editorial import review_board
 
     monkeypatch.setattr(review_board, "CARDS_PER_PAGE", 2)
     jobs = [new_draft(gwp) for _ in range(3)]
@@ -335,9 +335,9 @@ def test_the_security_migration_runs_on_the_configured_database(ledger_url, capl
     from playhouse.migrate import SchemaMigrator
     from playhouse.migrate import migrate as run
 
-    from gateway import db
-    from gateway import migrations
-    from gateway.db import database
+    from gateway.ledger import db
+    from gateway.ledger import migrations
+    from gateway.ledger.db import database
 
     db.bind(ledger_url)
     migrations.migrate()
@@ -356,7 +356,7 @@ def test_the_security_migration_runs_on_the_configured_database(ledger_url, capl
         for number, role in ((1, "workflow"), (2, "editor")):
             Token.insert(token_hash=f"{number:064x}", tenant=TENANT, role=role, name="alice",
                          created_at=dt.datetime.utcnow()).execute()  # fmt: skip
-    with caplog.at_level("WARNING", logger="gateway.migrations"):
+    with caplog.at_level("WARNING", logger="gateway.ledger.migrations"):
         assert migrations.migrate() == (step.version - 1, migrations.latest_version())
     assert "renamed from 'alice' to 'alice-editor-2'" in caplog.text
     with database.connection_context():

@@ -251,7 +251,7 @@ def test_taken_slug_shows_as_made_unique_after_publishing(server):
 
 
 def test_another_slug_difference_fails_verification():
-    from gateway.verification import slug_field
+    from gateway.operations.verification import slug_field
 
     assert slug_field("news", "news-3")["reason"] == "made-unique"
     other = slug_field("news", "breaking")
@@ -270,8 +270,8 @@ def test_another_slug_difference_fails_verification():
     ],
 )
 def test_images_that_do_not_decode_are_unreadable(cut):
-    from gateway import exceptions
-    from gateway import media
+    from gateway.actions import media
+    from gateway.core import exceptions
 
     with pytest.raises(exceptions.ImageUnreadable):
         media.sniff(cut())

@@ -21,9 +21,9 @@ from support import op_key
 from support import problem_slug
 from support import sqlite_path
 
-from gateway import db
-from gateway.db import database
-from gateway.ledger import Job
+from gateway.ledger import db
+from gateway.ledger.db import database
+from gateway.ledger.models import Job
 
 pytestmark = pytest.mark.wordpress
 POSTS = r"^/wp-json/wp/v2/posts/?$"

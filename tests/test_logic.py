@@ -14,18 +14,18 @@ from PIL import Image
 from support import JPEG_BYTES
 from support import png_bytes
 
-from gateway import actions
-from gateway import blocks
-from gateway import checkpoints
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import media
-from gateway import reconciliation
-from gateway import repair
-from gateway import verification
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Review
+from gateway.actions import blocks
+from gateway.actions import media
+from gateway.actions import repair
+from gateway.core import exceptions as exc
+from gateway.jobs import checkpoints
+from gateway.jobs import records as jobs
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
+from gateway.operations import registry as actions
+from gateway.operations import verification
+from gateway.recovery import reconciliation
 from gateway.wordpress import SEO_META
 from gateway.wordpress import client as wp_client
 from gateway.wordpress import errors as wp_errors
@@ -384,7 +384,7 @@ def test_a_worker_validates_the_same_body_bytes_once_and_refuses_bad_ones_every_
     monkeypatch,
 ):
     """Replays send the same bytes: the schema runs on the first, the answer is the same."""
-    from gateway import validation
+    from gateway.core import validation
 
     monkeypatch.setattr(validation, "_passed", {})  # what earlier tests' requests left
     runs = []

@@ -26,7 +26,7 @@ from support import problem_slug
 from support import sqlite_path
 from support import transport_param
 
-from gateway.testing.fault_proxy import Fault
+from gateway_tools.fault_proxy import Fault
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 MEDIA = r"^/wp-json/wp/v2/media/?$"

@@ -174,7 +174,7 @@ def test_https_download_is_pinned_to_the_checked_address_and_verifies_the_host_n
     import ssl
     import subprocess
 
-    from gateway import media_sources
+    from gateway.actions import media_sources
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")

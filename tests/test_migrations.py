@@ -16,13 +16,13 @@ from support import SECRET_KEY
 from support import gateway_command
 
 import gateway
-from gateway import db
-from gateway import migrations
-from gateway import tokens
-from gateway.db import database
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Site
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger.db import database
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.tenancy import tokens
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

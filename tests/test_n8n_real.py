@@ -46,7 +46,7 @@ from support import admin_session
 from support import free_port
 from support import gateway_command
 
-from gateway.testing.fault_proxy import Fault
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = [pytest.mark.n8n, pytest.mark.wordpress]
 

@@ -26,15 +26,15 @@ from support import new_job_id
 from support import png_bytes
 from support import problem_slug
 
-from gateway import db
-from gateway import jobs
-from gateway import notifications
-from gateway import reconciliation
-from gateway.db import database
-from gateway.ledger import Checkpoint
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import ResumePoint
+from gateway.actions import notifications
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger.db import database
+from gateway.ledger.models import Checkpoint
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import ResumePoint
+from gateway.recovery import reconciliation
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,7 +18,7 @@ from support import draft_body
 from support import new_job_id
 from support import op_key
 
-from gateway import metrics
+from gateway.operator import metrics
 
 METRICS_TOKEN = "metrics-secret-for-tests"
 

@@ -21,10 +21,10 @@ from support import gateway_command
 from support import new_job_id
 from support import png_bytes
 
-from gateway import exceptions as exc
-from gateway import openapi
-from gateway import validation
+from gateway.api import openapi
 from gateway.api.contract import OPERATIONS
+from gateway.core import exceptions as exc
+from gateway.core import validation
 
 SCHEMAS = ROOT / "gateway" / "schemas"
 

@@ -20,8 +20,8 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway.testing.fault_proxy import Fault
 from gateway.wordpress.errors import parse_retry_after
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 POSTS = r"^/wp-json/wp/v2/posts/?$"

@@ -22,15 +22,15 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway import reconciliation
-from gateway import sites
-from gateway.db import database
-from gateway.ledger import Approval
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Review
-from gateway.ledger import Site
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger.db import database
+from gateway.ledger.models import Approval
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
+from gateway.ledger.models import Site
+from gateway.recovery import reconciliation
+from gateway.tenancy import sites
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 OTHER = "beta"  # the second tenant
@@ -339,7 +339,7 @@ def test_a_job_bound_to_another_jobs_post_cannot_touch_it(gw, path):
 def test_an_adoption_racing_another_jobs_binding_is_undone(gw, monkeypatch):
     """The check passes (as if job one bound the post just after it), the UPDATE commits, and
     the re-check after it sets the operation back: never two jobs bound to one post."""
-    from gateway import ownership
+    from gateway.operations import ownership
 
     job_one, job_two = new_job_id(), new_job_id()
     first = make_draft(gw, job_one, f"Race {job_one}")

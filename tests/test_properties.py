@@ -2,7 +2,7 @@
 
 * The request digest depends on what a request means, not on how it is spelled: key order,
   whitespace and number spelling never change it; changing any semantic field always does.
-  Checked on :func:`gateway.digests.request_digest` over arbitrary JSON documents, and end to
+  Checked on :func:`gateway.core.digests.request_digest` over arbitrary JSON documents, and end to
   end through ``PUT /v1/jobs/{id}/draft`` (the same key with a respelled body is never 422
   ``operation-key-reused``; a changed field always is).
 * The operation key is injective: no two distinct (tenant, job, version, action, slot) give
@@ -24,12 +24,12 @@ from support import draft_body
 from support import new_job_id
 from support import problem_slug
 
-from gateway import db
-from gateway import validation
-from gateway.db import database
-from gateway.digests import request_digest
-from gateway.ledger import Operation
-from gateway.operations import operation_key
+from gateway.core import validation
+from gateway.core.digests import request_digest
+from gateway.ledger import db
+from gateway.ledger.db import database
+from gateway.ledger.models import Operation
+from gateway.operations.perform import operation_key
 
 # Lean enough for CI on two shared cores: 60 examples per property, no deadline.
 settings.register_profile("gateway", max_examples=60, deadline=None)

@@ -17,8 +17,8 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway.operations import CRASH_POINTS
-from gateway.testing.fault_proxy import Fault
+from gateway.operations.perform import CRASH_POINTS
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 
@@ -80,7 +80,7 @@ def _without_companion(proxy) -> None:
 
 
 def test_same_title_without_identifier_is_a_suspected_duplicate_for_an_editor(gwp, proxy, wp_site):
-    from gateway import sites
+    from gateway.tenancy import sites
 
     sites.forget_companion()
     _without_companion(proxy)
@@ -116,7 +116,7 @@ def test_same_title_without_identifier_is_a_suspected_duplicate_for_an_editor(gw
 
 
 def test_distinct_decision_lets_the_write_proceed(gwp, proxy):
-    from gateway import sites
+    from gateway.tenancy import sites
 
     sites.forget_companion()
     _without_companion(proxy)
@@ -198,11 +198,11 @@ def test_one_key_on_two_posts_is_reviewed_never_deleted(gw, wp_site):
         f"({other}, '_gateway_operation_key', '{key}')",
     )
     with gw.app.app_context():
-        from gateway import reconciliation
-        from gateway.db import database
+        from gateway.ledger.db import database
+        from gateway.recovery import reconciliation
 
         with database.connection_context():
-            from gateway.ledger import Operation
+            from gateway.ledger.models import Operation
 
             Operation.update(state="UNKNOWN").where(Operation.operation_key == key).execute()
             counts = reconciliation.sweep(gw.app.config["GATEWAY"], older_than=0)
@@ -279,9 +279,9 @@ def test_the_server_sweep_finishes_an_unknown_operation_without_any_client_call(
 
 
 def test_a_sweep_reads_many_found_operations_back_in_a_few_queries(gwp, proxy):
-    from gateway import reconciliation
-    from gateway.db import database
-    from gateway.ledger import Operation
+    from gateway.ledger.db import database
+    from gateway.ledger.models import Operation
+    from gateway.recovery import reconciliation
 
     job_ids = [new_job_id() for _ in range(6)]
     for job_id in job_ids:

@@ -10,10 +10,10 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 
-from gateway.db import database
-from gateway.ledger import UNKNOWN
-from gateway.ledger import Operation
-from gateway.ledger import Review
+from gateway.ledger.db import database
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
 
 pytestmark = pytest.mark.wordpress
 MISSING_POST = 987654321

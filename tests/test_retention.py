@@ -21,10 +21,10 @@ from test_editorial import approve
 from test_editorial import post
 from test_editorial import put_block
 
-from gateway import db
-from gateway.db import database
-from gateway.ledger import Job
-from gateway.ledger import Operation
+from gateway.ledger import db
+from gateway.ledger.db import database
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
 
 pytestmark = pytest.mark.wordpress
 IMAGE = png_bytes((10, 200, 30))

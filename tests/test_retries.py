@@ -15,11 +15,11 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 
-from gateway import db
-from gateway import ledger
-from gateway import migrations
-from gateway.db import database
-from gateway.testing.fault_proxy import Fault
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway_tools.fault_proxy import Fault
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -26,7 +26,7 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway.testing.fault_proxy import Fault
+from gateway_tools.fault_proxy import Fault
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROMIUM = "/usr/bin/chromium"
@@ -67,8 +67,8 @@ def test_login_refuses_a_workflow_token(offline_gw):
 
 
 def test_login_refuses_an_unknown_token_and_counts_it(offline_gw):
-    from gateway import report
-    from gateway.db import database
+    from gateway.ledger.db import database
+    from gateway.operator import report
 
     answer = _sign_in(offline_gw.client, "not-a-token")
     assert answer.status_code == 401
@@ -96,8 +96,8 @@ def test_editor_signs_in_with_a_safe_session_cookie_and_no_token_in_the_page(off
 
 
 def test_revoking_the_editor_token_ends_the_session_at_the_next_request(offline_gw):
-    from gateway import tokens
-    from gateway.db import database
+    from gateway.ledger.db import database
+    from gateway.tenancy import tokens
 
     editor = offline_gw.make_token("editor")
     client = offline_gw.app.test_client()
@@ -193,7 +193,7 @@ def test_images_come_through_the_gateway_only_for_the_editors_own_jobs(gw):
 
 
 def test_content_is_rendered_without_scripts_and_with_only_the_jobs_images():
-    from gateway import previews
+    from gateway.editorial import previews
 
     media = {7: "http://wp.test/wp-content/uploads/a.png"}
     content = (
@@ -222,7 +222,7 @@ def test_content_is_rendered_without_scripts_and_with_only_the_jobs_images():
 
 
 def test_times_to_the_minute_and_problems_in_words():
-    from gateway import previews
+    from gateway.editorial import previews
 
     assert previews.minute("2026-11-30T08:56:51.340918+00:00") == "30 Nov 2026, 08:56 UTC"
     assert previews.minute("2026-11-30T09:56:51+01:00") == "30 Nov 2026, 08:56 UTC"

@@ -13,11 +13,11 @@ from support import op_key
 from test_editorial import post
 from test_review_page import _sign_in
 
-from gateway import reconciliation
-from gateway import scheduling
-from gateway.db import database
-from gateway.ledger import Operation
-from gateway.testing.fault_proxy import Fault
+from gateway.actions import scheduling
+from gateway.ledger.db import database
+from gateway.ledger.models import Operation
+from gateway.recovery import reconciliation
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 UTC_MINUS_5 = dt.timezone(dt.timedelta(hours=-5))

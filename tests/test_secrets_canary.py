@@ -34,7 +34,7 @@ from support import sqlite_path
 
 import gateway
 from gateway.agents import tools
-from gateway.testing.openai_standin import OpenAIStandIn
+from gateway_tools.openai_standin import OpenAIStandIn
 
 pytestmark = pytest.mark.wordpress
 METRICS_TOKEN = "canary-metrics-7f3a9c"

@@ -1,4 +1,4 @@
-"""The compiled-statement cache (gateway/statements.py): a cached shape runs exactly the SQL
+"""The compiled-statement cache (gateway/ledger/statements.py): a cached shape runs exactly the SQL
 and parameters peewee would build, on SQLite and PostgreSQL; shapes it cannot prove equal
 stay with peewee; and the number of ledger statements of the hot path's requests."""
 
@@ -12,15 +12,15 @@ from support import new_job_id
 from support import op_key
 from support import png_bytes
 
-from gateway import db
-from gateway import jobs
-from gateway import migrations
-from gateway import statements
-from gateway import tokens
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Site
-from gateway.ledger import Token
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger import statements
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.ledger.models import Token
+from gateway.tenancy import tokens
 
 
 def _ledger(ledger_url):

@@ -14,8 +14,8 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 
-from gateway import terms
-from gateway.testing.fault_proxy import Fault
+from gateway.actions import terms
+from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
 

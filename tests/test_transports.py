@@ -31,16 +31,16 @@ from support import png_bytes
 from support import problem_slug
 from support import xmlrpc_only
 
-from gateway import exceptions as exc
-from gateway import sites
-from gateway.db import database
-from gateway.testing.fault_proxy import Fault
-from gateway.testing.fault_proxy import FaultProxy
+from gateway.core import exceptions as exc
+from gateway.ledger.db import database
+from gateway.tenancy import sites
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.identifiers import media_token
 from gateway.wordpress.xmlrpc import XmlRpcClient
 from gateway.wordpress.xmlrpc_compat import methods
+from gateway_tools.fault_proxy import Fault
+from gateway_tools.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.wordpress
 
@@ -414,7 +414,7 @@ def test_constructor_call_and_reads_honour_the_timeout(wp_site):
 
 @SQLITE_PASS_ONLY
 def test_doctor_lists_each_sites_transport_and_guarantees(gw, app):
-    from gateway import doctor
+    from gateway.operator import doctor
 
     with app.app_context(), database.connection_context():
         sites.add_site(
@@ -447,8 +447,8 @@ def test_a_sweep_over_xmlrpc_confirms_found_operations(gwp, proxy, transport, mo
     """``gateway reconcile`` over XML-RPC: one scan per object type for every key of the
     site (its pages depend on how many objects are newer than the oldest operation, not on
     the number of keys), then one read-back per object."""
-    from gateway import reconciliation
-    from gateway.ledger import Operation
+    from gateway.ledger.models import Operation
+    from gateway.recovery import reconciliation
 
     scans = []
     scan = XmlRpcClient._scan
@@ -512,7 +512,7 @@ def test_editor_adopts_a_same_title_post_over_xmlrpc(gwp, proxy, transport, wp_s
 
 @SQLITE_PASS_ONLY
 def test_doctor_names_a_block_in_front_of_xmlrpc(gw, app, proxy):
-    from gateway import doctor
+    from gateway.operator import doctor
 
     proxy.add_fault(Fault(kind="upstream_page", path=r"^/xmlrpc\.php$", status=403, times=None))
     with app.app_context(), database.connection_context():

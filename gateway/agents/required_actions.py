@@ -26,20 +26,20 @@ from dataclasses import dataclass
 
 import openai
 
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import operations
-from gateway import reviews
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
 from gateway.agents import tools
-from gateway.config import Config
-from gateway.ledger import CONFIRMED
-from gateway.ledger import AgentSession
-from gateway.ledger import Job
-from gateway.ledger import Review
-from gateway.operations import Target
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.editorial import reviews
+from gateway.jobs import records as jobs
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import AgentSession
+from gateway.ledger.models import Job
+from gateway.ledger.models import Review
+from gateway.operations import perform as operations
+from gateway.operations.perform import Target
 
 log = logging.getLogger(__name__)
 KIND = "agent_action"

@@ -4,7 +4,7 @@
   the whole gateway (unique, across tenants: 409 ``session-bound``); a job's session changes
   only with a task-version bump (409 ``session-change-needs-version-bump``).
 * :func:`client` - ``openai.OpenAI`` for the gateway's one OpenAI project. The key comes from
-  :class:`gateway.config.Config` and goes nowhere else: not the ledger, not a log line, not a
+  :class:`gateway.core.config.Config` and goes nowhere else: not the ledger, not a log line, not a
   response, not a tool result.
 * :func:`rebuild` - ``POST /v1/jobs/{id}/recover`` for a job with a session: retrieve the
   session (``GET /v1/agents/sessions/{id}``), page through ALL saved items
@@ -22,17 +22,17 @@ from functools import lru_cache
 import openai
 from peewee import IntegrityError
 
-from gateway import db
-from gateway import exceptions as exc
-from gateway import jobs
 from gateway.agents import tools
-from gateway.config import Config
-from gateway.ledger import CONFIRMED
-from gateway.ledger import FAILED
-from gateway.ledger import AgentSession
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Review
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import AgentSession
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
 
 log = logging.getLogger(__name__)
 ACTIVE = ("in_progress", "requires_action")

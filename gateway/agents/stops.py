@@ -24,17 +24,17 @@ import logging
 
 import openai
 
-from gateway import db
-from gateway import exceptions as exc
 from gateway.agents import sessions
 from gateway.agents import submissions
-from gateway.config import Config
-from gateway.ledger import CONFIRMED
-from gateway.ledger import AgentSession
-from gateway.ledger import Job
-from gateway.ledger import Operation
-from gateway.ledger import Site
-from gateway.operations import Target
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import AgentSession
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.operations.perform import Target
 
 log = logging.getLogger(__name__)
 ACTIVE = ("in_progress", "requires_action")

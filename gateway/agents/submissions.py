@@ -19,20 +19,20 @@ import logging
 import openai
 from peewee import IntegrityError
 
-from gateway import actions
-from gateway import db
-from gateway import exceptions as exc
-from gateway import operations
-from gateway.config import Config
-from gateway.digests import request_digest
-from gateway.digests import sha256_hex
-from gateway.ledger import CONFIRMED
-from gateway.ledger import FAILED
-from gateway.ledger import PREPARED
-from gateway.ledger import SENT
-from gateway.ledger import UNKNOWN
-from gateway.ledger import Job
-from gateway.ledger import Operation
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.core.digests import request_digest
+from gateway.core.digests import sha256_hex
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import PREPARED
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.operations import perform as operations
+from gateway.operations import registry as actions
 
 log = logging.getLogger(__name__)
 # The session inputs this module registers (each an *idempotent resend* action, resent by the

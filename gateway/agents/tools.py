@@ -4,12 +4,12 @@
 ``{"type": "function", "name", "description", "parameters"}``). Each tool's parameters are
 generated from the JSON Schema file the HTTP API validates the same call with
 (``gateway/schemas/*.json``: one source, not a copy), plus the path parameter the URL carries
-(``slot``, ``name``) with the pattern :mod:`gateway.validation` checks it with.
+(``slot``, ``name``) with the pattern :mod:`gateway.core.validation` checks it with.
 
 :data:`TOOLS` maps a tool name to what runs it. The side-effect tools come from the action
-registry (:func:`gateway.actions.agent_tools`: each registered action with an
-:class:`~gateway.actions.AgentTool` - today media, draft and block), run through the action's
-``send`` and answered with the HTTP call's body (:func:`gateway.answers.for_action`); the
+registry (:func:`gateway.operations.registry.agent_tools`: each registered action with an
+:class:`~gateway.operations.registry.AgentTool` - today media, draft and block), run through the action's
+``send`` and answered with the HTTP call's body (:func:`gateway.api.answers.for_action`); the
 others are reads and steps that are not ledger actions (verification, approval requests, the
 job's version bump, recover). Operation keys are made by the domain from job, task version,
 action and slot - never from a ``call_id`` - so an agent that calls put-draft again under a
@@ -28,15 +28,15 @@ from functools import cache
 
 from jsonschema import Draft202012Validator
 
-from gateway import actions
-from gateway import answers
-from gateway import approvals
-from gateway import drafts
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import reconciliation
-from gateway import validation
-from gateway.operations import Target
+from gateway.actions import drafts
+from gateway.api import answers
+from gateway.core import exceptions as exc
+from gateway.core import validation
+from gateway.editorial import approvals
+from gateway.jobs import records as jobs
+from gateway.operations import registry as actions
+from gateway.operations.perform import Target
+from gateway.recovery import reconciliation
 
 BUMP_TOOL = "bump_task_version"
 
@@ -78,7 +78,7 @@ def _performer(action: actions.Action) -> Callable[[Target, dict, str], dict]:
 
 def _action_tools() -> list[Tool]:
     """The function tools of the registered actions an agent may perform
-    (:func:`gateway.actions.agent_tools`)."""
+    (:func:`gateway.operations.registry.agent_tools`)."""
     return [
         Tool(
             a.tool.name,

@@ -16,12 +16,12 @@ import logging
 import openai
 from peewee import IntegrityError
 
-from gateway import db
-from gateway import exceptions as exc
-from gateway import operations
 from gateway.agents import sessions
-from gateway.config import Config
-from gateway.ledger import WebhookEvent
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger.models import WebhookEvent
+from gateway.operations import perform as operations
 
 log = logging.getLogger(__name__)
 

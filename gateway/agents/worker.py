@@ -21,19 +21,19 @@ import threading
 
 import openai
 
-from gateway import db
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import leases
-from gateway import reconciliation
 from gateway.agents import required_actions
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
-from gateway.config import Config
-from gateway.ledger import AgentSession
-from gateway.ledger import Job
-from gateway.ledger import WebhookEvent
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.jobs import leases
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger.models import AgentSession
+from gateway.ledger.models import Job
+from gateway.ledger.models import WebhookEvent
+from gateway.recovery import reconciliation
 
 log = logging.getLogger(__name__)
 RESEND_AFTER = 5.0

@@ -18,15 +18,15 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import IntegerConverter
 
-from gateway import db
-from gateway import exceptions as exc
-from gateway import jsonio
-from gateway import ledger
-from gateway import limits
-from gateway import logs
-from gateway import metrics
-from gateway import tokens
-from gateway.db import database
+from gateway.api import jsonio
+from gateway.core import exceptions as exc
+from gateway.core import logs
+from gateway.ledger import db
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.operator import metrics
+from gateway.tenancy import limits
+from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def problem_response(error: exc.GatewayError):
 
 
 def config():
-    """The running app's :class:`gateway.config.Config`."""
+    """The running app's :class:`gateway.core.config.Config`."""
     return current_app.config["GATEWAY"]
 
 
@@ -63,7 +63,7 @@ def json_body(schema: str) -> dict:
             an object, or the schema refuses it (:func:`validation.validate_body`: a worker
             does not check the same bytes twice).
     """
-    from gateway import validation
+    from gateway.core import validation
 
     raw = request.get_data(cache=True)
     if not raw.strip():
@@ -101,7 +101,7 @@ def roles(*allowed: str):
                 )
             return view(*args, **kwargs)
 
-        wrapper.roles = allowed  # read by gateway.openapi
+        wrapper.roles = allowed  # read by gateway.api.openapi
         return wrapper
 
     return decorate
@@ -132,7 +132,7 @@ def _authenticate():
 def _no_job_route() -> exc.GatewayError:
     """A path under ``/v1/jobs/`` that no route takes: most often a job id holding ``/``
     (or ``%2F``), which the job-id rule forbids."""
-    from gateway import validation
+    from gateway.core import validation
 
     rule = validation.JOB_ID.pattern
     return exc.NotFound(
@@ -177,7 +177,7 @@ class LedgerIdConverter(IntegerConverter):
     database column."""
 
     def __init__(self, url_map, *args, **kwargs):
-        from gateway.validation import MAX_DB_INT
+        from gateway.core.validation import MAX_DB_INT
 
         super().__init__(url_map, min=1, max=MAX_DB_INT)
 

@@ -1,4 +1,4 @@
-"""Job budgets (:mod:`gateway.budgets`): read them, and let an editor or admin raise one.
+"""Job budgets (:mod:`gateway.jobs.budgets`): read them, and let an editor or admin raise one.
 
 No workflow token may raise a budget: a workflow that could widen its own allowance would not
 be limited by it.
@@ -9,11 +9,11 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway import budgets
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
 from gateway.api.jobs import _job
+from gateway.jobs import budgets
 
 bp = Blueprint("budgets", __name__, url_prefix="/v1")
 

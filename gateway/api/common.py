@@ -1,6 +1,6 @@
 """What the blueprints share: the job named in the path, the WordPress target of a
 side-effect call (its ``X-Fencing-Token`` header), and the status codes and headers of
-side-effect answers. The domain returns outcomes; this layer (with :mod:`gateway.answers`, the
+side-effect answers. The domain returns outcomes; this layer (with :mod:`gateway.api.answers`, the
 bodies it shares with the agent tools) turns them into responses.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 from flask import g
 from flask import request
 
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import ledger
-from gateway import validation
 from gateway.api import config
-from gateway.ledger import Job
-from gateway.operations import Outcome
-from gateway.operations import Target
+from gateway.core import exceptions as exc
+from gateway.core import validation
+from gateway.jobs import records as jobs
+from gateway.ledger import models as ledger
+from gateway.ledger.models import Job
+from gateway.operations.perform import Outcome
+from gateway.operations.perform import Target
 
 FENCING_HEADER = "X-Fencing-Token"
 
@@ -48,7 +48,7 @@ def fencing_token() -> int | None:
 def side_effect_target(job: Job) -> Target:
     """The target of a side-effect call: workflow tokens work under the job's lease (fenced,
     with the header's token); editors are not fenced. The domain checks cancellation and
-    fencing (:func:`gateway.operations.check_writable`) before any claim or WordPress call."""
+    fencing (:func:`gateway.operations.perform.check_writable`) before any claim or WordPress call."""
     fenced = g.principal.role == "workflow"
     token = fencing_token() if fenced else None
     return jobs.target_for(config(), job, fencing_token=token, fenced=fenced)

@@ -1,6 +1,6 @@
 """What each route promises beyond what the URL map knows: its request body (a schema file in
 ``gateway/schemas``), success statuses and body, the problem types particular to it, and its
-headers. :mod:`gateway.openapi` joins this with the URL map into the OpenAPI document; a route
+headers. :mod:`gateway.api.openapi` joins this with the URL map into the OpenAPI document; a route
 missing here, or an entry whose route is gone, fails the tests (``tests/test_openapi.py``).
 
 Problems every route of a kind can answer are added by the builder, not listed here: all routes
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Checked by gateway.operations.check_writable (first thing in every action's domain
+# Checked by gateway.operations.perform.check_writable (first thing in every action's domain
 # function) before any ledger claim or WordPress call; the header is parsed by the view.
 FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
-# What gateway.operations.perform answers besides the stored receipt.
+# What gateway.operations.perform.perform answers besides the stored receipt.
 LEDGER = (
     "foreign-object",
     "operation-key-reused",
@@ -30,7 +30,7 @@ LEDGER = (
     "site-busy",
 )
 
-# Extension members some problems carry (gateway.exceptions.GatewayError(**extensions)).
+# Extension members some problems carry (gateway.core.exceptions.GatewayError(**extensions)).
 EXTENSIONS = (
     "operation_key",
     "ledger_state",

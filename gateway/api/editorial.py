@@ -11,26 +11,26 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway import approvals
-from gateway import blocks
-from gateway import checkpoints
-from gateway import jobs
-from gateway import leases
-from gateway import repair
-from gateway import retries
-from gateway import scheduling
-from gateway import validation
+from gateway.actions import blocks
+from gateway.actions import repair
+from gateway.actions import scheduling
 from gateway.agents import stops
-from gateway.answers import approval_request_body
-from gateway.answers import block_body
-from gateway.answers import publish_body
-from gateway.answers import repair_body
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
+from gateway.api.answers import approval_request_body
+from gateway.api.answers import block_body
+from gateway.api.answers import publish_body
+from gateway.api.answers import repair_body
 from gateway.api.common import answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.core import validation
+from gateway.editorial import approvals
+from gateway.jobs import checkpoints
+from gateway.jobs import leases
+from gateway.jobs import records as jobs
+from gateway.recovery import retries
 
 bp = Blueprint("editorial", __name__, url_prefix="/v1")
 

@@ -12,10 +12,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client import generate_latest
 
 from gateway import __version__
-from gateway import exceptions as exc
-from gateway import metrics
 from gateway.api import config
-from gateway.db import database
+from gateway.core import exceptions as exc
+from gateway.ledger.db import database
+from gateway.operator import metrics
 
 bp = Blueprint("health", __name__)
 

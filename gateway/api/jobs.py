@@ -9,26 +9,26 @@ from flask import Blueprint
 from flask import g
 from flask import request
 
-from gateway import approvals
-from gateway import budgets
-from gateway import checkpoints
-from gateway import drafts
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import leases
-from gateway import media
-from gateway import reconciliation
-from gateway import retries
-from gateway import validation
+from gateway.actions import drafts
+from gateway.actions import media
 from gateway.agents import sessions
-from gateway.answers import draft_body
-from gateway.answers import media_body
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
+from gateway.api.answers import draft_body
+from gateway.api.answers import media_body
 from gateway.api.common import answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.core import exceptions as exc
+from gateway.core import validation
+from gateway.editorial import approvals
+from gateway.jobs import budgets
+from gateway.jobs import checkpoints
+from gateway.jobs import leases
+from gateway.jobs import records as jobs
+from gateway.recovery import reconciliation
+from gateway.recovery import retries
 
 bp = Blueprint("jobs", __name__, url_prefix="/v1")
 MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
@@ -113,7 +113,7 @@ def put_media(job_id: str, slot: str):
                 errors=[{"pointer": "/content_base64", "message": "exactly one of "
                          "content_base64 and source_url is required"}],
             )  # fmt: skip
-        if "source_url" in fields:  # downloaded by the gateway (gateway/media_sources.py)
+        if "source_url" in fields:  # downloaded by the gateway (gateway/actions/media_sources.py)
             target = side_effect_target(job)
             outcome = media.put_media_from_url(
                 target, slot, fields["source_url"], fields.get("filename"),

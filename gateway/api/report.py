@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway import report as report_module
 from gateway.api import config
 from gateway.api import roles
+from gateway.operator import report as report_module
 
 bp = Blueprint("report", __name__, url_prefix="/v1")
 

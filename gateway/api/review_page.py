@@ -2,7 +2,7 @@
 forms and buttons that call the same domain functions as the JSON API.
 
 * Sign-in (``/review/login``) takes an editor or admin token, checks it with
-  :func:`gateway.tokens.authenticate` and keeps ``{tenant, role, name}`` and the token's
+  :func:`gateway.tenancy.tokens.authenticate` and keeps ``{tenant, role, name}`` and the token's
   SHA-256 in a server-side session (:mod:`gateway.api.session_store`: the cookie carries only a
   random id; a fixed lifetime, ``GATEWAY_SESSION_HOURS``, and an idle timeout,
   ``GATEWAY_SESSION_IDLE_MINUTES``; logout deletes it). The token itself is never stored or
@@ -29,26 +29,26 @@ from flask import url_for
 from flask_wtf.csrf import CSRFError
 from flask_wtf.csrf import CSRFProtect
 
-from gateway import approvals
-from gateway import budgets
-from gateway import exceptions as exc
-from gateway import jobs
-from gateway import ledger
-from gateway import previews
-from gateway import reconciliation
-from gateway import retries
-from gateway import review_board
-from gateway import scheduling
-from gateway import tokens
-from gateway import validation
-from gateway.answers import publish_body
+from gateway.actions import scheduling
 from gateway.api import config
 from gateway.api import roles
 from gateway.api import session_store
+from gateway.api.answers import publish_body
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
-from gateway.config import Config
-from gateway.digests import sha256_hex
+from gateway.core import exceptions as exc
+from gateway.core import validation
+from gateway.core.config import Config
+from gateway.core.digests import sha256_hex
+from gateway.editorial import approvals
+from gateway.editorial import previews
+from gateway.editorial import review_board
+from gateway.jobs import budgets
+from gateway.jobs import records as jobs
+from gateway.ledger import models as ledger
+from gateway.recovery import reconciliation
+from gateway.recovery import retries
+from gateway.tenancy import tokens
 
 log = logging.getLogger(__name__)
 bp = Blueprint("review_page", __name__, url_prefix="/review")
@@ -74,7 +74,7 @@ def _configure(state) -> None:
     app.add_template_filter(previews.minute, "minute")
     # Checked per view by _before() instead of app-wide, so the JSON API is never affected.
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
-    gateway_config = app.config.get("GATEWAY") or Config()  # none in gateway.openapi's app
+    gateway_config = app.config.get("GATEWAY") or Config()  # none in gateway.api.openapi's app
     lifetime = int(gateway_config.session_hours * 3600)
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", lifetime)  # a page left open
     app.session_interface = session_store.LedgerSessionInterface(gateway_config)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway import reconciliation
-from gateway import reviews
 from gateway.api import config
 from gateway.api import json_body
 from gateway.api import roles
+from gateway.editorial import reviews
+from gateway.recovery import reconciliation
 
 bp = Blueprint("reviews", __name__, url_prefix="/v1")
 

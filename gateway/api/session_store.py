@@ -1,4 +1,4 @@
-"""Flask's session, kept on the server for the review page (:mod:`gateway.review_sessions`).
+"""Flask's session, kept on the server for the review page (:mod:`gateway.tenancy.review_sessions`).
 
 Flask's default session is a signed cookie: whatever it holds travels with the browser and a
 saved copy stays valid until it expires, logout or not. Here the cookie (``gateway_review``,
@@ -21,7 +21,7 @@ from flask.sessions import SessionMixin
 from peewee import OperationalError
 from werkzeug.datastructures import CallbackDict
 
-from gateway import review_sessions
+from gateway.tenancy import review_sessions
 
 log = logging.getLogger(__name__)
 COOKIE = "gateway_review"
@@ -54,7 +54,7 @@ class LedgerSession(CallbackDict, SessionMixin):
 
 
 class LedgerSessionInterface(SessionInterface):
-    """Flask's :class:`SessionInterface` over :mod:`gateway.review_sessions`."""
+    """Flask's :class:`SessionInterface` over :mod:`gateway.tenancy.review_sessions`."""
 
     def __init__(self, config):
         self.lifetime = dt.timedelta(hours=config.session_hours)

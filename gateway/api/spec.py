@@ -1,12 +1,12 @@
 """``GET /openapi.json``: the OpenAPI 3.1 document of this API (no authentication: it holds
-the contract, never data), built once per app by :func:`gateway.openapi.build`."""
+the contract, never data), built once per app by :func:`gateway.api.openapi.build`."""
 
 from __future__ import annotations
 
 from flask import Blueprint
 from flask import current_app
 
-from gateway import openapi
+from gateway.api import openapi
 
 bp = Blueprint("spec", __name__)
 

@@ -1,0 +1,3 @@
+"""The actions: each kind of WordPress side effect the gateway performs (media,
+drafts, blocks, attachments, terms, repair, scheduling, publishing, notifications), each
+registered with :mod:`gateway.operations.perform.registry`."""

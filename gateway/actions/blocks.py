@@ -1,0 +1,204 @@
+"""Named HTML blocks: insert a block (e.g. a resource-pack recommendation) into the job's post
+exactly once (WordPress REST API, ``POST /wp/v2/posts/{id}`` with the whole new ``content``).
+
+Each block is wrapped in markers that name it and carry the digest of its HTML::
+
+    <!-- gateway:block name=resources digest=0123456789abcdef -->
+    <!-- wp:html -->
+    ...html...
+    <!-- /wp:html -->
+    <!-- /gateway:block name=resources -->
+
+WordPress keeps HTML comments for authors (kses re-emits ``<!--...-->``, collapsing runs of
+``-``; a name containing ``--`` is therefore written with ``%2D`` for ``-``). The markers are
+looked up in the *live* content, which is what makes the insert exactly-once across repeats, a
+crash between the WordPress write and the ledger update (``find`` sees the marker: CONFIRMED),
+and a new task version (a new operation key, but the marker with this digest is already there:
+no write). New HTML under the same name replaces the marked block in place; ``position`` is
+``end`` (the default and only value) for a block not yet present.
+
+Verification ignores gateway-marked blocks when it compares content with the draft baseline
+(:func:`strip_blocks`): a block insert is not drift. The approval digest covers the whole live
+content, blocks included, so an editor approves exactly what will be published.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from gateway.core import exceptions as exc
+from gateway.core.digests import request_digest
+from gateway.core.digests import sha256_hex
+from gateway.ledger.models import Operation
+from gateway.operations import ownership
+from gateway.operations import perform as operations
+from gateway.operations import registry as actions
+from gateway.operations.perform import Effect
+from gateway.operations.perform import Outcome
+from gateway.operations.perform import Target
+from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+log = logging.getLogger(__name__)
+ACTION = "block"
+_ANY_BLOCK = re.compile(
+    r"\n*<!-- gateway:block name=(?P<name>\S+) digest=(?P<digest>[0-9a-f]{16}) -->"
+    r".*?<!-- /gateway:block name=(?P=name) -->",
+    re.DOTALL,
+)
+
+
+def marker_name(name: str) -> str:
+    """The name as written in a marker: kses collapses ``--`` inside comments."""
+    return name.replace("-", "%2D") if "--" in name else name
+
+
+def html_digest(html: str) -> str:
+    """The first 16 hex digits of the SHA-256 of the block's HTML (UTF-8)."""
+    return sha256_hex(html)[:16]
+
+
+def render(name: str, html: str) -> str:
+    """The marked block as it is appended to the content."""
+    label = marker_name(name)
+    return (
+        f"<!-- gateway:block name={label} digest={html_digest(html)} -->\n"
+        f"<!-- wp:html -->\n{html}\n<!-- /wp:html -->\n"
+        f"<!-- /gateway:block name={label} -->"
+    )
+
+
+def blocks_in(content: str) -> list[dict]:
+    """Marked blocks of ``content``: ``[{"name" (as in the marker), "digest", "text"}]``."""
+    return [
+        {"name": m.group("name"), "digest": m.group("digest"), "text": m.group(0)}
+        for m in _ANY_BLOCK.finditer(content)
+    ]
+
+
+def strip_blocks(content: str) -> str:
+    """``content`` without gateway-marked blocks and trailing whitespace (what verification
+    compares with the draft baseline)."""
+    return _ANY_BLOCK.sub("", content).rstrip()
+
+
+def has_block(content: str, name: str, digest: str) -> bool:
+    """Whether ``content`` holds the block ``name`` with HTML digest ``digest``."""
+    label = marker_name(name)
+    return any(b["name"] == label and b["digest"] == digest for b in blocks_in(content))
+
+
+def with_block(content: str, name: str, html: str) -> str:
+    """``content`` with block ``name`` set to ``html``: replaced in place where marked (extra
+    copies of the name are removed), appended at the end otherwise."""
+    label, block, done = marker_name(name), render(name, html), False
+
+    def replace(match: re.Match) -> str:
+        nonlocal done
+        if match.group("name") != label:
+            return match.group(0)
+        if done:
+            return ""
+        done = True
+        return "\n\n" + block
+
+    updated = _ANY_BLOCK.sub(replace, content)
+    return updated if done else content.rstrip("\n") + "\n\n" + block
+
+
+def _raw_content(post: dict) -> str:
+    value = post.get("content")
+    return value.get("raw", "") if isinstance(value, dict) else (value or "")
+
+
+def live_post(client, post_id: int) -> dict | None:
+    """The post read back (``GET /wp/v2/posts/{id}?context=edit``), or None when WordPress
+    answers 404 (the post was deleted: the block is definitely not there)."""
+    try:
+        return client.get_post(post_id)
+    except WordPressNotFound:
+        return None
+
+
+def _block_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
+    """The block's effect; ``find`` and ``read_back`` need only the stored ``intent``
+    (``post_id``, ``name``, ``digest``): the marker is looked up in the live post."""
+    post_id, name, digest = intent["post_id"], intent["name"], intent["digest"]
+
+    def find() -> list[dict]:
+        live = live_post(target.client, post_id)
+        found = live is not None and has_block(_raw_content(live), name, digest)
+        return [{"id": post_id, "type": "post"}] if found else []
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        live = target.client.get_post(object_id)
+        if not has_block(_raw_content(live), name, digest):
+            raise WordPressOutcomeUnknown(f"block {name} is not in the post's content")
+        return {"post_id": object_id, "name": name, "digest": digest, "bytes": intent.get("bytes")}
+
+    return Effect(
+        action=ACTION, send=send, find=find, read_back=read_back, creates=False, intent=intent
+    )
+
+
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
+    """The block effect of ``row`` from its stored intent (registry ``rebuild``; blocks are
+    found by reading their post, so batched lookups do not apply)."""
+    return _block_effect(target, row.intent or {}, operations.lookup_only)
+
+
+def put_block(target: Target, name: str, html: str, position: str = "end") -> Outcome:
+    """Insert or replace the named block in the job's post, exactly once.
+
+    Operation key ``{tenant}/{job_id}/v{n}/block/{name}/{sha256(html)[:16]}``.
+
+    Raises:
+        NotFound: the job has no post yet (create the draft first).
+        ForeignObject: another job or tenant holds the post too (nothing is written).
+        plus everything :func:`operations.perform` raises.
+    """
+    operations.check_writable(target)
+    job = target.job
+    if not job.post_id:
+        raise exc.NotFound("the job has no post yet; create the draft first")
+    ownership.check_job_post(target, job.post_id)
+    digest = html_digest(html)
+    key = operations.operation_key(job, ACTION, f"{name}/{digest}")
+    request_hash = request_digest({"name": name, "html": html, "position": position})
+    intent = {"post_id": job.post_id, "name": name, "digest": digest, "bytes": len(html)}
+    client, post_id = target.client, job.post_id
+
+    def send() -> dict:
+        live = client.get_post(post_id)
+        content = _raw_content(live)
+        if has_block(content, name, digest):
+            return live  # already there (an earlier version or a lost response): no write
+        return client.update_post(post_id, {"content": with_block(content, name, html)})
+
+    log.info("block %s for job_id=%s operation_key=%s", name, job.job_id, key)
+    return operations.perform(target, key, request_hash, _block_effect(target, intent, send), name)
+
+
+def send_request(target: Target, request: dict) -> Outcome:
+    """Registry ``send``: ``request`` is the block body (``html``, ``position``) plus the
+    path's ``name``. Raises what :func:`put_block` raises."""
+    return put_block(target, request["name"], request["html"], request.get("position", "end"))
+
+
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=send_request,
+        rebuild=rebuild,
+        step="put_block",
+        tool=actions.AgentTool(
+            "insert_block",
+            "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
+            "block",
+            path=(("name", "the block's name, e.g. resources"),),
+        ),
+    )
+)

@@ -1,0 +1,206 @@
+"""Repair: write back only what verification found missing or drifted, with one
+``POST /wp/v2/posts/{id}`` to the job's existing post (never a new post).
+
+Repairable fields: ``title``, ``excerpt``, ``content`` (gateway-marked blocks in the live post
+are kept), ``featured_media`` and the three Rank Math fields (companion plugin present). The
+post's ``status`` is never repaired: publishing goes through an approval.
+
+Operation key: ``{tenant}/{job_id}/v{n}/repair/{d16}`` where ``d16`` is the first 16 hex digits
+of the SHA-256 of the canonical JSON of ``{"fixes", "drifted_at"}`` - the fixes and the live
+post's ``modified_gmt``. Two repairs of the same drifted revision share the key (the second
+replays, no write); after a successful repair nothing is left to fix (200, ``fixes: {}``, no
+write); the same drift happening *again* later is a new revision of the post, hence a new key,
+and is repaired again (keying by the fixes alone would replay and leave it broken).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+
+from gateway.actions import blocks
+from gateway.actions import drafts
+from gateway.actions import media_metadata
+from gateway.core import exceptions as exc
+from gateway.core.digests import canonical_json
+from gateway.core.digests import request_digest
+from gateway.core.digests import sha256_hex
+from gateway.jobs import records as jobs
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import Operation
+from gateway.operations import ownership
+from gateway.operations import perform as operations
+from gateway.operations import refusals
+from gateway.operations import registry as actions
+from gateway.operations import verification
+from gateway.operations.perform import Effect
+from gateway.operations.perform import Outcome
+from gateway.operations.perform import Target
+from gateway.wordpress import SEO_META
+from gateway.wordpress.errors import WordPressError
+
+log = logging.getLogger(__name__)
+ACTION = "repair"
+
+
+def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
+    """The WordPress fields that restore the draft baseline where verification failed.
+
+    Args:
+        receipt: the draft receipt (``baseline``, ``sent``, ``expected``).
+        live: the post read back (``context=edit``).
+        result: :func:`verification.compare` of the two.
+
+    Returns a partial ``POST /wp/v2/posts/{id}`` body (``{}`` when nothing is to fix).
+    """
+    base, fields = receipt["baseline"], result["fields"]
+    fixes: dict = {}
+    for name in ("title", "excerpt"):
+        if fields[name]["ok"] is False:
+            fixes[name] = base[name]
+    if fields["content"]["ok"] is False or fields["body_media"]["ok"] is False:
+        kept = "".join(b["text"] for b in blocks.blocks_in(verification.raw(live, "content")))
+        fixes["content"] = blocks.strip_blocks(base["content"]) + kept
+    if fields["featured_media"]["ok"] is False:
+        fixes["featured_media"] = receipt["expected"]["featured_media"]
+    for name in ("categories", "tags"):
+        if name in fields and fields[name]["ok"] is False:
+            fixes[name] = receipt["expected"][name]
+    meta = {
+        key: fields["seo." + name]["expected"]
+        for name, key in SEO_META.items()
+        if fields["seo." + name]["ok"] is False
+    }
+    if meta:
+        fixes["meta"] = meta
+    return fixes
+
+
+def _expected_status(job) -> str:
+    return jobs.EXPECTED_STATUS.get(job.phase, "draft")
+
+
+# Which verification fields show that a fix (a WordPress field) is in place.
+_CHECKED_BY = {
+    "title": ("title",),
+    "excerpt": ("excerpt",),
+    "content": ("content", "body_media"),
+    "featured_media": ("featured_media",),
+    "meta": tuple("seo." + name for name in SEO_META),
+    "categories": ("categories",),
+    "tags": ("tags",),
+}
+
+
+def _repair_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
+    """The repair's effect from its ``intent`` (``update_of``, ``fixes`` names, ``draft``
+    operation key): it is found when every fixed field verifies against the draft baseline."""
+    post_id, names = intent["update_of"], intent["fixes"]
+    draft = Operation.get_or_none(Operation.operation_key == intent.get("draft"))
+    draft = draft or drafts.latest_draft(target.job)
+
+    def check(live: dict) -> dict:
+        present = target.companion.present
+        return verification.compare(draft.receipt, live, present, _expected_status(target.job))
+
+    def find() -> list[dict]:
+        live = blocks.live_post(target.client, post_id)
+        if live is None or draft is None:
+            return []
+        fields = check(live)["fields"]
+        fixed = all(fields[f]["ok"] is not False for n in names for f in _CHECKED_BY[n])
+        return [{"id": post_id, "type": "post"}] if fixed else []
+
+    def read_back(object_id: int, _sent: dict | None) -> dict:
+        result = check(target.client.get_post(object_id))
+        return {"post_id": object_id, "fixes": names, "verification": result}
+
+    return Effect(
+        action=ACTION, send=send, find=find, read_back=read_back, creates=False, intent=intent
+    )
+
+
+def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
+    """The repair effect of ``row`` from its stored intent (registry ``rebuild``)."""
+    return _repair_effect(target, row.intent or {}, operations.lookup_only)
+
+
+def settle(target: Target, row: Operation) -> None:
+    """A CONFIRMED repair whose read-back verifies makes the job ``verified``."""
+    check = (row.receipt or {}).get("verification") or {}
+    if row.task_version == target.job.task_version and check.get("ok"):
+        jobs.advance_phase(target.job, "verified")
+
+
+@dataclass
+class Repair:
+    """What :func:`repair_job` did: the post, the fixes written (WordPress fields, ``{}`` when
+    nothing was to fix), the verification (after the repair, or the one that found nothing to
+    fix) and the ledger outcome (None when nothing was written)."""
+
+    post_id: int
+    fixes: dict
+    verification: dict | None
+    outcome: Outcome | None
+    media_metadata: list[str] = field(default_factory=list)
+
+
+def repair_job(target: Target) -> Repair:
+    """Verify the job's post live and write back only the failed fields.
+
+    Raises:
+        NotFound: the job has no CONFIRMED draft.
+        ForeignObject: another job or tenant holds the post too (nothing is written).
+        WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
+            read now.
+        plus everything :func:`operations.perform` raises.
+    """
+    operations.check_writable(target)
+    job = target.job
+    draft = drafts.latest_draft(job)
+    if draft is None:
+        raise exc.NotFound("the job has no confirmed draft to repair")
+    drafts.require_receipt(draft)
+    ownership.check_job_post(target, draft.remote_id)
+    live = drafts.read_live(target, draft.remote_id)
+    result = verification.compare(
+        draft.receipt, live, target.companion.present, _expected_status(job)
+    )
+    fixes = fixes_for(draft.receipt, live, result)
+    media_ids = media_metadata.post_media_ids(draft.receipt)
+    try:
+        metadata_field = media_metadata.compare(target, media_ids)
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    media_fixed = media_metadata.repair(target, metadata_field)  # one operation per attachment
+    if media_fixed:
+        media_metadata.add_to(result, media_metadata.compare(target, media_ids))
+    if not fixes:
+        return Repair(draft.remote_id, {}, result, None, media_fixed)
+    stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
+    key = operations.operation_key(job, ACTION, stamp[:16])
+    intent = {"update_of": draft.remote_id, "fixes": sorted(fixes), "draft": draft.operation_key}
+    effect = _repair_effect(
+        target, intent, lambda: target.client.update_post(draft.remote_id, fixes)
+    )
+    log.info("repairing %s for job_id=%s operation_key=%s", sorted(fixes), job.job_id, key)
+    outcome = operations.perform(target, key, request_digest(fixes), effect, slot=stamp[:16])
+    if outcome.row.state == CONFIRMED:
+        settle(target, outcome.row)
+    check = (outcome.row.receipt or {}).get("verification")
+    return Repair(draft.remote_id, fixes, check, outcome, media_fixed)
+
+
+actions.register(
+    actions.Action(
+        name=ACTION,
+        recovery=actions.LOOKUP,
+        send=lambda target, _request: repair_job(target).outcome,
+        rebuild=rebuild,
+        step="repair",
+        phases=frozenset({"draft_confirmed"}),
+        settle=settle,
+    )
+)

@@ -1,0 +1,352 @@
+r"""Validation at the edge: JSON Schema files in ``gateway/schemas`` (``jsonschema`` library,
+draft 2020-12, validators compiled once per process), every error reported with its JSON
+pointer (RFC 6901) as ``{"pointer": "/seo/title", "message": "..."}``.
+
+* One definition of an acceptable text field, ``schemas/text.json`` (no control characters
+  but tab, CR and LF), referenced by every free-text field of every schema.
+* Messages quote at most :data:`QUOTE_CHARS` characters of any value, so a 3 MB field that
+  fails does not come back as a 3 MB problem body.
+* Integers arrive as JSON numbers: ``1.0`` is valid for an ``integer`` field (JSON Schema says
+  so) and is handed on as the ``int`` 1, as it is stored.
+* :func:`check_template_leftovers`: nothing template-like reaches WordPress.
+* A worker remembers the last :data:`PASSED_BODIES` request bodies that passed (schema name
+  and SHA-256 of the bytes, nothing else): the same bytes again, a retry or replay, are
+  not validated twice (:func:`validate_body`). Only passes are remembered; a refused body is
+  checked, and refused, every time.
+
+Identifiers match as a whole: path parameters with :meth:`re.Pattern.fullmatch` (``$`` in
+Python's ``re`` also matches before a trailing newline, so ``"nl1\n"`` would pass), and the
+JSON Schema patterns end with ``(?![\s\S])`` ("no character follows"), which means end of input
+both under Python's ``re`` (what ``jsonschema`` uses, with ``re.search``) and in ECMA-262 (what
+an OpenAPI document's readers use). Integers that become ledger columns are bounded by
+:data:`MAX_DB_INT` (PostgreSQL ``integer``), so a huge id is a 4xx, never a database overflow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import threading
+from functools import cache
+from importlib import resources
+
+from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing import Resource
+
+from gateway.core import exceptions as exc
+
+# Written as the JSON Schema files write them (valid ECMA-262 for the OpenAPI document) and
+# matched with fullmatch in code as well.
+JOB_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}(?![\s\S])")
+SLOT = re.compile(r"^[a-z0-9_-]{1,64}(?![\s\S])")
+TENANT = re.compile(r"^[a-z0-9_-]{1,64}(?![\s\S])")
+SITE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}(?![\s\S])")
+TOKEN_NAME = re.compile(r"^[A-Za-z0-9._@+-]{1,128}(?![\s\S])")
+MAX_DB_INT = 2**31 - 1  # PostgreSQL integer; every id column of the ledger
+MAX_JSON_DEPTH = 64  # arrays and objects nested in a request body
+_DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+TEXT_SCHEMA_ID = "https://publishing-gateway.dev/schemas/text.json"
+SHARED_SCHEMAS = ("text",)  # definitions other schemas refer to, not request bodies
+QUOTE_CHARS = 40
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_BRACES = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_PLACEHOLDER = re.compile(r"\{\{media:[a-z0-9_-]{1,64}\}\}")
+TEMPLATE_FIELDS = {"draft": ("/title", "/content", "/excerpt", "/seo/title",
+                             "/seo/description", "/seo/focus_keyword")}  # fmt: skip
+
+
+def schema_names() -> list[str]:
+    """The names of the request schemas in ``gateway/schemas`` (``draft`` for ``draft.json``),
+    sorted; shared definitions (``text.json``) are not request schemas."""
+    folder = resources.files("gateway").joinpath("schemas")
+    names = (p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+    return sorted(n for n in names if n not in SHARED_SCHEMAS)
+
+
+@cache
+def schema(name: str) -> dict:
+    """The JSON Schema document ``schemas/{name}.json``, as loaded from the file (the one
+    source of both validation and the OpenAPI document; do not mutate it)."""
+    text = resources.files("gateway").joinpath("schemas", f"{name}.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@cache
+def _registry() -> Registry:
+    return Registry().with_resource(TEXT_SCHEMA_ID, Resource.from_contents(schema("text")))
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """The compiled validator of ``schemas/{name}.json`` (``text.json`` resolvable)."""
+    document = schema(name)
+    Draft202012Validator.check_schema(document)
+    return Draft202012Validator(document, registry=_registry())
+
+
+def quote(value) -> str:
+    """``value`` for a message: its JSON, cut to :data:`QUOTE_CHARS` characters."""
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+
+
+def _message(error) -> str:
+    instance = error.instance
+    if error.validator == "pattern" and isinstance(instance, str):
+        bad = _CONTROL.search(instance)
+        if bad and error.validator_value == _registry().contents(TEXT_SCHEMA_ID)["pattern"]:
+            return (
+                f"control character U+{ord(bad.group()):04X} at character {bad.start()} is "
+                "not allowed (tab, CR and LF are)"
+            )
+        return f"{quote(instance)} does not match {error.validator_value}"
+    if error.validator in ("maxLength", "minLength") and isinstance(instance, str):
+        word = "at most" if error.validator == "maxLength" else "at least"
+        return f"must be {word} {error.validator_value} characters ({len(instance)} given)"
+    if error.validator in ("maxItems", "minItems") and isinstance(instance, list):
+        word = "at most" if error.validator == "maxItems" else "at least"
+        return f"must have {word} {error.validator_value} items ({len(instance)} given)"
+    message = error.message
+    if isinstance(instance, str | list | dict):  # jsonschema quotes the whole value
+        message = message.replace(repr(instance), quote(instance))
+    return message if len(message) <= 300 else message[:299] + "…"
+
+
+def _pointer(parts) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _errors(error) -> list[dict]:
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = set(error.schema.get("properties", {}))
+        return [
+            {"pointer": _pointer(path + [name]), "message": "unknown field"}
+            for name in sorted(set(error.instance) - allowed)
+        ]
+    if error.validator == "required":
+        missing = [n for n in error.validator_value if n not in error.instance]
+        return [
+            {"pointer": _pointer(path + [name]), "message": "required field missing"}
+            for name in missing
+        ]
+    return [{"pointer": _pointer(path), "message": _message(error)}]
+
+
+def validate(name: str, document) -> dict:
+    """Validate ``document`` against schema ``name`` and return it, integral numbers of
+    ``integer`` fields as ``int``; a draft also passes :func:`check_template_leftovers`.
+
+    Raises:
+        ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
+        TemplateLeftover: a draft field holds an unevaluated template expression.
+    """
+    return check(validator(name), document, name)
+
+
+def check(compiled: Draft202012Validator, document, name: str | None = None):
+    """Validate ``document`` with a compiled validator (e.g. an agent tool's parameters,
+    generated from these schema files) and return it as :func:`validate` does; ``name`` is
+    the schema file the validator was made from (its template-leftover rules apply).
+
+    Raises:
+        ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
+        TemplateLeftover: a draft field holds an unevaluated template expression.
+    """
+    found = []
+    for error in compiled.iter_errors(document):
+        found.extend(_errors(error))
+    if found:
+        found = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in found)]
+        found.sort(key=lambda e: e["pointer"])
+        raise exc.ValidationFailed(f"{len(found)} problem(s) in the request body", errors=found)
+    document = _integers(compiled.schema, document)
+    if name in TEMPLATE_FIELDS:
+        check_template_leftovers(document, TEMPLATE_FIELDS[name])
+    return document
+
+
+def _integers(schema: dict, value):
+    """``value`` with integral floats turned into ints wherever ``schema`` (properties and
+    items, recursively) says ``integer``."""
+    if isinstance(value, float) and schema.get("type") == "integer" and value.is_integer():
+        return int(value)
+    if isinstance(value, dict) and "properties" in schema:
+        props = schema["properties"]
+        return {k: _integers(props[k], v) if k in props else v for k, v in value.items()}
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_integers(schema["items"], v) for v in value]
+    return value
+
+
+def _at(document: dict, pointer: str):
+    value = document
+    for part in pointer.strip("/").split("/"):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def check_template_leftovers(document: dict, pointers: tuple[str, ...]) -> None:
+    """Refuse text that a template engine should have replaced: a ``{{ ... }}`` whose inside,
+    trimmed, starts with ``$`` (an n8n expression never evaluated, ``{{ $json.title }}``) or
+    with ``media`` in any case, unless it is exactly the placeholder ``{{media:SLOT}}``.
+    Other double braces (a code sample, a Handlebars snippet) pass.
+
+    Raises:
+        TemplateLeftover (422): ``errors`` names each leftover (quoted short) and its pointer.
+    """
+    found = []
+    for pointer in pointers:
+        text = _at(document, pointer)
+        if not isinstance(text, str) or "{{" not in text:
+            continue
+        for match in _BRACES.finditer(text):
+            inside = match.group(1).strip()
+            if not (inside.startswith("$") or inside.lower().startswith("media")):
+                continue
+            if _PLACEHOLDER.fullmatch(match.group()):
+                continue
+            found.append(
+                {
+                    "pointer": pointer,
+                    "message": f"template leftover {quote(match.group())} at character "
+                    f"{match.start()}; placeholders are exactly {{{{media:SLOT}}}}",
+                    "leftover": match.group()[:QUOTE_CHARS],
+                }
+            )
+    if found:
+        raise exc.TemplateLeftover(
+            f"{len(found)} template leftover(s): text that a template should have replaced "
+            "would reach WordPress verbatim",
+            errors=found,
+        )
+
+
+def check_identifier(value: str, pattern: re.Pattern, pointer: str, what: str) -> str:
+    """Check a path parameter such as ``job_id`` or ``slot``: the WHOLE value must match.
+
+    Raises:
+        ValidationFailed: ``value`` does not match ``pattern`` from start to end.
+    """
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise exc.ValidationFailed(
+            f"invalid {what}",
+            errors=[{"pointer": pointer, "message": f"{what} must match {pattern.pattern}"}],
+        )
+    return value
+
+
+def check_name(value: str, pattern: re.Pattern, what: str) -> str:
+    """Check a name given on the command line (tenant, site, token name).
+
+    Raises:
+        ValueError: with a one-line message naming the rule.
+    """
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{what} {value!r} must match {pattern.pattern}")
+    return value
+
+
+def parse_int(value: str | None, pointer: str, *, default: int | None = None) -> int | None:
+    """A decimal integer from a query parameter, header or form field, 0..:data:`MAX_DB_INT`
+    (ASCII digits only: ``str.isdigit`` would let ``"\u00b2"`` through to ``int()``).
+
+    Raises:
+        ValidationFailed: not ASCII digits, or beyond what the ledger can store.
+    """
+    if value is None or value.strip() == "":
+        return default
+    text = value.strip()
+    if not _DIGITS.fullmatch(text) or int(text) > MAX_DB_INT:
+        raise exc.ValidationFailed(
+            f"{pointer.rsplit('/', 1)[-1]} must be an integer from 0 to {MAX_DB_INT}",
+            errors=[{"pointer": pointer, "message": f"an integer from 0 to {MAX_DB_INT}"}],
+        )
+    return int(text)
+
+
+def check_db_id(value: int, pointer: str, what: str) -> int:
+    """A path id (``<int:...>``) the ledger can hold; a larger one names nothing.
+
+    Raises:
+        NotFound: ``value`` is beyond :data:`MAX_DB_INT`.
+    """
+    if value > MAX_DB_INT:
+        raise exc.NotFound(f"no {what} {value}")
+    return value
+
+
+PASSED_BODIES = 1024  # per worker process: schema name + 32-byte digest each
+_passed: dict[tuple[str, bytes], None] = {}
+_passed_lock = threading.Lock()
+
+
+def validate_body(name: str, raw: bytes, document) -> dict:
+    """:func:`validate` for a request body ``document`` parsed from the bytes ``raw``, plus
+    the depth and object checks of a body; a body whose bytes this worker has already seen
+    pass schema ``name`` is not checked again (validation depends only on the bytes and the
+    schema: no clock, no ledger), only its integers are made ``int`` as :func:`validate`
+    does.
+
+    Raises:
+        ValidationFailed (422): nested deeper than :data:`MAX_JSON_DEPTH`, not an object, or
+            the schema refuses it.
+        TemplateLeftover (422): as :func:`validate`.
+    """
+    key = (name, hashlib.sha256(raw).digest())
+    if key in _passed:
+        return _integers(validator(name).schema, document)
+    if not json_depth_ok(document):
+        raise exc.ValidationFailed(
+            f"the body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels",
+            errors=[{"pointer": "", "message": f"at most {MAX_JSON_DEPTH} levels"}],
+        )
+    if not isinstance(document, dict):
+        raise exc.ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"pointer": "", "message": "expected an object"}],
+        )
+    document = validate(name, document)
+    with _passed_lock:
+        if len(_passed) >= PASSED_BODIES:
+            del _passed[next(iter(_passed))]  # the oldest
+        _passed[key] = None
+    return document
+
+
+def json_depth_ok(document, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``document`` nests arrays and objects at most ``limit`` deep (iterative, so a
+    deep document cannot exhaust the stack here)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return False
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def utc_moment(value: str, field: str, example: str) -> dt.datetime:
+    """An RFC 3339 time with an offset, as naive UTC (microseconds kept).
+
+    Raises:
+        ValidationFailed (422): not ISO 8601 / RFC 3339, or no offset; the error names
+            ``/{field}`` and shows ``example``.
+    """
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise exc.ValidationFailed(
+            f"{field} must be RFC 3339 with an offset",
+            errors=[{"pointer": f"/{field}", "message": f"e.g. {example}"}],
+        )
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)

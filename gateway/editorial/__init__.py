@@ -1,0 +1,2 @@
+"""What editors decide: approvals, review items and their resolution, previews,
+the review board."""

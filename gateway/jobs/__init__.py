@@ -1,0 +1,2 @@
+"""Jobs: a job's record and stages, its lease and fencing token, its budgets and the
+client's checkpoints."""

@@ -1,0 +1,211 @@
+"""Per-job budgets: counters with a ceiling that stop a job which keeps going after it should
+have stopped (an n8n error branch wired back into itself once made 20,000 calls in two hours).
+
+A budget is a named counter per job (a :class:`Budget` row). Every kind is declared once in
+:data:`KINDS` with the configuration default that applies until an editor raises it for one
+job. Spending is one conditional UPDATE whose row count decides (``used + n <= ceiling``), so
+racing workers can never overspend. Past the ceiling the caller gets 429
+``budget-exhausted`` naming the budget, and the job is listed on the review page as needing a
+person; only an editor or admin raises it (:func:`raise_ceiling`).
+
+Kinds today: ``write_attempts`` (WordPress writes; replays and refusals answered from the
+ledger do not spend). Adding one (resume attempts, tool calls, tokens of an agent session):
+``register(Kind(name, description, default=lambda config: ...))`` and call :func:`spend` where
+the thing happens, or :func:`check` before work that must not start past the ceiling. A
+deadline is a budget of seconds: spend the seconds a step took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from peewee import fn
+
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger import statements
+from gateway.ledger.db import database
+from gateway.ledger.models import Budget
+
+WRITE_ATTEMPTS = "write_attempts"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A budget kind: ``default(config)`` is the ceiling of a job nobody raised (0 = none)."""
+
+    name: str
+    description: str
+    default: Callable[[Config], int]
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Declare a budget kind (idempotent per name)."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+register(
+    Kind(
+        WRITE_ATTEMPTS,
+        "WordPress write attempts of the job (replays and ledger refusals do not count)",
+        lambda config: config.job_write_budget,
+    )
+)
+
+
+def _kind(name: str) -> Kind:
+    if name not in KINDS:
+        raise exc.NotFound(f"no budget named {name!r}; known: {', '.join(sorted(KINDS))}")
+    return KINDS[name]
+
+
+def _where(tenant: str, job_id: str, name: str):
+    return (Budget.tenant == tenant) & (Budget.job_id == job_id) & (Budget.name == name)
+
+
+def _ceiling(row: Budget | None, default: int) -> int:
+    return row.allowed if row is not None and row.allowed is not None else default
+
+
+def _exhausted(config: Config, tenant: str, job_id: str, name: str) -> exc.GatewayError:
+    view = budget_view(config, tenant, job_id, name)
+    return exc.BudgetExhausted(
+        f"job {job_id} has used {view['used']} of its {view['limit']} {name} "
+        "(budget exhausted); an editor can raise it with PUT "
+        f"/v1/jobs/{job_id}/budgets/{name}",
+        budget=view,
+    )
+
+
+def _ensure_row(tenant: str, job_id: str, name: str) -> None:
+    Budget.insert(tenant=tenant, job_id=job_id, name=name, used=0).on_conflict_ignore().execute()
+
+
+def _spend_statement(limited: bool) -> statements.Prepared:
+    """``INSERT ... ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = used + amount
+    WHERE <room> RETURNING id``; ``limited``: a default ceiling applies (``COALESCE(allowed,
+    default)``), else only an editor's ``allowed`` limits."""
+
+    def build(tenant, job_id, name, amount, now, update_amount, update_now, *ceiling):
+        if limited:
+            room = Budget.used + ceiling[0] <= fn.COALESCE(Budget.allowed, ceiling[1])
+        else:
+            room = Budget.allowed.is_null() | (Budget.used + ceiling[0] <= Budget.allowed)
+        return (
+            Budget.insert(tenant=tenant, job_id=job_id, name=name, used=amount, updated_at=now)
+            .on_conflict(
+                conflict_target=[Budget.tenant, Budget.job_id, Budget.name],
+                update={Budget.used: Budget.used + update_amount, Budget.updated_at: update_now},
+                where=room,
+            )
+            .returning(Budget.id)
+        )
+
+    return statements.Prepared(build)
+
+
+_SPEND = {True: _spend_statement(True), False: _spend_statement(False)}
+
+
+def spend(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) -> None:
+    """Spend ``amount`` of budget ``name`` of the job, or refuse without spending.
+
+    One statement, compiled once per process (:class:`gateway.ledger.statements.Prepared`):
+    ``INSERT ... ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = used + amount WHERE
+    used + amount <= ceiling RETURNING id`` (SQLite 3.35+ and PostgreSQL both take it). The
+    job's first spend inserts its row; a later one updates it only while there is room, and
+    no returned row means the ceiling was reached. An ``amount`` larger than the default
+    ceiling is refused outright for a job whose row does not exist yet.
+
+    Raises:
+        BudgetExhausted (429): ``used + amount`` would pass the ceiling.
+    """
+    default = _kind(name).default(config)
+    limited = default > 0
+    if limited and amount > default and Budget.get_or_none(_where(tenant, job_id, name)) is None:
+        raise _exhausted(config, tenant, job_id, name)  # the insert would pass the ceiling
+    now = db.utcnow()
+    values = (tenant, job_id, name, amount, now, amount, now, amount)
+    cursor = _SPEND[limited].execute(database.obj, *values, *((default,) if limited else ()))
+    if cursor.fetchone() is None:
+        raise _exhausted(config, tenant, job_id, name)
+
+
+def budget_view(config: Config, tenant: str, job_id: str, name: str) -> dict:
+    """``{"name", "used", "limit", "exhausted", "raised_by"}``; ``limit`` None = unlimited."""
+    default = _kind(name).default(config)
+    row = Budget.get_or_none(_where(tenant, job_id, name))
+    ceiling = _ceiling(row, default)
+    limited = ceiling > 0 or (row is not None and row.allowed is not None)
+    used = row.used if row else 0
+    return {
+        "name": name,
+        "used": used,
+        "limit": ceiling if limited else None,
+        "exhausted": limited and used >= ceiling,
+        "raised_by": row.raised_by if row else None,
+    }
+
+
+def budgets_of(config: Config, tenant: str, job_id: str) -> list[dict]:
+    """Every declared budget of the job (see :func:`budget_view`)."""
+    return [budget_view(config, tenant, job_id, name) for name in sorted(KINDS)]
+
+
+def raise_ceiling(config: Config, tenant: str, job_id: str, name: str, limit: int, by: str) -> dict:
+    """Set the job's ceiling of budget ``name`` to ``limit`` (an editor's decision, recorded
+    with ``by``). Returns :func:`budget_view`.
+
+    Raises:
+        NotFound: unknown budget name. ValidationFailed: ``limit`` below what is used.
+    """
+    _kind(name)
+    with db.atomic():
+        _ensure_row(tenant, job_id, name)
+        row = Budget.get(_where(tenant, job_id, name))
+        if limit < row.used:
+            raise exc.ValidationFailed(
+                f"the job has already used {row.used} {name}",
+                errors=[{"pointer": "/limit", "message": f"must be at least {row.used}"}],
+            )
+        Budget.update(allowed=limit, raised_by=by, updated_at=db.utcnow()).where(
+            Budget.id == row.id
+        ).execute()
+    return budget_view(config, tenant, job_id, name)
+
+
+def exhausted_jobs(config: Config, tenant: str, limit: int = 200) -> list[dict]:
+    """Budgets of ``tenant``'s jobs that are used up, newest first:
+    ``[{"job_id", **budget_view}]`` (what the review page lists as needing a person)."""
+    result = []
+    for name, kind in sorted(KINDS.items()):
+        default = kind.default(config)
+        if default > 0:
+            full = Budget.used >= fn.COALESCE(Budget.allowed, default)
+        else:
+            full = Budget.allowed.is_null(False) & (Budget.used >= Budget.allowed)
+        query = (
+            Budget.select()
+            .where((Budget.tenant == tenant) & (Budget.name == name) & full)
+            .order_by(Budget.updated_at.desc())
+            .limit(limit)
+        )
+        for row in query:
+            ceiling = _ceiling(row, default)
+            result.append(
+                {
+                    "job_id": row.job_id,
+                    "name": name,
+                    "used": row.used,
+                    "limit": ceiling,
+                    "exhausted": True,
+                    "raised_by": row.raised_by,
+                }
+            )
+    return result

@@ -1,0 +1,358 @@
+"""Jobs: one article job per ``(tenant, job_id)``, its task version, phase and status.
+
+Status (docs/api.md, "Job status and phases") is derived from the ledger, never stored twice:
+``cancelled`` > ``needs_review`` > ``unknown`` > ``failed`` > ``completed`` > ``in_progress``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from peewee import JOIN
+from peewee import IntegrityError
+from peewee import fn
+
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Checkpoint
+from gateway.ledger.models import Job
+from gateway.ledger.models import Lease
+from gateway.ledger.models import Operation
+from gateway.ledger.models import ResumePoint
+from gateway.ledger.models import Review
+from gateway.ledger.models import Site
+from gateway.operations import perform as operations
+from gateway.operations.perform import Target
+from gateway.tenancy import sites
+
+PHASES = (
+    "sources_collected",
+    "body_generated",
+    "structure_checked",
+    "images_prepared",
+    "draft_confirmed",
+    "verified",
+    "approval_pending",
+    "scheduled",
+    "published",
+)
+GATEWAY_PHASES = frozenset(
+    ("draft_confirmed", "verified", "approval_pending", "scheduled", "published")
+)
+COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
+EXPECTED_STATUS = {"published": "publish", "scheduled": "future"}  # post status by phase
+STATUSES = ("in_progress", "completed", "failed", "unknown", "needs_review", "cancelled")
+DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
+# What a job needs next at a stage that is no ledger action (each registered action names its
+# own stages: :attr:`gateway.operations.registry.Action.phases`).
+STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
+
+
+def job_select(with_site: bool = False):
+    """The unfiltered ``SELECT`` of :func:`get_job`: the job alone, or with ``with_site`` the
+    job LEFT JOIN its site (``site_row``) LEFT JOIN its lease (``lease_row``)."""
+    if not with_site:
+        return Job.select()
+    return (
+        Job.select(Job, Site, Lease)
+        .join(
+            Site,
+            JOIN.LEFT_OUTER,
+            on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
+            attr="site_row",
+        )
+        .switch(Job)
+        .join(
+            Lease,
+            JOIN.LEFT_OUTER,
+            on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
+            attr="lease_row",
+        )
+    )
+
+
+def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
+    """The job, or :class:`JobNotFound`. ``with_site``: the job's site row and lease row are
+    read in the same statement (a join) as ``job.site_row`` (None when the site was removed)
+    and ``job.lease_row`` (None: no lease), for a side-effect call's :func:`target_for` and
+    its fencing check in the same request (:func:`gateway.jobs.leases.check_fencing` uses the
+    joined lease row once, then reads the lease again)."""
+    query = job_select(with_site).where(Job.tenant == tenant, Job.job_id == job_id)
+    job = next(iter(query.paginate(1, 1)), None)
+    if job is None:
+        raise exc.JobNotFound(f"no job {job_id!r} for this tenant")
+    return job
+
+
+def held_by_another_tenant(tenant: str, job_id: str) -> bool:
+    """True when a tenant other than ``tenant`` has a job ``job_id`` (a refusal to count)."""
+    return Job.select().where(Job.job_id == job_id, Job.tenant != tenant).exists()
+
+
+def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job, bool]:
+    """Create the job, return it unchanged, or bump its task version.
+
+    Returns ``(job, created)``. A higher ``task_version`` bumps the job (its checkpoints and
+    approvals belong to the old version and no longer count). An agent session is bound
+    afterwards by :func:`gateway.agents.sessions.bind` (the one path that keeps a session to
+    one job).
+
+    Raises:
+        SiteNotFound: ``site`` is not configured for ``tenant``.
+        StaleTaskVersion: the job already has a higher task version.
+    """
+    sites.get_site(tenant, site)
+    try:
+        with db.atomic():
+            return Job.create(
+                tenant=tenant,
+                job_id=job_id,
+                site=site,
+                task_version=task_version,
+            ), True
+    except IntegrityError:
+        pass
+    job = get_job(tenant, job_id)
+    if task_version < job.task_version:
+        raise exc.StaleTaskVersion(
+            f"job {job_id} is at task_version {job.task_version}; {task_version} is stale",
+            task_version=job.task_version,
+        )
+    if task_version > job.task_version:
+        # Conditional: of two racing bumps to the same version, one updates, both succeed.
+        Job.update(
+            task_version=task_version,
+            phase=None,
+            updated_at=db.utcnow(),
+        ).where(Job.id == job.id, Job.task_version < task_version).execute()
+        job = Job.get_by_id(job.id)
+    return job, False
+
+
+def stage(job: Job) -> str:
+    """The job's stage: its gateway phase, or :data:`DRAFTING` before the draft is confirmed
+    (no phase yet, a client phase, or a task version bump)."""
+    return job.phase if job.phase in GATEWAY_PHASES else DRAFTING
+
+
+def advance_phase(job: Job, phase: str, **fields) -> None:
+    """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
+    ``post_id``) in the same UPDATE; no UPDATE when nothing changes."""
+    current = PHASES.index(job.phase) if job.phase in PHASES else -1
+    if PHASES.index(phase) > current:
+        fields["phase"] = phase
+    fields = {name: value for name, value in fields.items() if getattr(job, name) != value}
+    if fields:
+        touch(job, **fields)
+
+
+def cancel_job(job: Job, reason: str) -> Job:
+    """Cancel the job (repeat-safe: the first reason is kept). Afterwards every side-effect
+    call is refused with 409 ``job-cancelled`` before any ledger claim or WordPress call."""
+    Job.update(cancelled=True, cancel_reason=reason, updated_at=db.utcnow()).where(
+        Job.id == job.id,
+        Job.cancelled == False,  # noqa: E712 (peewee expression)
+    ).execute()
+    return Job.get_by_id(job.id)
+
+
+def ensure_active(job: Job) -> None:
+    """Refuse side effects on a cancelled job (:func:`gateway.operations.perform.refuse_cancelled`).
+
+    Raises:
+        JobCancelled (409).
+    """
+    operations.refuse_cancelled(job)
+
+
+def touch(job: Job, **fields) -> None:
+    """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``."""
+    Job.update(updated_at=db.utcnow(), **fields).where(Job.id == job.id).execute()
+    for name, value in fields.items():
+        setattr(job, name, value)
+
+
+def target_for(
+    config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
+) -> Target:
+    """The WordPress target of ``job``: its site as stored now (credentials and the companion
+    plugin's guarantees are resolved on first use). ``fenced``: the caller works under the
+    job's lease (workflow tokens, the agent worker) and sent ``fencing_token``. A job read
+    in this request with its site (:func:`get_job` ``with_site``) hands that row on: the
+    site is not read again.
+
+    Raises:
+        SiteNotFound: the job's site was removed.
+    """
+    target = Target(config, job, fencing_token, fenced)
+    site = getattr(job, "site_row", None)  # set only by get_job(with_site=True)
+    if site is not None:
+        target.site = site  # Target.site is read once per target; this is that read
+    return target
+
+
+def operations_of(job: Job) -> list[Operation]:
+    """Every ledger row of the job, oldest first."""
+    return list(
+        Operation.select()
+        .where(Operation.tenant == job.tenant, Operation.job_id == job.job_id)
+        .order_by(Operation.id)
+    )
+
+
+def open_reviews(job: Job) -> list[Review]:
+    """The job's open review items."""
+    return list(
+        Review.select().where(
+            Review.tenant == job.tenant, Review.job_id == job.job_id, Review.status == "open"
+        )
+    )
+
+
+def status_of(
+    job: Job, rows: list[Operation] | None = None, reviews: list[Review] | None = None
+) -> str:
+    """The job's status, derived from its ledger rows of the current task version."""
+    rows = operations_of(job) if rows is None else rows
+    reviews = open_reviews(job) if reviews is None else reviews
+    current = [r for r in rows if r.task_version == job.task_version]
+    if job.cancelled:
+        return "cancelled"
+    if reviews:
+        return "needs_review"
+    if any(r.state in (UNKNOWN, SENT) for r in current):
+        return "unknown"
+    if any(r.state == FAILED for r in current):
+        return "failed"
+    if job.phase in COMPLETED_PHASES:
+        return "completed"
+    return "in_progress"
+
+
+def row_view(row: Operation) -> dict:
+    """A ledger row as JSON (receipts hold no secrets)."""
+    return {
+        "operation_key": row.operation_key,
+        "action": row.action,
+        "slot": row.slot,
+        "task_version": row.task_version,
+        "state": row.state,
+        "remote_id": row.remote_id,
+        "request_hash": row.request_hash,
+        "attempts": row.attempts,
+        "receipt": row.receipt,
+        "problem": row.problem,
+        "fencing_token": row.fencing_token,
+        "credential_version": row.credential_version,
+        "created_at": db.rfc3339(row.created_at),
+        "updated_at": db.rfc3339(row.updated_at),
+        "sent_at": db.rfc3339(row.sent_at),
+        "pruned_at": db.rfc3339(row.pruned_at),
+    }
+
+
+def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
+    """The job as JSON: identity, phase, status and (optionally) its ledger rows.
+    ``created``: the job row was inserted by this request, so it has no ledger rows and no
+    review items yet (none are read)."""
+    rows = [] if created else operations_of(job)
+    reviews = [] if created else open_reviews(job)
+    view = {
+        "job_id": job.job_id,
+        "site": job.site,
+        "task_version": job.task_version,
+        "session_id": job.session_id,
+        "phase": job.phase,
+        "post_id": job.post_id,
+        "status": status_of(job, rows, reviews),
+        "cancelled": job.cancelled,
+        "cancel_reason": job.cancel_reason,
+        "created_at": db.rfc3339(job.created_at),
+        "updated_at": db.rfc3339(job.updated_at),
+    }
+    if with_rows:
+        view["operations"] = [row_view(r) for r in rows]
+        view["reviews"] = [
+            {
+                "review_id": r.id,
+                "operation_key": r.operation_key,
+                "kind": r.kind,
+                "detail": r.detail,
+            }
+            for r in reviews
+        ]
+    return view
+
+
+def list_jobs(
+    tenant: str, statuses: list[str] | None, phase: str | None, limit: int, after: int | None
+) -> dict:
+    """Cursor-paged jobs of ``tenant`` (cursor: the job's internal id), filtered by status
+    (derived) and phase. Returns ``{"jobs": [...], "next_after": int | None}``."""
+    query = Job.select().where(Job.tenant == tenant).order_by(Job.id)
+    if phase:
+        query = query.where(Job.phase == phase)
+    if after:
+        query = query.where(Job.id > after)
+    found, last_id = [], None
+    for job in query.iterator():
+        last_id = job.id
+        view = job_view(job, with_rows=False)
+        if statuses and view["status"] not in statuses:
+            continue
+        found.append(
+            {
+                k: view[k]
+                for k in ("job_id", "status", "phase", "task_version", "post_id", "updated_at")
+            }
+        )
+        if len(found) >= limit:
+            break
+    more = (
+        last_id is not None and Job.select().where(Job.tenant == tenant, Job.id > last_id).exists()
+    )
+    return {"jobs": found, "next_after": last_id if len(found) >= limit and more else None}
+
+
+def confirmed_media(job: Job) -> dict[str, Operation]:
+    """The latest CONFIRMED media row of each slot (any task version), by slot."""
+    rows = (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "media",
+            Operation.state == CONFIRMED,
+        )
+        .order_by(Operation.id)
+    )
+    return {row.slot: row for row in rows}
+
+
+def _as_datetime(value) -> dt.datetime | None:
+    if isinstance(value, str):  # SQLite answers MAX() over timestamps as text
+        return dt.datetime.fromisoformat(value)
+    return value
+
+
+def idle_seconds(job: Job) -> float:
+    """Seconds since anything touched the job: the job row, an operation, a checkpoint, its
+    resume point being saved or resumed (the latest of their timestamps)."""
+    mine = (Operation.tenant == job.tenant) & (Operation.job_id == job.job_id)
+    stamps = [
+        job.updated_at,
+        Operation.select(fn.MAX(Operation.updated_at)).where(mine).scalar(),
+        Checkpoint.select(fn.MAX(Checkpoint.created_at))
+        .where(Checkpoint.tenant == job.tenant, Checkpoint.job_id == job.job_id)
+        .scalar(),
+        ResumePoint.select(fn.MAX(ResumePoint.updated_at))
+        .where(ResumePoint.tenant == job.tenant, ResumePoint.job_id == job.job_id)
+        .scalar(),
+    ]
+    latest = max(stamp for stamp in map(_as_datetime, stamps) if stamp is not None)
+    return (db.utcnow() - latest).total_seconds()

@@ -1,0 +1,135 @@
+"""The ledger database: one peewee ``DatabaseProxy`` bound once from ``GATEWAY_DATABASE_URL``.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout so that several gunicorn
+workers on one host can share the file; PostgreSQL serves several gateway processes or hosts.
+Database differences live here and nowhere else. No connection is opened at bind time, so a
+gunicorn master can bind before it forks its workers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from peewee import DatabaseError
+from peewee import DatabaseProxy
+from peewee import OperationalError
+from peewee import PostgresqlDatabase
+from peewee import SqliteDatabase
+from playhouse.db_url import connect
+
+from gateway.ledger import statements
+
+database = DatabaseProxy()
+
+SQLITE_PRAGMAS = {
+    "journal_mode": "wal",
+    "busy_timeout": 15000,  # ms: workers queue on the write lock instead of failing
+    "synchronous": "normal",
+    "foreign_keys": 1,
+}
+
+
+POOL = {"max_connections": 16, "stale_timeout": 300, "timeout": 30}
+
+
+def bind(url: str):
+    """Bind :data:`database` to ``url`` (``sqlite:///path`` or ``postgresql://...``).
+
+    Connections are pooled (peewee's ``playhouse.pool``): a request's ``close()`` hands its
+    connection back for the next request of the same process instead of reconnecting.
+    Returns the concrete peewee database. Opens no connection.
+    """
+    scheme, rest = url.split("://", 1)
+    pooled = scheme if scheme.endswith("+pool") else scheme + "+pool"
+    # A pooled SQLite connection is handed from thread to thread, one user at a time.
+    extra = (
+        {"pragmas": SQLITE_PRAGMAS, "check_same_thread": False}
+        if scheme.startswith("sqlite")
+        else {}
+    )
+    db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra)
+    statements.install(db)  # each SELECT shape compiled once (gateway/ledger/statements.py)
+    if database.obj is not None:
+        database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
+    database.initialize(db)
+    return db
+
+
+def close_all() -> None:
+    """Close every pooled connection of this process (before a fork, or at exit)."""
+    database.obj.close_all()
+
+
+def is_postgres() -> bool:
+    """True when the ledger is PostgreSQL."""
+    return isinstance(database.obj, PostgresqlDatabase)
+
+
+def atomic():
+    """A write transaction. SQLite takes the write lock up front (``BEGIN IMMEDIATE``) so
+    that two workers never both read-then-upgrade and deadlock."""
+    if isinstance(database.obj, SqliteDatabase):
+        return database.obj.atomic(lock_type="IMMEDIATE")
+    return database.atomic()
+
+
+def utcnow() -> dt.datetime:
+    """The gateway's clock: naive UTC, microseconds kept."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def db_now() -> dt.datetime:
+    """The database's clock (naive UTC), used to judge lease expiry across hosts.
+
+    PostgreSQL's ``now()`` is the transaction's start, so ``clock_timestamp()`` is used.
+    SQLite lives on this host, whose clock is the database's clock.
+    """
+    if is_postgres():
+        (value,) = database.execute_sql("SELECT clock_timestamp() AT TIME ZONE 'UTC'").fetchone()
+        return value
+    return utcnow()
+
+
+def rfc3339(value: dt.datetime | None) -> str | None:
+    """Format a naive-UTC timestamp as RFC 3339 with an explicit ``+00:00`` offset."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # SQLite hands back text for some expressions
+        value = dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=dt.UTC).isoformat()
+
+
+# SQLSTATE classes and codes of PostgreSQL that mean "try again later", not "bad request":
+# connection exceptions (08), insufficient resources (53), operator intervention (57:
+# statement timeout, shutdown, cannot connect now), read-only transaction (25006),
+# serialization failure and deadlock (40001, 40P01), lock not available (55P03).
+PG_UNAVAILABLE_CLASSES = ("08", "53", "57")
+PG_UNAVAILABLE_CODES = frozenset({"25006", "40001", "40P01", "55P03"})
+
+
+def is_unavailable(error: DatabaseError) -> bool:
+    """True when ``error`` (a peewee database error) says the ledger cannot serve right now
+    and the same request may succeed later: on PostgreSQL a refused or lost connection, a
+    read-only transaction, a serialization failure or deadlock, a lock or statement
+    timeout; on SQLite a lock held past the busy timeout, a read-only file, a disk I/O
+    error (sqlite3 reports all of those as ``OperationalError``). Constraint violations and
+    programming errors are not: they are bugs or bad input."""
+    code = None
+    for original in (error, error.__cause__, error.__context__, *error.args[:1]):
+        code = code or getattr(original, "pgcode", None)  # the driver's error, wrapped
+    if code:
+        return code in PG_UNAVAILABLE_CODES or code[:2] in PG_UNAVAILABLE_CLASSES
+    return isinstance(error, OperationalError)
+
+
+def discard_connection() -> None:
+    """Close this thread's ledger connection for good instead of handing it back to the pool,
+    after :func:`is_unavailable` said so: a session that met a read-only database, a broken
+    file descriptor or a dead server must not serve the next request once the ledger is
+    back (a PostgreSQL session keeps ``default_transaction_read_only`` from its start)."""
+    if database.obj is None or database.is_closed():
+        return
+    try:
+        database.obj.manual_close()
+    except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped
+        pass

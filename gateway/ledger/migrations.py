@@ -1,0 +1,297 @@
+"""Ledger schema versions and the migrations between them (peewee's ``playhouse.migrate``).
+
+The ledger of release 0.1.0 had no version table: its tables are schema version 1
+(:data:`BASELINE`). Every later change to the tables is one :class:`Migration` in
+:data:`MIGRATIONS`, applied in order inside one transaction each, and recorded as a row of
+``schema_version``. A new, empty database gets the current tables directly and every version
+recorded at once.
+
+Only ``gateway init-db`` (and the test fixtures) call :func:`migrate`; every other command and
+``gateway serve`` call :func:`check`, which refuses a missing or outdated ledger with one line
+saying what to run. Adding a migration: append a ``Migration`` with the next version whose
+``apply`` changes an existing ledger exactly as the models in :mod:`gateway.ledger.models` now
+describe it (add the column to the model too), and give the change a test that migrates the
+previous release's ledger fixture.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from peewee import DateTimeField
+from peewee import IntegerField
+from peewee import TextField
+from playhouse.migrate import SchemaMigrator
+from playhouse.migrate import migrate as run_migrations
+
+from gateway.ledger import db
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.ledger.db import utcnow
+
+BASELINE = 1
+log = logging.getLogger(__name__)
+
+
+class LedgerError(Exception):
+    """The ledger cannot be used as it is; the message is one line that says what to do."""
+
+
+class SchemaVersion(ledger.BaseModel):
+    """One applied schema version (a row per version: the ledger's migration history)."""
+
+    version = IntegerField(unique=True)
+    description = TextField()
+    applied_at = DateTimeField(default=utcnow)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step from ``version - 1`` to ``version``.
+
+    ``apply(migrator)`` receives a :class:`playhouse.migrate.SchemaMigrator` for the bound
+    database and runs inside the step's transaction; new tables are created with
+    ``Model.create_table(safe=True)``.
+    """
+
+    version: int
+    description: str
+    apply: Callable[[SchemaMigrator], None]
+
+
+def _agent_tables(_migrator: SchemaMigrator) -> None:
+    ledger.AgentSession.create_table(safe=True)
+    ledger.WebhookEvent.create_table(safe=True)
+
+
+def _operator_tables(migrator: SchemaMigrator) -> None:
+    """Version 7 (operating it, issue 17): per-job budgets, token rate windows, site
+    concurrency slots; ``operation.pruned_at`` for retention."""
+    from playhouse.migrate import migrate as run
+
+    for model in (ledger.Budget, ledger.RateWindow, ledger.SiteSlot):
+        model.create_table(safe=True)
+    columns = {c.name for c in database.get_columns(ledger.Operation._meta.table_name)}
+    if "pruned_at" not in columns:  # idempotent, as every step: a rerun finds it there
+        run(migrator.add_column("operation", "pruned_at", DateTimeField(null=True)))
+
+
+def _security(migrator: SchemaMigrator) -> None:
+    """Version 5 (security, issue 10): sites learn their install identity; token names become
+    unique per tenant (duplicates renamed, and said so); operations are found by the object
+    they hold (index on ``remote_id``); review-page sessions on the server."""
+    from playhouse.migrate import migrate as run
+
+    columns = {c.name for c in database.get_columns(ledger.Site._meta.table_name)}
+    for name in ("install_url", "install_home"):
+        if name not in columns:
+            run(migrator.add_column(ledger.Site._meta.table_name, name, TextField(null=True)))
+    for note in rename_duplicate_token_names():
+        log.warning("migration 5: %s", note)
+    run(migrator.add_index(ledger.Token._meta.table_name, ("tenant", "name"), True))
+    run(migrator.add_index(ledger.Operation._meta.table_name, ("remote_id",), False))
+    ledger.EditorSession.create_table(safe=True)
+
+
+def rename_duplicate_token_names() -> list[str]:
+    """Give every token but the oldest of each ``(tenant, name)`` a new name
+    ``{name}-{role}-{id}`` (unique), so that audit records and ``tokens revoke --name`` name
+    one token. Returns one line per renamed token (what the migration says)."""
+    Token = ledger.Token
+    taken = {(t.tenant, t.name) for t in Token.select(Token.tenant, Token.name)}
+    seen: set[tuple[str, str]] = set()
+    notes = []
+    for token in Token.select().order_by(Token.id):
+        if (token.tenant, token.name) not in seen:
+            seen.add((token.tenant, token.name))
+            continue
+        new = f"{token.name}-{token.role}-{token.id}"
+        while (token.tenant, new) in taken:
+            new += "-x"
+        taken.add((token.tenant, new))
+        Token.update(name=new).where(Token.id == token.id).execute()
+        notes.append(
+            f"tenant {token.tenant}: token {token.id} ({token.role}) renamed from "
+            f"{token.name!r} to {new!r}: token names are now unique per tenant; records "
+            f"naming {token.name!r} mean its oldest token"
+        )
+    return notes
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        2,
+        "operation_retry: who turned a FAILED operation back to be sent again, and why",
+        lambda _migrator: ledger.OperationRetry.create_table(safe=True),
+    ),
+    Migration(3, "agent sessions bound to jobs, stored webhook events", _agent_tables),
+    Migration(
+        4,
+        "approval.publish_at: an approval may schedule publishing",
+        lambda migrator: run_migrations(
+            migrator.add_column("approval", "publish_at", DateTimeField(null=True))
+        ),
+    ),
+    Migration(
+        5,
+        "sites' install identity, unique token names per tenant, operations indexed by the "
+        "object they hold, server-side editor sessions",
+        _security,
+    ),
+    Migration(
+        6,
+        "notification_target, notification, resume_point: editors notified once per job "
+        "version and event; what a stopped job needs to be resumed",
+        lambda _migrator: database.create_tables(
+            [ledger.NotificationTarget, ledger.Notification, ledger.ResumePoint], safe=True
+        ),
+    ),
+    Migration(
+        7,
+        "budgets, rate windows, site concurrency slots; operation.pruned_at",
+        _operator_tables,
+    ),
+]
+
+
+def latest_version() -> int:
+    """The schema version the code in this checkout reads and writes."""
+    return max([BASELINE, *(m.version for m in MIGRATIONS)])
+
+
+def current_version() -> int | None:
+    """The version of the bound ledger: None when it holds no ledger tables at all,
+    :data:`BASELINE` for a ledger of release 0.1.0 (tables but no ``schema_version``).
+    Needs an open connection."""
+    tables = set(database.get_tables())
+    if SchemaVersion._meta.table_name in tables:
+        newest = SchemaVersion.select(SchemaVersion.version).order_by(SchemaVersion.version.desc())
+        row = newest.first()
+        return row.version if row else BASELINE
+    if ledger.Operation._meta.table_name in tables:
+        return BASELINE
+    return None
+
+
+def migrate() -> tuple[int | None, int]:
+    """Create the ledger, or bring an existing one to :func:`latest_version`.
+
+    Returns ``(version before, version after)``; ``before`` is None for a new ledger.
+
+    Raises:
+        LedgerError: the ledger was written by a newer gateway than this one.
+    """
+    with database.connection_context():
+        before = current_version()
+        target = latest_version()
+        if before is None:
+            with db.atomic():
+                database.create_tables([*ledger.TABLES, SchemaVersion], safe=True)
+                _record(BASELINE, "release 0.1.0 tables")
+                for step in MIGRATIONS:
+                    _record(step.version, step.description)
+            return None, target
+        if before > target:
+            raise LedgerError(
+                f"the ledger is at schema version {before}, newer than this gateway's "
+                f"{target}: upgrade the gateway"
+            )
+        if before == BASELINE:
+            with db.atomic():
+                SchemaVersion.create_table(safe=True)
+                _record(BASELINE, "release 0.1.0 tables")
+        migrator = SchemaMigrator.from_database(database.obj)
+        for step in MIGRATIONS:
+            if step.version > before:
+                with db.atomic():
+                    step.apply(migrator)
+                    _record(step.version, step.description)
+        return before, target
+
+
+def _record(version: int, description: str) -> None:
+    SchemaVersion.insert(version=version, description=description).on_conflict_ignore().execute()
+
+
+def check(database_url: str) -> None:
+    """Refuse a ledger that :func:`migrate` has not brought to the current version.
+
+    Needs the database bound (:func:`gateway.ledger.db.bind`); opens and closes a connection.
+
+    Raises:
+        LedgerError: no ledger at ``database_url``, an outdated or newer one, or the database
+            cannot be reached. The message names the URL without its password.
+    """
+    where = describe(database_url)
+    if sqlite_file_missing(database_url):
+        raise _no_ledger(where)
+    try:
+        with database.connection_context():
+            version = current_version()
+    except Exception as error:  # any driver's connection error: one line, never a traceback
+        raise LedgerError(f"cannot open the ledger at {where}: {_first_line(error)}") from None
+    if version is None:
+        raise _no_ledger(where)
+    if version < latest_version():
+        raise LedgerError(
+            f"the ledger at {where} is at schema version {version}, this gateway needs "
+            f"{latest_version()}: run 'gateway init-db' to migrate it"
+        )
+    if version > latest_version():
+        raise LedgerError(
+            f"the ledger at {where} is at schema version {version}, newer than this "
+            f"gateway's {latest_version()}: upgrade the gateway"
+        )
+
+
+def _no_ledger(where: str) -> LedgerError:
+    from gateway.core.config import DEFAULT_DATABASE_URL
+
+    unset = (
+        " (it is not set, so the default, a file in the current directory, was used)"
+        if where.startswith(DEFAULT_DATABASE_URL + " ")
+        else ""
+    )
+    return LedgerError(
+        f"no ledger at {where}: run 'gateway init-db' to create it, or set "
+        f"GATEWAY_DATABASE_URL to the ledger you meant{unset}"
+    )
+
+
+def describe(database_url: str) -> str:
+    """``database_url`` fit for a message: a password in it is replaced by ``***``, and a
+    relative SQLite path is followed by the absolute file it names here."""
+    import os
+    from urllib.parse import urlsplit
+    from urllib.parse import urlunsplit
+
+    path = _sqlite_path(database_url)
+    if path and not os.path.isabs(path) and path != ":memory:":
+        return f"{database_url} (file {os.path.abspath(path)})"
+    parts = urlsplit(database_url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    return database_url
+
+
+def sqlite_file_missing(database_url: str) -> bool:
+    """True for a ``sqlite:///`` URL whose file does not exist (opening it would create an
+    empty ledger somewhere nobody meant)."""
+    import os
+
+    path = _sqlite_path(database_url)
+    return path not in (None, "", ":memory:") and not os.path.exists(path)
+
+
+def _sqlite_path(database_url: str) -> str | None:
+    if not database_url.startswith("sqlite:///"):
+        return None
+    return database_url[len("sqlite:///") :].split("?", 1)[0]
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

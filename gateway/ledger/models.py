@@ -1,0 +1,444 @@
+"""The ledger's tables: tokens, sites, jobs, side-effect operations, review items, counters.
+
+One row in :class:`Operation` is one side effect, keyed by its operation key
+``{tenant}/{job_id}/v{task_version}/{action}[/{slot}]``. Rows are never deleted because a call
+failed. Claims rely on the unique constraint on ``operation_key`` and on conditional UPDATEs
+whose row counts decide who won (never read-then-write).
+"""
+
+from __future__ import annotations
+
+import json
+
+from peewee import BooleanField
+from peewee import DateTimeField
+from peewee import IntegerField
+from peewee import Model
+from peewee import TextField
+
+from gateway.ledger.db import database
+from gateway.ledger.db import utcnow
+
+# Operation states (docs/api.md, "The ledger").
+PREPARED = "PREPARED"
+SENT = "SENT"
+CONFIRMED = "CONFIRMED"
+FAILED = "FAILED"
+UNKNOWN = "UNKNOWN"
+STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN)
+
+
+class JSONField(TextField):
+    """JSON stored as text, identical on SQLite and PostgreSQL."""
+
+    def db_value(self, value):
+        if value is None:
+            return None
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    def python_value(self, value):
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(Model):
+    class Meta:
+        database = database
+        legacy_table_names = False
+
+    @classmethod
+    def get_or_none(cls, *query, **filters):
+        """The first row matching ``query``/``filters``, or None: peewee's ``get_or_none``
+        (the same ``LIMIT 1 OFFSET 0`` statement) without its cost on a miss, where peewee
+        builds the SQL text once more for a ``DoesNotExist`` message it then drops."""
+        select = cls.select()
+        if query:
+            if len(query) == 1 and isinstance(query[0], int):  # a primary key, as peewee
+                select = select.where(cls._meta.primary_key == query[0])
+            else:
+                select = select.where(*query)
+        if filters:
+            select = select.filter(**filters)
+        return next(iter(select.paginate(1, 1)), None)
+
+
+class Token(BaseModel):
+    """An API token: only its SHA-256 is stored. Roles: workflow, editor, admin. ``name`` is
+    unique per tenant (revoked tokens included), so audit records name exactly one token."""
+
+    token_hash = TextField(unique=True)
+    tenant = TextField()
+    role = TextField()
+    name = TextField()
+    created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "name"), True),)
+
+
+class Site(BaseModel):
+    """A WordPress site of a tenant; the application password is stored encrypted."""
+
+    tenant = TextField()
+    name = TextField()
+    url = TextField()
+    username = TextField()
+    password_encrypted = TextField()
+    credential_version = IntegerField(default=1)
+    transport = TextField(default="rest")
+    # What WordPress reports about itself in its /wp-json/ index (``url``, ``home``): two
+    # sites with the same pair are one install, whatever URLs reach it. NULL until first use.
+    install_url = TextField(null=True)
+    install_home = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "name"), True),)
+
+
+class Job(BaseModel):
+    """One article job of a tenant (``job_id`` unique per tenant)."""
+
+    tenant = TextField()
+    job_id = TextField()
+    site = TextField()
+    task_version = IntegerField(default=1)
+    session_id = TextField(null=True)
+    phase = TextField(null=True)
+    post_id = IntegerField(null=True)
+    cancelled = BooleanField(default=False)
+    cancel_reason = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow, index=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), True),)
+
+
+class Operation(BaseModel):
+    """One side effect: intent, state, remote id and receipt (no secrets, ever)."""
+
+    operation_key = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    action = TextField()
+    slot = TextField(null=True)
+    request_hash = TextField()
+    state = TextField(default=PREPARED, index=True)
+    remote_id = IntegerField(
+        null=True, index=True
+    )  # who holds an object: gateway.operations.ownership
+    intent = JSONField(null=True)  # what read-back needs to rebuild a receipt; no secrets
+    receipt = JSONField(null=True)
+    problem = JSONField(null=True)
+    attempts = IntegerField(default=0)
+    fencing_token = IntegerField(null=True)
+    credential_version = IntegerField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+    sent_at = DateTimeField(null=True)
+    pruned_at = DateTimeField(null=True)  # bulky parts dropped by gateway prune
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class Review(BaseModel):
+    """An item for an editor: a suspected duplicate, or one identifier on several objects."""
+
+    tenant = TextField()
+    job_id = TextField()
+    operation_key = TextField(index=True)
+    kind = TextField()
+    detail = JSONField()
+    status = TextField(default="open")
+    decision = TextField(null=True)
+    post_id = IntegerField(null=True)
+    resolved_by = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    resolved_at = DateTimeField(null=True)
+
+
+class Counter(BaseModel):
+    """Acceptance counters (unauthorized calls, rejected checkpoint advances, ...)."""
+
+    name = TextField(unique=True)
+    value = IntegerField(default=0)
+
+
+class Checkpoint(BaseModel):
+    """A client phase of one task version with its artifacts ``[{role, uri, sha256}]``."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    phase = TextField()
+    artifacts = JSONField()
+    data = JSONField(null=True)  # scanned for secrets before it is stored
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version", "phase"), True),)
+
+
+class Lease(BaseModel):
+    """A job's lease: one row per job, kept after release so that tokens only increase.
+    ``owner`` is NULL once released; ``expires_at`` is judged by the database clock."""
+
+    tenant = TextField()
+    job_id = TextField()
+    owner = TextField(null=True)
+    fencing_token = IntegerField(default=1)
+    expires_at = DateTimeField()
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), True),)
+
+
+class ApprovalRequest(BaseModel):
+    """A verified job put in front of editors (one per task version; repeat-safe)."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    post_id = IntegerField()
+    content_sha256 = TextField()
+    requested_by = TextField()
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version"), True),)
+
+
+class Approval(BaseModel):
+    """An editor's approval of exactly one task version, content digest and post."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    post_id = IntegerField()
+    content_sha256 = TextField()
+    expires_at = DateTimeField()
+    approved_by = TextField()  # the editor token's name
+    publish_at = DateTimeField(null=True)  # scheduled publishing, naive UTC (schema version 4)
+    created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)
+    revoked_by = TextField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class OperationRetry(BaseModel):
+    """An editor's or admin's decision to send a FAILED operation again: who, why, and the
+    refusal it overrode (schema version 2). The row of :class:`Operation` itself moves from
+    FAILED to UNKNOWN, so the next identical request reconciles first and then sends."""
+
+    operation_key = TextField(index=True)
+    tenant = TextField()
+    job_id = TextField()
+    requested_by = TextField()
+    role = TextField()
+    reason = TextField()
+    previous_problem = JSONField(null=True)
+    created_at = DateTimeField(default=utcnow)
+
+
+class AgentSession(BaseModel):
+    """An OpenAI agent session bound to one job (``session_id`` unique across the gateway,
+    whatever the tenant). A job's session changes only with a task-version bump: the row of
+    the old session stays (its pending actions are never answered). Counters and limits of
+    the agent's work live here; ``summary`` is the last stored state rebuild."""
+
+    session_id = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()  # the job's version when this session was bound
+    status = TextField(null=True)  # as last retrieved: idle, in_progress, requires_action...
+    summary = JSONField(null=True)
+    summary_at = DateTimeField(null=True)
+    resume_attempts = IntegerField(default=0)
+    tool_calls_answered = IntegerField(default=0)
+    tokens_used = IntegerField(default=0)  # from the session's best-effort ``usage``
+    deadline_at = DateTimeField(null=True)
+    stopped_reason = TextField(null=True)  # a stop: a person decides; never retried
+    stopped_credential_version = IntegerField(null=True)
+    checked_at = DateTimeField(null=True)  # last retrieve by the worker
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class WebhookEvent(BaseModel):
+    """A verified webhook delivery, stored (unique ``event_id``) before it is answered 2xx.
+    ``status``: pending -> processing -> done (or ignored); ``attempts`` counts claims."""
+
+    event_id = TextField(unique=True)
+    event_type = TextField()
+    session_id = TextField(null=True, index=True)
+    payload = JSONField()
+    status = TextField(default="pending", index=True)
+    attempts = IntegerField(default=0)
+    received_at = DateTimeField(default=utcnow)
+    claimed_at = DateTimeField(null=True)
+    processed_at = DateTimeField(null=True)
+
+
+class Budget(BaseModel):
+    """How much of one budget a job has used (:mod:`gateway.jobs.budgets`): ``allowed`` is NULL
+    while the configured default applies, and set once an editor raised it."""
+
+    tenant = TextField()
+    job_id = TextField()
+    name = TextField()
+    used = IntegerField(default=0)
+    allowed = IntegerField(null=True)
+    raised_by = TextField(null=True)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "name"), True),)
+
+
+class RateWindow(BaseModel):
+    """Requests of one API token (its hash) in one fixed time window (:mod:`gateway.tenancy.limits`)."""
+
+    key = TextField()
+    window = IntegerField()
+    count = IntegerField(default=0)
+
+    class Meta:
+        indexes = ((("key", "window"), True),)
+
+
+class SiteSlot(BaseModel):
+    """One held unit of a site's concurrency limit; the unique (site, slot) pair is the lock.
+    ``expires_at`` frees the slot of a process that died while holding it."""
+
+    site_id = IntegerField()
+    slot = IntegerField()
+    holder = TextField()
+    expires_at = DateTimeField()
+
+    class Meta:
+        indexes = ((("site_id", "slot"), True),)
+
+
+class EditorSession(BaseModel):
+    """A review-page session, kept on the server: the browser's cookie carries only a random
+    session id, of which only the SHA-256 is stored here. ``data`` is the Flask session (the
+    CSRF token, flashed messages, the signed-in editor); ``token_hash`` names the editor's
+    token so that revoking it ends the session at the next request. Deleted at logout; ends
+    at ``expires_at`` (fixed lifetime) or after the idle timeout since ``last_seen_at``."""
+
+    sid_hash = TextField(unique=True)
+    data = JSONField(default=dict)
+    token_hash = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    last_seen_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField(index=True)
+
+
+class NotificationTarget(BaseModel):
+    """Where a tenant's editors are notified: an admin's setting (``gateway notifications
+    set-url``), schema version 6."""
+
+    tenant = TextField(unique=True)
+    url = TextField()
+    updated_at = DateTimeField(default=utcnow)
+
+
+class Notification(BaseModel):
+    """One notification to editors, decided once per job version and event (schema version
+    6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
+    ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
+    answered 2xx, then DELIVERED; ``claimed_until`` lets one sender at a time deliver."""
+
+    key = TextField(unique=True)
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    event = TextField()
+    payload = JSONField()
+    state = TextField(default="PENDING", index=True)
+    attempts = IntegerField(default=0)
+    claimed_until = DateTimeField(null=True)
+    last_error = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    delivered_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class ResumePoint(BaseModel):
+    """What a workflow needs to finish a job version that stopped mid-run (schema version 6):
+    the article and each image's URL, or for an image sent as base64 only its digest (never
+    image bytes); how many times it was resumed and when last."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    payload = JSONField()
+    attempts = IntegerField(default=0)
+    last_attempt_at = DateTimeField(null=True)
+    updated_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "job_id", "task_version"), True),)
+
+
+TABLES = [
+    Token,
+    Site,
+    Job,
+    Operation,
+    Review,
+    Counter,
+    Checkpoint,
+    Lease,
+    ApprovalRequest,
+    Approval,
+    OperationRetry,
+    AgentSession,
+    WebhookEvent,
+    Budget,
+    RateWindow,
+    SiteSlot,
+    EditorSession,
+    NotificationTarget,
+    Notification,
+    ResumePoint,
+]
+
+
+def counter_name(name: str, tenant: str | None = None) -> str:
+    """The :class:`Counter` row of ``name``: the global figure, or ``{name}/{tenant}`` for one
+    tenant's share (tenants never contain ``/``: it separates an operation key's parts)."""
+    return name if tenant is None else f"{name}/{tenant}"
+
+
+def bump_counter(name: str, by: int = 1, tenant: str | None = None) -> None:
+    """Add ``by`` to counter ``name`` atomically (insert on first use).
+
+    With ``tenant`` (a refusal whose tenant is known: a valid token of the wrong role, or for
+    another tenant's job) the tenant's own row grows too; without it (a 401 with no valid
+    token) only the global figure does."""
+    names = [name] if tenant is None else [name, counter_name(name, tenant)]
+    for key in names:
+        updated = Counter.update(value=Counter.value + by).where(Counter.name == key).execute()
+        if not updated:
+            Counter.insert(name=key, value=by).on_conflict(
+                conflict_target=[Counter.name], update={Counter.value: Counter.value + by}
+            ).execute()
+
+
+def counter(name: str, tenant: str | None = None) -> int:
+    """Current value of counter ``name``, global or of ``tenant`` (0 when never bumped)."""
+    row = Counter.get_or_none(Counter.name == counter_name(name, tenant))
+    return row.value if row else 0

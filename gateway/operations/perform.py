@@ -1,0 +1,567 @@
+"""Side-effect operations: intent -> act -> record, with the ledger rules of docs/api.md.
+
+:func:`perform` is the one path by which the gateway writes to WordPress:
+
+1. claim the operation key (INSERT ... PREPARED; the unique constraint is the lock);
+2. refuse a different request digest under the same key (422);
+3. dispatch on the row's state: replay a CONFIRMED receipt; repeat a FAILED refusal; look up
+   SENT/UNKNOWN rows in WordPress before anything is sent again (reconciliation);
+4. commit SENT *before* the WordPress call (a conditional UPDATE decides the single sender);
+5. after the call: CONFIRMED on read-back evidence, FAILED on a definite refusal, UNKNOWN
+   otherwise - never "failed" for an outcome that cannot be proven.
+
+No network call runs inside a transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+from functools import cached_property
+
+from peewee import IntegrityError
+
+from gateway.core import exceptions as exc
+from gateway.core import logs
+from gateway.core.config import Config
+from gateway.editorial import reviews
+from gateway.jobs import budgets
+from gateway.jobs import leases
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import PREPARED
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.operations import ownership
+from gateway.operations import refusals
+from gateway.tenancy import limits
+from gateway.tenancy import sites
+from gateway.tenancy.sites import Companion
+from gateway.wordpress import Transport
+from gateway.wordpress.errors import UpstreamRefused
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressDuplicate
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressRefused
+from gateway.wordpress.errors import WordPressUnavailable
+
+log = logging.getLogger(__name__)
+
+CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
+MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
+
+
+class Target:
+    """Where a job's side effects go: the job, its site, a client and the site's guarantees.
+
+    The site row, the client (which decrypts the site's application password) and the
+    companion-plugin detection are made on first use, so a replay answered from the ledger
+    costs none of them.
+    """
+
+    def __init__(
+        self, config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
+    ):
+        self.config = config
+        self.job = job
+        self.fencing_token = fencing_token
+        self.fenced = fenced  # a workflow's call: the job's lease applies (editors are not)
+
+    @cached_property
+    def site(self) -> Site:
+        """The job's site as stored now (raises SiteNotFound when it was removed)."""
+        return sites.get_site(self.job.tenant, self.job.site)
+
+    @cached_property
+    def client(self) -> Transport:
+        """A client of the site's transport (REST or XML-RPC) with its credentials as stored
+        now; inside a request this takes one of the site's concurrency slots first (429
+        ``site-busy`` when none is free, before any WordPress call over either transport)."""
+        limits.hold_site_slot(self.config, self.site.id)
+        return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
+
+    @cached_property
+    def companion(self) -> Companion:
+        """What the site guarantees (companion plugin detection, cached per process)."""
+        return sites.companion(self.site, self.client)
+
+
+@dataclass
+class Effect:
+    """What one operation does in WordPress.
+
+    Attributes:
+        action: ``media``, ``draft``, ``block``, ``repair``, ``publish``...
+        send: performs the write and returns WordPress's object (``context=edit``).
+        find: looks the operation up in WordPress; returns the objects that carry it (a list:
+            0 = absent, 1 = done, 2+ = needs an editor).
+        read_back: ``(object_id, sent_object or None) -> receipt``: reads the object back
+            (``context=edit``) and returns the receipt to store; ``sent_object`` is what
+            WordPress returned to the write, the baseline later verification compares with.
+        creates: True when the write creates an object carrying the operation key (so the
+            companion plugin's guard protects a resend); updates are idempotent by nature.
+        title: the post title a suspected-duplicate search uses when no identifier exists.
+        intent: stored with the PREPARED row: what a later reconciliation needs to read the
+            object back without the original request (no secrets).
+    """
+
+    action: str
+    send: Callable[[], dict]
+    find: Callable[[], list[dict]]
+    read_back: Callable[[int, dict | None], dict]
+    creates: bool = True
+    title: str | None = None
+    intent: dict = field(default_factory=dict)
+
+
+def lookup_only() -> dict:
+    """The ``send`` of an effect rebuilt for a lookup: reconciliation never writes."""
+    raise RuntimeError("an effect rebuilt from a ledger row for a lookup is never sent")
+
+
+@dataclass
+class Outcome:
+    """The result of :func:`perform`: the ledger row and how it was reached."""
+
+    row: Operation
+    replayed: bool = False  # the stored receipt, no WordPress write
+    created: bool = False  # this request made the write (HTTP 201)
+    reconciled: bool = False  # found in WordPress by lookup
+
+
+def refuse_cancelled(job: Job) -> None:
+    """Refuse side effects on a cancelled job - replays of CONFIRMED operations included,
+    so that "cancelled" means one thing to every caller; ``recover`` reports what exists.
+
+    Raises:
+        JobCancelled (409).
+    """
+    if job.cancelled:
+        raise exc.JobCancelled(
+            f"job {job.job_id} was cancelled ({job.cancel_reason or 'no reason given'}); "
+            "no further writes",
+            cancel_reason=job.cancel_reason,
+        )
+
+
+def check_writable(target: Target) -> None:
+    """The checks that precede any ledger claim or WordPress call of a side effect, whoever
+    calls (a view, the CLI, the agent worker): the job is not cancelled and, for a fenced
+    target, its fencing token is the latest grant of the job's lease (API.md, "Common rules of
+    side-effect calls"). Every action's domain function calls this first.
+
+    Raises:
+        JobCancelled, LeaseRequired, StaleFencingToken (409).
+    """
+    refuse_cancelled(target.job)
+    if target.fenced:
+        leases.check_fencing(target.job, target.fencing_token)
+
+
+def crash_point(config: Config, name: str) -> None:
+    """Kill this process at ``name`` when fault tests enabled it (``GATEWAY_CRASH_POINTS``)."""
+    if name in config.crash_points:
+        log.warning("crash point %s reached: SIGKILL", name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def operation_key(
+    job: Job, action: str, slot: str | None = None, task_version: int | None = None
+) -> str:
+    """``{tenant}/{job_id}/v{task_version}/{action}[/{slot}]``."""
+    version = job.task_version if task_version is None else task_version
+    key = f"{job.tenant}/{job.job_id}/v{version}/{action}"
+    return f"{key}/{slot}" if slot else key
+
+
+def claim(
+    target: Target,
+    key: str,
+    request_hash: str,
+    action: str,
+    slot: str | None = None,
+    intent: dict | None = None,
+) -> Operation:
+    """Insert the PREPARED row for ``key`` or return the existing one.
+
+    Raises:
+        OperationKeyReused: the key exists with a different request digest.
+    """
+    try:
+        with db.atomic():
+            row = Operation.create(
+                operation_key=key,
+                tenant=target.job.tenant,
+                job_id=target.job.job_id,
+                task_version=target.job.task_version,
+                action=action,
+                slot=slot,
+                request_hash=request_hash,
+                state=PREPARED,
+                intent=intent,
+                credential_version=target.site.credential_version,
+                fencing_token=target.fencing_token,
+            )
+        crash_point(target.config, "after_prepared")
+    except IntegrityError:
+        row = Operation.get(Operation.operation_key == key)
+    if row.request_hash != request_hash:
+        raise exc.OperationKeyReused(
+            f"operation {key} was first requested with other content; use a new "
+            "task_version to change it",
+            operation_key=key,
+            ledger_state=row.state,
+        )
+    return row
+
+
+def _transition(row: Operation, to_state: str, **fields) -> bool:
+    """Move ``row`` from its current state to ``to_state`` if nobody moved it first; on
+    success ``row`` holds what was written (the condition proves nobody else moved it, so
+    it is not read again)."""
+    fields.setdefault("updated_at", db.utcnow())
+    updated = (
+        Operation.update(state=to_state, **fields)
+        .where(
+            Operation.id == row.id, Operation.state == row.state, Operation.attempts == row.attempts
+        )
+        .execute()
+    )
+    if updated != 1:
+        return False
+    row.state = to_state
+    for name, value in fields.items():
+        setattr(row, name, value)
+    return True
+
+
+def _reload(row: Operation) -> Operation:
+    return Operation.get_by_id(row.id)
+
+
+def in_flight_window(target: Target) -> float:
+    """Seconds a SENT row counts as in flight. With the guard only the sender's own wait
+    (the WordPress timeout) matters; without it PHP may still be running after we gave up."""
+    if target.companion.guard:
+        return target.config.wp_timeout + 2
+    return target.config.inflight_window
+
+
+def sent_age(row: Operation) -> float:
+    """Seconds since ``row`` was last sent (or last updated, if never sent)."""
+    return seconds_since(row.sent_at or row.updated_at)
+
+
+def perform(
+    target: Target, key: str, request_hash: str, effect: Effect, slot: str | None = None
+) -> Outcome:
+    """Run one side effect under ``key`` exactly once.
+
+    Raises:
+        OperationKeyReused, OperationInProgress, NeedsReview, JobCancelled,
+        WordPressRefused (502, definite), OutcomeUnknown / WordPressUnavailable (503),
+        BudgetExhausted / SiteBusy (429, before any write).
+    """
+    logs.bind(operation_key=key)
+    # 429 site-busy comes before the claim and before any WordPress call (a no-op without
+    # GATEWAY_SITE_CONCURRENCY); Target.client holds the same slot for the whole request.
+    limits.hold_site_slot(target.config, target.site.id)
+    row = claim(target, key, request_hash, effect.action, slot, effect.intent)
+    for _ in range(MAX_ROUNDS):
+        if row.state == CONFIRMED:
+            return Outcome(row, replayed=True)
+        if target.job.cancelled:
+            raise exc.JobCancelled(
+                "the job was cancelled; no further writes",
+                operation_key=key,
+                ledger_state=row.state,
+            )
+        if row.state == FAILED:
+            if not _credentials_renewed(target, row):
+                raise _stored_refusal(row)
+        if row.state in (SENT, UNKNOWN):
+            outcome = reconcile(target, row, effect)
+            if outcome is not None:
+                return outcome
+            row = _reload(row)
+            if row.state not in (SENT, UNKNOWN):
+                continue
+            _check_resend_allowed(target, row, effect)
+        if target.fencing_token is not None:  # a newer grant may have come since the claim
+            leases.check_fencing(target.job, target.fencing_token)
+        # past the budget: 429 before any write (the spend refuses and the claim rolls back)
+        if _claim_send(target, row):
+            return _send(target, row, effect)  # the row as this sender committed it
+        row = _reload(row)  # another request won the claim; look again
+    raise exc.OperationInProgress(
+        "another request is working on this operation",
+        retry_after=1,
+        operation_key=key,
+        ledger_state=row.state,
+    )
+
+
+def _claim_send(target: Target, row: Operation) -> bool:
+    """Move ``row`` to SENT and spend one write attempt of the job's budget, in one
+    transaction: only the request that won the send spends, and a refusal (429
+    ``budget-exhausted``) leaves the row as it was."""
+    job = target.job
+    with db.atomic():
+        won = _transition(
+            row,
+            SENT,
+            attempts=row.attempts + 1,
+            sent_at=db.utcnow(),
+            credential_version=target.site.credential_version,
+            fencing_token=target.fencing_token,
+        )
+        if won:
+            budgets.spend(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
+    return won
+
+
+def _credentials_renewed(target: Target, row: Operation) -> bool:
+    problem = row.problem or {}
+    return (
+        problem.get("wordpress_status") in (401, 403)
+        and target.site.credential_version != row.credential_version
+    )
+
+
+def _stored_refusal(row: Operation) -> exc.GatewayError:
+    problem = dict(row.problem or {})
+    detail = problem.pop("detail", "WordPress refused this operation earlier")
+    return exc.WordPressRefused(
+        detail, operation_key=row.operation_key, ledger_state=row.state, **problem
+    )
+
+
+def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
+    """Absence is proven at once with the guard (or for idempotent updates); otherwise only
+    after the in-flight window, and only when no suspected duplicate exists."""
+    window = in_flight_window(target)
+    if row.state == SENT and sent_age(row) < window:
+        raise exc.OperationInProgress(
+            "the operation was sent moments ago and is not visible in WordPress yet",
+            retry_after=max(1, int(window - sent_age(row))),
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+        )
+    if not effect.creates or target.companion.guard:
+        return
+    if sent_age(row) < window:
+        raise exc.OperationInProgress(
+            "without the companion plugin's guard, absence is proven only after the "
+            "in-flight window",
+            retry_after=max(1, int(window - sent_age(row))),
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+        )
+    try:
+        reviews.check_suspected_duplicates(target, row, effect)
+    except WordPressError as error:  # the search could not run: still unknown, never a 500
+        raise _unknown(row, error) from error
+
+
+def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
+    """Look a SENT/UNKNOWN operation up in WordPress.
+
+    Returns an :class:`Outcome` when the object was found once (CONFIRMED, conclusive at any
+    time), or None when it is absent. Raises NeedsReview when two or more objects carry the
+    identifier, and OutcomeUnknown when WordPress cannot be asked.
+    """
+    try:
+        found = effect.find()
+    except WordPressError as error:
+        log.warning("lookup of %s failed (job_id=%s): %s", row.operation_key, row.job_id, error)
+        raise _unknown(row, error) from error
+    if len(found) > 1:
+        review = reviews.open_review(target, row, "multiple_objects", {"objects": found})
+        raise exc.NeedsReview(
+            f"{len(found)} objects in WordPress carry this operation key",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            review_id=review.id,
+        )
+    if not found:
+        return None
+    log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
+    return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
+
+
+def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = False) -> Outcome:
+    """Send a SENT/UNKNOWN operation of the *idempotent resend* kind again, under the same
+    operation key (the receiver deduplicates by it), and record the outcome as :func:`perform`
+    does. Refuses a cancelled job unless ``cancelled_ok`` (an action that a cancel itself
+    makes, e.g. ``unschedule``).
+
+    Raises:
+        JobCancelled, OperationInProgress (another sender moved the row first), plus what
+        :func:`perform` raises after sending.
+    """
+    if not cancelled_ok:
+        refuse_cancelled(target.job)
+    if _transition(
+        row,
+        SENT,
+        attempts=row.attempts + 1,
+        sent_at=db.utcnow(),
+        credential_version=target.site.credential_version,
+    ):
+        return _send(target, row, effect)
+    raise exc.OperationInProgress(
+        "another request is sending this operation",
+        retry_after=1,
+        operation_key=row.operation_key,
+        ledger_state=_reload(row).state,
+    )
+
+
+def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
+    crash_point(target.config, "after_sent")
+    log.info("sending %s (attempt %s) job_id=%s", row.operation_key, row.attempts, row.job_id)
+    try:
+        obj = effect.send()
+    except WordPressDuplicate as dup:
+        log.info("guard named existing object %s for %s", dup.existing_id, row.operation_key)
+        return confirm(target, row, effect, dup.existing_id, reconciled=True)
+    except WordPressRefused as refusal:
+        _record_refusal(row, refusal)
+        raise _refused(row, refusal) from refusal
+    except UpstreamRefused as refusal:
+        refusals.record_upstream(row, refusal)
+        raise _unknown(row, refusal) from refusal
+    except WordPressError as error:
+        return _after_unknown(target, row, effect, error)
+    crash_point(target.config, "after_wordpress_response")
+    return confirm(target, row, effect, int(obj["id"]), created=True, sent_object=obj)
+
+
+def _after_unknown(
+    target: Target, row: Operation, effect: Effect, error: WordPressError
+) -> Outcome:
+    """Record UNKNOWN, then try one lookup at once so that a lost response is usually
+    resolved inside this request (n8n retries only 5 times)."""
+    Operation.update(
+        state=UNKNOWN, updated_at=db.utcnow(), problem={"detail": str(error), **_wp_facts(error)}
+    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+    log.warning("outcome unknown for %s (job_id=%s): %s", row.operation_key, row.job_id, error)
+    row = _reload(row)
+    try:
+        found = effect.find()
+    except WordPressError as lookup_error:  # the next call or the sweep looks again
+        log.warning(
+            "immediate lookup of %s failed (job_id=%s): %s",
+            row.operation_key,
+            row.job_id,
+            lookup_error,
+        )
+        found = []
+    if len(found) == 1:
+        return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
+    raise _unknown(row, error)
+
+
+def confirm(
+    target: Target,
+    row: Operation,
+    effect: Effect,
+    remote_id: int,
+    created: bool = False,
+    reconciled: bool = False,
+    sent_object: dict | None = None,
+    adopted: dict | None = None,
+) -> Outcome:
+    """Read the object back and record CONFIRMED with its receipt (read-back evidence).
+
+    An object this request did not create (``reconciled``: found by lookup, named by the
+    companion plugin's guard, chosen by an editor) is first checked to be provably this
+    operation's (:func:`gateway.operations.ownership.check_adoptable`, with ``adopted``: what is known
+    of it).
+
+    Raises:
+        ForeignObject (409): the object is not this operation's; the row is left as it was
+            (or set back to UNKNOWN when another job bound the object at the same moment).
+        OutcomeUnknown / WordPressUnavailable (503): the read-back failed.
+    """
+    if reconciled:
+        ownership.check_adoptable(target, row, int(remote_id), adopted)
+    try:
+        receipt = effect.read_back(int(remote_id), sent_object)
+    except WordPressError as error:
+        log.warning("read-back of %s (object %s) failed: %s", row.operation_key, remote_id, error)
+        raise _unknown(row, error) from error
+    receipt["reconciled"] = reconciled
+    fields = {
+        "state": CONFIRMED,
+        "remote_id": int(remote_id),
+        "receipt": receipt,
+        "problem": None,
+        "updated_at": db.utcnow(),
+    }
+    updated = (
+        Operation.update(**fields)
+        .where(Operation.id == row.id, Operation.state != CONFIRMED)
+        .execute()
+    )
+    crash_point(target.config, "after_ledger_update")
+    if updated == 1 and reconciled:
+        ownership.undo_if_raced(target, row, int(remote_id))
+    if updated == 1:  # ours: the row now holds exactly these fields
+        for name, value in fields.items():
+            setattr(row, name, value)
+    else:  # another request confirmed it first: answer with what it recorded
+        row = _reload(row)
+    return Outcome(row, created=created, reconciled=reconciled)
+
+
+def _record_refusal(row: Operation, refusal: WordPressRefused) -> None:
+    Operation.update(
+        state=FAILED,
+        updated_at=db.utcnow(),
+        problem={"detail": f"WordPress refused: {refusal.message}", **_wp_facts(refusal)},
+    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+
+
+def _wp_facts(error: WordPressError) -> dict:
+    return {"wordpress_status": error.status, "wordpress_code": error.code}
+
+
+def _refused(row: Operation, refusal: WordPressRefused) -> exc.GatewayError:
+    detail = f"WordPress refused the request: {refusal.message}"
+    if isinstance(refusal, WordPressAuthError):
+        detail += " (credentials or capability; update the site with 'gateway sites add')"
+    return exc.WordPressRefused(
+        detail, operation_key=row.operation_key, ledger_state=FAILED, **_wp_facts(refusal)
+    )
+
+
+def _unknown(row: Operation, error: WordPressError) -> exc.GatewayError:
+    if isinstance(error, UpstreamRefused):
+        return refusals.upstream_problem(
+            error, operation_key=row.operation_key, ledger_state=_reload(row).state
+        )
+    cls = (
+        exc.WordPressUnavailable if isinstance(error, WordPressUnavailable) else exc.OutcomeUnknown
+    )
+    current = _reload(row).state
+    return cls(
+        f"{error.message}; the operation will be reconciled before any retry",
+        retry_after=error.retry_after or 2,
+        operation_key=row.operation_key,
+        ledger_state=current,
+    )
+
+
+def seconds_since(value: dt.datetime) -> float:
+    """Seconds between ``value`` (naive UTC) and now."""
+    return (db.utcnow() - value).total_seconds()

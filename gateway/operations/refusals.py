@@ -1,0 +1,80 @@
+"""Refusals from in front of WordPress, as the ledger records them and the caller hears them.
+
+An :class:`~gateway.wordpress.errors.UpstreamRefused` (a firewall, CDN, proxy or web-server
+page; a 2xx HTML page where JSON was expected) proves nothing about WordPress: the operation
+becomes UNKNOWN with ``problem.reason = "upstream-refused"`` and the caller gets 502
+``upstream-refused`` with the facts a person needs to lift the block. Transport-neutral: the
+REST and XML-RPC transports raise the same error class.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.core import exceptions as exc
+from gateway.ledger import db
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Operation
+from gateway.wordpress.errors import UpstreamRefused
+from gateway.wordpress.errors import WordPressError
+
+log = logging.getLogger(__name__)
+
+
+def record_upstream(row: Operation, refusal: UpstreamRefused) -> None:
+    """Move ``row`` from SENT to UNKNOWN, reason ``upstream-refused``, with the facts of the
+    page (:func:`upstream_facts`): the next identical request reconciles first. No lookup
+    now: the same block would most likely answer it."""
+    Operation.update(
+        state=UNKNOWN,
+        updated_at=db.utcnow(),
+        problem={
+            "detail": refusal.message,
+            "reason": "upstream-refused",
+            **upstream_facts(refusal),
+        },
+    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+    log.warning("upstream refused %s job_id=%s: %s", row.operation_key, row.job_id, refusal)
+
+
+def upstream_facts(refusal: UpstreamRefused) -> dict:
+    """What a person needs to lift a block in front of WordPress (no credentials)."""
+    return {
+        "origin": "upstream",
+        "upstream": {
+            "status": refusal.status,
+            "content_type": refusal.content_type,
+            "title": refusal.title,
+            "method": refusal.method,
+            "url": refusal.url,
+        },
+    }
+
+
+def upstream_problem(refusal: UpstreamRefused, **extensions) -> exc.GatewayError:
+    """502 ``upstream-refused``: retryable with ``Retry-After`` for 429/503, else a person
+    must act (no retry storm against a firewall)."""
+    advice = (
+        "it asks to come back later"
+        if refusal.retryable
+        else "ask whoever runs the site's firewall, CDN or web server to let the gateway "
+        "through (WordPress itself did not answer)"
+    )
+    error = exc.UpstreamRefused(
+        f"{refusal.message}; {advice}. Nothing proves a write: the next identical request "
+        "looks the operation up in WordPress before sending",
+        retry_after=(refusal.retry_after or 5) if refusal.retryable else None,
+        **upstream_facts(refusal),
+        **extensions,
+    )
+    error.retryable = refusal.retryable
+    return error
+
+
+def cannot_read(error: WordPressError) -> exc.GatewayError:
+    """The problem for a read-back that failed: 502 ``upstream-refused`` when a page from in
+    front of WordPress answered, else 503 ``wordpress-unavailable`` (retry shortly)."""
+    if isinstance(error, UpstreamRefused):
+        return upstream_problem(error)
+    return exc.WordPressUnavailable(f"cannot read the post back: {error.message}", retry_after=2)

@@ -1,0 +1,1 @@
+"""What operators run and read: doctor, metrics, the report, retention."""

@@ -1,0 +1,440 @@
+"""The checks of ``gateway doctor``'s registry (:mod:`gateway.operator.doctor`), in the order they run.
+
+Each says what it looks at (``explains``) and the fix; those marked ``transports=("rest",)``
+or ``("xmlrpc",)`` apply to one transport only, the others look at either through the
+:class:`~gateway.operator.doctor.Probe`. Over REST the signed-in user is read raw from
+``/wp/v2/users/me`` (so a stripped header, a disabled application password or PHP output
+before the JSON can be told apart); over XML-RPC from ``wp.getProfile``, whose failures arrive
+already mapped onto the error tree (:mod:`gateway.wordpress.xmlrpc_errors`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from gateway.operator import doctor as registry
+from gateway.operator.doctor import Probe
+from gateway.operator.doctor import check
+from gateway.operator.doctor import firewall_detail
+from gateway.tenancy import sites
+from gateway.wordpress.client import SEO_META
+from gateway.wordpress.client import parse_json_lenient
+from gateway.wordpress.client import upstream_page
+from gateway.wordpress.errors import UpstreamRefused
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressError
+
+REQUIRED_CAPABILITIES = ("edit_posts", "upload_files")
+# What WordPress's built-in roles may do (wp-admin/includes/schema.php, populate_roles):
+# wp.getProfile names the roles only, so over XML-RPC the capabilities follow from them.
+ROLE_CAPABILITIES = {
+    "administrator": {"edit_posts", "upload_files"},
+    "editor": {"edit_posts", "upload_files"},
+    "author": {"edit_posts", "upload_files"},
+    "contributor": {"edit_posts"},
+    "subscriber": set(),
+}
+ROLE_ADVICE = {
+    "administrator": "use an author: administrators have unfiltered_html, so WordPress would "
+    "not sanitise script in content written for them",
+    "editor": "use an author: editors have unfiltered_html, so WordPress would not sanitise "
+    "script in content written for them",
+}
+REST = ("rest",)
+XMLRPC = ("xmlrpc",)
+GARBLED = "garbled"  # xmlrpc_errors' word for output printed before <?xml
+
+
+def _me_error(probe: Probe) -> tuple[int, str | None]:
+    response, body = probe.me
+    code = body.get("code") if body and response.status_code >= 400 else None
+    return response.status_code, code
+
+
+@check(
+    "rest_api",
+    "The REST API answers at /wp-json/ with JSON.",
+    "Check the site URL; turn on pretty permalinks (Settings > Permalinks) so /wp-json/ routes.",
+    transports=REST,
+)
+def _rest_api(probe: Probe):
+    try:
+        index = probe.client.get_raw("/")
+    except WordPressError as error:
+        return False, f"{probe.client.url('/')} not reachable: {error.message}"
+    try:
+        parse_json_lenient(index.text)
+    except ValueError:
+        return False, f"{probe.client.url('/')} answered {index.status_code} without JSON"
+    probe.notes["index"] = parse_json_lenient(index.text)
+    return True, f"{probe.client.url('/')} answers with pretty permalinks"
+
+
+@check(
+    "firewall",
+    "The gateway's signed-in requests reach WordPress itself, not a page from a firewall, CDN, "
+    "proxy or the web server in front of it.",
+    "Allow the gateway's address (or its User-Agent 'publishing-gateway') through to /wp-json/ "
+    "(REST) or /xmlrpc.php (XML-RPC) in the firewall, CDN or security plugin named by the page.",
+    needs=("rest_api",),
+)
+def _firewall(probe: Probe):
+    if probe.transport == "xmlrpc":
+        error = probe.profile[1]
+        if isinstance(error, UpstreamRefused):
+            return False, firewall_detail(error, "/xmlrpc.php")
+        return True, "WordPress itself answers"
+    response, _ = probe.me
+    url = probe.client.url("/wp/v2/users/me")
+    blocked = upstream_page("GET", url, response)
+    if blocked is not None:
+        return False, firewall_detail(blocked)
+    return True, "WordPress itself answers"
+
+
+@check(
+    "xmlrpc_api",
+    "WordPress's XML-RPC API answers at /xmlrpc.php (wp.getProfile).",
+    "Check the site URL, and that no plugin or host setting switched XML-RPC off "
+    "(the filter xmlrpc_enabled, or a web server rule on /xmlrpc.php).",
+    needs=("firewall",),
+    transports=XMLRPC,
+)
+def _xmlrpc_api(probe: Probe):
+    error = probe.profile[1]
+    if error is None or isinstance(error, WordPressAuthError) or GARBLED in error.message:
+        return True, f"{probe.client.url('/')} answers"
+    return False, f"{probe.client.url('/')} not usable: {error}"
+
+
+@check(
+    "json_clean",
+    "WordPress answers with clean JSON (REST) or XML (XML-RPC): no PHP notice or warning "
+    "printed in front of it. The gateway cannot trust a write whose answer is not clean and "
+    "has to treat it as unknown and reconcile it.",
+    "Stop PHP from printing errors into responses: define('WP_DEBUG_DISPLAY', false) in "
+    "wp-config.php and display_errors = Off in php.ini; log them instead (WP_DEBUG_LOG).",
+    needs=("firewall",),
+)
+def _json_clean(probe: Probe):
+    if probe.transport == "xmlrpc":
+        error = probe.profile[1]
+        if error is not None and GARBLED in error.message:
+            return False, f"the answer of wp.getProfile is not clean XML: {error.message}"
+        return True, "answers are plain XML"
+    response, _ = probe.me
+    try:
+        json.loads(response.text)
+    except ValueError:
+        start = response.text.strip()[:80]
+        return False, f"the answer of /wp/v2/users/me starts with {start!r}, not with JSON"
+    return True, "answers are plain JSON"
+
+
+@check(
+    "application_passwords",
+    "Application passwords are available: the gateway signs in with one.",
+    "WordPress offers application passwords only over HTTPS (or with WP_ENVIRONMENT_TYPE "
+    "'local'); serve the site over HTTPS, and check that no security plugin switched them off "
+    "(the filter wp_is_application_passwords_available).",
+    needs=("firewall",),
+)
+def _application_passwords(probe: Probe):
+    if probe.transport == "xmlrpc":
+        profile, error = probe.profile
+        if profile is not None:
+            return True, "available: the application password signed in over XML-RPC"
+        try:
+            index = parse_json_lenient(probe.rest.get_raw("/").text)
+        except (WordPressError, ValueError):
+            return True, "could not read the /wp-json/ index; the login check says more"
+        if isinstance(index, dict) and "application-passwords" not in index.get(
+            "authentication", {}
+        ):
+            return False, "the REST index does not offer application-passwords authentication"
+        return True, "available"
+    status, code = _me_error(probe)
+    if code in ("application_passwords_disabled", "application_passwords_disabled_for_user"):
+        return False, f"WordPress answered {status} {code}"
+    index = probe.notes.get("index") or {}
+    if isinstance(index, dict) and "application-passwords" not in index.get("authentication", {}):
+        return False, "the REST index does not offer application-passwords authentication"
+    return True, "available"
+
+
+@check(
+    "authorization_header",
+    "The Authorization header reaches WordPress. When the web server drops it, WordPress "
+    "answers the generic 401 rest_not_logged_in although the gateway sent credentials (a "
+    "wrong password gives incorrect_password, except on WordPress versions that decide the "
+    "user before the REST request starts, which answer rest_not_logged_in to both). "
+    "XML-RPC carries the credentials in the request body instead.",
+    "Apache: add 'CGIPassAuth On' (Apache 2.4.13+) or 'SetEnvIf Authorization \"(.*)\" "
+    "HTTP_AUTHORIZATION=$1' to the site's .htaccess or vhost. nginx with PHP-FPM: add "
+    "'fastcgi_param HTTP_AUTHORIZATION $http_authorization;' to the PHP location. If the "
+    "header does arrive, the application password is wrong: create a new one and store it "
+    "with 'gateway sites add'.",
+    needs=("application_passwords",),
+    transports=REST,
+)
+def _authorization_header(probe: Probe):
+    status, code = _me_error(probe)
+    if status == 401 and code == "rest_not_logged_in":
+        return False, (
+            "WordPress answered 401 rest_not_logged_in to a request that carried an "
+            "Authorization header: the web server stripped it, or the password is wrong"
+        )
+    return True, "credentials reach WordPress"
+
+
+@check(
+    "login",
+    "The application password signs in as the configured user.",
+    "Create a new application password for the user (Users > Profile > Application "
+    "Passwords) and store it with 'gateway sites add'.",
+    needs=("authorization_header", "xmlrpc_api", "application_passwords"),
+)
+def _login(probe: Probe):
+    if probe.transport == "xmlrpc":
+        profile, error = probe.profile
+        if profile is None:
+            return False, f"application password refused: {error.message}"
+    else:
+        response, body = probe.me
+        if response.status_code != 200 or not body:
+            status, code = _me_error(probe)
+            return False, f"application password refused: {status} {code or response.reason}"
+    user = probe.user
+    return True, f"logged in as {user.get('slug')} ({', '.join(user.get('roles') or [])})"
+
+
+@check(
+    "role",
+    "The user is an author: WordPress then sanitises content as for any author.",
+    "Use an author account for the gateway.",
+    needs=("login",),
+)
+def _role(probe: Probe):
+    roles = probe.user.get("roles") or []
+    advice = [ROLE_ADVICE[r] for r in roles if r in ROLE_ADVICE]
+    if advice:
+        return None, advice[0]
+    return True, "author role: WordPress sanitises content as for any author"
+
+
+@check(
+    "capabilities",
+    f"The user may do what the gateway does: {', '.join(REQUIRED_CAPABILITIES)} (over "
+    "XML-RPC, which names only the roles, as WordPress's built-in roles give them).",
+    "Give the user the author role (or a role with these capabilities).",
+    needs=("login",),
+)
+def _capabilities(probe: Probe):
+    if probe.transport == "xmlrpc":
+        roles = probe.user.get("roles") or []
+        unknown = [r for r in roles if r not in ROLE_CAPABILITIES]
+        if unknown:
+            return None, f"cannot tell over XML-RPC what role {', '.join(unknown)} may do"
+        held = {c: True for r in roles for c in ROLE_CAPABILITIES[r]}
+    else:
+        held = probe.user.get("capabilities") or {}
+    missing = [c for c in REQUIRED_CAPABILITIES if not held.get(c)]
+    if missing:
+        return False, f"the user lacks {', '.join(missing)}"
+    return True, f"has {', '.join(REQUIRED_CAPABILITIES)}"
+
+
+@check(
+    "install",
+    "Which WordPress install the site is (the url and home of its /wp-json/ index, stored "
+    "with the site), and which other sites of any tenant reach the same one.",
+    "Make /wp-json/ answer its index with url and home (a plugin or proxy that strips them "
+    "hides which install this is).",
+    needs=("login",),
+)
+def _install(probe: Probe):
+    try:
+        url, home = sites.install_identity(probe.site, probe.client)
+    except WordPressError as error:
+        return False, f"the /wp-json/ index names no install: {error}"
+    shared = [f"{s.tenant}/{s.name}" for s in sites.same_install(probe.site)]
+    detail = f"WordPress install {url} (home {home})"
+    if shared:
+        detail += f"; also reached as {', '.join(shared)}: the ledger keeps their objects apart"
+    return True, detail
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    parts = []
+    for part in (text or "0").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+@check(
+    "companion_plugin",
+    "The companion plugin is active and at least the version this gateway expects: it gives "
+    "lookups by operation key and the uniqueness guard.",
+    "Copy wp_test_site/publishing-gateway-companion/ of this gateway's release into "
+    "wp-content/plugins/ and activate it.",
+    needs=("login",),
+    transports=REST,
+)
+def _companion_plugin(probe: Probe):
+    found = probe.companion
+    if not found.present:
+        return None, (
+            "absent: reconciliation can only wait out GATEWAY_INFLIGHT_WINDOW, then asks an "
+            "editor about same-title posts"
+        )
+    if _version(found.version) < _version(registry.COMPANION_MIN_VERSION):
+        return False, f"version {found.version} is older than {registry.COMPANION_MIN_VERSION}"
+    return True, f"version {found.version}: lookup by operation key available"
+
+
+@check(
+    "operation_key_index",
+    "Lookups by operation key (the uniqueness guard before every write, reconciliation) use "
+    "an index on postmeta, which the companion plugin (1.2.0 and later) creates once; without "
+    "it every write scans the rows of every object the gateway made.",
+    "Update the companion plugin to this gateway's release; if it reports that creating the "
+    "index failed, give WordPress's database user the ALTER privilege and delete the option "
+    "pgw_companion_key_index (the next request creates the index).",
+    needs=("companion_plugin",),
+    transports=REST,
+)
+def _operation_key_index(probe: Probe):
+    index = probe.companion.key_index
+    if index:
+        return True, "postmeta index pgw_operation_key present"
+    if index is None:
+        return None, "not reported (companion plugin older than 1.2.0): lookups scan postmeta"
+    return None, "creating the index failed: lookups scan postmeta, and slow down as it grows"
+
+
+@check(
+    "lookup_by_operation_key",
+    "Objects are found by their operation key after a lost answer (over XML-RPC: the custom "
+    "field gateway_operation_key, by scanning wp.getPosts newest first).",
+    "Let the user read its own posts and media over XML-RPC (wp.getPosts).",
+    needs=("login",),
+    transports=XMLRPC,
+)
+def _lookup_by_operation_key(probe: Probe):
+    return True, (
+        "custom field gateway_operation_key, found by scanning wp.getPosts newest first "
+        "(no plugin needed)"
+    )
+
+
+@check(
+    "uniqueness_guard",
+    "WordPress itself refuses a second object with one operation key.",
+    "Use the REST transport with the companion plugin installed and activated.",
+    needs=("login",),
+)
+def _uniqueness_guard(probe: Probe):
+    if probe.transport == "xmlrpc":
+        return None, (
+            "absent over XML-RPC: the gateway's ledger alone keeps one write per operation; "
+            "another writer to this site is not stopped by WordPress"
+        )
+    if probe.companion.guard:
+        return True, "WordPress refuses a second object with one operation key"
+    return None, "absent: a resend after a lost response relies on the in-flight window alone"
+
+
+@check(
+    "seo_meta",
+    "The Rank Math fields can be written and read: over REST when the companion plugin "
+    "registers them, over XML-RPC as custom fields.",
+    "Activate the companion plugin (it registers rank_math_title, rank_math_description and "
+    "rank_math_focus_keyword for REST).",
+    needs=("login",),
+)
+def _seo_meta(probe: Probe):
+    if probe.transport == "xmlrpc":
+        return True, "Rank Math fields are custom fields: written and read back"
+    if probe.companion.seo_meta:
+        return True, "Rank Math fields are writable and readable over REST"
+    return None, "absent: Rank Math fields are silently dropped by WordPress and verify as null"
+
+
+@check(
+    "alt_text",
+    "Image alt text can be written (over XML-RPC it is protected meta: it cannot).",
+    "Use the REST transport for sites whose media need alt text.",
+    needs=("login",),
+)
+def _alt_text(probe: Probe):
+    if probe.transport == "xmlrpc":
+        return None, (
+            "not writable over XML-RPC (protected meta): media with alt_text answer 422 "
+            "transport-limit"
+        )
+    return True, "written with the attachment over REST"
+
+
+@check(
+    "new_terms",
+    "A draft may name a tag that does not exist yet (over XML-RPC authors cannot create "
+    "terms: wp.newTerm needs edit_terms).",
+    "Create the tags beforehand, or use the REST transport.",
+    needs=("login",),
+)
+def _new_terms(probe: Probe):
+    if probe.transport == "xmlrpc":
+        return None, (
+            "authors cannot create terms over XML-RPC (wp.newTerm needs edit_terms): a draft "
+            "naming a tag that does not exist answers 422 transport-limit"
+        )
+    return True, "tags named by a draft are created over REST"
+
+
+@check(
+    "rank_math_fields",
+    "Rank Math fields written with a post are stored and read back (a scratch draft, deleted "
+    "afterwards).",
+    "Activate the companion plugin (it registers rank_math_title, rank_math_description and "
+    "rank_math_focus_keyword for REST); without it WordPress drops them silently.",
+    needs=("capabilities",),
+)
+def _rank_math_fields(probe: Probe):
+    scratch = probe.scratch
+    over = "XML-RPC" if probe.transport == "xmlrpc" else "REST"
+    if "error" in scratch:
+        return None, scratch["error"]
+    meta = scratch["stored"].get("meta") or {}
+    sent = scratch["sent"]["meta"][SEO_META["title"]]
+    if meta.get(SEO_META["title"]) != sent:
+        ok = False if probe.companion.present else None
+        return ok, f"Rank Math fields are not readable over {over}: they would verify as null"
+    return True, f"Rank Math fields are written and read back over {over}"
+
+
+@check(
+    "utf8mb4",
+    "The database keeps 4-byte characters (emoji) as they were sent: a scratch draft's "
+    "title and content round-trip, and the draft is deleted afterwards.",
+    "Convert the WordPress tables to utf8mb4 (WordPress does it on a database upgrade when "
+    "the server supports it; otherwise ALTER TABLE ... CONVERT TO CHARACTER SET utf8mb4) and "
+    "set DB_CHARSET to 'utf8mb4' in wp-config.php.",
+    needs=("capabilities",),
+)
+def _utf8mb4(probe: Probe):
+    scratch = probe.scratch
+    refused = scratch.get("code") == "db_insert_error" or (  # a 3-byte column refuses it
+        scratch.get("code") == "xmlrpc_fault_500" and "database" in scratch.get("error", "")
+    )
+    if refused:
+        return False, f"WordPress could not store an emoji title: {scratch['error']}"
+    if "error" in scratch:
+        return None, scratch["error"]
+    if "error" in scratch["stored"]:
+        return None, f"the scratch draft could not be read back: {scratch['stored']['error']}"
+    title = (scratch["stored"].get("title") or {}).get("raw")
+    cleanup = "" if scratch["deleted"] else f" (scratch draft {scratch['id']} left: delete it)"
+    if title != scratch["sent"]["title"]:
+        return False, f"an emoji title came back as {title!r}{cleanup}"
+    return True, f"emoji round-trip intact{cleanup}"

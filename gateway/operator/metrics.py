@@ -1,0 +1,148 @@
+"""Prometheus metrics (``prometheus_client``), from two sources:
+
+* **the ledger**, read at scrape time by a custom collector: operations by state, open review
+  items, acceptance counters. The ledger is shared by every worker and instance, so these are
+  whole-system figures whichever worker answers.
+* **this server's traffic**: requests by route, method and status with a latency histogram,
+  and WordPress calls by outcome with a latency histogram. These happen in the gunicorn
+  workers, each its own process, so they use prometheus_client's *multiprocess mode*:
+  ``gateway serve`` creates an empty directory per server start and names it in
+  ``PROMETHEUS_MULTIPROC_DIR`` before any worker imports this module; each worker writes its
+  values to memory-mapped files there and :class:`MultiProcessCollector` sums them at scrape
+  time, so any worker's answer covers all of them (also workers that were replaced). Counting
+  in the ledger instead would add a write to every request and every WordPress call; a
+  per-process registry would answer with one worker's share only.
+
+Without the variable (tests, ``flask`` development) the same metrics live in this process.
+"""
+
+from __future__ import annotations
+
+import os
+
+import prometheus_client
+from peewee import fn
+from prometheus_client import Histogram
+from prometheus_client import multiprocess
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import CollectorRegistry
+
+from gateway.ledger import models as ledger
+from gateway.ledger.models import Counter
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
+from gateway.operator.report import REFUSAL_COUNTERS
+
+
+class LedgerCollector:
+    """Operations by tenant, action and state; open review items; acceptance counters, in
+    all and per tenant."""
+
+    def collect(self):
+        operations = GaugeMetricFamily(
+            "gateway_operations",
+            "Ledger rows by tenant, action and state",
+            labels=["tenant", "action", "state"],
+        )
+        query = (
+            Operation.select(
+                Operation.tenant,
+                Operation.action,
+                Operation.state,
+                fn.COUNT(Operation.id).alias("n"),
+            )
+            .group_by(Operation.tenant, Operation.action, Operation.state)
+            .tuples()
+        )
+        for tenant, action, state, count in query:
+            operations.add_metric([tenant, action, state], count)
+        yield operations
+        reviews = GaugeMetricFamily(
+            "gateway_open_reviews", "Open review items by tenant", labels=["tenant"]
+        )
+        for tenant, count in (
+            Review.select(Review.tenant, fn.COUNT(Review.id))
+            .where(Review.status == "open")
+            .group_by(Review.tenant)
+            .tuples()
+        ):
+            reviews.add_metric([tenant], count)
+        yield reviews
+        for name in REFUSAL_COUNTERS:
+            counter = CounterMetricFamily(f"gateway_{name}", name.replace("_", " "))
+            counter.add_metric([], ledger.counter(name))
+            yield counter
+            # A tenant's share: refusals of its own tokens (a 401 has no tenant to count for).
+            per_tenant = CounterMetricFamily(
+                f"gateway_tenant_{name}",
+                name.replace("_", " ") + " of each tenant's own tokens",
+                labels=["tenant"],
+            )
+            prefix = ledger.counter_name(name, "")
+            rows = Counter.select().where(Counter.name.startswith(prefix))
+            for row in rows:
+                per_tenant.add_metric([row.name[len(prefix) :]], row.value)
+            yield per_tenant
+
+
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+REQUESTS = prometheus_client.Counter(
+    "gateway_http_requests",
+    "HTTP requests answered, by route template, method and status",
+    ["route", "method", "status"],
+    registry=None,
+)
+REQUEST_SECONDS = Histogram(
+    "gateway_http_request_duration_seconds",
+    "Time to answer an HTTP request, by route template, method and status",
+    ["route", "method", "status"],
+    buckets=LATENCY_BUCKETS,
+    registry=None,
+)
+WORDPRESS_CALLS = prometheus_client.Counter(
+    "gateway_wordpress_calls",
+    "WordPress calls by method (REST: the HTTP method; XML-RPC: the method name, e.g. "
+    "wp.newPost) and outcome (ok, refused, unknown, unavailable)",
+    ["method", "outcome"],
+    registry=None,
+)
+WORDPRESS_SECONDS = Histogram(
+    "gateway_wordpress_call_duration_seconds",
+    "Time of one WordPress call (REST or XML-RPC), by outcome",
+    ["outcome"],
+    buckets=LATENCY_BUCKETS,
+    registry=None,
+)
+_TRAFFIC = (REQUESTS, REQUEST_SECONDS, WORDPRESS_CALLS, WORDPRESS_SECONDS)
+
+
+def observe_request(route: str, method: str, status: int, seconds: float) -> None:
+    """Count one answered request (``route`` is the URL rule, e.g. ``/v1/jobs/<job_id>``)."""
+    labels = (route, method, str(status))
+    REQUESTS.labels(*labels).inc()
+    REQUEST_SECONDS.labels(*labels).observe(seconds)
+
+
+def observe_wordpress(
+    method: str, _route: str, _status: int | None, outcome: str, seconds: float
+) -> None:
+    """A :data:`gateway.wordpress.client.OBSERVERS` entry: count one WordPress call."""
+    WORDPRESS_CALLS.labels(method, outcome).inc()
+    WORDPRESS_SECONDS.labels(outcome).observe(seconds)
+
+
+def registry() -> CollectorRegistry:
+    """What ``GET /metrics`` exposes: the ledger collector plus the traffic metrics, summed
+    over every worker of this server in multiprocess mode. No per-process default metrics
+    (they would differ between workers)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(LedgerCollector())
+    if os.environ.get(MULTIPROCESS_DIR):
+        multiprocess.MultiProcessCollector(reg)
+    else:
+        for metric in _TRAFFIC:
+            reg.register(metric)
+    return reg

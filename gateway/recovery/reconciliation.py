@@ -1,0 +1,404 @@
+"""Reconciliation: finish SENT/UNKNOWN operations by looking them up in WordPress.
+
+UNKNOWN is fixed by lookup, not by retry. Finding the operation's identifier once is
+conclusive at any time (CONFIRMED with that id); finding it on two objects opens a review item;
+absence leaves the row for the client's next call, which sends again when absence is proven.
+``recover_job`` serves ``POST /v1/jobs/{id}/recover``; ``sweep`` serves ``gateway reconcile`` and
+the server's periodic sweep, batching many operation keys into each WordPress query.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.editorial import reviews
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.operations import ownership
+from gateway.operations import perform as operations
+from gateway.operations import registry as actions
+from gateway.operations.perform import Effect
+from gateway.operations.perform import Target
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
+
+log = logging.getLogger(__name__)
+OBJECT_ROUTES = {"post": "/wp/v2/posts", "attachment": "/wp/v2/media"}  # WordPress REST API
+
+# What reconciling one row came to (see :func:`reconcile_row`).
+CONFIRMED_NOW = "confirmed"
+ABSENT = "absent"
+IN_FLIGHT = "in_flight"
+REVIEW = "needs_review"
+UNREACHABLE = "unreachable"
+REFUSED = "refused"  # the object found is not provably the operation's (ownership)
+
+
+def effect_for_row(
+    target: Target,
+    row: Operation,
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
+) -> Effect:
+    """The effect of ``row`` rebuilt by its registered action from the stored intent alone
+    (the original request is not needed). ``found`` short-cuts a lookup by key and
+    ``prefetched`` the read-back with the results of batched queries.
+
+    Raises:
+        UnknownAction: the row's action is not registered.
+    """
+    return actions.for_row(row).rebuild(target, row, found=found, prefetched=prefetched)
+
+
+def reconcile_row(
+    target: Target,
+    row: Operation,
+    found: list[dict] | None = None,
+    prefetched: dict[int, dict] | None = None,
+) -> tuple[str, dict]:
+    """Finish one SENT/UNKNOWN row the way its action's recovery kind says.
+
+    * lookup: look it up in WordPress; found once -> CONFIRMED (read back); absent -> the row
+      is marked UNKNOWN (unless still in flight) so that the client's next identical call sends
+      again.
+    * idempotent resend: send it again under the same key (the receiver deduplicates).
+    * a person decides: open a review item; nothing is sent.
+
+    Returns ``(result, facts)``: result is one of ``confirmed`` (facts: ``remote_id``),
+    ``absent``, ``in_flight``, ``needs_review`` (``review_id``), ``refused`` (``reason``: the
+    object found is not provably the operation's, :mod:`gateway.operations.ownership`) or ``unreachable``
+    (``reason``). Never raises for WordPress trouble; the cause is logged with the key.
+    """
+    try:
+        action = actions.for_row(row)
+    except actions.UnknownAction:
+        log.error("no registered action for %s (job_id=%s)", row.operation_key, row.job_id)
+        return UNREACHABLE, {"reason": f"no registered action {row.action!r}"}
+    try:
+        if action.recovery == actions.PERSON:
+            review = reviews.open_review(target, row, actions.PERSON, {"action": row.action})
+            return REVIEW, {"review_id": review.id}
+        try:
+            effect = action.rebuild(target, row, found=found, prefetched=prefetched)
+        except (KeyError, TypeError) as error:  # an intent written without what rebuild needs
+            log.error("cannot rebuild %s from its ledger row: %r", row.operation_key, error)
+            return UNREACHABLE, {"reason": "the ledger row lacks what a lookup needs"}
+        if action.recovery == actions.RESEND:
+            outcome = operations.resend(target, row, effect)
+        else:
+            outcome = operations.reconcile(target, row, effect)
+            if outcome is None and action.resend_if_absent and not _in_flight(target, row):
+                outcome = operations.resend(target, row, effect, cancelled_ok=True)
+    except exc.NeedsReview as review:
+        return REVIEW, {"review_id": review.extensions.get("review_id")}
+    except exc.JobCancelled as error:  # only a resend refuses a cancelled job
+        return UNREACHABLE, {"reason": error.detail}
+    except exc.ForeignObject as refusal:  # logged by ownership with the key
+        return REFUSED, {"reason": refusal.detail}
+    except (exc.GatewayError, WordPressError) as error:
+        log.warning("could not reconcile %s (job_id=%s): %s", row.operation_key, row.job_id, error)
+        return UNREACHABLE, {"reason": "WordPress could not be asked"}
+    if outcome is not None:
+        _settle(target, outcome.row)
+        return CONFIRMED_NOW, {"remote_id": outcome.row.remote_id}
+    if _in_flight(target, row):
+        return IN_FLIGHT, {}
+    # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.
+    Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
+        Operation.id == row.id, Operation.state == row.state
+    ).execute()
+    return ABSENT, {}
+
+
+def _in_flight(target: Target, row: Operation) -> bool:
+    return row.state == SENT and operations.sent_age(row) < operations.in_flight_window(target)
+
+
+def _entry(row: Operation, **extra) -> dict:
+    return {"operation_key": row.operation_key, "action": row.action, **extra}
+
+
+def recover_job(target: Target) -> dict:
+    """Reconcile every SENT/UNKNOWN job-scoped row of the job and report (docs/api.md,
+    "Recover"); site-scoped rows are left to the sweep.
+
+    Never raises for WordPress trouble: rows it cannot look up stay ``unknown``."""
+    job = target.job
+    report = {
+        "job_id": job.job_id,
+        "completed": [],
+        "failed": [],
+        "unknown": [],
+        "needs_review": [],
+    }
+    for row in jobs.operations_of(job):
+        action = _action(row)
+        if action is not None and action.scope == actions.WORKER and row.state != CONFIRMED:
+            # Sent again with the same key by the worker that owns the receiver, not here.
+            if row.state == FAILED:
+                report["failed"].append(_entry(row, problem=action.refusal))
+            else:
+                report["unknown"].append(_entry(row, reason=f"resent by {action.resent_by}"))
+        elif row.state in (SENT, UNKNOWN):
+            if action is None or action.scope == actions.JOB:
+                _recover_row(target, row, report)
+        elif row.state == CONFIRMED:
+            report["completed"].append(_entry(row, remote_id=row.remote_id))
+            _settle(target, row)  # e.g. a crash between the ledger and the job update
+        elif row.state == FAILED:
+            report["failed"].append(_entry(row, problem="wordpress-refused"))
+    report["status"] = jobs.status_of(job)
+    report["next_allowed_actions"] = next_actions(job, report)
+    return report
+
+
+def _settle(target: Target, row: Operation) -> None:
+    try:
+        settle = actions.for_row(row).settle
+    except actions.UnknownAction:
+        return
+    if settle is not None:  # each action decides what a row of an older version records
+        settle(target, row)
+
+
+def _action(row: Operation) -> actions.Action | None:
+    try:
+        return actions.for_row(row)
+    except actions.UnknownAction:
+        return None  # reported as unknown by reconcile_row
+
+
+def _recover_row(target: Target, row: Operation, report: dict) -> None:
+    result, facts = reconcile_row(target, row)
+    if result == CONFIRMED_NOW:
+        report["completed"].append(_entry(row, reconciled=True, **facts))
+    elif result == REVIEW:
+        report["needs_review"].append(_entry(row, **facts))
+    elif result in (UNREACHABLE, REFUSED):
+        report["unknown"].append(_entry(row, **facts))
+    elif result == IN_FLIGHT:
+        report["unknown"].append(_entry(row, reason="in flight"))
+    else:
+        report["unknown"].append(
+            _entry(row, reason="not found in WordPress; send the same request again", absent=True)
+        )
+
+
+def next_actions(job: Job, report: dict) -> list[str]:
+    """What the automation may do next, from the job and its recover report: ``none`` for a
+    cancelled job, ``editor_review``, ``retry_later`` while an outcome cannot be proven, the
+    steps that redo operations proven absent, then the steps of the job's stage (each
+    registered action's :attr:`~gateway.operations.registry.Action.phases`, plus
+    :data:`gateway.jobs.records.STAGE_STEPS`). Pure: no ledger or WordPress access beyond ``job``."""
+    if job.cancelled:
+        return ["none"]
+    if report["needs_review"]:
+        return ["editor_review"]
+    if any(not e.get("absent") for e in report["unknown"]):
+        return ["retry_later"]
+    steps = {actions.get(e["action"]).step for e in report["unknown"]}
+    if report["failed"]:
+        return sorted(steps) or ["none"]
+    stage = jobs.stage(job)
+    steps.update(a.step for a in actions.all_actions() if stage in a.phases)
+    steps.update(jobs.STAGE_STEPS.get(stage, ()))
+    return sorted(steps) or ["none"]
+
+
+def sweep(config: Config, older_than: float | None = None) -> dict:
+    """One pass over stale SENT/UNKNOWN rows of every job (site-scoped rows included), each
+    finished as its action's recovery kind says; operations whose objects carry their key are
+    looked up in batches (one WordPress query per 100 keys per site).
+
+    Args:
+        older_than: seconds since the last update for a row to count as stale
+            (default: the in-flight window).
+
+    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable",
+    "refused"}`` (``refused``: the object found is not provably the operation's).
+    """
+    older_than = config.inflight_window if older_than is None else older_than
+    counts = {
+        "examined": 0,
+        "confirmed": 0,
+        "absent": 0,
+        "needs_review": 0,
+        "unreachable": 0,
+        "refused": 0,
+    }
+    for action in actions.all_actions():
+        if action.counted_as:
+            counts[action.counted_as] = 0
+        if action.sweep_pass is not None:
+            counts.update(action.sweep_pass(config))
+    stale = [
+        r
+        for r in Operation.select().where(
+            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(actions.worker_actions())
+        )
+        if operations.seconds_since(r.updated_at) >= older_than
+    ]
+    by_job: dict[tuple, list[Operation]] = {}
+    for row in stale:
+        by_job.setdefault((row.tenant, row.job_id), []).append(row)
+    by_site: dict[tuple, list[tuple[Target, Operation]]] = {}
+    for (tenant, job_id), rows in by_job.items():
+        target = jobs.target_for(config, jobs.get_job(tenant, job_id))
+        for row in rows:
+            by_site.setdefault((tenant, target.site.name), []).append((target, row))
+    for pairs in by_site.values():
+        _sweep_site(pairs, counts)
+    return counts
+
+
+def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
+    counts["examined"] += len(pairs)
+    target = pairs[0][0]
+    types = actions.keyed()
+    keyed = [row for _, row in pairs if row.action in types]
+    try:
+        objects = []
+        if keyed and target.companion.present:
+            objects = target.client.find_by_operation_keys(
+                [r.operation_key for r in keyed],
+                since=min(r.created_at for r in keyed),  # a scanning transport stops there
+                types=sorted({types[r.action] for r in keyed}),
+            )
+    except WordPressError as error:
+        log.warning("sweep: site %s unreachable: %s", target.site.name, error)
+        counts["unreachable"] += len(pairs)
+        return
+    found_by_row = {
+        row.id: [
+            o
+            for o in objects
+            if o["operation_key"] == row.operation_key and o["type"] == types[row.action]
+        ]
+        for row in keyed
+    }
+    prefetched = _read_back_many(target, found_by_row)
+    for row_target, row in pairs:
+        result, _facts = reconcile_row(row_target, row, found_by_row.get(row.id), prefetched)
+        if result == IN_FLIGHT:  # a stale row is past its window; count it as absent
+            Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
+                Operation.id == row.id, Operation.state == row.state
+            ).execute()
+            result = ABSENT
+        counts[result] += 1
+        counted_as = getattr(_action(row), "counted_as", None)
+        if result == CONFIRMED_NOW and counted_as:
+            counts[counted_as] += 1
+
+
+def _read_back_many(target: Target, found_by_row: dict) -> dict[int, dict]:
+    """Read back every object found exactly once, 100 per query per type, so a sweep of
+    1,000 found operations costs a few dozen WordPress queries, not a thousand."""
+    ids: dict[str, list[int]] = {kind: [] for kind in OBJECT_ROUTES}
+    for found in found_by_row.values():
+        if len(found) == 1 and found[0]["type"] in ids:
+            ids[found[0]["type"]].append(int(found[0]["id"]))
+    prefetched: dict[int, dict] = {}
+    for kind, wanted in ids.items():
+        if wanted:
+            try:
+                prefetched.update(target.client.get_many(OBJECT_ROUTES[kind], wanted))
+            except WordPressError as error:  # each row then reads itself back
+                log.warning("sweep: batched read-back failed: %s", error)
+    return prefetched
+
+
+def resolve_review(
+    config: Config,
+    tenant: str,
+    review_id: int,
+    decision: str,
+    post_id: int | None,
+    editor: str,
+    reason: str | None = None,
+) -> dict:
+    """Apply an editor's decision on a review item.
+
+    ``same_as``: the operation's object is ``post_id``: write the identifier onto it (when
+    the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
+    the next identical call is a replay. ``distinct``: the suspects are other posts; the
+    operation may be sent again (no title check for it from now on). Never deletes anything.
+    ``approve``/``deny``/``dismiss`` (with ``reason``) decide an ``agent_action`` item
+    (:func:`gateway.agents.required_actions.resolve`).
+
+    Raises:
+        NotFound: no open review ``review_id`` for ``tenant``.
+        ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
+        ForeignObject (409): the object is not provably this operation's
+            (:func:`ownership.check_adoptable`); nothing is written, the review stays open.
+        WordPressRefused / WordPressUnavailable: the identifier could not be written.
+    """
+    review = reviews.get_open(tenant, review_id)
+    agent_kind = review.kind == "agent_action"
+    if agent_kind != (decision in ("approve", "deny", "dismiss")):
+        raise exc.ValidationFailed(
+            f"decision {decision!r} does not fit a {review.kind} review item",
+            errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
+        )
+    if agent_kind:
+        from gateway.agents import required_actions  # the agents package builds on this one
+
+        return required_actions.resolve(config, review, decision, reason, editor)
+    row = Operation.get(Operation.operation_key == review.operation_key)
+    if decision == "same_as":
+        reviews.check_candidate(review, post_id)
+        target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))
+        _adopt(target, row, post_id)
+    review = reviews.close(review, decision, post_id, editor)
+    return {
+        "review": reviews.review_view(review),
+        "operation": jobs.row_view(Operation.get_by_id(row.id)),
+    }
+
+
+def _adopt(target: Target, row: Operation, object_id: int) -> None:
+    """Bind ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
+    as WordPress holds it now: write the operation key onto it (companion plugin present and
+    the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
+    action = actions.for_row(row)
+    kind = ownership.object_type(row.action)
+    client = target.client
+    try:
+        obj = client.get_media(object_id) if kind == "attachment" else client.get_post(object_id)
+    except WordPressNotFound:
+        log.warning("adopting %s: object %s not found", row.operation_key, object_id)
+        raise exc.ForeignObject(
+            f"object {object_id} is not a {kind} of this site",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+            object_id=object_id,
+        ) from None
+    except WordPressError as error:
+        log.warning("adopting %s: cannot read object %s: %s", row.operation_key, object_id, error)
+        raise exc.WordPressUnavailable(
+            f"could not read object {object_id}: {error.message}", retry_after=2
+        ) from error
+    ownership.check_adoptable(target, row, object_id, obj)
+    try:
+        if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
+            client.set_operation_key(object_id, row.operation_key, kind)
+        outcome = operations.confirm(
+            target, row, action.rebuild(target, row), object_id, reconciled=True, adopted=obj
+        )
+    except WordPressError as error:
+        log.warning("adopting object %s for %s failed: %s", object_id, row.operation_key, error)
+        cls = exc.WordPressRefused if error.definite else exc.WordPressUnavailable
+        raise cls(
+            f"could not adopt object {object_id}: {error.message}",
+            retry_after=None if error.definite else 2,
+            operation_key=row.operation_key,
+        ) from error
+    if action.settle is not None:
+        action.settle(target, outcome.row)

@@ -1,0 +1,168 @@
+"""Resume points: what a workflow needs to finish a job version whose run stopped mid-way.
+
+The n8n pipeline saves one per job version before it downloads or uploads any image
+(``PUT /v1/jobs/{id}/resume-point``): the article JSON and each image's URL; an image sent as
+base64 is kept as its slot alone, because the gateway never stores image bytes - it can be
+resumed only from its upload already in the ledger (a CONFIRMED media row, whose SHA-256 the
+answer names). The saved JSON is capped at :data:`MAX_BYTES`.
+
+``POST /v1/jobs/{id}/resume`` (:func:`resume`) decides what the caller (``recover_job``) does:
+
+* ``resume``: run the pipeline again with ``input`` (uploaded images marked ``uploaded``);
+  counts one attempt of the version's budget (``GATEWAY_RESUME_BUDGET``);
+* ``wait``: a request touched the job less than ``GATEWAY_RESUME_AFTER`` seconds ago (a run is
+  probably still going);
+* ``none``: nothing to finish (the job reached approval, or is neither in progress nor
+  unknown: failed, cancelled and needs-review jobs wait for a person);
+* ``needs_person``: past the budget, no resume point, or a base64 image never uploaded: the
+  gateway decides ``needs_attention`` (editors told once, with the reason) and answers it.
+
+Source: docs/api.md, "Resuming a stopped job".
+"""
+
+from __future__ import annotations
+
+from peewee import IntegrityError
+
+from gateway.actions import notifications
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.core.digests import canonical_json
+from gateway.jobs import records as jobs
+from gateway.ledger import db
+from gateway.ledger.models import Job
+from gateway.ledger.models import ResumePoint
+
+MAX_BYTES = 256 * 1024  # the article and image references; images themselves are never kept
+DONE_PHASES = ("approval_pending", "published")
+
+
+def _point(job: Job) -> ResumePoint | None:
+    return ResumePoint.get_or_none(
+        ResumePoint.tenant == job.tenant,
+        ResumePoint.job_id == job.job_id,
+        ResumePoint.task_version == job.task_version,
+    )
+
+
+def save(job: Job, body: dict) -> tuple[ResumePoint, bool]:
+    """Keep ``body`` (validated ``schemas/resume_point.json``) as the current version's resume
+    point; a later save replaces the payload and keeps the attempt count.
+
+    Returns ``(row, created)``.
+
+    Raises:
+        PayloadTooLarge (413): the canonical JSON exceeds :data:`MAX_BYTES`.
+    """
+    size = len(canonical_json(body).encode("utf-8"))
+    if size > MAX_BYTES:
+        raise exc.PayloadTooLarge(
+            f"a resume point holds at most {MAX_BYTES} bytes of JSON (this one: {size}); keep "
+            "images as URLs, never their bytes"
+        )
+    try:
+        with db.atomic():
+            row = ResumePoint.create(
+                tenant=job.tenant,
+                job_id=job.job_id,
+                task_version=job.task_version,
+                payload=body,
+            )
+        return row, True
+    except IntegrityError:
+        pass
+    row = _point(job)
+    ResumePoint.update(payload=body, updated_at=db.utcnow()).where(
+        ResumePoint.id == row.id
+    ).execute()
+    return ResumePoint.get_by_id(row.id), False
+
+
+def _input(job: Job, point: ResumePoint) -> tuple[dict | None, str | None]:
+    """The pipeline's input rebuilt from the resume point and the ledger, or the reason it
+    cannot be."""
+    confirmed = jobs.confirmed_media(job)
+    images = []
+    for image in point.payload["images"]:
+        row = confirmed.get(image["slot"])
+        if row is not None:
+            sha256 = (row.intent or {}).get("sha256")
+            images.append({**image, "uploaded": True, "content_sha256": sha256})
+        elif image.get("url"):
+            images.append(image)
+        else:
+            return None, (
+                f"image slot {image['slot']!r} was sent as base64 and was not uploaded before "
+                "the run stopped; the gateway keeps no image bytes: send the article again"
+            )
+    body = {
+        "job_id": job.job_id,
+        "site": job.site,
+        "task_version": job.task_version,
+        "article": point.payload["article"],
+        "images": images,
+        "resumed": True,
+    }
+    return body, None
+
+
+def _needs_person(job: Job, reason: str, answer: dict) -> dict:
+    row, _ = notifications.notify(job, "needs_attention", reason)
+    return {
+        **answer,
+        "action": "needs_person",
+        "reason": reason,
+        "notification": notifications.notification_view(row),
+    }
+
+
+def resume(config: Config, job: Job) -> dict:
+    """Decide whether and how a stopped job is resumed (see the module docstring).
+
+    Returns ``{"job_id", "task_version", "action", "reason", "attempts", "budget",
+    "input"?, "retry_after"?, "notification"?}``. Two racing callers never both get
+    ``resume`` for the same attempt (a conditional UPDATE on the attempt count decides).
+    """
+    point = _point(job)
+    answer = {
+        "job_id": job.job_id,
+        "task_version": job.task_version,
+        "attempts": point.attempts if point else 0,
+        "budget": config.resume_budget,
+    }
+    status = jobs.status_of(job)
+    if job.phase in DONE_PHASES or status not in ("in_progress", "unknown"):
+        reason = f"nothing to resume: the job is {status} in phase {job.phase or 'none'}"
+        return {**answer, "action": "none", "reason": reason}
+    idle = jobs.idle_seconds(job)
+    if idle < config.resume_after:
+        wait = max(1, int(config.resume_after - idle))
+        reason = f"a request for this job ran {int(idle)} s ago; a run may still be going"
+        return {**answer, "action": "wait", "reason": reason, "retry_after": wait}
+    if point is None:
+        reason = (
+            "the run stopped before it saved what a resume needs (the article and image "
+            "URLs); send the article again"
+        )
+        return _needs_person(job, reason, answer)
+    if point.attempts >= config.resume_budget:
+        reason = (
+            f"resumed {point.attempts} times without reaching approval (budget "
+            f"{config.resume_budget}); the failed runs' errors are in n8n's executions"
+        )
+        return _needs_person(job, reason, answer)
+    body, refusal = _input(job, point)
+    if refusal:
+        return _needs_person(job, refusal, answer)
+    now = db.utcnow()
+    won = (
+        ResumePoint.update(attempts=point.attempts + 1, last_attempt_at=now, updated_at=now)
+        .where(ResumePoint.id == point.id, ResumePoint.attempts == point.attempts)
+        .execute()
+    )
+    if not won:
+        reason = "another caller resumed this job a moment ago"
+        return {**answer, "action": "wait", "reason": reason, "retry_after": 1}
+    answer["attempts"] = point.attempts + 1
+    reason = f"resumed from phase {job.phase or 'none'} (attempt {answer['attempts']})"
+    return {**answer, "action": "resume", "reason": reason, "input": body}

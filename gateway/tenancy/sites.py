@@ -1,0 +1,290 @@
+"""WordPress sites of a tenant: encrypted application passwords, credential versions, and the
+companion plugin's guarantees as detected on the live site.
+
+Passwords are encrypted with ``cryptography``'s Fernet (AES-128-CBC + HMAC-SHA256) under a key
+derived from ``GATEWAY_SECRET_KEY`` by HKDF-SHA256: a well-kept library rather than our own
+crypto. Adding a site under an existing name updates it and bumps ``credential_version``, which
+lets FAILED 401/403 operations be sent again.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
+
+from cryptography.fernet import Fernet
+from cryptography.fernet import InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from gateway.core import validation
+from gateway.core.exceptions import SecretKeyMismatch
+from gateway.core.exceptions import SiteNotFound
+from gateway.core.exceptions import TransportSwitchRefused
+from gateway.ledger import db
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.wordpress import Transport
+from gateway.wordpress import connect
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressOutcomeUnknown
+
+log = logging.getLogger(__name__)
+COMPANION_TTL = 60.0  # seconds a detection result is trusted per process
+
+_companion_cache: dict[tuple, tuple[float, Companion]] = {}
+_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Companion:
+    """What the site guarantees: ``present`` (lookup by operation key works), ``guard``
+    (WordPress refuses a second object with one key), ``seo_meta`` (Rank Math fields kept),
+    ``alt_text`` (image alt text writable), ``new_terms`` (an author may create tags: REST
+    yes, XML-RPC no, ``wp.newTerm`` needs ``edit_terms``), the ``transport``, and
+    ``key_index`` (the companion's postmeta index for lookups by operation key exists; None:
+    a plugin older than 1.2.0 does not say)."""
+
+    present: bool
+    guard: bool
+    seo_meta: bool
+    version: str | None = None
+    transport: str = "rest"
+    alt_text: bool = True
+    new_terms: bool = True
+    key_index: bool | None = None
+
+
+ABSENT = Companion(present=False, guard=False, seo_meta=False)
+# XML-RPC needs no plugin: the key is a custom field found by a scan, Rank Math fields are
+# custom fields; nothing inside WordPress refuses a second object, alt text is protected meta.
+XMLRPC = Companion(
+    present=True, guard=False, seo_meta=True, transport="xmlrpc", alt_text=False, new_terms=False
+)
+
+
+@lru_cache(maxsize=4)
+def _fernet(secret_key: str) -> Fernet:
+    key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"site-credentials"
+    ).derive(secret_key.encode("utf-8"))
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+def encrypt_password(secret_key: str, password: str) -> str:
+    """Encrypt an application password for storage (Fernet token, text)."""
+    return _fernet(secret_key).encrypt(password.encode("utf-8")).decode("ascii")
+
+
+@lru_cache(maxsize=64)
+def _decrypted(secret_key: str, token: str) -> str:
+    # Per process: a site's stored token changes with every credential update, so a cached
+    # entry never outlives the credentials it decrypts (the client holds them anyway).
+    return _fernet(secret_key).decrypt(token.encode("ascii")).decode("utf-8")
+
+
+def decrypt_password(secret_key: str, token: str) -> str:
+    """Decrypt a stored application password.
+
+    Raises:
+        SecretKeyMismatch: the ledger was written under another ``GATEWAY_SECRET_KEY``.
+    """
+    try:
+        return _decrypted(secret_key, token)
+    except InvalidToken:
+        raise SecretKeyMismatch(
+            "cannot decrypt a site password: GATEWAY_SECRET_KEY differs from the one used "
+            "by 'gateway sites add'"
+        ) from None
+
+
+def add_site(
+    secret_key: str,
+    tenant: str,
+    name: str,
+    url: str,
+    username: str,
+    password: str,
+    transport: str = "rest",
+) -> Site:
+    """Create or update site ``name`` of ``tenant``; an update bumps ``credential_version``.
+
+    Switching the transport keeps the ledger (CONFIRMED operations stay replays; lookups
+    know both identifier keys) but is refused while an operation of the site is SENT or
+    UNKNOWN: its lookup must run over the transport that sent it.
+
+    Raises:
+        TransportSwitchRefused: a switch while SENT/UNKNOWN operations exist.
+        ValueError: ``tenant`` or ``name`` does not match :data:`validation.TENANT` /
+            :data:`validation.SITE_NAME` as a whole.
+    """
+    validation.check_name(tenant, validation.TENANT, "tenant")
+    validation.check_name(name, validation.SITE_NAME, "site name")
+    encrypted = encrypt_password(secret_key, password)
+    with db.atomic():
+        site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+        if site is not None and site.transport != transport:
+            _check_switch(site, transport)
+        if site is None:
+            return Site.create(
+                tenant=tenant,
+                name=name,
+                url=url.rstrip("/"),
+                username=username,
+                password_encrypted=encrypted,
+                transport=transport,
+            )
+        moved = site.url != url.rstrip("/")
+        Site.update(
+            url=url.rstrip("/"),
+            username=username,
+            # Another URL may reach another install: learn its identity again on first use.
+            install_url=None if moved else site.install_url,
+            install_home=None if moved else site.install_home,
+            password_encrypted=encrypted,
+            transport=transport,
+            credential_version=Site.credential_version + 1,
+            updated_at=db.utcnow(),
+        ).where(Site.id == site.id).execute()
+    return Site.get_by_id(site.id)
+
+
+def _check_switch(site: Site, transport: str) -> None:
+    pending = (
+        Operation.select()
+        .join(Job, on=((Job.tenant == Operation.tenant) & (Job.job_id == Operation.job_id)))
+        .where(
+            Job.tenant == site.tenant,
+            Job.site == site.name,
+            Operation.state.in_((SENT, UNKNOWN)),
+        )
+        .count()
+    )
+    if pending:
+        raise TransportSwitchRefused(
+            f"site {site.name!r} has {pending} SENT or UNKNOWN operation(s) sent over "
+            f"{site.transport}; reconcile them first ('gateway reconcile' or POST "
+            f".../recover), then switch to {transport}",
+            pending=pending,
+        )
+
+
+def get_site(tenant: str, name: str) -> Site:
+    """The site ``name`` of ``tenant``.
+
+    Raises:
+        SiteNotFound: no such site for this tenant.
+    """
+    site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+    if site is None:
+        raise SiteNotFound(
+            f"site {name!r} is not configured for tenant {tenant!r}",
+            errors=[{"pointer": "/site", "message": "unknown site"}],
+        )
+    return site
+
+
+def list_sites(tenant: str) -> list[Site]:
+    """Every site of ``tenant``, by name."""
+    return list(Site.select().where(Site.tenant == tenant).order_by(Site.name))
+
+
+def install_identity(site: Site, client: Transport) -> tuple[str, str]:
+    """``(url, home)`` of the WordPress install behind ``site``, as its ``/wp-json/`` index
+    reports them (WordPress REST API, the index route ``GET /wp-json/``), stored on the site
+    row at first use. Two tenants reaching one install by different URLs get one identity.
+
+    Raises:
+        WordPressError: the index cannot be read (the identity stays unknown).
+    """
+    if site.install_url:
+        return site.install_url, site.install_home or ""
+    index = client.site_index()
+    url = _normal_url(index.get("url")) if isinstance(index, dict) else ""
+    home = _normal_url(index.get("home")) if isinstance(index, dict) else ""
+    if not url:
+        raise WordPressOutcomeUnknown("the /wp-json/ index names no url", url=client.url("/"))
+    Site.update(install_url=url, install_home=home).where(Site.id == site.id).execute()
+    site.install_url, site.install_home = url, home
+    log.info("site %s/%s is the WordPress install %s (home %s)", site.tenant, site.name, url, home)
+    return url, home
+
+
+def same_install(site: Site) -> list[Site]:
+    """Other sites (any tenant) known to be the same WordPress install as ``site``."""
+    if not site.install_url:
+        return []
+    return list(
+        Site.select()
+        .where(
+            Site.install_url == site.install_url,
+            Site.install_home == site.install_home,
+            Site.id != site.id,
+        )
+        .order_by(Site.tenant, Site.name)
+    )
+
+
+def _normal_url(value) -> str:
+    """A URL compared case-insensitively in scheme and host, without a trailing slash."""
+    if not isinstance(value, str) or not value:
+        return ""
+    parts = urlsplit(value.strip())
+    return urlunsplit(
+        parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower())
+    ).rstrip("/")
+
+
+def client_for(site: Site, secret_key: str, timeout: float) -> Transport:
+    """A client of the site's transport (REST or XML-RPC) with its decrypted application
+    password; ``timeout`` is seconds per WordPress call."""
+    password = decrypt_password(secret_key, site.password_encrypted)
+    return connect(site.transport, site.url, site.username, password, timeout)
+
+
+def companion(site: Site, client: Transport) -> Companion:
+    """What ``site`` guarantees over its transport: fixed for XML-RPC; for REST, the
+    companion plugin as detected (cached per process for :data:`COMPANION_TTL` seconds). A
+    site that cannot be reached counts as absent for this call and is not cached."""
+    if client.transport == "xmlrpc":
+        return XMLRPC
+    key = (site.id, site.url, site.credential_version)
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _companion_cache.get(key)
+    if hit and now - hit[0] < COMPANION_TTL:
+        return hit[1]
+    try:
+        status = client.companion_status()
+    except WordPressError as exc:
+        log.warning("companion detection failed for site %s: %s", site.name, exc)
+        return ABSENT
+    found = (
+        ABSENT
+        if status is None
+        else Companion(
+            present=True,
+            guard=bool(status.get("guard")),
+            seo_meta=bool(status.get("seo_meta")),
+            version=status.get("version"),
+            key_index=status.get("key_index"),
+        )
+    )
+    with _cache_lock:
+        _companion_cache[key] = (now, found)
+    return found
+
+
+def forget_companion() -> None:
+    """Drop cached detections (tests that deactivate the plugin call this)."""
+    with _cache_lock:
+        _companion_cache.clear()

@@ -1,0 +1,88 @@
+"""API tokens: 32 random bytes as URL-safe text, stored only as SHA-256.
+
+A fast hash suffices for 256-bit random tokens (a password KDF would cost ~100 ms a request).
+The tenant and role always come from the token, never from a request body."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from peewee import IntegrityError
+
+from gateway.core import validation
+from gateway.core.digests import sha256_hex
+from gateway.ledger import db
+from gateway.ledger.db import utcnow
+from gateway.ledger.models import Token
+from gateway.tenancy import review_sessions
+
+ROLES = ("workflow", "editor", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: ``tenant``, ``role`` and the token's ``name`` (for audit)."""
+
+    tenant: str
+    role: str
+    name: str
+
+
+def create_token(tenant: str, role: str, name: str) -> str:
+    """Create a token and return it; only its SHA-256 is stored.
+
+    Names are unique per tenant, revoked tokens included: ``requested_by``, ``approved_by``
+    and ``tokens revoke --name`` each mean exactly one token.
+
+    Raises:
+        ValueError: ``role`` is not one of :data:`ROLES`; ``tenant`` or ``name`` is not a
+            whole match of :data:`validation.TENANT` / :data:`validation.TOKEN_NAME`; the
+            tenant already has a token of that name.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    validation.check_name(tenant, validation.TENANT, "tenant")
+    validation.check_name(name, validation.TOKEN_NAME, "token name")
+    token = secrets.token_urlsafe(32)
+    try:
+        with db.atomic():
+            Token.create(token_hash=sha256_hex(token), tenant=tenant, role=role, name=name)
+    except IntegrityError:
+        raise ValueError(
+            f"tenant {tenant!r} already has a token named {name!r} (names are unique per "
+            "tenant, revoked ones included, so audit records name one token): choose another"
+        ) from None
+    return token
+
+
+def authenticate(token: str) -> Principal | None:
+    """The principal for ``token``, or None when it is unknown or revoked."""
+    return authenticate_hash(sha256_hex(token))
+
+
+def authenticate_hash(token_hash: str) -> Principal | None:
+    """The principal for a token's SHA-256 (an editor's session keeps only that, so a
+    revoked token ends its sessions at the next request), or None."""
+    row = Token.get_or_none(Token.token_hash == token_hash)
+    if row is None or row.revoked_at is not None:
+        return None
+    return Principal(row.tenant, row.role, row.name)
+
+
+def rate_key(token: str) -> str:
+    """The name request-rate counters use for ``token``: its stored SHA-256, never the token."""
+    return sha256_hex(token)
+
+
+def revoke_tokens(tenant: str, name: str) -> int:
+    """Revoke the token of ``tenant`` named ``name`` (names are unique per tenant); returns
+    how many were revoked now (0 or 1). The token's review-page sessions are deleted too."""
+    live = Token.select().where(
+        Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null()
+    )
+    hashes = [t.token_hash for t in live]
+    count = Token.update(revoked_at=utcnow()).where(Token.token_hash << hashes).execute()
+    for token_hash in hashes:
+        review_sessions.end_for_token(token_hash)
+    return count

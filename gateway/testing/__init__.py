@@ -1,7 +1,0 @@
-"""Not production code: what the demo, the benchmarks and the tests drive the gateway with.
-Installed with the package because ``gateway demo`` needs it.
-
-* :mod:`gateway.testing.fault_proxy` - a fault-injecting proxy in front of WordPress.
-* :mod:`gateway.testing.client` - a plain HTTP client of the gateway's API, calling it the way
-  an n8n HTTP Request node does.
-"""

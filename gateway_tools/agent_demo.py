@@ -1,0 +1,212 @@
+"""``gateway demo --agent``: the main job driven by a scripted agent session.
+
+The sample article goes to the test WordPress through a real ``gateway serve``, but this time
+an agent session does the work: a local stand-in for the OpenAI Agents API
+(:mod:`gateway_tools.openai_standin`) plays a scripted agent that calls the gateway's tools
+(three ``upload_media``, ``put_draft``, ``verify``, ``request_approval``). The gateway learns of
+each required action by a signed webhook, and ``gateway worker`` processes answer them through
+the ledger. The worker that runs ``put_draft`` is killed (SIGKILL) after WordPress stored the
+post and before the tool result was submitted; a restarted worker finds the stored receipt,
+makes no second post, and submits the result once with the idempotency key derived from the
+operation key. The report counts posts, attachments and accepted submissions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+
+import requests
+
+from gateway.agents import submissions
+from gateway_tools import demo as base_demo
+from gateway_tools.demo import TENANT
+from gateway_tools.demo import Demo
+from gateway_tools.demo import say
+from gateway_tools.openai_standin import OpenAIStandIn
+
+LEASE_SECONDS = 2
+
+
+class AgentDemo(Demo):
+    """The main job, an agent session and a worker crash; see the module docstring."""
+
+    def __init__(self, site: dict, standin: OpenAIStandIn):
+        super().__init__(site)
+        self.standin = standin
+        self.env.update(
+            {
+                "GATEWAY_OPENAI_API_KEY": standin.api_key,
+                "GATEWAY_OPENAI_BASE_URL": standin.base_url,
+                "GATEWAY_OPENAI_WEBHOOK_SECRET": standin.webhook_secret,
+                "GATEWAY_AGENT_LEASE_SECONDS": str(LEASE_SECONDS),
+                "GATEWAY_AGENT_STALE_AFTER": "3600",  # webhooks drive this demo, not the poll
+            }
+        )
+
+    def serve_args(self) -> list[str]:
+        return ["--no-agent-worker"]  # the demo runs (and kills) the worker itself
+
+    def worker(self, crash_point: str = "") -> dict | None:
+        """One ``gateway worker --once`` process; None when it was killed."""
+        env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point}
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "worker", "--once"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode == -9:
+            return None
+        if done.returncode != 0:
+            raise RuntimeError(f"gateway worker failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def webhook(self, base: str, sid: str) -> int:
+        body, headers = self.standin.webhook("agent.session.action_required", sid)
+        return requests.post(base + "/v1/webhooks/openai", data=body, headers=headers).status_code
+
+    def run_job(self, gw, article: dict, images: dict) -> dict:
+        job_id = f"agent-article-{self.run_id}"
+        tools = gw.call("GET", "/v1/agent-tools").json()["tools"]
+        sid = self.standin.create_session(tools=tools)
+        say(f"\n[1/1] job {job_id}, agent session {sid} ({len(tools)} gateway tools)")
+        answer = gw.call(
+            "PUT",
+            f"/v1/jobs/{job_id}",
+            json={"site": "wordpress", "task_version": 1, "session_id": sid},
+        )
+        say(f"  job + session -> {answer.status_code}")
+        uploads = [
+            self.standin.function_call(
+                "upload_media",
+                {
+                    "slot": img["slot"],
+                    "filename": img["file"],
+                    "content_base64": base64.b64encode(images[img["file"]]).decode(),
+                    "alt_text": img["alt_text"],
+                    "title": img["title"],
+                },
+            )
+            for img in article["images"]
+        ]
+        self.standin.require(sid, *uploads)
+        draft = self.standin.function_call("put_draft", base_demo.draft_body(article))
+        self.standin.then(sid, draft)
+        self.standin.then(sid, self.standin.function_call("verify", {}))
+        self.standin.then(sid, self.standin.function_call("request_approval", {}))
+        base = gw.base_url
+        say(f"  webhook action_required -> {self.webhook(base, sid)}")
+        say(f"  worker: {self.worker()}")
+        say(f"  webhook action_required (put_draft) -> {self.webhook(base, sid)}")
+        crashed = self.worker(crash_point="before_tool_result")
+        say(f"  worker answering put_draft: {'SIGKILLed' if crashed is None else crashed}")
+        say("    (after WordPress stored the post, before the tool result was submitted)")
+        time.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
+        for _ in range(6):
+            counts = self.worker()
+            say(f"  restarted worker: {counts}")
+            if self.standin.session(sid).status == "idle":
+                break
+            say(f"  webhook action_required -> {self.webhook(base, sid)}")
+        recover = gw.recover(job_id).json()
+        return {
+            "job_id": job_id,
+            "session_id": sid,
+            "draft_call": draft["call_id"],
+            "recover": recover,
+            "job": gw.job(job_id).json(),
+        }
+
+    def agent_report(self, job: dict, started: float) -> int:
+        say("\nReport")
+        job_id, sid = job["job_id"], job["session_id"]
+        slots = [o["slot"] for o in job["job"]["operations"] if o["action"] == "media"]
+        draft_key = f"{TENANT}/{job_id}/v1/draft"
+        media_keys = [f"{TENANT}/{job_id}/v1/media/{s}" for s in slots]
+        counts = self.count([draft_key, *media_keys])
+        self.check(
+            f"posts carrying the draft key in WordPress: {counts[draft_key]}",
+            counts[draft_key] == 1,
+        )
+        attachments = sum(counts[k] for k in media_keys)
+        self.check(f"attachments carrying the media keys: {attachments}", attachments == 3)
+        results = self.standin.events(sid, "agent.session.input.tool_result")
+        self.check(
+            f"tool results accepted by the session: {len(results)} for 6 calls",
+            len(results) == 6 and len({r["call_id"] for r in results}) == 6,
+        )
+        [drafted] = [r for r in results if r["call_id"] == job["draft_call"]] or [{}]
+        replayed = json.loads(drafted.get("output") or "{}").get("replayed")
+        self.check(
+            "the restarted worker answered put_draft from the stored receipt (no second write)",
+            replayed is True,
+        )
+        key = submissions.idempotency_key(f"{TENANT}/{job_id}/v1/tool_result/{job['draft_call']}")
+        sent = [p["key"] for p in self.standin.event_posts(sid)]
+        self.check(
+            f"put_draft's result submitted once, Idempotency-Key {key[:16]}...",
+            sent.count(key) == 1,
+        )
+        agent = job["recover"].get("agent") or {}
+        calls = agent.get("tool_calls", {})
+        self.check(
+            f"recover read {agent.get('items_read')} saved items in {agent.get('pages')} page(s): "
+            f"{len(calls.get('completed', []))} tool calls completed, "
+            f"{len(calls.get('unknown', []))} unknown",
+            len(calls.get("completed", [])) == 6,
+        )
+        self.check(
+            f"job phase {job['job']['phase']} (verified by read-back; no publish)",
+            job["job"]["phase"] == "approval_pending",
+        )
+        self.check(
+            "the OpenAI key appears in no answer of the gateway",
+            self.standin.api_key not in json.dumps(job),
+        )
+        failed = [label for label, ok in self.checks if not ok]
+        say(
+            f"  time: {time.monotonic() - started:.1f} s; checks: "
+            f"{len(self.checks) - len(failed)}/{len(self.checks)} ok"
+        )
+        say(
+            "RESULT: "
+            + (
+                "OK: one post and 3 media for the agent's job, a worker crash between the "
+                "WordPress write and the submission recovered without a second post or a "
+                "second submission"
+                if not failed
+                else "FAILED: " + "; ".join(failed)
+            )
+        )
+        return 1 if failed else 0
+
+
+def run_agent_demo(site_json: str | None = None, keep: bool = False) -> int:
+    """Run the agent demo against the site in ``site_json``; 0 = every check ok, 1 = a check
+    failed. The demo's ledger directory is removed afterwards unless ``keep``.
+
+    Raises:
+        DemoUnavailable: the test WordPress is not up, or ``gateway serve`` did not start.
+    """
+    site = base_demo.load_site(site_json)
+    started = time.monotonic()
+    say(f"Publishing Gateway agent demo against WordPress at {site['url']}")
+    with OpenAIStandIn() as standin:
+        say(f"  OpenAI Agents API stand-in at {standin.base_url}")
+        demo = AgentDemo(site, standin)
+        finished = False
+        try:
+            gw = demo.setup()
+            article, images = base_demo.load_article()
+            job = demo.run_job(gw, article, images)
+            status = demo.agent_report(job, started)
+            finished = True
+            return status
+        finally:
+            demo.close(keep or not finished)  # a demo that broke off keeps its logs
