@@ -279,9 +279,9 @@ def put_draft(target: Target, body: dict) -> Outcome:
     job = target.job
     key = operations.operation_key(job, ACTION)
     digest = request_digest(body)
-    existing = Operation.get_or_none(Operation.operation_key == key)
-    if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
-        return Outcome(existing, replayed=True)  # replay: no WordPress call, nothing new
+    replayed = operations.replay(key, digest)  # a changed body is refused before any term
+    if replayed is not None:
+        return replayed
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
     featured, body_ids, content = resolve_media(job, body, media)

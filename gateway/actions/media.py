@@ -222,9 +222,9 @@ def put_media(
         {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
     )
     key = operations.operation_key(target.job, ACTION, slot)
-    existing = Operation.get_or_none(Operation.operation_key == key)
-    if existing is not None and existing.state == CONFIRMED and existing.request_hash == digest:
-        return Outcome(existing, replayed=True)  # also after a switch of transport
+    replayed = operations.replay(key, digest)  # also after a switch of transport
+    if replayed is not None:
+        return replayed
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused
@@ -359,11 +359,9 @@ def put_media_from_url(
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest({"source_url": source_url, "filename": filename, **fields})
     key = operations.operation_key(target.job, "media", slot)
-    existing = Operation.get_or_none(Operation.operation_key == key)
-    if existing is not None and existing.request_hash == digest and existing.state == CONFIRMED:
-        return Outcome(existing, replayed=True)
-    if existing is not None and existing.request_hash != digest:
-        operations.claim(target, key, digest, "media", slot)  # raises OperationKeyReused
+    replayed = operations.replay(key, digest)  # before anything is downloaded
+    if replayed is not None:
+        return replayed
     reused = _reuse_earlier_version(target, key, slot, digest)
     if reused is not None:
         return reused

@@ -215,13 +215,40 @@ def claim(
     except IntegrityError:
         row = Operation.get(Operation.operation_key == key)
     if row.request_hash != request_hash:
-        raise exc.OperationKeyReused(
-            f"operation {key} was first requested with other content; use a new "
-            "task_version to change it",
-            operation_key=key,
-            ledger_state=row.state,
-        )
+        raise _reused(row)
     return row
+
+
+def _reused(row: Operation) -> exc.GatewayError:
+    return exc.OperationKeyReused(
+        f"operation {row.operation_key} was first requested with other content; use a new "
+        "task_version to change it",
+        operation_key=row.operation_key,
+        ledger_state=row.state,
+    )
+
+
+def replay(key: str, request_hash: str | None) -> Outcome | None:
+    """The replay check, the first thing every action does after :func:`check_writable`.
+
+    Returns the stored receipt (``Outcome(replayed=True)``, no WordPress call) when ``key`` is
+    CONFIRMED for the same request digest (``request_hash`` None: any request, for an action
+    whose body decides nothing, e.g. ``publish``); None when the key is new or not yet
+    CONFIRMED (:func:`perform` decides).
+
+    Raises:
+        OperationKeyReused (422): the key was first requested with another digest, in any
+            state. Raised before anything of this request is resolved, downloaded or sent,
+            so nothing of a refused request reaches WordPress.
+    """
+    existing = Operation.get_or_none(Operation.operation_key == key)
+    if existing is None:
+        return None
+    if request_hash is not None and existing.request_hash != request_hash:
+        raise _reused(existing)
+    if existing.state == CONFIRMED:
+        return Outcome(existing, replayed=True)
+    return None
 
 
 def _transition(row: Operation, to_state: str, **fields) -> bool:
