@@ -9,6 +9,7 @@ import pytest
 import requests
 from support import SITE_NAME
 from support import TENANT
+from support import both_transports
 from support import draft_body
 from support import new_job_id
 from support import op_key
@@ -132,3 +133,36 @@ def test_a_lost_tag_creation_is_found_by_name_not_created_twice(gwp, proxy):
     rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
     term = rows[f"{TENANT}/site/{SITE_NAME}/term/post_tag/{name.lower()}"]
     assert term["state"] == "CONFIRMED" and term["receipt"]["reconciled"] is True
+
+
+@both_transports
+def test_a_changed_draft_naming_a_new_tag_is_refused_before_wordpress_is_asked(
+    gwp, proxy, transport
+):
+    """Issue 24, item 6: a changed body under an existing draft key is 422
+    ``operation-key-reused`` before its terms are resolved: no request of any method reaches
+    WordPress, the new tag is not created, the ledger row is untouched."""
+    uid = uuid.uuid4().hex[:10]
+    existing = _admin_term(gwp, "tags", f"Kept {uid}")
+    # XML-RPC cannot create a tag (a transport limit): its first draft names existing tags only.
+    first_tags = [existing["name"]] + ([f"First {uid}"] if transport == "rest" else [])
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    first = gwp.put_draft(job_id, draft_body(title=f"Reused {job_id}", tags=first_tags))
+    assert first.status_code == 201, first.get_json()
+    key = op_key(job_id, "draft")
+    before = {r["operation_key"]: r for r in gwp.operations(job_id)}[key]
+    assert before["state"] == "CONFIRMED"
+
+    new_tag = f"Never {uid}"
+    proxy.reset_log()
+    changed = draft_body(title=f"Reused {job_id}", tags=[existing["name"], new_tag])
+    refused = gwp.put_draft(job_id, changed)
+    assert proxy.requests == []  # not one request, GETs included, reached WordPress
+    assert refused.status_code == 422, refused.get_json()
+    assert problem_slug(refused) == "operation-key-reused"
+    assert refused.get_json()["operation_key"] == key
+    assert _terms_named(gwp, "tags", new_tag) == []
+    rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
+    assert rows[key] == before  # state CONFIRMED, same request hash, nothing rewritten
+    assert f"{TENANT}/site/{SITE_NAME}/term/post_tag/{new_tag.lower()}" not in rows
