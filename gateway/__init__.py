@@ -4,7 +4,7 @@ against WordPress before any retry, and is verified by read-back."""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from gateway.core.version import VERSION as __version__  # noqa: F401 - the public name
 
 
 def create_app(test_config: dict | None = None, check_ledger: bool = True):

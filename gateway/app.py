@@ -30,7 +30,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
         ConfigError: configuration is missing or malformed (outside tests).
         LedgerError: no ledger, or one that ``gateway init-db`` has to migrate first.
     """
-    from gateway import api
+    from gateway.api import routes
 
     cfg = config_module.load(testing=test_config is not None)
     if test_config:
@@ -48,7 +48,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
         migrations.migrate()
     elif check_ledger:
         migrations.check(cfg.database_url)
-    api.init_app(app)
+    routes.init_app(app)
     logging.getLogger("gateway").setLevel(logging.INFO)
     return app
 

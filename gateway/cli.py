@@ -19,10 +19,10 @@ from flask.cli import ScriptInfo
 from flask.cli import with_appcontext
 from peewee import PeeweeException as PeeweeError
 
-from gateway import __version__
 from gateway.app import create_app
 from gateway.core.config import ConfigError
 from gateway.core.exceptions import GatewayError
+from gateway.core.version import VERSION as __version__
 from gateway.ledger import migrations
 from gateway.ledger.db import database
 from gateway.tenancy import sites
@@ -404,8 +404,9 @@ def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format
 def openapi_command():
     """Print the OpenAPI 3.1 document (the same as GET /openapi.json); needs no ledger."""
     from gateway.api import openapi
+    from gateway.api import routes
 
-    click.echo(json.dumps(openapi.build(openapi.bare_app()), indent=2, ensure_ascii=False))
+    click.echo(json.dumps(openapi.build(routes.bare_app()), indent=2, ensure_ascii=False))
 
 
 @cli.command("demo", with_appcontext=False)

@@ -11,6 +11,7 @@ import pytest
 from support import ROOT
 
 from gateway.api import openapi
+from gateway.api import routes
 
 API_MD = ROOT / "docs" / "api.md"
 HEADING = re.compile(r"^(#{2,4}) (.+?)\s*$", re.M)
@@ -26,7 +27,7 @@ HEADERS = (
 
 @pytest.fixture(scope="module")
 def document() -> dict:
-    return openapi.build(openapi.bare_app())
+    return openapi.build(routes.bare_app())
 
 
 @pytest.fixture(scope="module")

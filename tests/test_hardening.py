@@ -163,8 +163,9 @@ def test_identifiers_match_as_a_whole(offline_gw):
 def test_every_pattern_of_the_openapi_document_ends_input_in_python_and_ecma_262():
     """Schema files, path parameters and X-Request-Id: anchored at both ends in a way both
     dialects read alike, and whole-match in Python too."""
-    from gateway import api
+    from gateway.api import http
     from gateway.api import openapi
+    from gateway.api import routes
     from gateway.core import validation
 
     found = []
@@ -179,13 +180,13 @@ def test_every_pattern_of_the_openapi_document_ends_input_in_python_and_ecma_262
             for value in node:
                 walk(value)
 
-    walk(openapi.build(openapi.bare_app()))
+    walk(openapi.build(routes.bare_app()))
     ids = [p for p in found if p.startswith("^") and "\\u0000" not in p]  # text.json: any text
     assert len(ids) >= 5
     for pattern in ids:
         assert pattern.startswith("^") and pattern.endswith(r"(?![\s\S])"), pattern
         assert re.search(pattern, "ok\n") is None  # jsonschema's re.search
-    for compiled in (validation.JOB_ID, validation.SLOT, validation.TENANT, api.REQUEST_ID):
+    for compiled in (validation.JOB_ID, validation.SLOT, validation.TENANT, http.REQUEST_ID):
         assert compiled.fullmatch("ok") and not compiled.fullmatch("ok\n")
         assert not re.search(compiled.pattern, "ok\n")
 

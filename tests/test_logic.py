@@ -14,7 +14,6 @@ from PIL import Image
 from support import JPEG_BYTES
 from support import png_bytes
 
-from gateway.actions import blocks
 from gateway.actions import media
 from gateway.actions import repair
 from gateway.core import exceptions as exc
@@ -23,6 +22,7 @@ from gateway.jobs import records as jobs
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
+from gateway.operations import block_markers
 from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.recovery import reconciliation
@@ -79,7 +79,7 @@ def test_compare_reports_drift_field_by_field():
 
 
 def test_compare_ignores_gateway_blocks_and_cannot_check_seo_without_the_companion():
-    live = _live(content={"raw": blocks.with_block("<p>Body</p>", "promo", "<b>x</b>")})
+    live = _live(content={"raw": block_markers.with_block("<p>Body</p>", "promo", "<b>x</b>")})
     result = verification.compare(_receipt(), live, companion_present=False)
     assert result["fields"]["content"]["ok"] is True
     assert result["fields"]["seo.title"]["ok"] is None
@@ -96,7 +96,7 @@ def test_compare_expects_publish_once_published():
 
 def test_repair_fixes_only_the_failed_fields_and_keeps_live_blocks():
     receipt = _receipt()
-    live_content = blocks.with_block("<p>Edited</p>", "promo", "<b>x</b>")
+    live_content = block_markers.with_block("<p>Edited</p>", "promo", "<b>x</b>")
     meta = {key: SEO[name] for name, key in SEO_META.items()} | {"rank_math_title": ""}
     live = _live(title={"raw": "Other"}, content={"raw": live_content}, meta=meta)
     result = verification.compare(receipt, live, companion_present=True)
@@ -105,7 +105,7 @@ def test_repair_fixes_only_the_failed_fields_and_keeps_live_blocks():
     assert fixes["title"] == "Title"
     assert fixes["meta"] == {"rank_math_title": "SEO title"}
     assert fixes["content"].startswith("<p>Body</p>")
-    assert blocks.has_block(fixes["content"], "promo", blocks.html_digest("<b>x</b>"))
+    assert block_markers.has_block(fixes["content"], "promo", block_markers.html_digest("<b>x</b>"))
 
 
 def test_repair_finds_nothing_to_fix_on_a_verified_post():
@@ -117,21 +117,21 @@ def test_repair_finds_nothing_to_fix_on_a_verified_post():
 
 
 def test_with_block_appends_then_replaces_in_place_and_drops_extra_copies():
-    once = blocks.with_block("<p>A</p>", "promo", "<i>1</i>")
+    once = block_markers.with_block("<p>A</p>", "promo", "<i>1</i>")
     assert once.startswith("<p>A</p>\n\n<!-- gateway:block name=promo digest=")
-    twice = blocks.with_block(
-        once + "\n\n" + blocks.render("promo", "<i>old</i>"), "promo", "<i>2</i>"
+    twice = block_markers.with_block(
+        once + "\n\n" + block_markers.render("promo", "<i>old</i>"), "promo", "<i>2</i>"
     )
-    assert [b["name"] for b in blocks.blocks_in(twice)] == ["promo"]
-    assert blocks.has_block(twice, "promo", blocks.html_digest("<i>2</i>"))
-    assert not blocks.has_block(twice, "promo", blocks.html_digest("<i>1</i>"))
-    assert blocks.strip_blocks(twice) == "<p>A</p>"
+    assert [b["name"] for b in block_markers.blocks_in(twice)] == ["promo"]
+    assert block_markers.has_block(twice, "promo", block_markers.html_digest("<i>2</i>"))
+    assert not block_markers.has_block(twice, "promo", block_markers.html_digest("<i>1</i>"))
+    assert block_markers.strip_blocks(twice) == "<p>A</p>"
 
 
 def test_block_names_with_double_dashes_survive_kses():
-    content = blocks.with_block("", "a--b", "<i>x</i>")
+    content = block_markers.with_block("", "a--b", "<i>x</i>")
     assert "name=a%2D%2Db " in content and "--b" not in content.replace("-->", "")
-    assert blocks.has_block(content, "a--b", blocks.html_digest("<i>x</i>"))
+    assert block_markers.has_block(content, "a--b", block_markers.html_digest("<i>x</i>"))
 
 
 # --------------------------------------------------------------------------- checkpoints

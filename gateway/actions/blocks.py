@@ -18,94 +18,33 @@ no write). New HTML under the same name replaces the marked block in place; ``po
 ``end`` (the default and only value) for a block not yet present.
 
 Verification ignores gateway-marked blocks when it compares content with the draft baseline
-(:func:`strip_blocks`): a block insert is not drift. The approval digest covers the whole live
+(:func:`gateway.operations.block_markers.strip_blocks`): a block insert is not drift. The approval digest covers the whole live
 content, blocks included, so an editor approves exactly what will be published.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
-from gateway.core.digests import sha256_hex
+from gateway.jobs import guards
 from gateway.ledger.models import Operation
 from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
+from gateway.operations.block_markers import has_block
+from gateway.operations.block_markers import html_digest
+from gateway.operations.block_markers import with_block
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 log = logging.getLogger(__name__)
 ACTION = "block"
-_ANY_BLOCK = re.compile(
-    r"\n*<!-- gateway:block name=(?P<name>\S+) digest=(?P<digest>[0-9a-f]{16}) -->"
-    r".*?<!-- /gateway:block name=(?P=name) -->",
-    re.DOTALL,
-)
-
-
-def marker_name(name: str) -> str:
-    """The name as written in a marker: kses collapses ``--`` inside comments."""
-    return name.replace("-", "%2D") if "--" in name else name
-
-
-def html_digest(html: str) -> str:
-    """The first 16 hex digits of the SHA-256 of the block's HTML (UTF-8)."""
-    return sha256_hex(html)[:16]
-
-
-def render(name: str, html: str) -> str:
-    """The marked block as it is appended to the content."""
-    label = marker_name(name)
-    return (
-        f"<!-- gateway:block name={label} digest={html_digest(html)} -->\n"
-        f"<!-- wp:html -->\n{html}\n<!-- /wp:html -->\n"
-        f"<!-- /gateway:block name={label} -->"
-    )
-
-
-def blocks_in(content: str) -> list[dict]:
-    """Marked blocks of ``content``: ``[{"name" (as in the marker), "digest", "text"}]``."""
-    return [
-        {"name": m.group("name"), "digest": m.group("digest"), "text": m.group(0)}
-        for m in _ANY_BLOCK.finditer(content)
-    ]
-
-
-def strip_blocks(content: str) -> str:
-    """``content`` without gateway-marked blocks and trailing whitespace (what verification
-    compares with the draft baseline)."""
-    return _ANY_BLOCK.sub("", content).rstrip()
-
-
-def has_block(content: str, name: str, digest: str) -> bool:
-    """Whether ``content`` holds the block ``name`` with HTML digest ``digest``."""
-    label = marker_name(name)
-    return any(b["name"] == label and b["digest"] == digest for b in blocks_in(content))
-
-
-def with_block(content: str, name: str, html: str) -> str:
-    """``content`` with block ``name`` set to ``html``: replaced in place where marked (extra
-    copies of the name are removed), appended at the end otherwise."""
-    label, block, done = marker_name(name), render(name, html), False
-
-    def replace(match: re.Match) -> str:
-        nonlocal done
-        if match.group("name") != label:
-            return match.group(0)
-        if done:
-            return ""
-        done = True
-        return "\n\n" + block
-
-    updated = _ANY_BLOCK.sub(replace, content)
-    return updated if done else content.rstrip("\n") + "\n\n" + block
 
 
 def _raw_content(post: dict) -> str:
@@ -159,7 +98,7 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
         ForeignObject: another job or tenant holds the post too (nothing is written).
         plus everything :func:`operations.perform` raises.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     if not job.post_id:
         raise exc.NotFound("the job has no post yet; create the draft first")

@@ -20,6 +20,7 @@ from gateway.actions import terms
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
 from gateway.jobs import checkpoints
+from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
@@ -31,7 +32,7 @@ from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
@@ -275,7 +276,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     key = operations.operation_key(job, ACTION)
     digest = request_digest(body)

@@ -21,6 +21,7 @@ from gateway.actions import media_sources
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
+from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
@@ -30,7 +31,7 @@ from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress import OPERATION_KEY_META
 
 ACTION = "media"
@@ -214,7 +215,7 @@ def put_media(
         XML-RPC; a CONFIRMED operation still replays), plus everything
         :func:`operations.perform` raises.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     mime, ext = sniff_type(content)  # 415 now; the whole image is decoded before it is sent
     name = safe_filename(filename, slot, ext)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
@@ -355,7 +356,7 @@ def put_media_from_url(
         MediaDownloadFailed (502), UnsupportedMediaType (415), ImageUnreadable (422); plus
         everything :func:`operations.perform` raises.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest({"source_url": source_url, "filename": filename, **fields})
     key = operations.operation_key(target.job, "media", slot)

@@ -17,7 +17,7 @@ from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 FIELDS = ("alt_text", "caption", "title")

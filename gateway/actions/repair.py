@@ -27,9 +27,11 @@ from gateway.core import exceptions as exc
 from gateway.core.digests import canonical_json
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
+from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
+from gateway.operations import block_markers
 from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import refusals
@@ -37,7 +39,7 @@ from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
 
@@ -61,8 +63,10 @@ def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
         if fields[name]["ok"] is False:
             fixes[name] = base[name]
     if fields["content"]["ok"] is False or fields["body_media"]["ok"] is False:
-        kept = "".join(b["text"] for b in blocks.blocks_in(verification.raw(live, "content")))
-        fixes["content"] = blocks.strip_blocks(base["content"]) + kept
+        kept = "".join(
+            b["text"] for b in block_markers.blocks_in(verification.raw(live, "content"))
+        )
+        fixes["content"] = block_markers.strip_blocks(base["content"]) + kept
     if fields["featured_media"]["ok"] is False:
         fixes["featured_media"] = receipt["expected"]["featured_media"]
     for name in ("categories", "tags"):
@@ -157,7 +161,7 @@ def repair_job(target: Target) -> Repair:
             read now.
         plus everything :func:`operations.perform` raises.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     draft = drafts.latest_draft(job)
     if draft is None:

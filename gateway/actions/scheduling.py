@@ -36,7 +36,8 @@ from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations.perform import Effect
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
+from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
@@ -187,7 +188,7 @@ def sweep_scheduled(config: Config) -> dict:
         if when > now:
             continue
         try:
-            status = jobs.target_for(config, job).client.get_post(row.remote_id).get("status")
+            status = target_for(config, job).client.get_post(row.remote_id).get("status")
         except WordPressError as error:
             log.warning("sweep: scheduled job_id=%s unreadable: %s", job.job_id, error)
             continue

@@ -33,7 +33,7 @@ from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
 from gateway.operations.perform import Effect
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressRefused
 

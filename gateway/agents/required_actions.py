@@ -39,7 +39,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Review
 from gateway.operations import perform as operations
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 KIND = "agent_action"

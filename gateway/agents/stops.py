@@ -34,7 +34,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 ACTIVE = ("in_progress", "requires_action")

@@ -35,7 +35,7 @@ from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import records as jobs
 from gateway.operations import registry as actions
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.recovery import reconciliation
 
 BUMP_TOOL = "bump_task_version"

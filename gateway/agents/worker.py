@@ -33,6 +33,7 @@ from gateway.ledger import db
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import WebhookEvent
+from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def _under_lease(config: Config, oai, job: Job, row: AgentSession, token: int, c
     counts["sessions"] += 1
     if not session.required_actions:
         return
-    target = jobs.target_for(config, job, fencing_token=token, fenced=True)  # under the lease
+    target = target_for(config, job, fencing_token=token, fenced=True)  # under the lease
     reconciliation.recover_job(target)  # unproven WordPress operations first, by lookup
     ctx = required_actions.Context(config, oai, job, target, AgentSession.get_by_id(row.id))
     outcomes = []

@@ -11,8 +11,8 @@ from flask import request
 
 from gateway.agents import tools
 from gateway.agents import webhooks
-from gateway.api import config
-from gateway.api import roles
+from gateway.api.http import config
+from gateway.api.http import roles
 
 bp = Blueprint("agents", __name__, url_prefix="/v1")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway.api import config
-from gateway.api import json_body
-from gateway.api import roles
+from gateway.api.http import config
+from gateway.api.http import json_body
+from gateway.api.http import roles
 from gateway.api.jobs import _job
 from gateway.jobs import budgets
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 from flask import g
 from flask import request
 
-from gateway.api import config
+from gateway.api.http import config
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.jobs import records as jobs
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Job
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
+from gateway.operations.target import target_for
 
 FENCING_HEADER = "X-Fencing-Token"
 
@@ -48,10 +49,10 @@ def fencing_token() -> int | None:
 def side_effect_target(job: Job) -> Target:
     """The target of a side-effect call: workflow tokens work under the job's lease (fenced,
     with the header's token); editors are not fenced. The domain checks cancellation and
-    fencing (:func:`gateway.operations.perform.check_writable`) before any claim or WordPress call."""
+    fencing (:func:`gateway.jobs.guards.check_writable`) before any claim or WordPress call."""
     fenced = g.principal.role == "workflow"
     token = fencing_token() if fenced else None
-    return jobs.target_for(config(), job, fencing_token=token, fenced=fenced)
+    return target_for(config(), job, fencing_token=token, fenced=fenced)
 
 
 def answer(body: dict, outcome: Outcome | None):

@@ -15,9 +15,6 @@ from gateway.actions import blocks
 from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.agents import stops
-from gateway.api import config
-from gateway.api import json_body
-from gateway.api import roles
 from gateway.api.answers import approval_request_body
 from gateway.api.answers import block_body
 from gateway.api.answers import publish_body
@@ -25,11 +22,15 @@ from gateway.api.answers import repair_body
 from gateway.api.common import answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.api.http import config
+from gateway.api.http import json_body
+from gateway.api.http import roles
 from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
 from gateway.jobs import records as jobs
+from gateway.operations.target import target_for
 from gateway.recovery import retries
 
 bp = Blueprint("editorial", __name__, url_prefix="/v1")
@@ -70,7 +71,7 @@ def cancel(job_id: str):
     job = _job(job_id)
     body = json_body("cancel")
     if not job.cancelled:  # a scheduled post goes back to draft first (its own operation)
-        scheduling.unschedule(jobs.target_for(config(), job), "job cancelled")
+        scheduling.unschedule(target_for(config(), job), "job cancelled")
     job = jobs.cancel_job(job, body["reason"])
     stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
     return jobs.job_view(job, with_rows=False)
@@ -115,7 +116,7 @@ def approve(job_id: str):
     """An editor approves this version, digest and post until ``expires_at``."""
     job = _job(job_id)
     body = json_body("approval")
-    approval, unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    approval, unchecked = approvals.approve(target_for(config(), job), body, g.principal.name)
     return {**approvals.approval_view(approval), "unchecked_fields": unchecked}, 201
 
 
@@ -124,7 +125,7 @@ def approve(job_id: str):
 def revoke(job_id: str, approval_id: int):
     """Revoke an approval (repeat-safe)."""
     job = _job(job_id)
-    target = jobs.target_for(config(), job)
+    target = target_for(config(), job)
     return approvals.approval_view(approvals.revoke(job, approval_id, g.principal.name, target))
 
 

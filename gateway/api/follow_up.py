@@ -6,10 +6,10 @@ from __future__ import annotations
 from flask import Blueprint
 
 from gateway.actions import notifications
-from gateway.api import config
-from gateway.api import json_body
-from gateway.api import roles
 from gateway.api.common import job_of_path as _job
+from gateway.api.http import config
+from gateway.api.http import json_body
+from gateway.api.http import roles
 from gateway.recovery import resume_points
 
 bp = Blueprint("follow_up", __name__, url_prefix="/v1")

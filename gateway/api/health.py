@@ -11,9 +11,9 @@ from flask import request
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client import generate_latest
 
-from gateway import __version__
-from gateway.api import config
+from gateway.api.http import config
 from gateway.core import exceptions as exc
+from gateway.core.version import VERSION as __version__
 from gateway.ledger.db import database
 from gateway.operator import metrics
 

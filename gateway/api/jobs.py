@@ -12,14 +12,14 @@ from flask import request
 from gateway.actions import drafts
 from gateway.actions import media
 from gateway.agents import sessions
-from gateway.api import config
-from gateway.api import json_body
-from gateway.api import roles
 from gateway.api.answers import draft_body
 from gateway.api.answers import media_body
 from gateway.api.common import answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.api.http import config
+from gateway.api.http import json_body
+from gateway.api.http import roles
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.editorial import approvals
@@ -27,6 +27,7 @@ from gateway.jobs import budgets
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
 from gateway.jobs import records as jobs
+from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 from gateway.recovery import retries
 
@@ -159,7 +160,7 @@ def put_draft(job_id: str):
 def verification(job_id: str):
     """Read the post back from WordPress and compare it field by field."""
     job = _job(job_id)
-    return drafts.verify_job(jobs.target_for(config(), job))
+    return drafts.verify_job(target_for(config(), job))
 
 
 @bp.post("/jobs/<job_id>/recover")
@@ -168,7 +169,7 @@ def recover(job_id: str):
     """Reconcile every SENT/UNKNOWN row of the job; 200 even when WordPress is down."""
     job = _job(job_id)
     json_body("empty")
-    report = reconciliation.recover_job(jobs.target_for(config(), job))
+    report = reconciliation.recover_job(target_for(config(), job))
     if job.session_id:
         report["agent"] = sessions.recover_view(config(), job)
     return report

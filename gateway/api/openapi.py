@@ -24,17 +24,17 @@ import re
 from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
-from gateway import __version__
-from gateway.api import REQUEST_ID
 from gateway.api.contract import EXTENSIONS
 from gateway.api.contract import FENCED
 from gateway.api.contract import HEADERS
 from gateway.api.contract import LEDGER
 from gateway.api.contract import OPERATIONS
 from gateway.api.contract import Contract
+from gateway.api.http import REQUEST_ID
 from gateway.api.response_schemas import SCHEMAS
 from gateway.core import exceptions as exc
 from gateway.core import validation
+from gateway.core.version import VERSION as __version__
 
 OPENAPI_VERSION = "3.1.0"
 # Flask's own static route serves nothing here (the gateway has no static folder).
@@ -47,16 +47,6 @@ VARIABLE = re.compile(r"<(?:([a-z]+)(?:\([^)]*\))?:)?([A-Za-z_]\w*)>")
 PROBLEM = "application/problem+json"
 # Path variables declared <int:...> in the URL map (a non-integer value is 404 not-found).
 INT_PATH = re.compile(r"\{(approval_id|review_id|media_id)\}")
-
-
-def bare_app() -> Flask:
-    """An app with every route and no configuration, ledger or secret: enough to describe
-    the API (``gateway openapi``). Routes come from the same :func:`gateway.api.init_app`."""
-    from gateway import api
-
-    app = Flask("gateway")
-    api.init_app(app)
-    return app
 
 
 def problem_types() -> dict[str, dict]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway.api import config
-from gateway.api import roles
+from gateway.api.http import config
+from gateway.api.http import roles
 from gateway.operator import report as report_module
 
 bp = Blueprint("report", __name__, url_prefix="/v1")

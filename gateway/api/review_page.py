@@ -30,12 +30,12 @@ from flask_wtf.csrf import CSRFError
 from flask_wtf.csrf import CSRFProtect
 
 from gateway.actions import scheduling
-from gateway.api import config
-from gateway.api import roles
 from gateway.api import session_store
 from gateway.api.answers import publish_body
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
+from gateway.api.http import config
+from gateway.api.http import roles
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.core.config import Config
@@ -44,8 +44,8 @@ from gateway.editorial import approvals
 from gateway.editorial import previews
 from gateway.editorial import review_board
 from gateway.jobs import budgets
-from gateway.jobs import records as jobs
 from gateway.ledger import models as ledger
+from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 from gateway.recovery import retries
 from gateway.tenancy import tokens
@@ -274,7 +274,7 @@ def approve(job_id: str):
         config().approval_max_days,
     )
     validation.validate("approval", body)
-    approval, _unchecked = approvals.approve(jobs.target_for(config(), job), body, g.principal.name)
+    approval, _unchecked = approvals.approve(target_for(config(), job), body, g.principal.name)
     view = approvals.approval_view(approval)
     flash(
         f"Approved job {job_id} v{view['task_version']} (approval {view['approval_id']}, "
@@ -289,7 +289,7 @@ def approve(job_id: str):
 def revoke(job_id: str, approval_id: int):
     """Revoke an approval."""
     job = _job(job_id)
-    target = jobs.target_for(config(), job)
+    target = target_for(config(), job)
     approval = approvals.revoke(job, approval_id, g.principal.name, target)
     flash(f"Approval {approval.id} of job {job_id} revoked.", "info")
     return _back()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
-from gateway.api import config
-from gateway.api import json_body
-from gateway.api import roles
+from gateway.api.http import config
+from gateway.api.http import json_body
+from gateway.api.http import roles
 from gateway.editorial import reviews
 from gateway.recovery import reconciliation
 

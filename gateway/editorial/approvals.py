@@ -30,6 +30,7 @@ from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.core.digests import request_digest
+from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
@@ -43,7 +44,7 @@ from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def request_approval(target: Target, requested_by: str) -> Request:
     Raises:
         VerificationFailed (409): the live post does not verify; NotFound: no draft yet.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     result = drafts.verify_job(target)
     unchecked = _evidence(result)
@@ -176,7 +177,7 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         ValidationFailed (422): ``expires_at`` malformed, past, or beyond the configured cap
             (``GATEWAY_APPROVAL_MAX_DAYS``).
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     expires = parse_expiry(body["expires_at"], target.config.approval_max_days)
     publish_at = scheduling.parse_publish_at(body.get("publish_at"))
@@ -364,7 +365,7 @@ def publish(target: Target, by: str) -> Outcome:
         everything :func:`operations.check_writable`, :func:`valid_approval` and
         :func:`operations.perform` raise.
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     key = operations.operation_key(job, ACTION)
     replayed = operations.replay(key, None)  # published once, whoever asks again

@@ -30,10 +30,10 @@ import nh3
 from gateway.core.config import Config
 from gateway.core.exceptions import NotFound
 from gateway.core.exceptions import WordPressUnavailable
-from gateway.jobs import records as jobs
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError
 
 THUMBNAIL_SIZES = ("medium", "thumbnail")  # WordPress's generated sizes, largest first
@@ -136,7 +136,7 @@ def job_image(config: Config, job: Job, media_id: int) -> tuple[str, Iterator]:
     """
     if media_id not in job_media(job.tenant, job.job_id):
         raise NotFound(f"job {job.job_id!r} uploaded no attachment {media_id}")
-    client = jobs.target_for(config, job).client
+    client = target_for(config, job).client
     try:
         url = on_site(client.base_url, _image_source(client.get_media(media_id)))
         content_type, chunks = client.fetch_file(url, IMAGE_TYPES, MAX_IMAGE_BYTES)

@@ -29,6 +29,7 @@ from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
 from gateway.operations import ownership
 from gateway.operations import verification
+from gateway.operations.target import target_for
 from gateway.recovery import retries
 from gateway.wordpress.errors import WordPressError
 
@@ -234,7 +235,7 @@ def awaiting_approval(
     cards, now, sites = [], db.db_now(), _site_urls(tenant)
     for job in query:
         try:
-            live = _live_summary(jobs.target_for(config, job), image_url)
+            live = _live_summary(target_for(config, job), image_url)
         except GatewayError as error:
             live = {"error": f"{error.title}: {error.detail}"}
         request = _request_of(job)

@@ -23,13 +23,13 @@ from peewee import IntegrityError
 from gateway.core import exceptions as exc
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
+from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
-from gateway.operations import perform as operations
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
@@ -126,7 +126,7 @@ def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
         counted), SecretInCheckpoint (422, nothing stored), ValidationFailed (422): ``data``
         larger than :data:`MAX_DATA_BYTES`. CheckpointConflict (409).
     """
-    operations.check_writable(target)
+    guards.check_writable(target)
     job = target.job
     phase = body["phase"]
     if phase in jobs.GATEWAY_PHASES:

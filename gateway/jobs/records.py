@@ -13,7 +13,7 @@ from peewee import IntegrityError
 from peewee import fn
 
 from gateway.core import exceptions as exc
-from gateway.core.config import Config
+from gateway.jobs import guards
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
@@ -26,8 +26,6 @@ from gateway.ledger.models import Operation
 from gateway.ledger.models import ResumePoint
 from gateway.ledger.models import Review
 from gateway.ledger.models import Site
-from gateway.operations import perform as operations
-from gateway.operations.perform import Target
 from gateway.tenancy import sites
 
 PHASES = (
@@ -162,12 +160,12 @@ def cancel_job(job: Job, reason: str) -> Job:
 
 
 def ensure_active(job: Job) -> None:
-    """Refuse side effects on a cancelled job (:func:`gateway.operations.perform.refuse_cancelled`).
+    """Refuse side effects on a cancelled job (:func:`gateway.jobs.guards.refuse_cancelled`).
 
     Raises:
         JobCancelled (409).
     """
-    operations.refuse_cancelled(job)
+    guards.refuse_cancelled(job)
 
 
 def touch(job: Job, **fields) -> None:
@@ -175,25 +173,6 @@ def touch(job: Job, **fields) -> None:
     Job.update(updated_at=db.utcnow(), **fields).where(Job.id == job.id).execute()
     for name, value in fields.items():
         setattr(job, name, value)
-
-
-def target_for(
-    config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
-) -> Target:
-    """The WordPress target of ``job``: its site as stored now (credentials and the companion
-    plugin's guarantees are resolved on first use). ``fenced``: the caller works under the
-    job's lease (workflow tokens, the agent worker) and sent ``fencing_token``. A job read
-    in this request with its site (:func:`get_job` ``with_site``) hands that row on: the
-    site is not read again.
-
-    Raises:
-        SiteNotFound: the job's site was removed.
-    """
-    target = Target(config, job, fencing_token, fenced)
-    site = getattr(job, "site_row", None)  # set only by get_job(with_site=True)
-    if site is not None:
-        target.site = site  # Target.site is read once per target; this is that read
-    return target
 
 
 def operations_of(job: Job) -> list[Operation]:

@@ -22,7 +22,6 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
-from functools import cached_property
 
 from peewee import IntegrityError
 
@@ -32,6 +31,7 @@ from gateway.core.config import Config
 from gateway.editorial import reviews
 from gateway.jobs import budgets
 from gateway.jobs import leases
+from gateway.jobs.guards import refuse_cancelled
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
@@ -40,13 +40,10 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
-from gateway.ledger.models import Site
 from gateway.operations import ownership
 from gateway.operations import refusals
+from gateway.operations.target import Target
 from gateway.tenancy import limits
-from gateway.tenancy import sites
-from gateway.tenancy.sites import Companion
-from gateway.wordpress import Transport
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -58,41 +55,6 @@ log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
-
-
-class Target:
-    """Where a job's side effects go: the job, its site, a client and the site's guarantees.
-
-    The site row, the client (which decrypts the site's application password) and the
-    companion-plugin detection are made on first use, so a replay answered from the ledger
-    costs none of them.
-    """
-
-    def __init__(
-        self, config: Config, job: Job, fencing_token: int | None = None, fenced: bool = False
-    ):
-        self.config = config
-        self.job = job
-        self.fencing_token = fencing_token
-        self.fenced = fenced  # a workflow's call: the job's lease applies (editors are not)
-
-    @cached_property
-    def site(self) -> Site:
-        """The job's site as stored now (raises SiteNotFound when it was removed)."""
-        return sites.get_site(self.job.tenant, self.job.site)
-
-    @cached_property
-    def client(self) -> Transport:
-        """A client of the site's transport (REST or XML-RPC) with its credentials as stored
-        now; inside a request this takes one of the site's concurrency slots first (429
-        ``site-busy`` when none is free, before any WordPress call over either transport)."""
-        limits.hold_site_slot(self.config, self.site.id)
-        return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
-
-    @cached_property
-    def companion(self) -> Companion:
-        """What the site guarantees (companion plugin detection, cached per process)."""
-        return sites.companion(self.site, self.client)
 
 
 @dataclass
@@ -136,35 +98,6 @@ class Outcome:
     replayed: bool = False  # the stored receipt, no WordPress write
     created: bool = False  # this request made the write (HTTP 201)
     reconciled: bool = False  # found in WordPress by lookup
-
-
-def refuse_cancelled(job: Job) -> None:
-    """Refuse side effects on a cancelled job - replays of CONFIRMED operations included,
-    so that "cancelled" means one thing to every caller; ``recover`` reports what exists.
-
-    Raises:
-        JobCancelled (409).
-    """
-    if job.cancelled:
-        raise exc.JobCancelled(
-            f"job {job.job_id} was cancelled ({job.cancel_reason or 'no reason given'}); "
-            "no further writes",
-            cancel_reason=job.cancel_reason,
-        )
-
-
-def check_writable(target: Target) -> None:
-    """The checks that precede any ledger claim or WordPress call of a side effect, whoever
-    calls (a view, the CLI, the agent worker): the job is not cancelled and, for a fenced
-    target, its fencing token is the latest grant of the job's lease (API.md, "Common rules of
-    side-effect calls"). Every action's domain function calls this first.
-
-    Raises:
-        JobCancelled, LeaseRequired, StaleFencingToken (409).
-    """
-    refuse_cancelled(target.job)
-    if target.fenced:
-        leases.check_fencing(target.job, target.fencing_token)
 
 
 def crash_point(config: Config, name: str) -> None:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # gateway.operations.perform asks the registry (via gateway.o
     from gateway.ledger.models import Operation
     from gateway.operations.perform import Effect
     from gateway.operations.perform import Outcome
-    from gateway.operations.perform import Target
+    from gateway.operations.target import Target
 
 LOOKUP = "lookup"
 RESEND = "idempotent_resend"

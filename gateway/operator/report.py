@@ -16,6 +16,7 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import registry as actions
+from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
             continue
         job = jobs.get_job(tenant, site_rows[0].job_id)
         try:
-            target = jobs.target_for(config, job)
+            target = target_for(config, job)
             if not target.companion.present:
                 counts["sites_unreachable"].append(site_name)
                 continue

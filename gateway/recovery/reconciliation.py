@@ -26,7 +26,8 @@ from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations.perform import Effect
-from gateway.operations.perform import Target
+from gateway.operations.target import Target
+from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
@@ -251,7 +252,7 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         by_job.setdefault((row.tenant, row.job_id), []).append(row)
     by_site: dict[tuple, list[tuple[Target, Operation]]] = {}
     for (tenant, job_id), rows in by_job.items():
-        target = jobs.target_for(config, jobs.get_job(tenant, job_id))
+        target = target_for(config, jobs.get_job(tenant, job_id))
         for row in rows:
             by_site.setdefault((tenant, target.site.name), []).append((target, row))
     for pairs in by_site.values():
@@ -354,7 +355,7 @@ def resolve_review(
     row = Operation.get(Operation.operation_key == review.operation_key)
     if decision == "same_as":
         reviews.check_candidate(review, post_id)
-        target = jobs.target_for(config, jobs.get_job(review.tenant, review.job_id))
+        target = target_for(config, jobs.get_job(review.tenant, review.job_id))
         _adopt(target, row, post_id)
     review = reviews.close(review, decision, post_id, editor)
     return {

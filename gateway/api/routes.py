@@ -1,0 +1,218 @@
+"""The HTTP API's wiring: every blueprint, authentication, request hooks, connection handling
+and error handlers, registered on an app by :func:`init_app` (called by the app factory,
+:func:`gateway.app.create_app`, and by :func:`bare_app` for the OpenAPI document)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flask import Flask
+from flask import g
+from flask import request
+from peewee import DatabaseError
+from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.routing import IntegerConverter
+
+from gateway.api import agents
+from gateway.api import budgets
+from gateway.api import editorial
+from gateway.api import follow_up
+from gateway.api import health
+from gateway.api import jobs
+from gateway.api import report
+from gateway.api import review_page
+from gateway.api import reviews
+from gateway.api import spec
+from gateway.api.http import REQUEST_ID
+from gateway.api.http import config
+from gateway.api.http import problem_response
+from gateway.core import exceptions as exc
+from gateway.core import logs
+from gateway.ledger import db
+from gateway.ledger import models as ledger
+from gateway.ledger.db import database
+from gateway.operator import metrics
+from gateway.tenancy import limits
+from gateway.tenancy import tokens
+from gateway.wordpress import client as wordpress_client
+
+log = logging.getLogger(__name__)
+request_log = logging.getLogger("gateway.http")
+
+
+def _authenticate():
+    if not request.path.startswith("/v1/") or request.path.startswith("/v1/webhooks/"):
+        return None
+    header = request.headers.get("Authorization", "")
+    principal = None
+    secret = header[7:].strip() if header.startswith("Bearer ") else ""
+    if secret:
+        principal = tokens.authenticate(secret)
+    if principal is None:
+        ledger.bump_counter("unauthorized_calls")
+        log.warning("unauthenticated call %s %s", request.method, request.path)
+        return problem_response(
+            exc.Unauthenticated(
+                "send 'Authorization: Bearer <token>' with a token from 'gateway tokens create'"
+            )
+        )
+    g.principal = principal
+    logs.bind(tenant=principal.tenant)
+    limits.count_request(config(), tokens.rate_key(secret))
+    return None
+
+
+def _no_job_route() -> exc.GatewayError:
+    """A path under ``/v1/jobs/`` that no route takes: most often a job id holding ``/``
+    (or ``%2F``), which the job-id rule forbids."""
+    from gateway.core import validation
+
+    rule = validation.JOB_ID.pattern
+    return exc.NotFound(
+        f"no endpoint at {request.method} {request.path[:120]}; a job id must match {rule} "
+        "(letters, digits and . _ : - only, never '/')",
+        errors=[{"pointer": "/job_id", "message": f"job_id must match {rule}"}],
+    )
+
+
+def _start_request():
+    g.started = time.perf_counter()
+    sent = request.headers.get("X-Request-Id", "")
+    g.request_id = logs.start(sent if REQUEST_ID.fullmatch(sent) else None)
+    if request.view_args and request.view_args.get("job_id"):
+        logs.bind(job_id=request.view_args["job_id"])
+    limits.start_scope()
+
+
+def _finish_request(response):
+    """Echo the request id, count the request and write its one log line."""
+    response.headers["X-Request-Id"] = g.get("request_id") or logs.start()
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    seconds = time.perf_counter() - g.get("started", time.perf_counter())
+    metrics.observe_request(route, request.method, response.status_code, seconds)
+    request_log.info(
+        "request",
+        extra={
+            "method": request.method,
+            "route": route,
+            "path": request.path,  # never the query string, which may carry titles
+            "status": response.status_code,
+            "duration_ms": round(seconds * 1000, 1),
+            "client": request.remote_addr,
+        },
+    )
+    return response
+
+
+class LedgerIdConverter(IntegerConverter):
+    """Replaces Werkzeug's ``int`` converter: ``<int:name>`` matches a positive integer the
+    ledger can hold; a larger one matches no route (404), instead of overflowing the
+    database column."""
+
+    def __init__(self, url_map, *args, **kwargs):
+        from gateway.core.validation import MAX_DB_INT
+
+        super().__init__(url_map, min=1, max=MAX_DB_INT)
+
+
+def init_app(app: Flask) -> None:
+    """Register blueprints, authentication, connection handling and error handlers."""
+    app.url_map.converters["int"] = LedgerIdConverter
+
+    app.register_blueprint(health.bp)
+    app.register_blueprint(jobs.bp)
+    app.register_blueprint(editorial.bp)
+    app.register_blueprint(follow_up.bp)
+    app.register_blueprint(reviews.bp)
+    app.register_blueprint(report.bp)
+    app.register_blueprint(review_page.bp)
+    app.register_blueprint(spec.bp)
+    app.register_blueprint(agents.bp)
+    app.register_blueprint(budgets.bp)
+    wordpress_client.add_observer(metrics.observe_wordpress)
+    wordpress_client.add_observer(logs.log_wordpress_call)
+
+    @app.before_request
+    def _chunked_limit():
+        # Werkzeug stops reading a body without Content-Length (Transfer-Encoding: chunked)
+        # at MAX_CONTENT_LENGTH and hands on the truncated bytes: refuse it as too large.
+        if (
+            request.content_length is None
+            and "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        ):
+            if len(request.get_data(cache=True)) >= app.config["MAX_CONTENT_LENGTH"]:
+                raise RequestEntityTooLarge()
+        return None
+
+    @app.before_request
+    def _connect():
+        _start_request()
+        database.connect(reuse_if_open=True)
+        return _authenticate()
+
+    app.after_request(_finish_request)
+
+    @app.teardown_request
+    def _close(_error=None):
+        try:
+            limits.release_held()
+        except DatabaseError as error:  # the slot expires by itself (limits.slot_ttl)
+            log.error("could not release a site concurrency slot: %s", error)
+        finally:
+            if not database.is_closed():
+                database.close()
+            logs.clear()
+
+    @app.errorhandler(exc.GatewayError)
+    def _gateway_error(error):
+        return problem_response(error)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def _too_large(_error):
+        return problem_response(
+            exc.PayloadTooLarge(f"the body exceeds {app.config['MAX_CONTENT_LENGTH']} bytes")
+        )
+
+    @app.errorhandler(OverflowError)
+    def _beyond_the_ledger(_error):
+        # a path id (``<int:...>``) larger than any database integer: no such object
+        return problem_response(exc.NotFound("no object has this id"))
+
+    @app.errorhandler(DatabaseError)
+    def _ledger_error(error):
+        if not db.is_unavailable(error):
+            log.exception("ledger error %s %s", request.method, request.path)
+            return problem_response(
+                exc.framework_error(500, "Internal Server Error", "an internal error occurred")
+            )
+        log.error("ledger unavailable %s %s: %s", request.method, request.path, error)
+        db.discard_connection()
+        return problem_response(
+            exc.LedgerUnavailable(
+                "the ledger cannot serve this request now (connection, lock, timeout, "
+                "read-only database or I/O error); send the same request again later: the "
+                "gateway writes to WordPress only after recording its intent",
+                retry_after=2,
+            )
+        )
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error):
+        generic = exc.framework_error(error.code, error.name, error.description)
+        if error.code == 404 and request.path.startswith("/v1/jobs/"):
+            generic = _no_job_route()
+        response = problem_response(generic)
+        allow = dict(error.get_headers()).get("Allow")
+        if allow:  # 405: RFC 9110 section 15.5.6 asks for the methods the route allows
+            response.headers["Allow"] = allow
+        return response
+
+
+def bare_app() -> Flask:
+    """An app with every route and no configuration, ledger or secret: enough to describe
+    the API (``gateway openapi``). Routes come from the same :func:`init_app`."""
+    app = Flask("gateway")
+    init_app(app)
+    return app
