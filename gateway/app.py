@@ -10,6 +10,7 @@ import logging
 
 from flask import Flask
 
+from gateway import composition  # noqa: F401 - fills the registries (actions, deciders)
 from gateway.api import jsonio
 from gateway.core import config as config_module
 from gateway.ledger import db

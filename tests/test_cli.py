@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 from support import SECRET_KEY
@@ -32,6 +33,7 @@ def run(ledger_url):
 
     created = cli("init-db")
     assert created.returncode == 0, created.stderr
+    cli.env = env
     return cli
 
 
@@ -176,3 +178,42 @@ def test_reconcile_and_report_print_json(run, wp_site):
     every = json.loads(run("report").stdout)
     assert set(every["tenants"]) == {"acme"}
     assert every["global"] == {"unauthorized_calls": 0, "rejected_checkpoint_advances": 0}
+
+
+# A fresh `gateway reconcile` process, then the names its action registry holds: the registry
+# is filled by the composition root's explicit imports, never on first use.
+RECONCILE_THEN_REGISTRY = """
+import json, sys
+from gateway import cli
+sys.argv = ["gateway", "reconcile"]
+try:
+    cli.main()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+from gateway.operations import registry
+print(json.dumps(sorted(a.name for a in registry.all_actions())))
+"""
+
+
+def test_a_fresh_reconcile_process_knows_every_action(run):
+    """Every action and the agents' review decider are registered in a ``gateway reconcile``
+    process that imported nothing else first."""
+    from gateway import composition  # noqa: F401 - this process's registry, complete
+    from gateway.editorial import resolution
+    from gateway.operations import registry
+
+    expected = sorted(a.name for a in registry.all_actions())
+    assert {"media", "draft", "block", "repair", "publish", "notify"} <= set(expected)
+    assert "agent_action" in resolution._deciders
+    out = subprocess.run(
+        [sys.executable, "-c", RECONCILE_THEN_REGISTRY],
+        env=run.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    counts_line, registered_line = out.stdout.strip().splitlines()[-2:]
+    assert "examined" in json.loads(counts_line)
+    assert json.loads(registered_line) == expected

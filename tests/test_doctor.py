@@ -21,6 +21,7 @@ from support import xmlrpc_only
 
 from gateway.ledger.db import database
 from gateway.operator import doctor
+from gateway.operator import doctor_registry
 from gateway.tenancy import sites
 from gateway_tools.fault_proxy import Fault
 
@@ -49,7 +50,7 @@ def _scratch_drafts(gw) -> list[dict]:
 def test_a_healthy_site_passes_every_check_and_leaves_no_scratch_draft(gw, transport):
     checks = _run(gw)
     result = checks.pop("_result")
-    assert list(checks) == [c.name for c in doctor.checks_for(transport)]
+    assert list(checks) == [c.name for c in doctor_registry.checks_for(transport)]
     # over XML-RPC three guarantees are weaker by nature: warnings, not failures
     weaker = {"uniqueness_guard", "alt_text", "new_terms"} if transport == "xmlrpc" else set()
     assert {name: c["ok"] for name, c in checks.items()} == {

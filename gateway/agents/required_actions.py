@@ -32,6 +32,7 @@ from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.editorial import resolution
 from gateway.editorial import reviews
 from gateway.jobs import records as jobs
 from gateway.ledger.models import CONFIRMED
@@ -39,6 +40,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Review
 from gateway.operations import perform as operations
+from gateway.operations import review_items
 from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
@@ -177,7 +179,7 @@ def _open_review(ctx: Context, action) -> Review | None:
     }
     if action.type == "function_call":
         detail["unknown_tool"] = action.name
-    return reviews.open_item(ctx.job.tenant, ctx.job.job_id, key, KIND, detail)
+    return review_items.open_item(ctx.job.tenant, ctx.job.job_id, key, KIND, detail)
 
 
 def _result_event(action: dict, decision: str, reason: str | None) -> dict:
@@ -258,3 +260,8 @@ def resolve(config: Config, review: Review, decision: str, reason: str | None, e
         "review": reviews.review_view(closed),
         "operation": jobs.row_view(row) if row is not None else None,
     }
+
+
+resolution.register_decider(
+    "agent_action", resolution.Decider(decisions=("approve", "deny", "dismiss"), decide=resolve)
+)

@@ -42,11 +42,11 @@ from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
 from gateway.editorial import approvals
 from gateway.editorial import previews
+from gateway.editorial import resolution
 from gateway.editorial import review_board
 from gateway.jobs import budgets
 from gateway.ledger import models as ledger
 from gateway.operations.target import target_for
-from gateway.recovery import reconciliation
 from gateway.recovery import retries
 from gateway.tenancy import tokens
 
@@ -231,7 +231,7 @@ def resolve(review_id: int):
     if request.form.get("reason"):
         body["reason"] = request.form["reason"]
     validation.validate("review_resolve", body)
-    result = reconciliation.resolve_review(
+    result = resolution.resolve_review(
         config(),
         g.principal.tenant,
         review_id,

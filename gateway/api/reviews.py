@@ -8,8 +8,8 @@ from flask import g
 from gateway.api.http import config
 from gateway.api.http import json_body
 from gateway.api.http import roles
+from gateway.editorial import resolution
 from gateway.editorial import reviews
-from gateway.recovery import reconciliation
 
 bp = Blueprint("reviews", __name__, url_prefix="/v1")
 
@@ -27,7 +27,7 @@ def resolve(review_id: int):
     """``{"decision": "same_as", "post_id"}``, ``{"decision": "distinct"}``, or for an agent's
     request ``{"decision": "approve" | "deny" | "dismiss", "reason"}``."""
     body = json_body("review_resolve")
-    return reconciliation.resolve_review(
+    return resolution.resolve_review(
         config(),
         g.principal.tenant,
         review_id,

@@ -1,7 +1,7 @@
 """What the editors' review page (``GET /review``) shows: open review items, operations whose
 outcome is not provable yet, and drafts awaiting approval with a summary of exactly what would
 be published. Read-only: every decision goes through the domain functions the JSON API uses
-(:func:`gateway.recovery.reconciliation.resolve_review`, :mod:`gateway.editorial.approvals`).
+(:func:`gateway.editorial.resolution.resolve_review`, :mod:`gateway.editorial.approvals`).
 
 Shapes are plain dicts for templates; no Flask here.
 """

@@ -1,4 +1,7 @@
-"""Review items: what the gateway could not decide alone and shows to an editor.
+"""Review items as editors see and close them (the kinds, and where items are opened:
+:mod:`gateway.operations.review_items`).
+
+Review items are what the gateway could not decide alone and shows to an editor.
 
 * ``suspected_duplicate``: no identifier could be looked up (companion plugin absent), and a
   post with the same title by the gateway's user appeared after the operation was sent. A title
@@ -17,90 +20,9 @@ import logging
 
 from gateway.core import exceptions as exc
 from gateway.ledger import db
-from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
-from gateway.operations import ownership
 
 log = logging.getLogger(__name__)
-
-
-def open_review(target, row: Operation, kind: str, detail: dict) -> Review:
-    """The open review item of ``row``'s operation key, created on first need."""
-    return open_item(row.tenant, row.job_id, row.operation_key, kind, detail)
-
-
-def open_item(tenant: str, job_id: str, operation_key: str, kind: str, detail: dict) -> Review:
-    """The open review item of ``operation_key``, created on first need (also for items
-    that have no WordPress operation, such as an agent's request only a person decides)."""
-    with db.atomic():
-        review = Review.get_or_none(Review.operation_key == operation_key, Review.status == "open")
-        if review is None:
-            review = Review.create(
-                tenant=tenant, job_id=job_id, operation_key=operation_key, kind=kind, detail=detail
-            )
-            log.warning(
-                "review %s opened for %s job_id=%s: %s", review.id, operation_key, job_id, kind
-            )
-    return review
-
-
-def decided_distinct(operation_key: str) -> bool:
-    """True when an editor decided that the suspects of this operation are distinct posts."""
-    return (
-        Review.select()
-        .where(Review.operation_key == operation_key, Review.decision == "distinct")
-        .exists()
-    )
-
-
-def check_suspected_duplicates(target, row: Operation, effect) -> None:
-    """Before resending a create without an identifier to look up, search for a post with
-    the same title by the gateway's user created after the operation was first sent, and
-    not held by another job or tenant in the ledger (that one is provably not this
-    operation's: :func:`gateway.operations.ownership.held_elsewhere`).
-
-    Raises:
-        NeedsReview: a suspect exists; a review item names it.
-    """
-    open_item = Review.get_or_none(
-        Review.operation_key == row.operation_key, Review.status == "open"
-    )
-    if open_item is not None:
-        raise exc.NeedsReview(
-            "an editor has not yet decided on this operation",
-            operation_key=row.operation_key,
-            ledger_state=row.state,
-            review_id=open_item.id,
-        )
-    if not effect.title or decided_distinct(row.operation_key):
-        return
-    me = target.client.me()["id"]
-    since = db.rfc3339(row.created_at)[:19]
-    suspects = [
-        {
-            "id": post["id"],
-            "title": post["title"]["raw"],
-            "date_gmt": post["date_gmt"],
-            "status": post["status"],
-            "link": post.get("link"),
-        }
-        for post in target.client.find_posts_by_title(effect.title)
-        if post["title"]["raw"] == effect.title
-        and post["author"] == me
-        and (post.get("date_gmt") or "") >= since
-        and ownership.held_elsewhere(target, row, post["id"]) is None
-    ]
-    if suspects:
-        review = open_review(
-            target, row, "suspected_duplicate", {"title": effect.title, "suspects": suspects}
-        )
-        raise exc.NeedsReview(
-            "a post with the same title exists but carries no operation key: an editor must "
-            "decide whether it is this job's post",
-            operation_key=row.operation_key,
-            ledger_state=row.state,
-            review_id=review.id,
-        )
 
 
 def list_open(tenant: str) -> list[dict]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from peewee import IntegrityError
 
@@ -29,7 +30,9 @@ from gateway.ledger import db
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
-from gateway.operations.target import Target
+
+if TYPE_CHECKING:  # the caller builds it (operations sit above jobs)
+    from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)

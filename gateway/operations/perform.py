@@ -28,7 +28,6 @@ from peewee import IntegrityError
 from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.core.config import Config
-from gateway.editorial import reviews
 from gateway.jobs import budgets
 from gateway.jobs import leases
 from gateway.jobs.guards import refuse_cancelled
@@ -40,8 +39,10 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.operations import duplicates
 from gateway.operations import ownership
 from gateway.operations import refusals
+from gateway.operations import review_items
 from gateway.operations.target import Target
 from gateway.tenancy import limits
 from gateway.wordpress.errors import UpstreamRefused
@@ -327,7 +328,7 @@ def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> Non
             ledger_state=row.state,
         )
     try:
-        reviews.check_suspected_duplicates(target, row, effect)
+        duplicates.check_suspected_duplicates(target, row, effect)
     except WordPressError as error:  # the search could not run: still unknown, never a 500
         raise _unknown(row, error) from error
 
@@ -345,7 +346,7 @@ def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
         log.warning("lookup of %s failed (job_id=%s): %s", row.operation_key, row.job_id, error)
         raise _unknown(row, error) from error
     if len(found) > 1:
-        review = reviews.open_review(target, row, "multiple_objects", {"objects": found})
+        review = review_items.open_review(target, row, "multiple_objects", {"objects": found})
         raise exc.NeedsReview(
             f"{len(found)} objects in WordPress carry this operation key",
             operation_key=row.operation_key,

@@ -1,8 +1,10 @@
 """The action registry: one place that says what each kind of side effect is.
 
-Every action module (:data:`ACTION_MODULES`: media, drafts, blocks, repair, approvals for
-``publish``, terms, attachments, media metadata, scheduling for ``unschedule``, the agent
-session inputs, notifications) registers its :class:`Action` when it is imported.
+Every action module (media, drafts, blocks, repair, approvals for ``publish``, terms,
+attachments, media metadata, scheduling for ``unschedule``, the agent session inputs,
+notifications) registers its :class:`Action` when it is imported; the composition root
+(:mod:`gateway.composition`, imported by the app factory and so by every process) imports
+them all. This module imports none of them: the registry sits below the actions.
 Reconciliation, the sweep, ``recover``, the report, ``next_allowed_actions``, ownership's
 chains and the agents' function tools ask the registry and never name an action kind
 themselves, so an action registered here is recovered correctly everywhere.
@@ -43,7 +45,6 @@ How to use it (e.g. from the agent worker)::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,22 +62,6 @@ RECOVERY_KINDS = (LOOKUP, RESEND, PERSON)
 JOB = "job"
 SITE = "site"
 WORKER = "worker"
-
-# The modules that register actions; imported on first use of the registry.
-ACTION_MODULES = (
-    "gateway.actions.media",
-    "gateway.actions.drafts",
-    "gateway.actions.blocks",
-    "gateway.actions.repair",
-    "gateway.editorial.approvals",
-    "gateway.actions.terms",
-    "gateway.actions.attachments",
-    "gateway.actions.media_metadata",
-    "gateway.actions.scheduling",
-    "gateway.agents.submissions",
-    "gateway.actions.notifications",
-)
-
 
 class UnknownAction(LookupError):
     """No action of this name is registered."""
@@ -165,7 +150,6 @@ class Action:
 
 
 _registry: dict[str, Action] = {}
-_loaded = False
 
 
 def register(action: Action) -> Action:
@@ -180,21 +164,12 @@ def unregister(name: str) -> None:
     _registry.pop(name, None)
 
 
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        for module in ACTION_MODULES:
-            importlib.import_module(module)
-        _loaded = True
-
-
 def get(name: str) -> Action:
     """The registered action ``name``.
 
     Raises:
         UnknownAction: nothing of that name is registered.
     """
-    _load()
     try:
         return _registry[name]
     except KeyError:
@@ -203,7 +178,6 @@ def get(name: str) -> Action:
 
 def all_actions() -> list[Action]:
     """Every registered action, in registration order."""
-    _load()
     return list(_registry.values())
 
 

@@ -1,8 +1,8 @@
-"""The checks of ``gateway doctor``'s registry (:mod:`gateway.operator.doctor`), in the order they run.
+"""The checks of ``gateway doctor``'s registry (:mod:`gateway.operator.doctor_registry`), in the order they run.
 
 Each says what it looks at (``explains``) and the fix; those marked ``transports=("rest",)``
 or ``("xmlrpc",)`` apply to one transport only, the others look at either through the
-:class:`~gateway.operator.doctor.Probe`. Over REST the signed-in user is read raw from
+:class:`~gateway.operator.doctor_registry.Probe`. Over REST the signed-in user is read raw from
 ``/wp/v2/users/me`` (so a stripped header, a disabled application password or PHP output
 before the JSON can be told apart); over XML-RPC from ``wp.getProfile``, whose failures arrive
 already mapped onto the error tree (:mod:`gateway.wordpress.xmlrpc_errors`).
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 
-from gateway.operator import doctor as registry
-from gateway.operator.doctor import Probe
-from gateway.operator.doctor import check
-from gateway.operator.doctor import firewall_detail
+from gateway.operator import doctor_registry as registry
+from gateway.operator.doctor_registry import Probe
+from gateway.operator.doctor_registry import check
+from gateway.operator.doctor_registry import firewall_detail
 from gateway.tenancy import sites
 from gateway.wordpress.client import SEO_META
 from gateway.wordpress.client import parse_json_lenient

@@ -13,7 +13,6 @@ import logging
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
-from gateway.editorial import reviews
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
@@ -25,6 +24,7 @@ from gateway.ledger.models import Operation
 from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
+from gateway.operations import review_items
 from gateway.operations.perform import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
@@ -85,7 +85,7 @@ def reconcile_row(
         return UNREACHABLE, {"reason": f"no registered action {row.action!r}"}
     try:
         if action.recovery == actions.PERSON:
-            review = reviews.open_review(target, row, actions.PERSON, {"action": row.action})
+            review = review_items.open_review(target, row, actions.PERSON, {"action": row.action})
             return REVIEW, {"review_id": review.id}
         try:
             effect = action.rebuild(target, row, found=found, prefetched=prefetched)
@@ -316,56 +316,9 @@ def _read_back_many(target: Target, found_by_row: dict) -> dict[int, dict]:
     return prefetched
 
 
-def resolve_review(
-    config: Config,
-    tenant: str,
-    review_id: int,
-    decision: str,
-    post_id: int | None,
-    editor: str,
-    reason: str | None = None,
-) -> dict:
-    """Apply an editor's decision on a review item.
-
-    ``same_as``: the operation's object is ``post_id``: write the identifier onto it (when
-    the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
-    the next identical call is a replay. ``distinct``: the suspects are other posts; the
-    operation may be sent again (no title check for it from now on). Never deletes anything.
-    ``approve``/``deny``/``dismiss`` (with ``reason``) decide an ``agent_action`` item
-    (:func:`gateway.agents.required_actions.resolve`).
-
-    Raises:
-        NotFound: no open review ``review_id`` for ``tenant``.
-        ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
-        ForeignObject (409): the object is not provably this operation's
-            (:func:`ownership.check_adoptable`); nothing is written, the review stays open.
-        WordPressRefused / WordPressUnavailable: the identifier could not be written.
-    """
-    review = reviews.get_open(tenant, review_id)
-    agent_kind = review.kind == "agent_action"
-    if agent_kind != (decision in ("approve", "deny", "dismiss")):
-        raise exc.ValidationFailed(
-            f"decision {decision!r} does not fit a {review.kind} review item",
-            errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
-        )
-    if agent_kind:
-        from gateway.agents import required_actions  # the agents package builds on this one
-
-        return required_actions.resolve(config, review, decision, reason, editor)
-    row = Operation.get(Operation.operation_key == review.operation_key)
-    if decision == "same_as":
-        reviews.check_candidate(review, post_id)
-        target = target_for(config, jobs.get_job(review.tenant, review.job_id))
-        _adopt(target, row, post_id)
-    review = reviews.close(review, decision, post_id, editor)
-    return {
-        "review": reviews.review_view(review),
-        "operation": jobs.row_view(Operation.get_by_id(row.id)),
-    }
-
-
-def _adopt(target: Target, row: Operation, object_id: int) -> None:
-    """Bind ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
+def adopt(target: Target, row: Operation, object_id: int) -> None:
+    """An editor's ``same_as`` decision (:mod:`gateway.editorial.resolution`): bind
+    ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
     as WordPress holds it now: write the operation key onto it (companion plugin present and
     the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
     action = actions.for_row(row)

@@ -1,0 +1,93 @@
+"""The resolution of review items: an editor's decision applied (``POST
+/v1/reviews/{id}/resolve`` and the review page).
+
+``same_as`` and ``distinct`` decide items about a WordPress object (suspected duplicates,
+several objects under one key). Kinds that are not about a WordPress object register a
+:class:`Decider` (the agents package does for ``agent_action``) so that this module, which
+sits below them, never imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.editorial import reviews
+from gateway.jobs import records as jobs
+from gateway.ledger.models import Operation
+from gateway.operations.target import target_for
+from gateway.recovery import reconciliation
+
+OPERATION_DECISIONS = ("same_as", "distinct")
+
+
+@dataclass(frozen=True)
+class Decider:
+    """How items of one kind are decided.
+
+    Attributes:
+        decisions: the decisions that fit the kind (any other is 422).
+        decide: ``(config, review, decision, reason, editor) -> dict``, the answer body.
+    """
+
+    decisions: tuple[str, ...]
+    decide: Callable[..., dict]
+
+
+_deciders: dict[str, Decider] = {}
+
+
+def register_decider(kind: str, decider: Decider) -> None:
+    """Decide review items of ``kind`` with ``decider`` (called once, at import, by the
+    package that opens such items)."""
+    _deciders[kind] = decider
+
+
+def resolve_review(
+    config: Config,
+    tenant: str,
+    review_id: int,
+    decision: str,
+    post_id: int | None,
+    editor: str,
+    reason: str | None = None,
+) -> dict:
+    """Apply an editor's decision on a review item.
+
+    ``same_as``: the operation's object is ``post_id``: write the identifier onto it (when
+    the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
+    the next identical call is a replay. ``distinct``: the suspects are other posts; the
+    operation may be sent again (no title check for it from now on). Never deletes anything.
+    Kinds that are not about a WordPress object decide through the :class:`Decider`
+    registered for them (``agent_action``: :func:`gateway.agents.required_actions.resolve`,
+    with ``approve``/``deny``/``dismiss`` and a ``reason``).
+
+    Raises:
+        NotFound: no open review ``review_id`` for ``tenant``.
+        ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
+        ForeignObject (409): the object is not provably this operation's
+            (:func:`gateway.operations.ownership.check_adoptable`); nothing is written, the review stays open.
+        WordPressRefused / WordPressUnavailable: the identifier could not be written.
+    """
+    review = reviews.get_open(tenant, review_id)
+    decider = _deciders.get(review.kind)
+    allowed = decider.decisions if decider is not None else OPERATION_DECISIONS
+    if decision not in allowed:
+        raise exc.ValidationFailed(
+            f"decision {decision!r} does not fit a {review.kind} review item",
+            errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
+        )
+    if decider is not None:
+        return decider.decide(config, review, decision, reason, editor)
+    row = Operation.get(Operation.operation_key == review.operation_key)
+    if decision == "same_as":
+        reviews.check_candidate(review, post_id)
+        target = target_for(config, jobs.get_job(review.tenant, review.job_id))
+        reconciliation.adopt(target, row, post_id)
+    review = reviews.close(review, decision, post_id, editor)
+    return {
+        "review": reviews.review_view(review),
+        "operation": jobs.row_view(Operation.get_by_id(row.id)),
+    }

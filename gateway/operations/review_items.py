@@ -1,0 +1,47 @@
+"""Opening review items: what the gateway could not decide alone is handed to an editor
+(listing and closing them: :mod:`gateway.editorial.reviews`).
+
+Kinds: ``suspected_duplicate`` (:mod:`gateway.operations.duplicates`), ``multiple_objects``
+(two or more objects carry one operation key: never an automatic delete), ``person_decides``
+(an action whose outcome nothing can prove), ``agent_action`` (an agent session asks for what
+only a person decides: :mod:`gateway.agents.required_actions`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.ledger import db
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
+
+log = logging.getLogger(__name__)
+
+
+def open_review(target, row: Operation, kind: str, detail: dict) -> Review:
+    """The open review item of ``row``'s operation key, created on first need."""
+    return open_item(row.tenant, row.job_id, row.operation_key, kind, detail)
+
+
+def open_item(tenant: str, job_id: str, operation_key: str, kind: str, detail: dict) -> Review:
+    """The open review item of ``operation_key``, created on first need (also for items
+    that have no WordPress operation, such as an agent's request only a person decides)."""
+    with db.atomic():
+        review = Review.get_or_none(Review.operation_key == operation_key, Review.status == "open")
+        if review is None:
+            review = Review.create(
+                tenant=tenant, job_id=job_id, operation_key=operation_key, kind=kind, detail=detail
+            )
+            log.warning(
+                "review %s opened for %s job_id=%s: %s", review.id, operation_key, job_id, kind
+            )
+    return review
+
+
+def decided_distinct(operation_key: str) -> bool:
+    """True when an editor decided that the suspects of this operation are distinct posts."""
+    return (
+        Review.select()
+        .where(Review.operation_key == operation_key, Review.decision == "distinct")
+        .exists()
+    )
