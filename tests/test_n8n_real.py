@@ -82,7 +82,7 @@ class Images:
     ``missing``, and waits while ``name`` is in ``held`` (until :meth:`release`)."""
 
     def __init__(self) -> None:
-        data = ROOT / "gateway" / "demo_data"
+        data = ROOT / "gateway_tools" / "demo_data"
         self.files = {p.name: p.read_bytes() for p in data.iterdir() if p.suffix != ".json"}
         self.missing: set[str] = set()
         self.held: dict[str, threading.Event] = {}
@@ -580,6 +580,6 @@ def test_a_wrong_token_fails_both_scheduled_workflows(stack):
 
 def test_article_pipeline_base64_helper_is_the_sample():
     """The sample's images are the demo images (what the other tests count)."""
-    data = ROOT / "gateway" / "demo_data"
+    data = ROOT / "gateway_tools" / "demo_data"
     for image in SAMPLE["images"]:
         assert base64.b64decode(image["content_base64"]) == (data / image["filename"]).read_bytes()

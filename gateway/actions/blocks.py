@@ -18,7 +18,8 @@ no write). New HTML under the same name replaces the marked block in place; ``po
 ``end`` (the default and only value) for a block not yet present.
 
 Verification ignores gateway-marked blocks when it compares content with the draft baseline
-(:func:`gateway.operations.block_markers.strip_blocks`): a block insert is not drift. The approval digest covers the whole live
+(:func:`gateway.operations.block_markers.strip_blocks`): a block insert is not drift. The approval
+digest covers the whole live
 content, blocks included, so an editor approves exactly what will be published.
 """
 

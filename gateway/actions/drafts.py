@@ -375,7 +375,8 @@ def read_live(target: Target, post_id: int) -> dict:
         WordPressRefused (502, definite): WordPress answers 404, the post is gone; asking
             again will not change that.
         WordPressUnavailable (503): WordPress cannot be asked now; UpstreamRefused (502): a
-            page from in front of WordPress answered (:func:`gateway.operations.refusals.cannot_read`).
+            page from in front of WordPress answered
+            (:func:`gateway.operations.refusals.cannot_read`).
     """
     try:
         return target.client.get_post(post_id)

@@ -8,7 +8,8 @@ generated from the JSON Schema file the HTTP API validates the same call with
 
 :data:`TOOLS` maps a tool name to what runs it. The side-effect tools come from the action
 registry (:func:`gateway.operations.registry.agent_tools`: each registered action with an
-:class:`~gateway.operations.registry.AgentTool` - today media, draft and block), run through the action's
+:class:`~gateway.operations.registry.AgentTool` - today media, draft and block), run through the
+action's
 ``send`` and answered with the HTTP call's body (:func:`gateway.api.answers.for_action`); the
 others are reads and steps that are not ledger actions (verification, approval requests, the
 job's version bump, recover). Operation keys are made by the domain from job, task version,

@@ -1,7 +1,7 @@
 """The bodies of side-effect answers, built from what the domain returns (an
 :class:`~gateway.operations.perform.Outcome`, a :class:`~gateway.actions.repair.Repair`, an
-:class:`~gateway.editorial.approvals.Request`): shared by the HTTP API (``gateway.api``) and the agent
-tools (``gateway.agents.tools``), which present the same answers. No Flask. Shapes:
+:class:`~gateway.editorial.approvals.Request`): shared by the HTTP API (``gateway.api``) and the
+agent tools (``gateway.agents.tools``), which present the same answers. No Flask. Shapes:
 docs/api.md, "Response shapes".
 """
 
@@ -52,8 +52,8 @@ def publish_body(outcome: Outcome) -> dict:
 
 
 def repair_body(job: Job, repair) -> dict:
-    """``POST /v1/jobs/{id}/repair`` from a :class:`gateway.actions.repair.Repair`: content fixes are
-    shown as their digest, the rest as sent."""
+    """``POST /v1/jobs/{id}/repair`` from a :class:`gateway.actions.repair.Repair`: content fixes
+    are shown as their digest, the rest as sent."""
     outcome = repair.outcome
     shown = {"media_metadata": repair.media_metadata} if repair.media_metadata else {}
     body = {
@@ -74,7 +74,8 @@ def repair_body(job: Job, repair) -> dict:
 
 
 def approval_request_body(job: Job, requested) -> dict:
-    """``POST /v1/jobs/{id}/approval-requests`` from a :class:`gateway.editorial.approvals.Request`."""
+    """``POST /v1/jobs/{id}/approval-requests`` from a
+    :class:`gateway.editorial.approvals.Request`."""
     return {
         "job_id": job.job_id,
         "task_version": job.task_version,

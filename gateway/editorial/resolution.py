@@ -68,7 +68,8 @@ def resolve_review(
         NotFound: no open review ``review_id`` for ``tenant``.
         ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
         ForeignObject (409): the object is not provably this operation's
-            (:func:`gateway.operations.ownership.check_adoptable`); nothing is written, the review stays open.
+            (:func:`gateway.operations.ownership.check_adoptable`); nothing is written, the review
+            stays open.
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
     review = reviews.get_open(tenant, review_id)

@@ -306,7 +306,8 @@ class Budget(BaseModel):
 
 
 class RateWindow(BaseModel):
-    """Requests of one API token (its hash) in one fixed time window (:mod:`gateway.tenancy.limits`)."""
+    """Requests of one API token (its hash) in one fixed time window
+    (:mod:`gateway.tenancy.limits`)."""
 
     key = TextField()
     window = IntegerField()

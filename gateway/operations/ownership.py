@@ -10,7 +10,8 @@ The rules:
   install; within one job, a media slot's attachment belongs to that slot, and a post to the
   job's draft chain; an image's upload, attachment to the post and metadata updates are one
   chain per slot; terms are shared by every job of a site and belong to none. Which chain an
-  action belongs to is its registry entry's ``binds`` (:mod:`gateway.operations.registry`). An *install* is what
+  action belongs to is its registry entry's ``binds`` (:mod:`gateway.operations.registry`). An
+  *install* is what
   WordPress reports about itself (:func:`gateway.tenancy.sites.install_identity`: the ``url`` and
   ``home`` of its ``/wp-json/`` index), not the URL configured for the site: two tenants may
   reach one install by different URLs. A site whose identity cannot be learnt counts as the
@@ -45,7 +46,8 @@ POST, ATTACHMENT, TERM = "post", "attachment", "term"
 
 def object_type(action: str) -> str:
     """The WordPress type an operation of ``action`` binds, as its registry entry says
-    (:attr:`gateway.operations.registry.Action.binds`): ``post`` (the job's draft chain), ``attachment``
+    (:attr:`gateway.operations.registry.Action.binds`): ``post`` (the job's draft chain),
+    ``attachment``
     (an image slot's chain: its upload, its attachment to the post, its metadata updates) or
     ``term`` (site objects many jobs and tenants share by name; their ids are not post ids).
     An unregistered action counts as ``post`` (refusing is safe)."""

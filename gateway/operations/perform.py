@@ -446,8 +446,8 @@ def confirm(
 
     An object this request did not create (``reconciled``: found by lookup, named by the
     companion plugin's guard, chosen by an editor) is first checked to be provably this
-    operation's (:func:`gateway.operations.ownership.check_adoptable`, with ``adopted``: what is known
-    of it).
+    operation's (:func:`gateway.operations.ownership.check_adoptable`, with ``adopted``: what is
+    known of it).
 
     Raises:
         ForeignObject (409): the object is not this operation's; the row is left as it was

@@ -18,10 +18,12 @@ How to use it (e.g. from the agent worker)::
     effect = action.rebuild(target, row)     # the effect of a ledger row, without the request
     action.recovery                          # LOOKUP, RESEND or PERSON
 
-* ``send(target, request)`` takes a :class:`gateway.operations.perform.Target` (whose job, task version
+* ``send(target, request)`` takes a :class:`gateway.operations.perform.Target` (whose job, task
+  version
   and fencing token decide the operation key ``{tenant}/{job_id}/v{n}/{action}[/{slot}]``, see
-  :func:`gateway.operations.perform.operation_key`) and the request as the HTTP API takes it (the JSON
-  body plus the path's ``slot``/``name``); it returns the :class:`gateway.operations.perform.Outcome`
+  :func:`gateway.operations.perform.operation_key`) and the request as the HTTP API takes it (the
+  JSON body plus the path's ``slot``/``name``); it returns the
+  :class:`gateway.operations.perform.Outcome`
   (``replayed``, ``created``, ``reconciled``), or None when there was nothing to do. Cancellation
   and fencing are checked inside. The same request under the same key is a replay. Requests:
   ``media`` ``{"slot", "content_base64" | "source_url", "filename"?, "alt_text"?, "caption"?,
@@ -62,6 +64,7 @@ RECOVERY_KINDS = (LOOKUP, RESEND, PERSON)
 JOB = "job"
 SITE = "site"
 WORKER = "worker"
+
 
 class UnknownAction(LookupError):
     """No action of this name is registered."""

@@ -5,7 +5,8 @@ rendered titles carry HTML entities) and compares it with the baseline WordPress
 the gateway wrote it (kept in the draft receipt). What WordPress changed at write time
 (sanitising ``&`` to ``&amp;``, stripping tags for authors) is reported under ``normalized``
 and is not a failure; later drift from the baseline - a field emptied, meta dropped, an image
-unset - is. Gateway-marked blocks (:mod:`gateway.operations.block_markers`) are left out of the content comparison: a
+unset - is. Gateway-marked blocks (:mod:`gateway.operations.block_markers`) are left out of the
+content comparison: a
 block insert is not drift (the approval digest still covers them). Shape: docs/api.md,
 "Verification".
 """

@@ -1,4 +1,5 @@
-"""The checks of ``gateway doctor``'s registry (:mod:`gateway.operator.doctor_registry`), in the order they run.
+"""The checks of ``gateway doctor``'s registry (:mod:`gateway.operator.doctor_registry`), in the
+order they run.
 
 Each says what it looks at (``explains``) and the fix; those marked ``transports=("rest",)``
 or ``("xmlrpc",)`` apply to one transport only, the others look at either through the

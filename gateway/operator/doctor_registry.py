@@ -1,6 +1,7 @@
 """The registry of ``gateway doctor``'s checks: what a check is (:class:`Check`), how one
 is registered (:func:`check`), and the :class:`Probe` a check reads the site through. The
-checks live in :mod:`gateway.operator.doctor_checks`; the run is :func:`gateway.operator.doctor.doctor`.
+checks live in :mod:`gateway.operator.doctor_checks`; the run is
+:func:`gateway.operator.doctor.doctor`.
 
 Preflight of a WordPress site (``gateway doctor``): one registry of named checks, each with a
 plain explanation of what it looks at and the fix when it fails, run over the site's transport

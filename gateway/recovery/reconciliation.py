@@ -75,8 +75,9 @@ def reconcile_row(
 
     Returns ``(result, facts)``: result is one of ``confirmed`` (facts: ``remote_id``),
     ``absent``, ``in_flight``, ``needs_review`` (``review_id``), ``refused`` (``reason``: the
-    object found is not provably the operation's, :mod:`gateway.operations.ownership`) or ``unreachable``
-    (``reason``). Never raises for WordPress trouble; the cause is logged with the key.
+    object found is not provably the operation's, :mod:`gateway.operations.ownership`) or
+    ``unreachable`` (``reason``). Never raises for WordPress trouble; the cause is logged with
+    the key.
     """
     try:
         action = actions.for_row(row)
@@ -198,7 +199,8 @@ def next_actions(job: Job, report: dict) -> list[str]:
     cancelled job, ``editor_review``, ``retry_later`` while an outcome cannot be proven, the
     steps that redo operations proven absent, then the steps of the job's stage (each
     registered action's :attr:`~gateway.operations.registry.Action.phases`, plus
-    :data:`gateway.jobs.records.STAGE_STEPS`). Pure: no ledger or WordPress access beyond ``job``."""
+    :data:`gateway.jobs.records.STAGE_STEPS`). Pure: no ledger or WordPress access beyond
+    ``job``."""
     if job.cancelled:
         return ["none"]
     if report["needs_review"]:

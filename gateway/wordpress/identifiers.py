@@ -22,6 +22,6 @@ def attachment_slug(filename: str, operation_key: str) -> str:
     ``hero-2``, ``hero-3`` and so on, one database query each (``wp_unique_post_slug``):
     a site whose workflows reuse an image title pays for every earlier upload. This slug is
     free at the first query. The file name comes made safe by the domain
-    (:func:`gateway.actions.media.safe_filename`, stem at most 80 characters) and WordPress sanitizes
-    a slug it is sent (``sanitize_title``), so nothing is cleaned here again."""
+    (:func:`gateway.actions.media.safe_filename`, stem at most 80 characters) and WordPress
+    sanitizes a slug it is sent (``sanitize_title``), so nothing is cleaned here again."""
     return f"{filename.rsplit('.', 1)[0].lower()}-{media_token(operation_key)}"
