@@ -17,6 +17,8 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff" >&2
 ruff check .
 ruff format --check .
+echo "== import-linter (the layers: .importlinter, docs/architecture.md)" >&2
+lint-imports --no-cache
 echo "== pytest (SQLite ledger)" >&2
 python -m pytest -q -rs "$@"
 echo "== pytest (PostgreSQL ledger): the suite again, each test on a fresh database" >&2
