@@ -63,6 +63,7 @@ JOB = "job"
 SITE = "site"
 WORKER = "worker"
 
+
 class UnknownAction(LookupError):
     """No action of this name is registered."""
 
