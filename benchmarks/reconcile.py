@@ -127,6 +127,7 @@ def scenario(site: dict, proxy: FaultProxy, rows: int, found: int, rid: str, dat
                             "job_id": k.split("/")[1],
                             "task_version": 1,
                             "action": "draft",
+                            "binds": "post",
                             "request_hash": "0" * 64,
                             "state": "UNKNOWN",
                             "intent": intent,

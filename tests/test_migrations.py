@@ -22,6 +22,7 @@ from gateway.ledger.db import database
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
+from gateway.operations import ownership
 from gateway.tenancy import tokens
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -141,6 +142,22 @@ def test_migration_7_adds_budgets_rate_windows_site_slots_and_pruned_at(release_
     assert recent.returncode == 0 and json.loads(recent.stdout)["operations"] == 0
     everything = cli(release_0_1_0_ledger, "prune", "--older-than", "0")
     assert json.loads(everything.stdout)["operations"] == 2  # untouched for 0 days: finished
+
+
+def test_migration_8_stores_what_each_operation_binds(release_0_1_0_ledger):
+    """Rows written before version 8 get ``binds`` from their action's name, and ownership
+    reads it from the row: the 0.1.0 ledger's draft binds a post, its upload an attachment."""
+    with sqlite3.connect(release_0_1_0_ledger[len("sqlite:///") :]) as connection:
+        before = dict(connection.execute("SELECT action, count(*) FROM operation GROUP BY action"))
+    assert before == {"draft": 1, "media": 1}
+    assert cli(release_0_1_0_ledger, "init-db").returncode == 0
+    app = gateway.create_app({"database_url": release_0_1_0_ledger, "secret_key": SECRET_KEY})
+    with app.app_context(), database.connection_context():
+        binds = {row.action: row.binds for row in Operation.select()}
+        assert binds == {"draft": "post", "media": "attachment"}
+        assert {ownership.object_type(row) for row in Operation.select()} == {"post", "attachment"}
+    again = cli(release_0_1_0_ledger, "init-db")  # a rerun finds the column and changes nothing
+    assert again.returncode == 0 and again.stderr.count("up to date") == 1
 
 
 def test_migration_4_adds_approval_publish_at_to_an_existing_ledger(release_0_1_0_ledger):

@@ -257,7 +257,7 @@ def test_reconciliation_does_not_adopt_an_object_another_job_holds(gw, wp_site):
     with ledger(gw):
         Operation.create(
             operation_key=key_two, tenant=TENANT, job_id=job_two, task_version=1,
-            action="draft", request_hash="x", state="UNKNOWN", attempts=1,
+            action="draft", binds="post", request_hash="x", state="UNKNOWN", attempts=1,
             intent={"sent": {}, "expected": {}, "update_of": None},
         )  # fmt: skip
     report = gw.recover(job_two).get_json()
@@ -291,7 +291,7 @@ def _foreign_binding(gw) -> tuple[str, int, dict]:
         source = row(TENANT, op_key(job_one, "draft"))
         Operation.create(
             operation_key=op_key(job_two, "draft"), tenant=TENANT, job_id=job_two,
-            task_version=1, action="draft", request_hash="x", state="CONFIRMED",
+            task_version=1, action="draft", binds="post", request_hash="x", state="CONFIRMED",
             remote_id=first, intent=source.intent, receipt=source.receipt, attempts=1,
         )  # fmt: skip
         Job.update(post_id=first, phase="verified").where(Job.job_id == job_two).execute()

@@ -86,6 +86,7 @@ def test_retry_refuses_what_is_not_failed(offline_gw):
             job_id=job_id,
             task_version=1,
             action="draft",
+            binds="post",
             request_hash="x",
             state=ledger.UNKNOWN,
         )

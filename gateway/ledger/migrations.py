@@ -120,6 +120,49 @@ def rename_duplicate_token_names() -> list[str]:
     return notes
 
 
+# What each action's operations bound when schema version 8 was written (the registry's
+# ``Action.binds`` then): a migration is frozen, so it never asks today's registry. An action
+# not named here binds ``post`` (refusing to adopt is safe; adopting is not).
+BINDS_AT_VERSION_8 = {
+    "draft": "post",
+    "block": "post",
+    "repair": "post",
+    "publish": "post",
+    "unschedule": "post",
+    "media": "attachment",
+    "attach": "attachment",
+    "media_meta": "attachment",
+    "term": "term",
+    "notify": None,
+    "tool_result": None,
+    "mcp_approval_result": None,
+    "computer_use_approval_result": None,
+    "session_cancel": None,
+}
+
+
+def _operation_binds(migrator: SchemaMigrator) -> None:
+    """Version 8 (the layers, issue 24): ``operation.binds``, the WordPress type an
+    operation's ``remote_id`` is, stored at claim so that ownership reads it from the row
+    instead of asking the action registry; existing rows are backfilled by action name."""
+    from playhouse.migrate import migrate as run
+
+    columns = {c.name for c in database.get_columns(ledger.Operation._meta.table_name)}
+    if "binds" not in columns:
+        run(migrator.add_column("operation", "binds", TextField(null=True)))
+    Operation = ledger.Operation
+    kinds: dict[str | None, list[str]] = {}
+    for action, kind in BINDS_AT_VERSION_8.items():
+        kinds.setdefault(kind, []).append(action)
+    for kind, names in kinds.items():
+        if kind is not None:
+            Operation.update(binds=kind).where(Operation.action.in_(names)).execute()
+    known = list(BINDS_AT_VERSION_8)
+    Operation.update(binds="post").where(
+        Operation.action.not_in(known), Operation.binds.is_null()
+    ).execute()
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -152,6 +195,11 @@ MIGRATIONS: list[Migration] = [
         7,
         "budgets, rate windows, site concurrency slots; operation.pruned_at",
         _operator_tables,
+    ),
+    Migration(
+        8,
+        "operation.binds: the WordPress type an operation holds, stored on its row",
+        _operation_binds,
     ),
 ]
 

@@ -127,9 +127,11 @@ class Operation(BaseModel):
     slot = TextField(null=True)
     request_hash = TextField()
     state = TextField(default=PREPARED, index=True)
-    remote_id = IntegerField(
-        null=True, index=True
-    )  # who holds an object: gateway.operations.ownership
+    # who holds an object: gateway.operations.ownership
+    remote_id = IntegerField(null=True, index=True)
+    # the WordPress type remote_id is (post, attachment, term), as the action's registry
+    # entry said at claim (schema version 8); None: it binds no WordPress object
+    binds = TextField(null=True)
     intent = JSONField(null=True)  # what read-back needs to rebuild a receipt; no secrets
     receipt = JSONField(null=True)
     problem = JSONField(null=True)

@@ -10,10 +10,10 @@ The rules:
   install; within one job, a media slot's attachment belongs to that slot, and a post to the
   job's draft chain; an image's upload, attachment to the post and metadata updates are one
   chain per slot; terms are shared by every job of a site and belong to none. Which chain an
-  action belongs to is its registry entry's ``binds`` (:mod:`gateway.operations.registry`). An
-  *install* is what
-  WordPress reports about itself (:func:`gateway.tenancy.sites.install_identity`: the ``url`` and
-  ``home`` of its ``/wp-json/`` index), not the URL configured for the site: two tenants may
+  operation belongs to is its row's ``binds``, stored at claim from its registry entry. An
+  *install* is what WordPress reports about itself
+  (:func:`gateway.tenancy.sites.install_identity`: the ``url`` and ``home`` of its ``/wp-json/``
+  index), not the URL configured for the site: two tenants may
   reach one install by different URLs. A site whose identity cannot be learnt counts as the
   same install (refusing is safe; adopting is not).
 * **The object.** When its facts are at hand (a lookup entry, or the object read back), an
@@ -34,7 +34,6 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
-from gateway.operations import registry as actions
 from gateway.tenancy import sites
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
@@ -44,21 +43,18 @@ log = logging.getLogger(__name__)
 POST, ATTACHMENT, TERM = "post", "attachment", "term"
 
 
-def object_type(action: str) -> str:
-    """The WordPress type an operation of ``action`` binds, as its registry entry says
-    (:attr:`gateway.operations.registry.Action.binds`): ``post`` (the job's draft chain),
-    ``attachment``
-    (an image slot's chain: its upload, its attachment to the post, its metadata updates) or
-    ``term`` (site objects many jobs and tenants share by name; their ids are not post ids).
-    An unregistered action counts as ``post`` (refusing is safe)."""
-    try:
-        return actions.get(action).binds or POST
-    except actions.UnknownAction:
-        return POST
+def object_type(row: Operation) -> str:
+    """The WordPress type the operation ``row`` binds, as stored on its row at claim
+    (``binds``, from its registry entry: :attr:`gateway.operations.registry.Action.binds`):
+    ``post`` (the job's draft chain), ``attachment`` (an image slot's chain: its upload, its
+    attachment to the post, its metadata updates) or ``term`` (site objects many jobs and
+    tenants share by name; their ids are not post ids). A row that binds nothing counts as
+    ``post`` (refusing is safe)."""
+    return row.binds or POST
 
 
-def _binds(action: str, kind: str) -> bool:
-    return action in actions.binding(kind)
+def _binds(row: Operation, kind: str) -> bool:
+    return row.binds == kind
 
 
 def facts_of(obj: dict) -> dict:
@@ -85,9 +81,9 @@ def check_adoptable(target, row: Operation, object_id: int, obj: dict | None = N
             operation, job or tenant on the same install.
         WordPressUnavailable (503): the install's identity cannot be learnt now.
     """
-    if _binds(row.action, TERM):
+    if _binds(row, TERM):
         return  # a term is found by name and shared: there is no owner to check
-    want = object_type(row.action)
+    want = object_type(row)
     if obj is not None:
         facts = facts_of(obj)
         if facts["type"] and facts["type"] != want:
@@ -152,7 +148,7 @@ def holders(target, object_id: int, ignore=None) -> list[Operation]:
         Operation.state == CONFIRMED,
         # Only operations that bind a post or an attachment: term ids are another id space,
         # and agent-session inputs bind no WordPress object.
-        Operation.action.in_(actions.binding(POST) | actions.binding(ATTACHMENT)),
+        Operation.binds.in_((POST, ATTACHMENT)),
     )
     rows = [row for row in query if ignore is None or not ignore(row)]
     if not rows:
@@ -178,10 +174,10 @@ def _same_chain(row: Operation, holder: Operation) -> bool:
         return False
     if holder.operation_key == row.operation_key:
         return True
-    mine, theirs = object_type(row.action), object_type(holder.action)
+    mine, theirs = object_type(row), object_type(holder)
     if ATTACHMENT in (mine, theirs):
         return mine == theirs and _image_slot(row) == _image_slot(holder)
-    return mine == theirs == POST and _binds(row.action, POST) and _binds(holder.action, POST)
+    return mine == theirs == POST and _binds(row, POST) and _binds(holder, POST)
 
 
 def _image_slot(row: Operation) -> str:

@@ -42,6 +42,7 @@ from gateway.ledger.models import Operation
 from gateway.operations import duplicates
 from gateway.operations import ownership
 from gateway.operations import refusals
+from gateway.operations import registry
 from gateway.operations import review_items
 from gateway.operations.target import Target
 from gateway.tenancy import limits
@@ -142,6 +143,7 @@ def claim(
                 request_hash=request_hash,
                 state=PREPARED,
                 intent=intent,
+                binds=_binds_of(action),
                 credential_version=target.site.credential_version,
                 fencing_token=target.fencing_token,
             )
@@ -151,6 +153,15 @@ def claim(
     if row.request_hash != request_hash:
         raise _reused(row)
     return row
+
+
+def _binds_of(action: str) -> str | None:
+    """What an operation of ``action`` binds (its registry entry's ``binds``), stored on the
+    row at claim; ``post`` for an action nobody registered (refusing to adopt is safe)."""
+    try:
+        return registry.get(action).binds
+    except registry.UnknownAction:
+        return ownership.POST
 
 
 def _reused(row: Operation) -> exc.GatewayError:

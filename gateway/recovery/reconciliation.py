@@ -324,7 +324,7 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
     as WordPress holds it now: write the operation key onto it (companion plugin present and
     the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
     action = actions.for_row(row)
-    kind = ownership.object_type(row.action)
+    kind = ownership.object_type(row)
     client = target.client
     try:
         obj = client.get_media(object_id) if kind == "attachment" else client.get_post(object_id)
