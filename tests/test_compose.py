@@ -33,7 +33,7 @@ def env_example() -> dict[str, str]:
 
 def gateway_reads() -> set[str]:
     """The ``GATEWAY_*`` names ``gateway/core/config.py`` reads from the environment."""
-    source = (ROOT / "gateway" / "config.py").read_text()
+    source = (ROOT / "gateway" / "core" / "config.py").read_text()
     return set(re.findall(r"""env(?:\.get\(|\[)\s*["'](GATEWAY_[A-Z_]+)["']""", source)) | set(
         re.findall(
             r"""_(?:number|count|rate|public_url)\(\s*env,\s*["'](GATEWAY_[A-Z_]+)["']""", source

@@ -158,7 +158,7 @@ def test_companion_missing_makes_rank_math_fields_unreadable(gw, wp_site):
 
 
 def test_companion_older_than_expected(gw, monkeypatch):
-    monkeypatch.setattr(doctor, "COMPANION_MIN_VERSION", "99.0.0")
+    monkeypatch.setattr(doctor_registry, "COMPANION_MIN_VERSION", "99.0.0")
     checks = _run(gw)
     assert checks["companion_plugin"]["ok"] is False
     assert "older than 99.0.0" in checks["companion_plugin"]["detail"]

@@ -84,7 +84,7 @@ def _slot(action) -> str:
 
 def handle(ctx: Context, action) -> str:
     """Handle one required action (see the module docstring for the outcomes)."""
-    if action.type == "function_call" and action.name in tools.TOOLS:
+    if action.type == "function_call" and action.name in tools.all_tools():
         return _function_call(ctx, action)
     existing = submissions.find(ctx.job, RESULT_ACTION[action.type], _slot(action))
     if existing is not None:

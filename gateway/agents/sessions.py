@@ -166,7 +166,7 @@ def _scan(oai: openai.OpenAI, session_id: str) -> tuple[dict, dict, int, int]:
         for item in page.data:
             items += 1
             kind = item.type
-            if kind == "function_call" and item.name in tools.TOOLS:
+            if kind == "function_call" and item.name in tools.all_tools():
                 calls[item.call_id] = {"name": item.name, "turn_id": item.turn_id}
             elif kind == "function_call_output" and item.call_id in calls:
                 calls[item.call_id]["output"] = item.status

@@ -6,7 +6,7 @@ generated from the JSON Schema file the HTTP API validates the same call with
 (``gateway/schemas/*.json``: one source, not a copy), plus the path parameter the URL carries
 (``slot``, ``name``) with the pattern :mod:`gateway.core.validation` checks it with.
 
-:data:`TOOLS` maps a tool name to what runs it. The side-effect tools come from the action
+:func:`all_tools` maps a tool name to what runs it. The side-effect tools come from the action
 registry (:func:`gateway.operations.registry.agent_tools`: each registered action with an
 :class:`~gateway.operations.registry.AgentTool` - today media, draft and block), run through the
 action's
@@ -111,39 +111,44 @@ def _recover(target: Target, _args: dict, _actor: str) -> dict:
     return reconciliation.recover_job(target)
 
 
-TOOLS: dict[str, Tool] = {
-    t.name: t
-    for t in (
-        *_action_tools(),
-        Tool(
-            "verify",
-            "Read the post back from WordPress and compare it field by field with the draft.",
-            "empty",
-            _verify,
-        ),
-        Tool(
-            "request_approval",
-            "Put the verified post in front of editors. Only an editor approves or publishes.",
-            "empty",
-            _request_approval,
-        ),
-        Tool(
-            BUMP_TOOL,
-            "Start a new task version of the job (needed to change content already written "
-            "under the current version). Counted against the job's budget.",
-            "job",
-            _bump,
-            only=("task_version",),
-        ),
-        Tool(
-            "recover",
-            "Reconcile the job's unproven WordPress operations and report what is completed, "
-            "failed, unknown or needs a person.",
-            "empty",
-            _recover,
-        ),
-    )
-}
+# The tools that are not ledger actions (reads and steps), in the order agents see them after
+# the action tools.
+_STEP_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "verify",
+        "Read the post back from WordPress and compare it field by field with the draft.",
+        "empty",
+        _verify,
+    ),
+    Tool(
+        "request_approval",
+        "Put the verified post in front of editors. Only an editor approves or publishes.",
+        "empty",
+        _request_approval,
+    ),
+    Tool(
+        BUMP_TOOL,
+        "Start a new task version of the job (needed to change content already written "
+        "under the current version). Counted against the job's budget.",
+        "job",
+        _bump,
+        only=("task_version",),
+    ),
+    Tool(
+        "recover",
+        "Reconcile the job's unproven WordPress operations and report what is completed, "
+        "failed, unknown or needs a person.",
+        "empty",
+        _recover,
+    ),
+)
+
+
+def all_tools() -> dict[str, Tool]:
+    """``{name: Tool}``: the registered actions' tools (as the registry holds them now: the
+    composition root, :mod:`gateway.composition`, registers every action in every process),
+    then the step tools."""
+    return {t.name: t for t in (*_action_tools(), *_STEP_TOOLS)}
 
 
 def _inline_shared(node):
@@ -163,7 +168,7 @@ def _inline_shared(node):
 @cache
 def parameters(name: str) -> dict:
     """The JSON Schema of tool ``name``'s arguments, generated from its schema file."""
-    tool = TOOLS[name]
+    tool = all_tools()[name]
     schema = _inline_shared(copy.deepcopy(validation.schema(tool.schema)))
     for meta in ("$schema", "title", "if", "then"):
         schema.pop(meta, None)
@@ -192,7 +197,7 @@ def definitions() -> list[dict]:
             "description": t.description,
             "parameters": parameters(t.name),
         }
-        for t in TOOLS.values()
+        for t in all_tools().values()
     ]
 
 
@@ -228,10 +233,10 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
     Returns the JSON body the HTTP call would answer.
 
     Raises:
-        KeyError: ``name`` is not a gateway tool (callers check :data:`TOOLS` first).
+        KeyError: ``name`` is not a gateway tool (callers check :func:`all_tools` first).
         ValidationFailed (422) and everything the domain function raises.
     """
-    tool = TOOLS[name]
+    tool = all_tools()[name]
     args = validation.check(_validator(name), arguments_of(arguments), tool.schema)
     jobs.ensure_active(target.job)
     return tool.run(target, args, actor)
