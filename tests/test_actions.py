@@ -138,6 +138,7 @@ def test_site_scoped_operations_are_left_to_the_sweep(offline_gw, registered):
         "needs_review": 0,
         "unreachable": 0,
         "refused": 0,
+        "site_busy": 0,
         "unscheduled": 0,  # the registry's sweep counts: unschedule rows, scheduled posts,
         "published": 0,
         "missed": 0,

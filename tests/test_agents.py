@@ -5,6 +5,7 @@ decides, state rebuild over every saved item, and stops."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 
@@ -27,7 +28,10 @@ from support import problem_slug
 from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.core import validation
+from gateway.ledger import db
 from gateway.ledger.db import database
+from gateway.ledger.models import Site
+from gateway.ledger.models import SiteSlot
 from gateway.tenancy import sites
 from gateway_tools.openai_standin import OpenAIStandIn as S
 
@@ -135,6 +139,36 @@ def test_the_standin_honours_idempotency_keys_with_the_sdk(standin):
         client.beta.agents.sessions.events.create(sid, events=[event], idempotency_key="k-2")
     with pytest.raises(openai.BadRequestError):  # the SDK's own types refuse a bad event
         client.beta.agents.sessions.events.create(sid, events=[{"type": "nope"}])
+
+
+@pytest.mark.wordpress
+def test_the_worker_backs_off_from_a_busy_site_and_answers_later(gw, standin):
+    """The agent worker takes the site's slot like any caller; with every slot held it leaves
+    the call unanswered (``later``: no failure told to the model, no WordPress write) and
+    answers it at a later pass once a slot is free."""
+    gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(site_concurrency=1)
+    job_id, sid = _session(gw, standin)
+    key = op_key(job_id, "draft")
+    [call] = standin.require(sid, S.function_call("put_draft", draft_body(title=f"B {job_id}")))
+    with gw.app.app_context(), database.connection_context():
+        held = SiteSlot.create(
+            site_id=Site.get(Site.tenant == TENANT, Site.name == SITE_NAME).id,
+            slot=0,
+            holder="another-caller",
+            expires_at=db.utcnow() + dt.timedelta(minutes=5),
+        )
+    counts = run_worker(gw.app)
+    assert counts["later"] == 1 and counts["answered"] == 0
+    assert standin.events(sid) == []
+    assert gw.count_objects(key, "post") == 0 and gw.operations(job_id) == []
+
+    with gw.app.app_context(), database.connection_context():
+        SiteSlot.delete().where(SiteSlot.id == held.id).execute()
+    assert run_worker(gw.app)["answered"] == 1
+    assert gw.count_objects(key, "post") == 1
+    assert tool_output(standin, sid, call["call_id"])["success"] is True
+    with gw.app.app_context(), database.connection_context():
+        assert SiteSlot.select().count() == 0  # released when the job's pass ended
 
 
 @pytest.mark.wordpress

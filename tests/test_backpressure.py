@@ -17,13 +17,16 @@ from support import both_transports
 from support import call_count
 from support import draft_body
 from support import new_job_id
+from support import op_key
 from support import png_bytes
 from support import problem_slug
 
 from gateway.ledger import db
 from gateway.ledger.db import database
+from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
 from gateway.ledger.models import SiteSlot
+from gateway.recovery import reconciliation
 from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
@@ -112,6 +115,46 @@ def test_site_busy_when_every_slot_is_held_by_another_worker(gwp, proxy, transpo
     assert call_count(proxy, transport, "create_post") == 1
     with gwp.app.app_context(), database.connection_context():
         assert SiteSlot.select().count() == 0  # released when the request ended
+
+
+def _hold_every_slot(gw) -> SiteSlot:
+    """Another caller holds the site's only slot (``GATEWAY_SITE_CONCURRENCY=1``)."""
+    with gw.app.app_context(), database.connection_context():
+        return SiteSlot.create(
+            site_id=Site.get(Site.name == "blog").id,
+            slot=0,
+            holder="other-worker",
+            expires_at=db.utcnow() + dt.timedelta(minutes=5),
+        )
+
+
+@both_transports
+def test_the_sweep_backs_off_from_a_busy_site_and_finishes_later(gwp, proxy, transport):
+    """The sweep takes the site's slot like any caller: with every slot held it leaves the
+    site's rows as they are (``site_busy``, no WordPress call, never a failure) and confirms
+    them at the next sweep once a slot is free; it releases its slot when done."""
+    _configure(gwp, site_concurrency=1)
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    assert gwp.put_draft(job_id, draft_body(title=f"Busy {job_id}")).status_code == 201
+    config = gwp.app.config["GATEWAY"]
+    with gwp.app.app_context(), database.connection_context():
+        Operation.update(state="UNKNOWN").where(Operation.job_id == job_id).execute()
+    held = _hold_every_slot(gwp)
+    proxy.reset_log()
+    with gwp.app.app_context(), database.connection_context():
+        busy = reconciliation.sweep(config, older_than=0)
+    assert (busy["site_busy"], busy["confirmed"], busy["examined"]) == (1, 0, 0)
+    assert proxy.requests == []
+    assert [row["state"] for row in gwp.operations(job_id)] == ["UNKNOWN"]
+
+    with gwp.app.app_context(), database.connection_context():
+        SiteSlot.delete().where(SiteSlot.id == held.id).execute()
+        done = reconciliation.sweep(config, older_than=0)
+        assert SiteSlot.select().count() == 0  # the sweep's own slot, released
+    assert (done["site_busy"], done["confirmed"]) == (0, 1)
+    assert [row["state"] for row in gwp.operations(job_id)] == ["CONFIRMED"]
+    assert gwp.count_objects(op_key(job_id, "draft")) == 1
 
 
 def test_token_rate_limit_counts_in_the_ledger(offline_gw):

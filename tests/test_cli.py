@@ -168,6 +168,7 @@ def test_reconcile_and_report_print_json(run, wp_site):
         "needs_review": 0,
         "unreachable": 0,
         "refused": 0,
+        "site_busy": 0,
         "unscheduled": 0,
         "published": 0,
         "missed": 0,

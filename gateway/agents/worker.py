@@ -35,6 +35,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import WebhookEvent
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
+from gateway.tenancy import site_slots
 
 log = logging.getLogger(__name__)
 RESEND_AFTER = 5.0
@@ -160,9 +161,13 @@ def _process_session(config: Config, oai, row: AgentSession, counts: dict) -> No
         counts["busy"] += 1
         return
     try:
-        _under_lease(config, oai, job, row, lease.fencing_token, counts)
+        with site_slots.scope():  # the site's concurrency slot, as for any caller
+            _under_lease(config, oai, job, row, lease.fencing_token, counts)
     except exc.AgentUnavailable as error:
         log.warning("job_id=%s: %s", job.job_id, error.detail)
+        counts["later"] += 1
+    except exc.SiteBusy:  # back off: the call stays unanswered until the next pass
+        log.info("job_id=%s: the site is busy (GATEWAY_SITE_CONCURRENCY); next pass", job.job_id)
         counts["later"] += 1
     finally:
         try:

@@ -34,7 +34,8 @@ from gateway.ledger import db
 from gateway.ledger import models as ledger
 from gateway.ledger.db import database
 from gateway.operator import metrics
-from gateway.tenancy import limits
+from gateway.tenancy import rate_limits
+from gateway.tenancy import site_slots
 from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
 
@@ -60,7 +61,7 @@ def _authenticate():
         )
     g.principal = principal
     logs.bind(tenant=principal.tenant)
-    limits.count_request(config(), tokens.rate_key(secret))
+    rate_limits.count_request(config(), tokens.rate_key(secret))
     return None
 
 
@@ -83,7 +84,7 @@ def _start_request():
     g.request_id = logs.start(sent if REQUEST_ID.fullmatch(sent) else None)
     if request.view_args and request.view_args.get("job_id"):
         logs.bind(job_id=request.view_args["job_id"])
-    limits.start_scope()
+    site_slots.start_scope()
 
 
 def _finish_request(response):
@@ -157,8 +158,8 @@ def init_app(app: Flask) -> None:
     @app.teardown_request
     def _close(_error=None):
         try:
-            limits.release_held()
-        except DatabaseError as error:  # the slot expires by itself (limits.slot_ttl)
+            site_slots.release_held()
+        except DatabaseError as error:  # the slot expires by itself (site_slots.slot_ttl)
             log.error("could not release a site concurrency slot: %s", error)
         finally:
             if not database.is_closed():

@@ -45,7 +45,6 @@ from gateway.operations import refusals
 from gateway.operations import registry
 from gateway.operations import review_items
 from gateway.operations.target import Target
-from gateway.tenancy import limits
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressDuplicate
@@ -245,8 +244,8 @@ def perform(
     """
     logs.bind(operation_key=key)
     # 429 site-busy comes before the claim and before any WordPress call (a no-op without
-    # GATEWAY_SITE_CONCURRENCY); Target.client holds the same slot for the whole request.
-    limits.hold_site_slot(target.config, target.site.id)
+    # GATEWAY_SITE_CONCURRENCY); the caller's scope holds the slot until it ends.
+    target.hold_slot()
     row = claim(target, key, request_hash, effect.action, slot, effect.intent)
     for _ in range(MAX_ROUNDS):
         if row.state == CONFIRMED:

@@ -7,7 +7,7 @@ from functools import cached_property
 from gateway.core.config import Config
 from gateway.ledger.models import Job
 from gateway.ledger.models import Site
-from gateway.tenancy import limits
+from gateway.tenancy import site_slots
 from gateway.tenancy import sites
 from gateway.tenancy.sites import Companion
 from gateway.wordpress import Transport
@@ -45,12 +45,23 @@ class Target:
             self._site = sites.get_site(self.job.tenant, self.job.site)
         return self._site
 
+    def hold_slot(self) -> None:
+        """Take one of the site's concurrency slots for the caller's scope, the one place
+        every path to WordPress takes it (:mod:`gateway.tenancy.site_slots`): before a side
+        effect is claimed, and before a client is made.
+
+        Raises:
+            SiteBusy (429): every slot of the site is held.
+        """
+        site_slots.hold(self.config, self.site.id)
+
     @cached_property
     def client(self) -> Transport:
         """A client of the site's transport (REST or XML-RPC) with its credentials as stored
-        now; inside a request this takes one of the site's concurrency slots first (429
-        ``site-busy`` when none is free, before any WordPress call over either transport)."""
-        limits.hold_site_slot(self.config, self.site.id)
+        now; inside a caller's scope this takes one of the site's concurrency slots first
+        (:meth:`hold_slot`: 429 ``site-busy`` when none is free, before any WordPress call over
+        either transport)."""
+        self.hold_slot()
         return sites.client_for(self.site, self.config.secret_key, self.config.wp_timeout)
 
     @cached_property

@@ -28,6 +28,7 @@ from gateway.operations import review_items
 from gateway.operations.perform import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
+from gateway.tenancy import site_slots
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 
@@ -226,7 +227,10 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
             (default: the in-flight window).
 
     Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable",
-    "refused"}`` (``refused``: the object found is not provably the operation's).
+    "refused", "site_busy"}`` (``refused``: the object found is not provably the operation's;
+    ``site_busy``: rows of a site whose every concurrency slot was held, and extra passes
+    that met such a site - left as they are until the next sweep). Each site is swept inside
+    its own :func:`gateway.tenancy.site_slots.scope`, and so is each action's extra pass.
     """
     older_than = config.inflight_window if older_than is None else older_than
     counts = {
@@ -236,12 +240,18 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         "needs_review": 0,
         "unreachable": 0,
         "refused": 0,
+        "site_busy": 0,
     }
     for action in actions.all_actions():
         if action.counted_as:
             counts[action.counted_as] = 0
         if action.sweep_pass is not None:
-            counts.update(action.sweep_pass(config))
+            try:
+                with site_slots.scope():
+                    counts.update(action.sweep_pass(config))
+            except exc.SiteBusy:
+                log.info("sweep: %s's pass met a busy site; next sweep", action.name)
+                counts["site_busy"] += 1
     stale = [
         r
         for r in Operation.select().where(
@@ -257,8 +267,14 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         target = target_for(config, jobs.get_job(tenant, job_id))
         for row in rows:
             by_site.setdefault((tenant, target.site.name), []).append((target, row))
-    for pairs in by_site.values():
-        _sweep_site(pairs, counts)
+    for (_tenant, site_name), pairs in by_site.items():
+        try:
+            with site_slots.scope():
+                pairs[0][0].hold_slot()  # before anything is examined or asked
+                _sweep_site(pairs, counts)
+        except exc.SiteBusy:  # back off: the rows stay SENT/UNKNOWN for the next sweep
+            log.info("sweep: site %s is busy (GATEWAY_SITE_CONCURRENCY); next sweep", site_name)
+            counts["site_busy"] += len(pairs)
     return counts
 
 

@@ -1,0 +1,121 @@
+"""Per-site concurrency (``GATEWAY_SITE_CONCURRENCY=N``): at most N callers of one site talk
+to WordPress at once, whoever they are - HTTP requests, the agent worker, the sweep, CLI
+commands - across every worker and instance, kept in the ledger (no extra server).
+
+A slot is a row in :class:`~gateway.ledger.models.SiteSlot` whose unique ``(site_id, slot)``
+pair is the lock (an INSERT wins or fails, never read-then-write). It is taken in one place,
+:func:`hold`, called by :meth:`gateway.operations.target.Target.hold_slot` when a side effect
+is about to be claimed or a WordPress client is first made for a target - so replays answered
+from the ledger take none - and released when the caller's :func:`scope` ends. A slot whose
+holder died frees itself after :func:`slot_ttl`.
+
+Who opens a scope, and what each does when every slot is held (429 ``site-busy``,
+:class:`~gateway.core.exceptions.SiteBusy`, raised before any claim or WordPress call):
+
+* an HTTP request (the API's request hooks): the caller gets 429 with ``Retry-After``;
+* the agent worker, one scope per job it works on: the required call is left unanswered and
+  retried at the next pass (``later``), never failed to the model;
+* the sweep (``gateway reconcile`` and the server's sweep thread), one scope per site and per
+  extra pass: that site's rows stay as they are until the next sweep (``site_busy`` counted).
+
+Outside a scope nothing is limited (a test or a script calling the domain directly).
+
+Off by default: it costs an INSERT and a DELETE per WordPress-calling caller, which the
+benchmarks' 1,000 jobs from 32 clients would pay for nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Iterator
+
+from peewee import IntegrityError
+
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger import db
+from gateway.ledger.models import SiteSlot
+
+log = logging.getLogger(__name__)
+# {site id: slot row id} held by the current scope; None outside any scope.
+_held: contextvars.ContextVar[dict[int, int] | None] = contextvars.ContextVar(
+    "gateway_site_slots", default=None
+)
+
+
+def slot_ttl(config: Config) -> float:
+    """Seconds after which a held slot counts as abandoned: longer than any caller that
+    waits for WordPress (gunicorn's worker timeout is ``2 * wp_timeout + 30``)."""
+    return config.wp_timeout * 2 + 60
+
+
+def start_scope() -> None:
+    """Begin a scope where a ``with`` block does not fit (the API's request hooks); end it
+    with :func:`release_held`."""
+    _held.set({})
+
+
+def release_held() -> None:
+    """Release the slots the current scope holds and end it."""
+    held = _held.get()
+    _held.set(None)
+    if held:
+        SiteSlot.delete().where(SiteSlot.id << list(held.values())).execute()
+
+
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """A caller's scope (one job of the agent worker, one site of the sweep): the slots
+    taken inside are released at its end, also when it raises. Nested inside another scope
+    it adds nothing (the outer one holds and releases)."""
+    if _held.get() is not None:
+        yield
+        return
+    start_scope()
+    try:
+        yield
+    finally:
+        release_held()
+
+
+def hold(config: Config, site_id: int) -> None:
+    """Take one of site ``site_id``'s ``GATEWAY_SITE_CONCURRENCY`` slots for the current
+    scope (a no-op without a limit, outside a scope, or when the scope holds one of that site
+    already).
+
+    Raises:
+        SiteBusy (429, ``Retry-After``): every slot is held.
+    """
+    held = _held.get()
+    if not config.site_concurrency or held is None or site_id in held:
+        return
+    holder = uuid.uuid4().hex
+    expires = db.utcnow() + dt.timedelta(seconds=slot_ttl(config))
+    for _attempt in range(2):
+        for slot in range(config.site_concurrency):
+            try:
+                with db.atomic():
+                    row = SiteSlot.create(
+                        site_id=site_id, slot=slot, holder=holder, expires_at=expires
+                    )
+            except IntegrityError:
+                continue
+            held[site_id] = row.id
+            return
+        freed = (
+            SiteSlot.delete()
+            .where(SiteSlot.site_id == site_id, SiteSlot.expires_at < db.utcnow())
+            .execute()
+        )
+        if not freed:
+            break
+        log.warning("freed %s abandoned concurrency slots of site %s", freed, site_id)
+    raise exc.SiteBusy(
+        f"the site already has {config.site_concurrency} callers talking to WordPress "
+        "(GATEWAY_SITE_CONCURRENCY); retry shortly",
+        retry_after=1,
+    )
