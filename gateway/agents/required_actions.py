@@ -258,7 +258,7 @@ def resolve(config: Config, review: Review, decision: str, reason: str | None, e
     closed = reviews.close(review, decision, None, editor)
     return {
         "review": reviews.review_view(closed),
-        "operation": jobs.row_view(row) if row is not None else None,
+        "operation": row.as_dict() if row is not None else None,
     }
 
 

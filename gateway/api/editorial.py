@@ -15,6 +15,7 @@ from gateway.actions import blocks
 from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.agents import stops
+from gateway.api import job_views
 from gateway.api.answers import approval_request_body
 from gateway.api.answers import block_body
 from gateway.api.answers import publish_body
@@ -74,7 +75,7 @@ def cancel(job_id: str):
         scheduling.unschedule(target_for(config(), job), "job cancelled")
     job = jobs.cancel_job(job, body["reason"])
     stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
-    return jobs.job_view(job, with_rows=False)
+    return job_views.job_view(job, with_rows=False)
 
 
 @bp.post("/jobs/<job_id>/repair")

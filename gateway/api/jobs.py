@@ -12,6 +12,7 @@ from flask import request
 from gateway.actions import drafts
 from gateway.actions import media
 from gateway.agents import sessions
+from gateway.api import job_views
 from gateway.api.answers import draft_body
 from gateway.api.answers import media_body
 from gateway.api.common import answer
@@ -52,7 +53,7 @@ def list_jobs():
         raise exc.ValidationFailed(
             "invalid query", errors=[{"pointer": "/limit", "message": "limit 1..500"}]
         )
-    return jobs.list_jobs(
+    return job_views.list_jobs(
         g.principal.tenant, statuses, request.args.get("phase") or None, limit, after
     )
 
@@ -70,7 +71,7 @@ def put_job(job_id: str):
     job, created = jobs.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
     if session_id:
         job = sessions.bind(config(), job, session_id)
-    return jobs.job_view(job, created=created), 201 if created else 200
+    return job_views.job_view(job, created=created), 201 if created else 200
 
 
 @bp.get("/jobs/<job_id>")
@@ -79,7 +80,7 @@ def get_job(job_id: str):
     """The job, its ledger rows, approvals, checkpoints, lease and open review items."""
     job = _job(job_id)
     return {
-        **jobs.job_view(job),
+        **job_views.job_view(job),
         "approvals": [approvals.approval_view(a) for a in approvals.approvals_of(job)],
         "checkpoints": checkpoints.checkpoints_of(job),
         "retries": retries.retries_of(job),

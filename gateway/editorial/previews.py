@@ -174,8 +174,8 @@ LOOKUP_FIRST = (
 
 
 def problem_in_words(row: dict) -> dict:
-    """What a SENT, UNKNOWN or FAILED ledger row (:func:`gateway.jobs.records.row_view`) means for
-    an editor.
+    """What a SENT, UNKNOWN or FAILED ledger row
+    (:meth:`gateway.ledger.models.Operation.as_dict`) means for an editor.
 
     Returns ``{"summary": str, "next": str, "technical": str | None}``: what happened, what
     happens next, and the recorded problem as it was (for the folded-away detail).

@@ -90,5 +90,5 @@ def resolve_review(
     review = reviews.close(review, decision, post_id, editor)
     return {
         "review": reviews.review_view(review),
-        "operation": jobs.row_view(Operation.get_by_id(row.id)),
+        "operation": Operation.get_by_id(row.id).as_dict(),
     }

@@ -19,7 +19,6 @@ from gateway.core.exceptions import GatewayError
 from gateway.editorial import approvals
 from gateway.editorial import previews
 from gateway.editorial import reviews
-from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
@@ -130,16 +129,14 @@ def pending_operations(tenant: str) -> list[dict]:
         .where(Operation.tenant == tenant, Operation.state << (UNKNOWN, SENT))
         .order_by(Operation.id)
     )
-    views = [jobs.row_view(row) for row in query]
+    views = [row.as_dict() for row in query]
     return [{**view, "words": previews.problem_in_words(view)} for view in views]
 
 
 def failed_operations(tenant: str) -> list[dict]:
     """FAILED ledger rows of ``tenant`` (:func:`gateway.recovery.retries.failed_operations`) with
     their ``job_id`` and ``words`` (:func:`gateway.editorial.previews.problem_in_words`)."""
-    views = [
-        {**jobs.row_view(row), "job_id": row.job_id} for row in retries.failed_operations(tenant)
-    ]
+    views = [{**row.as_dict(), "job_id": row.job_id} for row in retries.failed_operations(tenant)]
     return [{**view, "words": previews.problem_in_words(view)} for view in views]
 
 

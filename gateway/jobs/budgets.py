@@ -77,8 +77,7 @@ def _exhausted(config: Config, tenant: str, job_id: str, name: str) -> exc.Gatew
     view = budget_view(config, tenant, job_id, name)
     return exc.BudgetExhausted(
         f"job {job_id} has used {view['used']} of its {view['limit']} {name} "
-        "(budget exhausted); an editor can raise it with PUT "
-        f"/v1/jobs/{job_id}/budgets/{name}",
+        f"(budget exhausted); an editor or admin can raise the job's {name} budget",
         budget=view,
     )
 

@@ -17,6 +17,7 @@ from peewee import Model
 from peewee import TextField
 
 from gateway.ledger.db import database
+from gateway.ledger.db import rfc3339
 from gateway.ledger.db import utcnow
 
 # Operation states (docs/api.md, "The ledger").
@@ -145,6 +146,31 @@ class Operation(BaseModel):
 
     class Meta:
         indexes = ((("tenant", "job_id"), False),)
+
+    def as_dict(self) -> dict:
+        """The row as JSON, as the API, the review page and the agents show it (receipts hold
+        no secrets): ``{"operation_key", "action", "slot", "task_version", "state",
+        "remote_id", "request_hash", "attempts", "receipt", "problem", "fencing_token",
+        "credential_version", "created_at", "updated_at", "sent_at", "pruned_at"}``, times
+        as RFC 3339 UTC strings (docs/api.md, "Ledger rows")."""
+        return {
+            "operation_key": self.operation_key,
+            "action": self.action,
+            "slot": self.slot,
+            "task_version": self.task_version,
+            "state": self.state,
+            "remote_id": self.remote_id,
+            "request_hash": self.request_hash,
+            "attempts": self.attempts,
+            "receipt": self.receipt,
+            "problem": self.problem,
+            "fencing_token": self.fencing_token,
+            "credential_version": self.credential_version,
+            "created_at": rfc3339(self.created_at),
+            "updated_at": rfc3339(self.updated_at),
+            "sent_at": rfc3339(self.sent_at),
+            "pruned_at": rfc3339(self.pruned_at),
+        }
 
 
 class Review(BaseModel):
