@@ -3,7 +3,7 @@ registry below it, so that each registry is complete in every process.
 
 * Actions (:mod:`gateway.operations.registry`): each action module registers its
   :class:`~gateway.operations.registry.Action` when imported - media, drafts, blocks, repair,
-  publishing (with approvals), terms, attachments, media metadata, scheduling (``unschedule``),
+  publishing, terms, attachments, media metadata, scheduling (``unschedule``),
   notifications, and the agents' own session inputs (:mod:`gateway.agents.submissions`).
 * Review deciders (:mod:`gateway.editorial.resolution`): the agents package decides its
   ``agent_action`` items (:mod:`gateway.agents.required_actions`).
@@ -22,19 +22,19 @@ from gateway.actions import drafts
 from gateway.actions import media
 from gateway.actions import media_metadata
 from gateway.actions import notifications
+from gateway.actions import publishing
 from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.actions import terms
 from gateway.agents import required_actions
 from gateway.agents import submissions
-from gateway.editorial import approvals
 
 REGISTERING = (
     media,
     drafts,
     blocks,
     repair,
-    approvals,
+    publishing,
     terms,
     attachments,
     media_metadata,

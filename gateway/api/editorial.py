@@ -12,6 +12,7 @@ from flask import Blueprint
 from flask import g
 
 from gateway.actions import blocks
+from gateway.actions import publishing
 from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.agents import stops
@@ -136,7 +137,7 @@ def publish(job_id: str):
     """Publish under a valid approval; a replay after success makes no WordPress write."""
     job = _job(job_id)
     json_body("empty")
-    outcome = approvals.publish(side_effect_target(job), g.principal.name)
+    outcome = publishing.publish(side_effect_target(job), g.principal.name)
     return answer(publish_body(outcome), outcome)
 
 

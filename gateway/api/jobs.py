@@ -11,6 +11,7 @@ from flask import request
 
 from gateway.actions import drafts
 from gateway.actions import media
+from gateway.actions import publishing
 from gateway.agents import sessions
 from gateway.api import job_views
 from gateway.api.answers import draft_body
@@ -81,7 +82,7 @@ def get_job(job_id: str):
     job = _job(job_id)
     return {
         **job_views.job_view(job),
-        "approvals": [approvals.approval_view(a) for a in approvals.approvals_of(job)],
+        "approvals": [approvals.approval_view(a) for a in publishing.approvals_of(job)],
         "checkpoints": checkpoints.checkpoints_of(job),
         "retries": retries.retries_of(job),
         "lease": leases.active_lease(job),

@@ -29,6 +29,7 @@ from flask import url_for
 from flask_wtf.csrf import CSRFError
 from flask_wtf.csrf import CSRFProtect
 
+from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.api import session_store
 from gateway.api.answers import publish_body
@@ -299,7 +300,7 @@ def revoke(job_id: str, approval_id: int):
 @roles("editor")
 def publish(job_id: str):
     """Publish under a valid approval (the same ledger operation as the JSON API)."""
-    outcome = approvals.publish(side_effect_target(_job(job_id)), g.principal.name)
+    outcome = publishing.publish(side_effect_target(_job(job_id)), g.principal.name)
     view = publish_body(outcome)
     again = " (already published: nothing sent)" if view["replayed"] else ""
     flash(

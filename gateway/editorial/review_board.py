@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from gateway.actions import drafts
+from gateway.actions import publishing
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
 from gateway.core.exceptions import GatewayError
@@ -144,7 +145,7 @@ def _approval_state(approval, job: Job, post_id: int | None, digest: str | None,
     """``valid`` or the problem slug that would refuse a publish under ``approval`` now."""
     if post_id is None or digest is None:
         return "unverified"
-    refusal = approvals.refusal_for(approval, job, post_id, digest, now)
+    refusal = publishing.refusal_for(approval, job, post_id, digest, now)
     return "valid" if refusal is None else refusal.slug
 
 
@@ -184,7 +185,7 @@ def _live_summary(target, image_url: ImageURL) -> dict:
         ],
         "content_sha256": sha256_hex(snap["content"]),
         "content_chars": len(snap["content"]),
-        "digest": approvals.live_digest(post),
+        "digest": publishing.live_digest(post),
         "sent_title": sent.get("title"),
         "sent_excerpt": sent.get("excerpt"),
         "sent_seo": sent.get("seo") or {},
@@ -259,7 +260,7 @@ def awaiting_approval(
                         **approvals.approval_view(a),
                         "state": _approval_state(a, job, post_id, digest, now),
                     }
-                    for a in approvals.approvals_of(job)
+                    for a in publishing.approvals_of(job)
                 ],
             }
         )
