@@ -41,7 +41,8 @@ from gateway_tools.fault_proxy import FaultProxy
 
 @pytest.fixture(scope="session")
 def wp_site() -> dict:
-    """The running test WordPress (``wp_test_site/.runtime/site.json``), started on demand."""
+    """The running test WordPress of ``WP_TEST_SITE_WORDPRESS`` (:data:`support.SITE_JSON`),
+    started on demand."""
     site = _read_site()
     detail = ""
     if site is None:

@@ -30,7 +30,11 @@ from gateway.tenancy import tokens
 from gateway_tools.fault_proxy import Fault
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE_JSON = ROOT / "wp_test_site" / ".runtime" / "site.json"
+# The WordPress release line under test (wp_test_site/wordpress_line.sh): each line has its own
+# runtime folder, so two lines can be up at once.
+WP_LINE = os.environ.get("WP_TEST_SITE_WORDPRESS", "bookworm")
+RUNTIME = ROOT / "wp_test_site" / (".runtime" if WP_LINE == "bookworm" else f".runtime-{WP_LINE}")
+SITE_JSON = RUNTIME / "site.json"
 UP_SH = ROOT / "wp_test_site" / "up.sh"
 TENANT = "acme"
 SITE_NAME = "blog"

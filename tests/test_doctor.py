@@ -58,6 +58,8 @@ def test_a_healthy_site_passes_every_check_and_leaves_no_scratch_draft(gw, trans
     }
     assert result["ok"] is True and all("fix" not in c for c in checks.values() if c["ok"])
     assert result["transport"] == transport
+    # the exact version the test site serves (site.json), read by the gateway over each transport
+    assert result["wordpress_version"] == gw.site["wordpress"]["version"]
     if transport == "xmlrpc":
         assert {"xmlrpc_api", "lookup_by_operation_key"} <= set(checks)
         assert not {"rest_api", "authorization_header", "companion_plugin"} & set(checks)

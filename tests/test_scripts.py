@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 from support import ROOT
+from support import SITE_JSON
 
 STEP = "[wp_test_site] "
 
@@ -92,7 +93,7 @@ def test_up_prints_one_line_per_step_and_down_purge_leaves_nothing(wp_site, tmp_
         assert f"dropped database {name}" in purged.stdout
         assert _mariadb(port, f"SHOW DATABASES LIKE '{name}'").stdout.strip() == ""
     # the shared test site of this checkout is untouched
-    assert wp_site["url"] in (ROOT / "wp_test_site" / ".runtime" / "site.json").read_text()
+    assert wp_site["url"] in SITE_JSON.read_text()
 
 
 def _running_it_for_real() -> str:

@@ -4,6 +4,8 @@
 # it, `status` prints "active" or "inactive". The site must be up (up.sh).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WP="$HERE/.runtime/wordpress"
+# shellcheck source=wordpress_line.sh
+. "$HERE/wordpress_line.sh" # RT of WP_TEST_SITE_WORDPRESS
+WP="$RT/wordpress"
 [[ -f "$WP/wp-config.php" ]] || { echo "[wp_test_site] no site in $WP: run up.sh" >&2; exit 1; }
 exec php -d display_errors=stderr "$HERE/companion.php" "$WP" "${1:-status}"

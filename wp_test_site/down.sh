@@ -7,7 +7,8 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RT="$HERE/.runtime"
+# shellcheck source=wordpress_line.sh
+. "$HERE/wordpress_line.sh" # RT of WP_TEST_SITE_WORDPRESS
 PURGE=0
 case "${1:-}" in
 --purge) PURGE=1 ;;

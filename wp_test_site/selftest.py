@@ -9,6 +9,7 @@ import base64
 import concurrent.futures as cf
 import json
 import os
+import re
 import struct
 import sys
 import urllib.error
@@ -105,12 +106,14 @@ def main():
         "objects endpoint unauthenticated -> 401 rest_forbidden",
     )
     s, j = call("GET", "/wp-json/publishing-gateway/v1/status", "author")
+    wordpress = j.pop("wordpress", None) if isinstance(j, dict) else None
     check(
         s == 200
+        and bool(re.fullmatch(r"\d+\.\d+(\.\d+)?", wordpress or ""))
         and j
         == {
             "plugin": "publishing-gateway-companion",
-            "version": "1.2.0",
+            "version": "1.3.0",
             "guard": True,
             "operation_key_meta": "_gateway_operation_key",
             "lookup_meta": ["_gateway_operation_key", "gateway_operation_key"],

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Brings up a real WordPress (Debian's package) on 127.0.0.1 without Docker, served as
+# Brings up a real WordPress (Debian's package; WP_TEST_SITE_WORDPRESS=bookworm|trixie|sid picks
+# the release line, see wordpress_line.sh) on 127.0.0.1 without Docker, served as
 # production sites serve it: nginx + PHP-FPM (keep-alive, the Authorization header passed to
 # PHP) + MariaDB, fresh database on every real start. Where nginx or PHP-FPM cannot be
 # installed it falls back to PHP's built-in server (php -S), and says so.
-# State lives in ./.runtime (see README.md); the web root lives where the pool's user can read
+# State lives in ./.runtime (./.runtime-trixie, ./.runtime-sid for the other lines; README.md); the web root lives where the pool's user can read
 # it (WEBDIR below). Stop with ./down.sh (--purge: also the database and the web root).
 # One line per step on stderr; the full output goes to .runtime/up.log (its last lines and its
 # path are printed when a step fails). The URL alone goes to stdout.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RT="$HERE/.runtime"
+# shellcheck source=wordpress_line.sh
+. "$HERE/wordpress_line.sh" # WP_LINE, RT (.runtime for bookworm, .runtime-LINE otherwise)
 WP="$RT/wordpress"
 SITE_JSON="$RT/site.json"
 # One database per checkout: two clones on one machine (a developer's tree and CI's fresh
@@ -38,6 +40,8 @@ http_status() { # http_status URL [user:pass]
 if [[ -f "$SITE_JSON" ]] && command -v php >/dev/null 2>&1; then
 	url="$(json_get "$SITE_JSON" '$j["url"]' 2>/dev/null || true)"
 	if [[ -n "$url" && "$(http_status "$url/wp-json/")" == "200" ]]; then
+		version="$(json_get "$SITE_JSON" '$j["wordpress"]["version"] ?? "unknown"' 2>/dev/null || true)"
+		echo "[wp_test_site] WordPress ${version:-unknown} ($WP_LINE) already up" >&2
 		echo "already up at $url"
 		exit 0
 	fi
@@ -62,6 +66,48 @@ if ((${#missing[@]})); then
 	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2 \
 		|| $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			"${PACKAGES[@]/#nginx/}" >&2 # a mirror without nginx: php -S below
+fi
+
+# --- WordPress of the chosen line -------------------------------------------------
+debian_archive() { # the Debian archive serving this machine's own suite, as apt names it
+	local codename
+	codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+	apt-get indextargets --format '$(SITE) $(RELEASE) $(COMPONENT)' 2>/dev/null |
+		awk -v c="$codename" '$2 == c && $3 == "main" { print $1; exit }'
+}
+
+wordpress_source() { # sets WP_SOURCE: the folder whose files make the web root
+	if [[ "$WP_LINE" == bookworm ]]; then
+		WP_SOURCE=/usr/share/wordpress
+		return
+	fi
+	local root="$WP_CACHE/root" archive keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+	if [[ ! -f "$WP_CACHE/.complete" ]]; then
+		step "fetching WordPress of Debian $WP_LINE (apt-get download into $WP_CACHE; nothing installed)"
+		archive="$(debian_archive)"
+		[[ -n "$archive" ]] || die "no Debian archive found in this machine's apt sources (apt-get indextargets)"
+		[[ -f "$keyring" ]] || die "$keyring is missing (package debian-archive-keyring)"
+		rm -rf "$WP_CACHE"
+		mkdir -p "$WP_CACHE/lists/partial" "$WP_CACHE/apt/archives/partial" "$WP_CACHE/debs" "$root"
+		echo "deb [signed-by=$keyring] $archive $WP_LINE main" >"$WP_CACHE/sources.list"
+		local apt=(-q -o Dir::Etc::sourcelist="$WP_CACHE/sources.list" -o Dir::Etc::sourceparts=/nonexistent
+			-o Dir::State::Lists="$WP_CACHE/lists" -o Dir::Cache="$WP_CACHE/apt" -o APT::Sandbox::User=root)
+		apt-get "${apt[@]}" update >&2 || die "apt-get update of Debian $WP_LINE's lists failed"
+		(cd "$WP_CACHE/debs" && apt-get "${apt[@]}" download "${WP_PACKAGES[@]}") >&2 ||
+			die "apt-get download of ${WP_PACKAGES[*]} from Debian $WP_LINE failed"
+		for deb in "$WP_CACHE"/debs/*.deb; do dpkg-deb -x "$deb" "$root" || die "dpkg-deb -x $deb failed"; done
+		rm -f "$root/usr/share/wordpress/.htaccess" # a link into /etc/wordpress; unused behind nginx
+		touch "$WP_CACHE/.complete"
+	fi
+	WP_SOURCE="$root/usr/share/wordpress"
+}
+
+wordpress_source
+WP_VERSION="$(php -r 'include $argv[1]; echo $wp_version;' "$WP_SOURCE/wp-includes/version.php")" ||
+	die "no WordPress in $WP_SOURCE"
+step "WordPress $WP_VERSION (Debian $WP_LINE)"
+if [[ "${WP_VERSION%.*}" != "${WP_EXPECTED_LINE[$WP_LINE]}" && "${WP_VERSION}" != "${WP_EXPECTED_LINE[$WP_LINE]}"* ]]; then
+	say "[wp_test_site] NOTE: Debian $WP_LINE now carries WordPress $WP_VERSION, not the ${WP_EXPECTED_LINE[$WP_LINE]} line the tests were written on; the site serves $WP_VERSION"
 fi
 
 # Stop whatever an earlier run left behind (stale php server, private mariadbd).
@@ -139,7 +185,7 @@ else
 	rm -rf "$WP"
 	mkdir -p "$WP"
 fi
-cp -rL /usr/share/wordpress/. "$WP/"
+cp -rL "$WP_SOURCE/." "$WP/"
 rm -f "$WP/.htaccess"
 mkdir -p "$WP/wp-content/uploads" "$WP/wp-content/plugins" "$WP/wp-content/themes"
 cp -r "$HERE/publishing-gateway-companion" "$WP/wp-content/plugins/"
@@ -223,10 +269,10 @@ listen.owner = $WEB_USER
 listen.group = $WEB_USER
 listen.mode = 0660
 pm = dynamic
-pm.max_children = 8
-pm.start_servers = 2
-pm.min_spare_servers = 1
-pm.max_spare_servers = 4
+pm.max_children = 16
+pm.start_servers = 4
+pm.min_spare_servers = 2
+pm.max_spare_servers = 8
 catch_workers_output = yes
 php_admin_flag[display_errors] = off
 php_admin_flag[log_errors] = on
@@ -309,6 +355,8 @@ if [[ -z "$ok" ]]; then
 	die "site did not come up at $URL"
 fi
 
+php -r '$j = json_decode(file_get_contents($argv[1]), true); $j["wordpress"] = ["line" => $argv[2], "version" => $argv[3]]; file_put_contents($argv[1], json_encode($j, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));' "$site_tmp" "$WP_LINE" "$WP_VERSION" ||
+	die "could not record the WordPress version in site.json"
 install -m 600 "$site_tmp" "$SITE_JSON"
 rm -f "$site_tmp"
 t1=$(date +%s.%N)

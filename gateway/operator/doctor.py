@@ -15,8 +15,10 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     """Run every registered check that applies to the transport of site ``site_name`` of
     ``tenant``.
 
-    Returns ``{"site", "url", "transport", "ok", "checks": [{"check", "ok", "detail",
-    "explains", "fix"}], "guarantees"}``; ``ok`` is False when a check failed (None entries
+    Returns ``{"site", "url", "transport", "wordpress_version", "ok", "checks": [{"check",
+    "ok", "detail", "explains", "fix"}], "guarantees"}``; ``wordpress_version`` is what the site
+    reports (the companion plugin's status over REST, ``software_version`` over XML-RPC) or
+    ``unknown``; ``ok`` is False when a check failed (None entries
     are warnings); ``fix`` is given for every check that is not ok.
 
     Raises:
@@ -48,6 +50,7 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
         "site": site.name,
         "url": site.url,
         "transport": site.transport,
+        "wordpress_version": probe.wordpress_version if results.get("login") else "unknown",
         "ok": all(entry["ok"] is not False for entry in report),
         "checks": report,
         "guarantees": {

@@ -159,6 +159,15 @@ class Probe:
         return self.me[1] or {}
 
     @cached_property
+    def wordpress_version(self) -> str:
+        """The version WordPress reports (the companion's status over REST,
+        ``software_version`` over XML-RPC), or ``unknown`` when it cannot be read."""
+        try:
+            return self.client.wordpress_version() or "unknown"
+        except WordPressError:
+            return "unknown"
+
+    @cached_property
     def companion(self) -> sites.Companion:
         sites.forget_companion()
         return sites.companion(self.site, self.client)

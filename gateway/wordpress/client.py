@@ -485,6 +485,17 @@ class WordPressClient:
         except WordPressNotFound:
             return None
 
+    def wordpress_version(self) -> str | None:
+        """The version WordPress reports (``"7.1.4"``), from the companion plugin's status
+        route (1.3.0 and later); None without it: the REST index does not say.
+
+        Raises:
+            WordPressError: the status route failed other than with 404.
+        """
+        status = self.companion_status()
+        version = status.get("wordpress") if isinstance(status, dict) else None
+        return version if isinstance(version, str) and version else None
+
     def find_by_operation_keys(self, keys: list[str], since=None, types=None) -> list[dict]:
         """Every object (any type, any status) carrying one of ``keys``, in batches of up
         to :data:`LOOKUP_BATCH` keys per query (fewer when long keys would make the URL

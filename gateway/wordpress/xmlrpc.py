@@ -354,6 +354,19 @@ class XmlRpcClient:
         """The companion plugin is not used over XML-RPC."""
         return None
 
+    def wordpress_version(self) -> str | None:
+        """The version WordPress reports (``"7.1.4"``): ``wp.getOptions`` of
+        ``software_version`` (WordPress XML-RPC API); None when the option is not given.
+
+        Raises:
+            WordPressError: the call failed.
+        """
+        options = self._call(methods.options.GetOptions(["software_version"]))
+        for option in options or []:
+            if getattr(option, "name", None) == "software_version" and option.value:
+                return str(option.value)
+        return None
+
     def set_operation_key(self, object_id: int, key: str, object_type: str) -> None:
         """Put ``key`` on ``object_id`` (any ``object_type``: an editor adopted it), once."""
         if not self.carries(object_id, key):

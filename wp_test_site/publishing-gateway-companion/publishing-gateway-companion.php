@@ -2,7 +2,7 @@
 /**
  * Plugin Name:       Publishing Gateway Companion
  * Description:       REST support for the publishing gateway: exposes Rank Math SEO meta and a protected operation-key meta over the REST API, refuses duplicate creates carrying an operation key that already exists (safe under concurrency), and adds lookup/status endpoints under publishing-gateway/v1.
- * Version:           1.2.0
+ * Version:           1.3.0
  * Requires at least: 5.9
  * Requires PHP:      7.4
  * License:           GPL-2.0-or-later
@@ -21,7 +21,7 @@ if ( defined( 'PGW_COMPANION_VERSION' ) ) {
 	return;
 }
 
-define( 'PGW_COMPANION_VERSION', '1.2.0' );
+define( 'PGW_COMPANION_VERSION', '1.3.0' );
 
 final class PGW_Companion {
 
@@ -358,6 +358,7 @@ final class PGW_Companion {
 				'lookup_meta'        => array( self::OP_KEY_META, self::XMLRPC_KEY_META ),
 				'seo_meta'           => self::SEO_META,
 				'key_index'          => 'present' === get_option( self::KEY_INDEX_OPTION ),
+				'wordpress'          => get_bloginfo( 'version' ),
 			)
 		);
 	}
