@@ -19,7 +19,9 @@ import uuid
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SITE = json.load(open(os.path.join(HERE, ".runtime", "site.json")))
+LINE = os.environ.get("WP_TEST_SITE_WORDPRESS", "bookworm")  # wordpress_line.sh
+RUNTIME = ".runtime" if LINE == "bookworm" else f".runtime-{LINE}"
+SITE = json.load(open(os.path.join(HERE, RUNTIME, "site.json")))
 URL = SITE["url"]
 RUN = uuid.uuid4().hex[:8]
 
