@@ -138,7 +138,7 @@ def write_json(path: str | None, data: dict) -> None:
 def draft_body(tag: str) -> dict:
     """A realistic draft without media: the demo article's text (Chinese, English, emoji),
     placeholders removed, about 2 KB of block content."""
-    data = resources.files("gateway").joinpath("demo_data")
+    data = resources.files("gateway_tools").joinpath("demo_data")
     article = json.loads(data.joinpath("article.json").read_text("utf-8"))
     content = re.sub(r"\{\{media:[^}]+\}\}", "", article["content"])
     paragraphs = "\n\n".join(
@@ -156,7 +156,7 @@ def draft_body(tag: str) -> dict:
 
 def image_bytes() -> bytes:
     """A small real PNG (1.4 KB, the demo's hero image)."""
-    return resources.files("gateway").joinpath("demo_data", "hero.png").read_bytes()
+    return resources.files("gateway_tools").joinpath("demo_data", "hero.png").read_bytes()
 
 
 # --------------------------------------------------------------------------- PostgreSQL
