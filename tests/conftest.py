@@ -3,11 +3,22 @@ gateway client (:class:`support.Gateway`), a fault proxy in front of WordPress, 
 multi-process ``gateway serve`` for concurrency tests. Helpers live in ``tests/support.py``.
 
 Every test uses its own job id (a uuid), so tests never see each other's objects in the one
-shared WordPress.
+shared WordPress, which several pytest processes use at once (pytest-xdist workers, and the
+SQLite and PostgreSQL passes side by side). A test that changes the whole site (the companion
+plugin switched off, the site's timezone, a column's charset) is marked ``site_exclusive`` (or
+uses ``no_companion``): it holds the site's lock alone, every other WordPress test holds it
+shared, and the site must be as it found it when it ends (:func:`_site_access`).
+
+Hooks: under ``CI=true`` a skipped test is a failure (:func:`pytest_runtest_makereport`); tests
+for one ledger only are deselected in the other pass by marker (``sqlite_pass``,
+``postgresql_pass``), never skipped; every test that uses the test WordPress is marked
+``wordpress`` (the WordPress-version matrix selects them with ``-m wordpress``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -21,6 +32,7 @@ import requests
 from support import AUTHOR_PASSWORD_ENV
 from support import OFFLINE_SITE
 from support import ROOT
+from support import RUNTIME
 from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
@@ -30,11 +42,95 @@ from support import GatewayServer
 from support import _read_site
 from support import free_port
 from support import gateway_command
+from support import site_state
 from support import switch_companion
 
 import gateway
 from gateway.ledger.db import database
 from gateway_tools.fault_proxy import FaultProxy
+
+# --------------------------------------------------------------------------- hooks
+
+
+def _postgres_pass() -> bool:
+    return bool(os.environ.get("GATEWAY_TEST_DATABASE_URL"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that uses the test WordPress ``wordpress``; deselect the tests of the
+    other ledger's pass (``sqlite_pass`` / ``postgresql_pass``)."""
+    other = "sqlite_pass" if _postgres_pass() else "postgresql_pass"
+    kept, deselected = [], []
+    for item in items:
+        if "wp_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.wordpress)
+        (deselected if item.get_closest_marker(other) else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under ``CI=true`` a skipped test fails: a real part (WordPress, n8n, Chromium, a
+    ledger, a tool) that CI cannot reach is a broken CI, not a pass."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
+
+
+# --------------------------------------------------------------------------- the site's lock
+
+
+@contextlib.contextmanager
+def site_lock(exclusive: bool):
+    """The test WordPress's cross-process lock (``flock`` on files in its runtime folder):
+    shared for ordinary tests, exclusive for one that changes the whole site. Writers first:
+    an exclusive taker holds the turnstile, so no new shared holder starts while it waits."""
+    RUNTIME.mkdir(parents=True, exist_ok=True)
+    with (
+        open(RUNTIME / "tests.turnstile", "a") as turnstile,
+        open(RUNTIME / "tests.lock", "a") as lock,
+    ):
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _site_access(request):
+    """Hold the site's lock for every test that uses the test WordPress: exclusive for
+    ``site_exclusive`` tests and ``no_companion`` users, which must also leave the companion
+    plugin, the timezone and the posts' title charset as they found them."""
+    if "wp_site" not in request.fixturenames:
+        yield
+        return
+    exclusive = (
+        request.node.get_closest_marker("site_exclusive") is not None
+        or "no_companion" in request.fixturenames
+    )
+    with site_lock(exclusive):
+        if not exclusive:
+            yield
+            return
+        site = request.getfixturevalue("wp_site")
+        before = site_state(site)
+        yield
+        after = site_state(site)
+        assert after == before, f"the test left the shared site changed: {before} -> {after}"
+
 
 # --------------------------------------------------------------------------- WordPress
 

@@ -272,17 +272,10 @@ class Gateway:
         return answer.json()
 
 
-def _postgres_pass() -> bool:
-    return bool(os.environ.get("GATEWAY_TEST_DATABASE_URL"))
-
-
 # Tests that must hold over both WordPress transports. The XML-RPC variant runs in the SQLite
-# pass only: the transport does not touch the ledger code, and CI's budget is 30 minutes.
-SQLITE_PASS_ONLY = pytest.mark.skipif(
-    _postgres_pass(),
-    reason="XML-RPC variant runs in the SQLite pass only (CI time budget); the transport "
-    "code is the same on every ledger",
-)
+# pass only (deselected in the PostgreSQL pass by conftest.py): the transport does not touch
+# the ledger code.
+SQLITE_PASS_ONLY = pytest.mark.sqlite_pass
 
 
 def transport_param(transport: str, *values, id: str | None = None):
@@ -297,6 +290,42 @@ both_transports = pytest.mark.parametrize(
 xmlrpc_only = pytest.mark.parametrize("transport", [transport_param("xmlrpc")], indirect=True)
 
 COMPANION_SH = ROOT / "wp_test_site" / "companion.sh"
+
+
+def mysql_query(site: dict, sql: str) -> str:
+    """Run ``sql`` on the test site's own database (``site.json``'s ``database``) with the
+    MariaDB client; returns its tab-separated output without column names."""
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the MariaDB client comes with wp_test_site/up.sh"
+    db = site["database"]
+    done = subprocess.run(
+        [client, "--no-defaults", "--protocol=TCP", f"-h{db['host']}", f"-P{db['port']}"]
+        + ["-uroot", "-N", "-B", db["name"], "-e", sql],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout.strip()
+
+
+def site_state(site: dict) -> dict:
+    """What a test may change of the whole shared site and must put back: the companion
+    plugin's state, the site's timezone, the charset of the posts' title column."""
+    settings = admin_session(site).get(
+        site["url"].rstrip("/") + "/wp-json/wp/v2/settings", timeout=30
+    )
+    settings.raise_for_status()
+    charset = mysql_query(
+        site,
+        "SELECT CHARACTER_SET_NAME FROM information_schema.COLUMNS WHERE "
+        "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'wp_posts' AND COLUMN_NAME = 'post_title'",
+    )
+    return {
+        "companion": switch_companion("status"),
+        "timezone": settings.json().get("timezone"),
+        "post_title_charset": charset,
+    }
 
 
 def switch_companion(state: str) -> str:

@@ -10,7 +10,6 @@ These run in the SQLite pass only: the ledger rules they rely on are exercised o
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +29,9 @@ from gateway.operations import registry as actions
 from gateway.recovery import reconciliation
 from gateway_tools.fault_proxy import Fault
 
-pytestmark = [
-    pytest.mark.wordpress,
-    pytest.mark.skipif(
-        bool(os.environ.get("GATEWAY_TEST_DATABASE_URL")),
-        reason="fault tests per action run in the SQLite pass only (CI time budget); the "
-        "PostgreSQL pass covers the same ledger rules in test_recovery and test_faults",
-    ),
-]
+# Fault tests per action run in the SQLite pass only (deselected in the PostgreSQL pass): the
+# PostgreSQL pass covers the same ledger rules in test_recovery and test_faults.
+pytestmark = [pytest.mark.wordpress, pytest.mark.sqlite_pass]
 POST_CREATE = r"^/wp-json/wp/v2/posts/?$"
 POST_UPDATE = r"^/wp-json/wp/v2/posts/\d+/?$"
 MEDIA_CREATE = r"^/wp-json/wp/v2/media/?$"

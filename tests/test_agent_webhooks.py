@@ -148,10 +148,7 @@ def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_re
 
 
 @pytest.mark.wordpress
-@pytest.mark.skipif(
-    "not __import__('os').environ.get('GATEWAY_TEST_DATABASE_URL')",
-    reason="two gateway processes share one ledger only on PostgreSQL",
-)
+@pytest.mark.postgresql_pass  # two gateway processes share one ledger only on PostgreSQL
 def test_two_gateway_processes_one_postgresql_ledger_one_submission_one_write(
     gw, standin, ledger_url
 ):

@@ -5,8 +5,6 @@ deactivated or older than expected, a ``utf8mb3`` title column) or through the f
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import uuid
 from contextlib import contextmanager
 
@@ -17,6 +15,7 @@ from support import SITE_NAME
 from support import TENANT
 from support import admin_session
 from support import both_transports
+from support import mysql_query
 from support import xmlrpc_only
 
 from gateway.ledger.db import database
@@ -145,6 +144,7 @@ def _companion_deactivated(site: dict):
         assert back.status_code == 200 and back.json()["status"] == "active", back.text
 
 
+@pytest.mark.site_exclusive  # the companion plugin is switched off for the whole site
 def test_companion_missing_makes_rank_math_fields_unreadable(gw, wp_site):
     with _companion_deactivated(wp_site):
         checks = _run(gw)
@@ -166,26 +166,14 @@ def test_companion_older_than_expected(gw, monkeypatch):
     assert "older than 99.0.0" in checks["companion_plugin"]["detail"]
 
 
-def _mysql(site: dict, sql: str) -> None:
-    client = shutil.which("mariadb") or shutil.which("mysql")
-    assert client, "the MariaDB client comes with wp_test_site/up.sh"
-    db = site["database"]
-    subprocess.run(
-        [client, "--no-defaults", "--protocol=TCP", f"-h{db['host']}", f"-P{db['port']}"]
-        + ["-uroot", db["name"], "-e", sql],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-
-
+@pytest.mark.site_exclusive  # the posts table itself is altered
 def test_a_title_column_without_utf8mb4_fails_the_emoji_round_trip(gw, wp_site):
     column = "post_title text CHARACTER SET {0} COLLATE {0}_unicode_ci NOT NULL"
-    _mysql(wp_site, "ALTER TABLE wp_posts MODIFY " + column.format("utf8mb3"))
+    mysql_query(wp_site, "ALTER TABLE wp_posts MODIFY " + column.format("utf8mb3"))
     try:
         checks = _run(gw)
     finally:
-        _mysql(wp_site, "ALTER TABLE wp_posts MODIFY " + column.format("utf8mb4"))
+        mysql_query(wp_site, "ALTER TABLE wp_posts MODIFY " + column.format("utf8mb4"))
     assert checks["utf8mb4"]["ok"] is False, checks["utf8mb4"]
     assert "emoji title" in checks["utf8mb4"]["detail"]
     assert _scratch_drafts(gw) == []

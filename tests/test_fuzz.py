@@ -60,13 +60,8 @@ BEFORE_CLAIM = {
     "media-not-ready",
     "artifact-digest-mismatch",
 }
-pytestmark = [
-    pytest.mark.wordpress,
-    pytest.mark.skipif(
-        bool(os.environ.get("GATEWAY_TEST_DATABASE_URL")),
-        reason="fuzzing runs in the SQLite pass only (CI budget); see the module docstring",
-    ),
-]
+# Fuzzing runs in the SQLite pass only (deselected in the PostgreSQL pass; module docstring).
+pytestmark = [pytest.mark.wordpress, pytest.mark.sqlite_pass]
 
 
 @pytest.fixture(scope="module")

@@ -174,11 +174,16 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=getattr(pytest.mark, f"{backend}_pass"))
+        for name, (backend, _fault) in FAULTS.items()
+    ],
+)
 def test_ledger_failure_is_503_without_a_wordpress_call(gwp, proxy, ledger_url, name):
     backend, fault = FAULTS[name]
-    if not ledger_url.startswith(backend):
-        pytest.skip(f"{backend} ledger only (this run uses {ledger_url.split(':', 1)[0]})")
+    assert ledger_url.startswith(backend)
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     body = draft_body(title=f"Ledger {job_id}")
@@ -203,13 +208,13 @@ def test_a_constraint_violation_is_not_ledger_unavailable():
     assert db.is_unavailable(OperationalError(sqlite3.OperationalError("database is locked")))
 
 
+@pytest.mark.postgresql_pass
 def test_read_only_postgresql_through_gateway_serve(wp_site, ledger_url, tmp_path, proxy):
     """The issue's row through a real ``gateway serve``: the ledger's database turned
     read-only (``default_transaction_read_only``) -> 503 ``ledger-unavailable`` with
     ``Retry-After`` and no WordPress write; once it is writable again the same request
     creates the post (the read-only sessions were not kept in the pool)."""
-    if not ledger_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL ledger only")
+    assert ledger_url.startswith("postgresql")
     server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url)  # init-db, site, token
     job_id = new_job_id()
     db.bind(ledger_url)

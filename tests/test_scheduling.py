@@ -71,6 +71,7 @@ def _shift_schedule_into_the_past(gw, job_id: str) -> None:
 
 
 @both_transports
+@pytest.mark.site_exclusive  # the site's timezone changes for the whole site
 def test_scheduled_on_a_utc_minus_5_site_then_missed_then_published(
     gw, utc_minus_5_site, monkeypatch
 ):

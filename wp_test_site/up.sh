@@ -36,6 +36,11 @@ http_status() { # http_status URL [user:pass]
 	php "$HERE/http_status.php" "$@" 2>/dev/null || echo 000
 }
 
+# One up.sh at a time per line and checkout (test processes may start it together): the others
+# wait, then find the site up.
+exec 9>"$HERE/.up-$WP_LINE.lock"
+flock 9
+
 # --- already up? ------------------------------------------------------------
 if [[ -f "$SITE_JSON" ]] && command -v php >/dev/null 2>&1; then
 	url="$(json_get "$SITE_JSON" '$j["url"]' 2>/dev/null || true)"
@@ -152,7 +157,7 @@ else
 		"$MARIADBD" --no-defaults "${USER_OPT[@]}" --datadir="$MYDIR/data" \
 		--socket="$SOCK" --port="$DB_PORT" --bind-address=127.0.0.1 \
 		--pid-file="$MYDIR/mysqld.pid" --log-error="$MYDIR/error.log" \
-		--skip-log-bin --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 3>&- 4>&- &
+		--skip-log-bin --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 3>&- 4>&- 9>&- &
 	for _ in $(seq 1 50); do [[ -s "$MYDIR/mariadbd.pid" ]] && break; sleep 0.1; done
 	echo "$SOCK" >"$MYDIR/socket"
 	for _ in $(seq 1 150); do
@@ -322,7 +327,7 @@ NGINX
 	# One process group for both servers, so that down.sh stops them together.
 	setsid bash -c 'echo $$ >"$1"; "$2" --nodaemonize --fpm-config "$3" & exec "$4" -c "$5" -g "daemon off;"' \
 		_ "$RT/web.pgid" "$FPM_BIN" "$RT/php-fpm.conf" "$NGINX_BIN" "$RT/nginx.conf" \
-		</dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- &
+		</dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- 9>&- &
 	step "serving it at $URL: nginx + $(basename "$FPM_BIN") (web root $WEBDIR/wordpress)"
 }
 
@@ -330,7 +335,7 @@ start_php_builtin() {
 	PHP_CLI_SERVER_WORKERS=4 setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$RT/web.pgid" \
 		php -d display_errors=0 -d log_errors=1 -d upload_max_filesize=64M -d post_max_size=64M \
 		-d memory_limit=256M -d opcache.enable_cli=1 \
-		-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- &
+		-S "127.0.0.1:$PORT" -t "$WP" "$HERE/router.php" </dev/null >>"$RT/php.log" 2>&1 3>&- 4>&- 9>&- &
 	step "serving it at $URL: php -S"
 }
 
