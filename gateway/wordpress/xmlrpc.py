@@ -102,6 +102,12 @@ class XmlRpcClient:
         """The XML-RPC endpoint (every call goes there)."""
         return self.endpoint
 
+    @property
+    def stray_output(self) -> bytes:
+        """The whitespace and byte order marks the last answer (in this thread) carried before
+        its XML, tolerated by the transport (``b""`` when clean or before any call)."""
+        return self._http.stray_output if self._http is not None else b""
+
     def _client(self):
         """The library's client, kept per thread and site, user, password and timeout:
         ``wordpress_xmlrpc.Client()`` asks ``mt.supportedMethods`` when constructed, which
