@@ -6,10 +6,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support import both_transports
 from support import draft_body
 from support import new_job_id
 from support import op_key
 from support import png_bytes
+from support import problem_slug
 
 pytestmark = pytest.mark.wordpress
 
@@ -137,3 +139,39 @@ def test_media_metadata_is_verified_and_repaired(gw):
     assert len(rows) == 1 and rows[0]["state"] == "CONFIRMED"
     again = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
     assert again.get_json()["fixes"] == {}  # nothing left to fix: no write
+
+
+@both_transports
+def test_a_deleted_image_is_uploaded_again_and_repair_says_it_cannot_restore_it(gw, transport):
+    """Issue 28, proudcity/wp-proudcity#2184: an editor deletes the featured image from the
+    media library. Repair cannot restore it and says so (409, nothing written); a new version
+    with the same image uploads it again instead of reusing the deleted attachment."""
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    content = png_bytes((91, 92, 93), 3)
+    old_id = gw.put_media(job_id, "hero", content, "hero.png").get_json()["media_id"]
+    body = draft_body(title=f"Deleted image {job_id}", featured_media={"slot": "hero"})
+    first = gw.put_draft(job_id, body)
+    assert first.status_code == 201, first.get_json()
+    post_id = first.get_json()["post_id"]
+    gone = gw.wp.delete(f"{gw.wp_url}/wp-json/wp/v2/media/{old_id}", params={"force": "true"})
+    assert gone.status_code == 200, gone.text
+    assert gw.wp_post(post_id)["featured_media"] == 0
+    assert gw.verification(job_id).get_json()["fields"]["featured_media"]["ok"] is False
+
+    repaired = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
+    assert repaired.status_code == 409 and problem_slug(repaired) == "repair-incomplete"
+    [field] = repaired.get_json()["unfixable"]
+    assert field["field"] == "featured_media" and str(old_id) in field["reason"]
+    assert gw.wp_post(post_id)["featured_media"] == 0
+    assert [r for r in gw.operations(job_id) if r["action"] == "repair"] == []
+
+    assert gw.put_job(job_id, task_version=2).status_code == 200
+    again = gw.put_media(job_id, "hero", content, "hero.png")
+    assert again.status_code == 201 and "Idempotent-Replayed" not in again.headers
+    new_id = again.get_json()["media_id"]
+    assert new_id != old_id and gw.wp_media(new_id)["id"] == new_id
+    second = gw.put_draft(job_id, body)
+    assert second.status_code == 201, second.get_json()
+    assert second.get_json()["verification"]["ok"] is True
+    assert gw.wp_post(post_id)["featured_media"] == new_id

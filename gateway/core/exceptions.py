@@ -104,6 +104,9 @@ ForeignObject = _problem(
     "The WordPress object is not provably this operation's",
 )
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
+RepairIncomplete = _problem(
+    "RepairIncomplete", 409, "repair-incomplete", "Repair cannot restore every failed field"
+)
 VerificationFailed = _problem(
     "VerificationFailed", 409, "verification-failed", "The post does not verify; repair it first"
 )
