@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 from support import both_transports
+from support import call_count
 from support import draft_body
 from support import new_job_id
 from support import op_key
@@ -175,3 +176,35 @@ def test_a_deleted_image_is_uploaded_again_and_repair_says_it_cannot_restore_it(
     assert second.status_code == 201, second.get_json()
     assert second.get_json()["verification"]["ok"] is True
     assert gw.wp_post(post_id)["featured_media"] == new_id
+
+
+@both_transports
+def test_a_version_for_a_post_in_the_trash_is_refused_before_any_write(gwp, proxy, transport):
+    """Issue 28, pento/claudaborative-editing#27: an editor moved the post to the trash; the
+    next version's draft is refused naming the trash (no tag created, nothing written), and
+    goes through once the editor restored the post."""
+    uid = uuid.uuid4().hex[:10]
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    first = gwp.put_draft(job_id, draft_body(title=f"Trash {job_id}"))
+    assert first.status_code == 201, first.get_json()
+    post_id = first.get_json()["post_id"]
+    trashed = gwp.wp.delete(f"{gwp.wp_url}/wp-json/wp/v2/posts/{post_id}", timeout=30)
+    assert trashed.status_code == 200 and gwp.wp_post(post_id)["status"] == "trash"
+
+    assert gwp.put_job(job_id, task_version=2).status_code == 200
+    tags = [f"trash tag {uid}"] if transport == "rest" else []  # XML-RPC creates no tags
+    body = draft_body(title=f"Trash v2 {job_id}", tags=tags)
+    proxy.reset_log()
+    refused = gwp.put_draft(job_id, body)
+    assert refused.status_code == 409 and problem_slug(refused) == "post-trashed"
+    assert refused.get_json()["post_id"] == post_id and "trash" in refused.get_json()["detail"]
+    assert call_count(proxy, transport, "write") == 0  # not one write reached WordPress
+    live = gwp.wp_post(post_id)
+    assert live["status"] == "trash" and live["title"]["raw"] == f"Trash {job_id}"
+    assert [r["task_version"] for r in gwp.operations(job_id)] == [1]  # no v2 row, no term
+
+    gwp.wp_update_post(post_id, {"status": "draft"})  # the editor restores it
+    again = gwp.put_draft(job_id, body)
+    assert again.status_code == 201, again.get_json()
+    assert gwp.wp_post(post_id)["title"]["raw"] == f"Trash v2 {job_id}"

@@ -3,7 +3,9 @@ body images and Rank Math fields (WordPress REST API, ``POST /wp/v2/posts``).
 
 The operation key travels inside the create request as post meta, so the companion plugin's
 guard and reconciliation see it from the first byte. Under a new task version the same post is
-updated, sending only the fields that differ.
+updated, sending only the fields that differ - unless an editor moved it to the trash: then
+nothing is written (409 ``post-trashed``) until the editor restores it or decides otherwise
+(pento/claudaborative-editing#27).
 """
 
 from __future__ import annotations
@@ -274,6 +276,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
 
     Raises:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
+        PostTrashed (409): an update whose post an editor moved to the trash; nothing written.
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
     guards.check_writable(target)
@@ -286,10 +289,12 @@ def put_draft(target: Target, body: dict) -> Outcome:
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
     featured, body_ids, content = resolve_media(job, body, media)
-    term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
-    fields = post_fields(key, {**body, **term_ids}, featured, content)
     previous = _previous_draft(job)
     update_of = previous.remote_id if previous is not None else None
+    if update_of is not None:  # an update (sent again on reconciliation too): not into trash
+        check_not_trashed(target, update_of)  # before a tag is created or the post written
+    term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
+    fields = post_fields(key, {**body, **term_ids}, featured, content)
     intent = {
         "sent": {
             "title": body["title"],
@@ -322,6 +327,40 @@ def put_draft(target: Target, body: dict) -> Outcome:
         new_post = outcome.created and update_of is None
         attachments.attach_all(target, outcome.row.remote_id, _slots(body), media, new_post)
     return outcome
+
+
+def refuse_trashed(post_id: int, live: dict) -> None:
+    """Refuse to write into the job's post read back as ``live`` when an editor moved it to
+    the WordPress trash: restoring it (or not) is the editor's decision.
+
+    Raises:
+        PostTrashed (409): with ``post_id``; nothing was written.
+    """
+    if live.get("status") == "trash":
+        raise exc.PostTrashed(
+            f"the job's post {post_id} is in the WordPress trash (an editor moved it there); "
+            "nothing was written: an editor restores it in WordPress (then send again) or "
+            "decides the job ends",
+            post_id=post_id,
+        )
+
+
+def check_not_trashed(target: Target, post_id: int) -> None:
+    """Read the job's post back (``GET /wp/v2/posts/{id}?context=edit``) before it is
+    updated and refuse a trashed one (:func:`refuse_trashed`). A post deleted for good is left
+    to the update, which WordPress refuses (404).
+
+    Raises:
+        PostTrashed (409); WordPressUnavailable (503) / UpstreamRefused (502): the post
+            cannot be read now.
+    """
+    try:
+        live = target.client.get_post(post_id)
+    except WordPressNotFound:
+        return
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    refuse_trashed(post_id, live)
 
 
 def _slots(body: dict) -> list[str]:

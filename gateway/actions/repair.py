@@ -217,6 +217,7 @@ def repair_job(target: Target) -> Repair:
         ForeignObject: another job or tenant holds the post too (nothing is written).
         WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
             read now.
+        PostTrashed (409): an editor moved the post to the trash; nothing is written.
         RepairIncomplete (409): a failed field cannot be restored (:func:`unfixable`), or
             WordPress did not keep a fix; the others were written.
         plus everything :func:`operations.perform` raises.
@@ -229,6 +230,7 @@ def repair_job(target: Target) -> Repair:
     drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
     live = drafts.read_live(target, draft.remote_id)
+    drafts.refuse_trashed(draft.remote_id, live)  # the editor decides, not a repair
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)
     )

@@ -104,6 +104,9 @@ ForeignObject = _problem(
     "The WordPress object is not provably this operation's",
 )
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
+PostTrashed = _problem(
+    "PostTrashed", 409, "post-trashed", "The job's post is in the WordPress trash"
+)
 RepairIncomplete = _problem(
     "RepairIncomplete", 409, "repair-incomplete", "Repair cannot restore every failed field"
 )
