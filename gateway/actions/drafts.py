@@ -74,19 +74,21 @@ def resolve_media(
     (:func:`gateway.jobs.records.confirmed_media`); read here when None and the draft names media.
 
     Raises:
-        MediaNotReady: a named slot has no CONFIRMED attachment.
-        ValidationFailed: ``content`` names a slot missing from ``body_media``.
+        ValidationFailed: a named slot was never uploaded in this job (any task version; one
+            error per slot, pointer ``/featured_media/slot`` or ``/body_media/{i}``), or
+            ``content`` names a slot missing from ``body_media``.
+        MediaNotReady (409): a named slot's upload is not CONFIRMED (yet).
     """
     wanted = list(body.get("body_media") or [])
     featured_slot = (body.get("featured_media") or {}).get("slot")
     if not names_media(body):
         return 0, [], body["content"]  # no media named: nothing to look up
     media = jobs.confirmed_media(job) if media is None else media
-    missing = [s for s in wanted + ([featured_slot] if featured_slot else []) if s not in media]
+    named = [("/featured_media/slot", featured_slot)] if featured_slot else []
+    named += [(f"/body_media/{i}", slot) for i, slot in enumerate(wanted)]
+    missing = [(pointer, slot) for pointer, slot in named if slot not in media]
     if missing:
-        raise exc.MediaNotReady(
-            f"media slots not CONFIRMED yet: {', '.join(missing)}", slots=missing
-        )
+        _refuse_missing_media(job, missing)
     stray = sorted(set(PLACEHOLDER.findall(body["content"])) - set(wanted))
     if stray:
         raise exc.ValidationFailed(
@@ -105,6 +107,46 @@ def resolve_media(
     content = PLACEHOLDER.sub(replace, body["content"])
     featured = media[featured_slot].remote_id if featured_slot else 0
     return featured, [media[s].remote_id for s in wanted], content
+
+
+def _refuse_missing_media(job, missing: list[tuple[str, str]]) -> None:
+    """Why the named slots ``missing`` (``(pointer, slot)``) have no CONFIRMED attachment:
+    never uploaded in this job is the request's mistake (422, waiting will not help); an
+    upload in flight, unknown or refused is 409 ``media-not-ready`` with each slot's state.
+
+    Raises:
+        ValidationFailed (422) or MediaNotReady (409).
+    """
+    states = {
+        row.slot: row.state
+        for row in Operation.select(Operation.slot, Operation.state)
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "media",
+            Operation.slot.in_([slot for _, slot in missing]),
+        )
+        .order_by(Operation.id)
+    }
+    never = [(pointer, slot) for pointer, slot in missing if slot not in states]
+    if never:
+        raise exc.ValidationFailed(
+            "no image was uploaded for media slot(s) "
+            + ", ".join(repr(slot) for _, slot in never)
+            + " in this job: upload each first (PUT /v1/jobs/{job_id}/media/{slot}); "
+            "nothing was written",
+            errors=[
+                {"pointer": pointer, "message": f"no upload for slot {slot!r} in this job"}
+                for pointer, slot in never
+            ],
+        )
+    slots = list(dict.fromkeys(slot for _, slot in missing))
+    raise exc.MediaNotReady(
+        "media slots not CONFIRMED yet: "
+        + ", ".join(f"{slot} ({states[slot]})" for slot in slots)
+        + " (an upload in flight or unknown: retry it, or recover the job)",
+        slots=slots,
+    )
 
 
 def post_fields(key: str, body: dict, featured: int, content: str) -> dict:

@@ -145,6 +145,13 @@ ImageUnreadable = _problem(
 MediaUrlRefused = _problem(
     "MediaUrlRefused", 422, "media-url-refused", "The image URL is not allowed"
 )
+MediaSourceUnavailable = _problem(
+    "MediaSourceUnavailable",
+    503,
+    "media-source-unavailable",
+    "The image's host name cannot be resolved now",
+    True,
+)
 MediaDownloadFailed = _problem(
     "MediaDownloadFailed", 502, "media-download-failed", "The image could not be downloaded", True
 )
