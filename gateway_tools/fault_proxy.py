@@ -12,6 +12,9 @@ are hard to trigger on purpose against a real server:
 * ``status_after_forward`` -- upstream commits the request but the client sees a 5xx.
 * ``status_without_forward`` -- the client sees a 5xx and upstream never saw the request.
 * ``php_notice`` -- a PHP notice (HTML) is prepended to upstream's body, breaking JSON parsing.
+* ``stray_output`` -- ``Fault.text`` (default a blank line) is prepended to upstream's body, as
+  a plugin or theme file with whitespace after its closing ``?>`` or saved with a UTF-8 byte
+  order mark prints it before every answer (before ``<?xml`` of an XML-RPC answer).
 * ``unauthorized`` -- WordPress's 401 for a revoked application password, without forwarding.
 * ``throttle`` -- 429/503 with ``Retry-After``, without forwarding.
 * ``upstream_page`` -- an HTML page (``Fault.status``, default 403, titled ``Fault.title``) as
@@ -91,12 +94,20 @@ FAULT_KINDS: frozenset[str] = frozenset(
         "upstream_page",
         "strip_authorization",
         "app_passwords_unavailable",
+        "stray_output",
     }
 )
 
 #: Fault kinds for which the request is sent to upstream before the fault is applied.
 _FORWARDING_KINDS: frozenset[str] = frozenset(
-    {"drop_response", "delay", "status_after_forward", "php_notice", "strip_authorization"}
+    {
+        "drop_response",
+        "delay",
+        "status_after_forward",
+        "php_notice",
+        "strip_authorization",
+        "stray_output",
+    }
 )
 
 #: Text prepended to upstream's body by the ``php_notice`` fault (what PHP prints with
@@ -180,6 +191,8 @@ class Fault:
             (delay-seconds or an HTTP date); ``None`` sends no header.
         after: how many matching requests pass through untouched before the fault applies
             (e.g. ``after=1``: the second matching request is the first one faulted).
+        text: ``stray_output`` only: the bytes prepended to the body, as a ``str`` encoded
+            UTF-8 (``"\ufeff"`` is a byte order mark); default one blank line.
 
     Raises:
         ValueError: (on construction) for an unknown kind, an invalid regex, ``times < 1``,
@@ -198,6 +211,7 @@ class Fault:
     title: str | None = None
     retry_after_header: str | None = None
     after: int = 0
+    text: str = "\n"
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _query_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     _body_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -246,6 +260,7 @@ class Fault:
             "title",
             "retry_after_header",
             "after",
+            "text",
         }
         unknown = set(data) - allowed
         if unknown:
@@ -826,7 +841,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 target,
                 headers,
                 body,
-                identity=kind == "php_notice",
+                identity=kind in ("php_notice", "stray_output"),
             )
         except _UpstreamError as exc:
             record(exc.status, kind, exc.forwarded, str(exc))
@@ -853,6 +868,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         elif kind == "php_notice":
             record(upstream.status, kind, True)
             self._send_upstream(method, _with_php_notice(upstream))
+        elif kind == "stray_output":
+            record(upstream.status, kind, True)
+            self._send_upstream(method, _with_php_notice(upstream, fault.text.encode("utf-8")))
         elif kind == "strip_authorization":
             record(upstream.status, kind, True)
             self._send_upstream(method, upstream)
@@ -962,8 +980,9 @@ def _error_html(status: int, title: str | None = None) -> bytes:
     ).encode()
 
 
-def _with_php_notice(upstream: _UpstreamResponse) -> _UpstreamResponse:
-    """Upstream's response with :data:`PHP_NOTICE` prepended to its (decoded) body."""
+def _with_php_notice(upstream: _UpstreamResponse, text: bytes = PHP_NOTICE) -> _UpstreamResponse:
+    """Upstream's response with ``text`` (:data:`PHP_NOTICE`) prepended to its (decoded)
+    body."""
     headers = list(upstream.headers)
     body = upstream.body
     encodings = [v.strip().lower() for k, v in headers if k.lower() == "content-encoding"]
@@ -973,7 +992,7 @@ def _with_php_notice(upstream: _UpstreamResponse) -> _UpstreamResponse:
         if decoded is not None:  # else: leave it encoded; the notice breaks it anyway
             body = decoded
             headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
-    return _UpstreamResponse(upstream.status, upstream.reason, headers, PHP_NOTICE + body)
+    return _UpstreamResponse(upstream.status, upstream.reason, headers, text + body)
 
 
 # --------------------------------------------------------------------------- CLI

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 from support import JPEG_BYTES
+from support import TENANT
 from support import all_ledger_rows
 from support import both_transports
 from support import call_count
@@ -26,6 +27,8 @@ from support import problem_slug
 from support import sqlite_path
 from support import transport_param
 
+from gateway.ledger.db import database
+from gateway.ledger.models import Operation
 from gateway_tools.fault_proxy import Fault
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
@@ -490,17 +493,31 @@ def test_disallowed_upload_is_refused_before_anything(gwp, proxy):
 
 
 @wordpress
-def test_draft_naming_missing_media_is_not_ready(gw):
+def test_draft_naming_media_never_uploaded_is_422_and_an_unfinished_upload_409(gw):
+    """Issue 28: a slot never uploaded in the job is the request's mistake (422 with its
+    pointer: waiting will not help); a slot whose upload is not CONFIRMED yet is 409
+    ``media-not-ready`` naming its state."""
     job_id = new_job_id()
     assert gw.put_job(job_id).status_code == 201
     answer = gw.put_draft(job_id, draft_body(featured_media={"slot": "never-uploaded"}))
-    assert answer.status_code == 409
-    assert problem_slug(answer) == "media-not-ready"
+    assert answer.status_code == 422 and problem_slug(answer) == "validation-failed"
+    assert [e["pointer"] for e in answer.get_json()["errors"]] == ["/featured_media/slot"]
+    assert "never-uploaded" in answer.get_json()["detail"]
+    with gw.app.app_context(), database.connection_context():
+        Operation.create(
+            operation_key=op_key(job_id, "media", "late"), tenant=TENANT, job_id=job_id,
+            task_version=1, action="media", slot="late", binds="attachment",
+            request_hash="h", state="UNKNOWN", attempts=1,
+        )  # fmt: skip
     answer = gw.put_draft(
-        job_id, draft_body(content="<p>x</p>{{media:ghost}}", body_media=["ghost"])
+        job_id,
+        draft_body(content="<p>x</p>{{media:late}}{{media:ghost}}", body_media=["late", "ghost"]),
     )
-    assert answer.status_code == 409
-    assert problem_slug(answer) == "media-not-ready"
+    assert answer.status_code == 422, answer.get_json()
+    assert [e["pointer"] for e in answer.get_json()["errors"]] == ["/body_media/1"]
+    answer = gw.put_draft(job_id, draft_body(content="<p>x</p>{{media:late}}", body_media=["late"]))
+    assert answer.status_code == 409 and problem_slug(answer) == "media-not-ready"
+    assert answer.get_json()["slots"] == ["late"] and "UNKNOWN" in answer.get_json()["detail"]
     assert gw.count_objects(op_key(job_id, "draft")) == 0
 
 

@@ -5,6 +5,7 @@ checked, not assumed."""
 from __future__ import annotations
 
 import hashlib
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
@@ -102,6 +103,35 @@ def test_private_addresses_in_every_spelling_are_refused_before_any_connection(
         assert problem_slug(answer) == "media-url-refused", url
         assert answer.get_json()["errors"][0]["pointer"] == "/source_url"
     assert image_server.connections == 0
+    assert gw.operations(job_id) == []
+
+
+def test_a_temporary_dns_failure_is_a_retryable_503_a_missing_name_stays_422(
+    offline_gw, monkeypatch
+):
+    """Issue 28: ``EAI_AGAIN`` (the resolver failed for now) is not a property of the URL:
+    503 ``media-source-unavailable``, retryable; ``EAI_NONAME`` (no such name) stays 422.
+    ``getaddrinfo`` is stubbed for these two names: no lookup leaves the machine."""
+    failures = {"flaky.example": socket.EAI_AGAIN, "nowhere.example": socket.EAI_NONAME}
+    real, asked = socket.getaddrinfo, []
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host in failures:
+            asked.append(host)
+            raise socket.gaierror(failures[host], f"stubbed failure for {host}")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    gw, job_id = offline_gw, new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    flaky = _put(gw, job_id, "https://flaky.example/img.png")
+    assert flaky.status_code == 503 and problem_slug(flaky) == "media-source-unavailable"
+    assert flaky.get_json()["retryable"] is True and flaky.headers["Retry-After"] == "5"
+    assert "flaky.example" in flaky.get_json()["detail"]
+    missing = _put(gw, job_id, "https://nowhere.example/img.png", slot="other")
+    assert missing.status_code == 422 and problem_slug(missing) == "media-url-refused"
+    assert missing.get_json()["retryable"] is False
+    assert asked == ["flaky.example", "nowhere.example"]
     assert gw.operations(job_id) == []
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support import both_transports
+from support import call_count
 from support import draft_body
 from support import new_job_id
 from support import op_key
 from support import png_bytes
+from support import problem_slug
 
 pytestmark = pytest.mark.wordpress
 
@@ -137,3 +140,71 @@ def test_media_metadata_is_verified_and_repaired(gw):
     assert len(rows) == 1 and rows[0]["state"] == "CONFIRMED"
     again = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
     assert again.get_json()["fixes"] == {}  # nothing left to fix: no write
+
+
+@both_transports
+def test_a_deleted_image_is_uploaded_again_and_repair_says_it_cannot_restore_it(gw, transport):
+    """Issue 28, proudcity/wp-proudcity#2184: an editor deletes the featured image from the
+    media library. Repair cannot restore it and says so (409, nothing written); a new version
+    with the same image uploads it again instead of reusing the deleted attachment."""
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    content = png_bytes((91, 92, 93), 3)
+    old_id = gw.put_media(job_id, "hero", content, "hero.png").get_json()["media_id"]
+    body = draft_body(title=f"Deleted image {job_id}", featured_media={"slot": "hero"})
+    first = gw.put_draft(job_id, body)
+    assert first.status_code == 201, first.get_json()
+    post_id = first.get_json()["post_id"]
+    gone = gw.wp.delete(f"{gw.wp_url}/wp-json/wp/v2/media/{old_id}", params={"force": "true"})
+    assert gone.status_code == 200, gone.text
+    assert gw.wp_post(post_id)["featured_media"] == 0
+    assert gw.verification(job_id).get_json()["fields"]["featured_media"]["ok"] is False
+
+    repaired = gw.client.post(f"/v1/jobs/{job_id}/repair", headers=gw.headers())
+    assert repaired.status_code == 409 and problem_slug(repaired) == "repair-incomplete"
+    [field] = repaired.get_json()["unfixable"]
+    assert field["field"] == "featured_media" and str(old_id) in field["reason"]
+    assert gw.wp_post(post_id)["featured_media"] == 0
+    assert [r for r in gw.operations(job_id) if r["action"] == "repair"] == []
+
+    assert gw.put_job(job_id, task_version=2).status_code == 200
+    again = gw.put_media(job_id, "hero", content, "hero.png")
+    assert again.status_code == 201 and "Idempotent-Replayed" not in again.headers
+    new_id = again.get_json()["media_id"]
+    assert new_id != old_id and gw.wp_media(new_id)["id"] == new_id
+    second = gw.put_draft(job_id, body)
+    assert second.status_code == 201, second.get_json()
+    assert second.get_json()["verification"]["ok"] is True
+    assert gw.wp_post(post_id)["featured_media"] == new_id
+
+
+@both_transports
+def test_a_version_for_a_post_in_the_trash_is_refused_before_any_write(gwp, proxy, transport):
+    """Issue 28, pento/claudaborative-editing#27: an editor moved the post to the trash; the
+    next version's draft is refused naming the trash (no tag created, nothing written), and
+    goes through once the editor restored the post."""
+    uid = uuid.uuid4().hex[:10]
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    first = gwp.put_draft(job_id, draft_body(title=f"Trash {job_id}"))
+    assert first.status_code == 201, first.get_json()
+    post_id = first.get_json()["post_id"]
+    trashed = gwp.wp.delete(f"{gwp.wp_url}/wp-json/wp/v2/posts/{post_id}", timeout=30)
+    assert trashed.status_code == 200 and gwp.wp_post(post_id)["status"] == "trash"
+
+    assert gwp.put_job(job_id, task_version=2).status_code == 200
+    tags = [f"trash tag {uid}"] if transport == "rest" else []  # XML-RPC creates no tags
+    body = draft_body(title=f"Trash v2 {job_id}", tags=tags)
+    proxy.reset_log()
+    refused = gwp.put_draft(job_id, body)
+    assert refused.status_code == 409 and problem_slug(refused) == "post-trashed"
+    assert refused.get_json()["post_id"] == post_id and "trash" in refused.get_json()["detail"]
+    assert call_count(proxy, transport, "write") == 0  # not one write reached WordPress
+    live = gwp.wp_post(post_id)
+    assert live["status"] == "trash" and live["title"]["raw"] == f"Trash {job_id}"
+    assert [r["task_version"] for r in gwp.operations(job_id)] == [1]  # no v2 row, no term
+
+    gwp.wp_update_post(post_id, {"status": "draft"})  # the editor restores it
+    again = gwp.put_draft(job_id, body)
+    assert again.status_code == 201, again.get_json()
+    assert gwp.wp_post(post_id)["title"]["raw"] == f"Trash v2 {job_id}"

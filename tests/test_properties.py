@@ -168,11 +168,15 @@ def test_no_two_identities_share_a_key(one, other):
 
 @pytest.fixture
 def unknown_draft(offline_gw):
-    """A job whose draft operation exists (UNKNOWN: its site does not answer)."""
+    """A job whose draft operation exists (UNKNOWN: sent once, its answer lost, and its site
+    does not answer now)."""
     job_id = new_job_id()
     assert offline_gw.put_job(job_id).status_code == 201
     first = offline_gw.put_draft(job_id, draft_body())
     assert first.status_code == 503, first.get_json()
+    assert first.get_json()["ledger_state"] == "PREPARED"  # refused connection: never sent
+    with offline_gw.app.app_context(), database.connection_context():
+        Operation.update(state="UNKNOWN", sent_at=db.utcnow()).execute()
     return offline_gw, job_id
 
 

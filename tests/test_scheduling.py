@@ -150,3 +150,48 @@ def test_cancel_while_wordpress_fails_leaves_the_unschedule_to_the_sweep(gwp, pr
     assert _sweep(gwp)["unscheduled"] == 1
     assert gwp.wp_post(post_id)["status"] == "draft"
     assert {r["operation_key"]: r["state"] for r in gwp.operations(job_id)}[key] == "CONFIRMED"
+
+
+@both_transports
+def test_unscheduled_then_approved_without_a_time_publishes_now(gw, transport):
+    """Issue 28, wordpress-mobile/WordPress-Android#12086: a scheduled post set back to draft
+    keeps its future date. Schedule +3 h, revoke (the post goes back to draft), approve again
+    without ``publish_at``, publish: published now (201, a new publish round), not a replay of
+    the old ``future`` receipt, and WordPress holds a published post dated now."""
+    editor = gw.make_token("editor")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
+    job_id, post_id = _approved(gw, editor, later)
+    assert post(gw, f"/v1/jobs/{job_id}/publish").get_json()["status"] == "future"
+    approval_id = gw.job(job_id).get_json()["approvals"][0]["approval_id"]
+    revoked = gw.client.delete(
+        f"/v1/jobs/{job_id}/approvals/{approval_id}", headers=gw.headers(editor)
+    )
+    assert revoked.status_code == 200, revoked.get_json()
+    assert gw.wp_post(post_id)["status"] == "draft"
+    assert gw.job(job_id).get_json()["phase"] == "approval_pending"
+    check = gw.verification(job_id).get_json()
+    assert check["ok"] is True, check  # a draft is what is expected now
+    body = {
+        "task_version": 1,
+        "content_sha256": check["content_sha256"],
+        "post_id": post_id,
+        "expires_at": (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat(),
+    }
+    assert post(gw, f"/v1/jobs/{job_id}/approvals", body, token=editor).status_code == 201
+
+    published = post(gw, f"/v1/jobs/{job_id}/publish")
+    assert published.status_code == 201, published.get_json()
+    assert "Idempotent-Replayed" not in published.headers
+    assert published.get_json()["status"] == "publish"
+    live = gw.wp_post(post_id)
+    assert live["status"] == "publish"
+    dated = dt.datetime.fromisoformat(live["date_gmt"]).replace(tzinfo=dt.UTC)
+    assert abs((dated - dt.datetime.now(dt.UTC)).total_seconds()) < 600  # now, not +3 h
+    assert gw.job(job_id).get_json()["phase"] == "published"
+    rows = {r["operation_key"]: r for r in gw.operations(job_id)}
+    assert rows[op_key(job_id, "publish")]["receipt"]["status"] == "future"  # round 1, ended
+    assert rows[op_key(job_id, "unschedule")]["state"] == "CONFIRMED"
+    assert rows[op_key(job_id, "publish", "r2")]["receipt"]["status"] == "publish"
+    again = post(gw, f"/v1/jobs/{job_id}/publish")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json()["status"] == "publish"

@@ -166,3 +166,76 @@ def test_a_changed_draft_naming_a_new_tag_is_refused_before_wordpress_is_asked(
     rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
     assert rows[key] == before  # state CONFIRMED, same request hash, nothing rewritten
     assert f"{TENANT}/site/{SITE_NAME}/term/post_tag/{new_tag.lower()}" not in rows
+
+
+def _admin_child(gw, name: str, parent: int) -> dict:
+    answer = gw.wp.post(
+        f"{gw.wp_url}/wp-json/wp/v2/categories", json={"name": name, "parent": parent}, timeout=30
+    )
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+@both_transports
+def test_names_wordpress_stores_escaped_are_found_and_nothing_is_created(gwp, proxy, transport):
+    """Issue 28, WP-API/WP-API#1227: WordPress stores ``News & Events`` as ``News &amp;
+    Events``; both transports find the existing category and tag by the name as written."""
+    uid = uuid.uuid4().hex[:10]
+    category = _admin_term(gwp, "categories", f"News & Events {uid}")
+    tag = _admin_term(gwp, "tags", f"Q&A {uid}")  # stored as "Q&amp;A ..." by WordPress 6.1
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.reset_log()
+    body = draft_body(categories=[f"News & Events {uid}"], tags=[f"q&a {uid}"])
+    answer = gwp.put_draft(job_id, body)
+    assert answer.status_code == 201, answer.get_json()
+    post = gwp.wp_post(answer.get_json()["post_id"])
+    assert post["categories"] == [category["id"]] and post["tags"] == [tag["id"]]
+    assert proxy.count(method="POST", path=r"/wp/v2/tags") == 0  # found, not created
+    assert proxy.count(rpc_method=r"^wp\.newTerm$") == 0
+    assert [r["action"] for r in gwp.operations(job_id)] == ["draft"]  # no term operation
+
+
+@both_transports
+def test_one_category_name_under_two_parents_is_422_until_the_parent_chooses(gw, transport):
+    """Issue 28, jahvi/post-category-filter#3: ``Local`` under Sports and under Politics. A
+    name alone names both candidates with their parents and writes nothing; ``{name,
+    parent}`` (parent by name or id) or the id chooses. A ``/`` is part of a name."""
+    uid = uuid.uuid4().hex[:10]
+    sports = _admin_term(gw, "categories", f"Sports {uid}")
+    politics = _admin_term(gw, "categories", f"Politics {uid}")
+    name = f"Local/Regional {uid}"
+    under_sports = _admin_child(gw, name, sports["id"])
+    under_politics = _admin_child(gw, name, politics["id"])
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+
+    refused = gw.put_draft(job_id, draft_body(categories=[1, name.lower()]))
+    assert refused.status_code == 422, refused.get_json()
+    assert problem_slug(refused) == "validation-failed"
+    [error] = refused.get_json()["errors"]
+    assert error["pointer"] == "/categories/1"
+    assert error["candidates"] == [
+        {"id": child["id"], "name": name, "parent": {"id": parent["id"], "name": parent["name"]}}
+        for child, parent in ((under_sports, sports), (under_politics, politics))
+    ]
+    assert sports["name"] in error["message"] and politics["name"] in error["message"]
+    assert gw.operations(job_id) == [] and gw.count_objects(op_key(job_id, "draft")) == 0
+
+    unknown_parent = draft_body(categories=[{"name": name, "parent": f"Nowhere {uid}"}])
+    answer = gw.put_draft(job_id, unknown_parent)
+    assert answer.status_code == 422
+    assert [e["pointer"] for e in answer.get_json()["errors"]] == ["/categories/0/parent"]
+
+    chosen = draft_body(categories=[{"name": name, "parent": f"sports {uid}"}])
+    answer = gw.put_draft(job_id, chosen)
+    assert answer.status_code == 201, answer.get_json()
+    assert gw.wp_post(answer.get_json()["post_id"])["categories"] == [under_sports["id"]]
+    assert answer.get_json()["verification"]["fields"]["categories"]["ok"] is True
+
+    other = new_job_id()
+    assert gw.put_job(other).status_code == 201
+    by_id = draft_body(categories=[{"name": name, "parent": politics["id"]}])
+    answer = gw.put_draft(other, by_id)
+    assert answer.status_code == 201, answer.get_json()
+    assert gw.wp_post(answer.get_json()["post_id"])["categories"] == [under_politics["id"]]

@@ -525,3 +525,48 @@ def test_doctor_names_a_block_in_front_of_xmlrpc(gw, app, proxy):
     failed = [c for c in result["checks"] if c["ok"] is False]
     assert [c["check"] for c in failed] == ["firewall"] and "/xmlrpc.php" in failed[0]["detail"]
     assert all(c["detail"].startswith("not run") for c in result["checks"] if c["ok"] is None)
+
+
+@xmlrpc_only
+@pytest.mark.parametrize("stray", ["\n", "\ufeff", "\r\n\ufeff\n"], ids=["blank", "bom", "both"])
+def test_stray_output_before_the_xml_is_tolerated_and_named_by_doctor(gwp, proxy, transport, stray):
+    """Issue 28, maxcutler/python-wordpress-xmlrpc#101 and #146: a plugin or theme prints a
+    blank line or a byte order mark before ``<?xml`` of every answer. The job goes through as
+    on a clean site (one post, verified); ``gateway doctor`` names what is printed."""
+    from gateway.operator import doctor
+
+    proxy.add_fault(Fault(kind="stray_output", path=r"^/xmlrpc\.php$", text=stray, times=None))
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    body = draft_body(title=f"Stray {job_id}")
+    answer = gwp.put_draft(job_id, body)
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["verification"]["ok"] is True
+    assert [p["id"] for p in gwp.posts_titled(body["title"])] == [answer.get_json()["post_id"]]
+    assert call_count(proxy, transport, "create_post", fault_kind="stray_output") == 1
+    with gwp.app.app_context(), database.connection_context():
+        result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
+    checks = {c["check"]: c for c in result["checks"]}
+    assert checks["json_clean"]["ok"] is False, checks["json_clean"]
+    words = {"\n": "1 blank line", "\ufeff": "1 UTF-8 byte order mark"}.get(stray, "2 blank")
+    assert words in checks["json_clean"]["detail"]
+    assert checks["login"]["ok"] is True and "closing ?>" in checks["json_clean"]["fix"]
+
+
+@xmlrpc_only
+def test_a_call_that_never_left_holds_no_in_flight_window(gwp, proxy, transport):
+    """Issue 28: the XML-RPC client could not be set up (a PHP notice garbled the answer of
+    ``mt.supportedMethods``), so ``wp.newPost`` never left: 503 with the row PREPARED, and the
+    very next identical request sends it (201), not 409 ``operation-in-progress``."""
+    proxy.add_fault(Fault(kind="php_notice", path=r"^/xmlrpc\.php$", body=r"mt\.supportedMethods"))
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    body = draft_body(title=f"Unsent {job_id}")
+    first = gwp.put_draft(job_id, body)
+    assert first.status_code == 503 and problem_slug(first) == "wordpress-unavailable"
+    assert first.get_json()["ledger_state"] == "PREPARED" and first.get_json()["retryable"]
+    assert call_count(proxy, transport, "create_post") == 0
+    again = gwp.put_draft(job_id, body)
+    assert again.status_code == 201, again.get_json()
+    assert call_count(proxy, transport, "create_post") == 1
+    assert [p["id"] for p in gwp.posts_titled(body["title"])] == [again.get_json()["post_id"]]

@@ -3,7 +3,9 @@ body images and Rank Math fields (WordPress REST API, ``POST /wp/v2/posts``).
 
 The operation key travels inside the create request as post meta, so the companion plugin's
 guard and reconciliation see it from the first byte. Under a new task version the same post is
-updated, sending only the fields that differ.
+updated, sending only the fields that differ - unless an editor moved it to the trash: then
+nothing is written (409 ``post-trashed``) until the editor restores it or decides otherwise
+(pento/claudaborative-editing#27).
 """
 
 from __future__ import annotations
@@ -72,19 +74,21 @@ def resolve_media(
     (:func:`gateway.jobs.records.confirmed_media`); read here when None and the draft names media.
 
     Raises:
-        MediaNotReady: a named slot has no CONFIRMED attachment.
-        ValidationFailed: ``content`` names a slot missing from ``body_media``.
+        ValidationFailed: a named slot was never uploaded in this job (any task version; one
+            error per slot, pointer ``/featured_media/slot`` or ``/body_media/{i}``), or
+            ``content`` names a slot missing from ``body_media``.
+        MediaNotReady (409): a named slot's upload is not CONFIRMED (yet).
     """
     wanted = list(body.get("body_media") or [])
     featured_slot = (body.get("featured_media") or {}).get("slot")
     if not names_media(body):
         return 0, [], body["content"]  # no media named: nothing to look up
     media = jobs.confirmed_media(job) if media is None else media
-    missing = [s for s in wanted + ([featured_slot] if featured_slot else []) if s not in media]
+    named = [("/featured_media/slot", featured_slot)] if featured_slot else []
+    named += [(f"/body_media/{i}", slot) for i, slot in enumerate(wanted)]
+    missing = [(pointer, slot) for pointer, slot in named if slot not in media]
     if missing:
-        raise exc.MediaNotReady(
-            f"media slots not CONFIRMED yet: {', '.join(missing)}", slots=missing
-        )
+        _refuse_missing_media(job, missing)
     stray = sorted(set(PLACEHOLDER.findall(body["content"])) - set(wanted))
     if stray:
         raise exc.ValidationFailed(
@@ -103,6 +107,46 @@ def resolve_media(
     content = PLACEHOLDER.sub(replace, body["content"])
     featured = media[featured_slot].remote_id if featured_slot else 0
     return featured, [media[s].remote_id for s in wanted], content
+
+
+def _refuse_missing_media(job, missing: list[tuple[str, str]]) -> None:
+    """Why the named slots ``missing`` (``(pointer, slot)``) have no CONFIRMED attachment:
+    never uploaded in this job is the request's mistake (422, waiting will not help); an
+    upload in flight, unknown or refused is 409 ``media-not-ready`` with each slot's state.
+
+    Raises:
+        ValidationFailed (422) or MediaNotReady (409).
+    """
+    states = {
+        row.slot: row.state
+        for row in Operation.select(Operation.slot, Operation.state)
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.action == "media",
+            Operation.slot.in_([slot for _, slot in missing]),
+        )
+        .order_by(Operation.id)
+    }
+    never = [(pointer, slot) for pointer, slot in missing if slot not in states]
+    if never:
+        raise exc.ValidationFailed(
+            "no image was uploaded for media slot(s) "
+            + ", ".join(repr(slot) for _, slot in never)
+            + " in this job: upload each first (PUT /v1/jobs/{job_id}/media/{slot}); "
+            "nothing was written",
+            errors=[
+                {"pointer": pointer, "message": f"no upload for slot {slot!r} in this job"}
+                for pointer, slot in never
+            ],
+        )
+    slots = list(dict.fromkeys(slot for _, slot in missing))
+    raise exc.MediaNotReady(
+        "media slots not CONFIRMED yet: "
+        + ", ".join(f"{slot} ({states[slot]})" for slot in slots)
+        + " (an upload in flight or unknown: retry it, or recover the job)",
+        slots=slots,
+    )
 
 
 def post_fields(key: str, body: dict, featured: int, content: str) -> dict:
@@ -274,6 +318,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
 
     Raises:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
+        PostTrashed (409): an update whose post an editor moved to the trash; nothing written.
         MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
     """
     guards.check_writable(target)
@@ -286,10 +331,12 @@ def put_draft(target: Target, body: dict) -> Outcome:
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
     featured, body_ids, content = resolve_media(job, body, media)
-    term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
-    fields = post_fields(key, {**body, **term_ids}, featured, content)
     previous = _previous_draft(job)
     update_of = previous.remote_id if previous is not None else None
+    if update_of is not None:  # an update (sent again on reconciliation too): not into trash
+        check_not_trashed(target, update_of)  # before a tag is created or the post written
+    term_ids = terms.resolve(target, body)  # names -> ids; unknown categories 422, no write
+    fields = post_fields(key, {**body, **term_ids}, featured, content)
     intent = {
         "sent": {
             "title": body["title"],
@@ -322,6 +369,40 @@ def put_draft(target: Target, body: dict) -> Outcome:
         new_post = outcome.created and update_of is None
         attachments.attach_all(target, outcome.row.remote_id, _slots(body), media, new_post)
     return outcome
+
+
+def refuse_trashed(post_id: int, live: dict) -> None:
+    """Refuse to write into the job's post read back as ``live`` when an editor moved it to
+    the WordPress trash: restoring it (or not) is the editor's decision.
+
+    Raises:
+        PostTrashed (409): with ``post_id``; nothing was written.
+    """
+    if live.get("status") == "trash":
+        raise exc.PostTrashed(
+            f"the job's post {post_id} is in the WordPress trash (an editor moved it there); "
+            "nothing was written: an editor restores it in WordPress (then send again) or "
+            "decides the job ends",
+            post_id=post_id,
+        )
+
+
+def check_not_trashed(target: Target, post_id: int) -> None:
+    """Read the job's post back (``GET /wp/v2/posts/{id}?context=edit``) before it is
+    updated and refuse a trashed one (:func:`refuse_trashed`). A post deleted for good is left
+    to the update, which WordPress refuses (404).
+
+    Raises:
+        PostTrashed (409); WordPressUnavailable (503) / UpstreamRefused (502): the post
+            cannot be read now.
+    """
+    try:
+        live = target.client.get_post(post_id)
+    except WordPressNotFound:
+        return
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    refuse_trashed(post_id, live)
 
 
 def _slots(body: dict) -> list[str]:

@@ -2,7 +2,9 @@
 
 The MIME type is sniffed from the bytes, never trusted from the client, and the file extension
 is set from it; a type WordPress would refuse is refused here (415) before anything is sent.
-Under a new task version, unchanged bytes of a slot reuse the earlier attachment.
+Under a new task version, unchanged bytes of a slot reuse the earlier attachment, once it is
+read back (``GET /wp/v2/media/{id}``): an attachment deleted from the media library (or in its
+trash) since is uploaded again instead (proudcity/wp-proudcity#2184).
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
+from gateway.operations import refusals
 from gateway.operations import registry as actions
 from gateway.operations import verification
 from gateway.operations.perform import Effect
 from gateway.operations.perform import Outcome
 from gateway.operations.target import Target
 from gateway.wordpress import OPERATION_KEY_META
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
 
 ACTION = "media"
 # The image types every WordPress site accepts from an author: signature -> Pillow's format.
@@ -226,12 +231,13 @@ def put_media(
     replayed = operations.replay(key, digest)  # also after a switch of transport
     if replayed is not None:
         return replayed
-    reused = _reuse_earlier_version(target, key, slot, digest)
+    alive: dict[int, bool] = {}  # earlier attachments read back by this request
+    reused = _reuse_earlier_version(target, key, slot, digest, alive)
     if reused is not None:
         return reused
     check_transport(target, alt_text)
     sent = {k: v for k, v in fields.items() if v is not None}
-    updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent)
+    updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent, alive)
     if updated is not None:
         return updated
     sniff(content)  # 422 for bytes that do not decode, before any ledger row or upload
@@ -271,13 +277,26 @@ def _finishing_fields(title: str | None, caption: str | None) -> dict:
 
 
 def _update_metadata(
-    target: Target, key: str, slot: str, digest: str, sha: str, name: str, sent: dict
+    target: Target,
+    key: str,
+    slot: str,
+    digest: str,
+    sha: str,
+    name: str,
+    sent: dict,
+    alive: dict[int, bool],
 ) -> Outcome | None:
     """The same bytes as an earlier version's attachment with other ``alt_text``, ``caption``
     or ``title``: update that attachment (``POST /wp/v2/media/{id}``, only the fields that
     differ from what it holds) instead of uploading the bytes again. None when there is no
-    such attachment (upload) or this version's operation exists already (perform decides).
-    At task version 1 no earlier version exists: nothing is read."""
+    such attachment still in WordPress (:func:`still_there`; upload) or this version's
+    operation exists already (perform decides). At task version 1 no earlier version exists:
+    nothing is read.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502): the earlier attachment cannot be
+            read back now.
+    """
     if target.job.task_version <= 1:
         return None
     if Operation.select().where(Operation.operation_key == key).exists():
@@ -286,7 +305,9 @@ def _update_metadata(
         (
             row
             for row in _confirmed_of_slot(target, slot)
-            if row.receipt.get("sha256") == sha and row.receipt.get("filename") == name
+            if row.receipt.get("sha256") == sha
+            and row.receipt.get("filename") == name
+            and still_there(target, row.remote_id, alive)
         ),
         None,
     )
@@ -363,7 +384,8 @@ def put_media_from_url(
     replayed = operations.replay(key, digest)  # before anything is downloaded
     if replayed is not None:
         return replayed
-    reused = _reuse_earlier_version(target, key, slot, digest)
+    alive: dict[int, bool] = {}  # earlier attachments read back by this request
+    reused = _reuse_earlier_version(target, key, slot, digest, alive)
     if reused is not None:
         return reused
     check_transport(target, alt_text)
@@ -379,7 +401,7 @@ def put_media_from_url(
     }
     sent = {k: v for k, v in fields.items() if v is not None}
     intent["metadata"] = sent
-    updated = _update_metadata(target, key, slot, digest, intent["sha256"], name, sent)
+    updated = _update_metadata(target, key, slot, digest, intent["sha256"], name, sent, alive)
     if updated is not None:  # the same bytes as an earlier version: no second upload
         return updated
     effect = _media_effect(target, key, intent, _upload(target, key, got.content, name, mime, sent))
@@ -427,16 +449,40 @@ def send_request(target: Target, request: dict) -> Outcome:
     )
 
 
-def _reuse_earlier_version(target: Target, key: str, slot: str, digest: str):
+def still_there(target: Target, media_id: int, alive: dict[int, bool]) -> bool:
+    """Whether attachment ``media_id`` is still in WordPress, read back (``GET
+    /wp/v2/media/{id}?context=edit`` or ``wp.getPost``): not when WordPress answers 404 (deleted
+    from the media library) or holds it in the trash. ``alive`` remembers the answers of
+    one request.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502): it cannot be read now.
+    """
+    if media_id not in alive:
+        try:
+            alive[media_id] = target.client.get_media(media_id).get("status") != "trash"
+        except WordPressNotFound:
+            alive[media_id] = False
+        except WordPressError as error:
+            raise refusals.cannot_read(error) from error
+    return alive[media_id]
+
+
+def _reuse_earlier_version(
+    target: Target, key: str, slot: str, digest: str, alive: dict[int, bool]
+):
     """Unchanged bytes under a new task version: record the earlier attachment as this
-    version's receipt (a replay, no upload). At task version 1 there is no earlier version:
-    nothing is read."""
+    version's receipt (a replay, no upload) once it is read back (:func:`still_there`); None
+    when it is gone (then it is uploaded again). At task version 1 there is no earlier
+    version: nothing is read."""
     if target.job.task_version <= 1:
         return None
     earlier = _confirmed_of_slot_query(
         target, slot, Operation.request_hash == digest, Operation.operation_key != key
     ).first()
     if earlier is None or Operation.select().where(Operation.operation_key == key).exists():
+        return None
+    if not still_there(target, earlier.remote_id, alive):
         return None
     return _record_reuse(target, key, slot, digest, earlier)
 

@@ -4,7 +4,9 @@ gateway downloads the image itself, and safely, before it goes the way of any ot
 * Scheme: ``https`` unless ``GATEWAY_MEDIA_URL_SCHEMES`` allows others; no user info in the URL.
 * Host: when ``GATEWAY_MEDIA_URL_ALLOW_HOSTS`` is set, only its ``host:port`` entries, compared
   exactly as written in the URL (the default port added when the URL has none).
-* Address: the host is resolved ONCE; every address it resolves to must be global
+* Address: the host is resolved ONCE (a temporary resolver failure, ``EAI_AGAIN``, is a
+  retryable 503 ``media-source-unavailable``: it says nothing about the URL); every address
+  it resolves to must be global
   (``ipaddress``: loopback, private, shared, link-local, reserved, multicast and unspecified
   refused; an IPv4-mapped IPv6 address is judged as the IPv4 address it carries), and the
   connection is made to that checked address (``urllib3`` pool on the IP, TLS verified for the
@@ -38,6 +40,8 @@ from gateway.core.config import Config
 log = logging.getLogger(__name__)
 
 REDIRECTS = 3
+# getaddrinfo(3): "the name server returned a temporary failure indication. Try again later."
+TEMPORARY_RESOLVER_ERRORS = frozenset({socket.EAI_AGAIN})
 DEFAULT_PORTS = {"https": 443, "http": 80}
 # Cloud metadata services, refused even when listed: AWS/GCP/Azure, AWS IPv6, Alibaba.
 METADATA = frozenset(
@@ -110,12 +114,22 @@ def resolve(url: str, config: Config) -> tuple[str, str, int, str]:
 
     Raises:
         MediaUrlRefused (422): scheme, host or any resolved address not allowed, or the host
-            does not resolve.
+            does not resolve (no such name, ``EAI_NONAME``; no address, ``EAI_NODATA``).
+        MediaSourceUnavailable (503, retryable): the resolver failed for now (``EAI_AGAIN``):
+            not a property of the URL (getaddrinfo(3)).
     """
     scheme, host, port, _written, listed = _target(url, config)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as error:
+    except socket.gaierror as error:
+        if error.errno in TEMPORARY_RESOLVER_ERRORS:
+            raise exc.MediaSourceUnavailable(
+                f"the host name {host!r} cannot be resolved now (a temporary DNS failure: "
+                f"{error}); nothing was downloaded or written, try again",
+                retry_after=5,
+            ) from None
+        raise _refused(url, f"host {host!r} does not resolve ({error})") from None
+    except UnicodeError as error:
         raise _refused(url, f"host {host!r} does not resolve ({error})") from None
     addresses = [_address(info[4][0]) for info in infos]
     for address in addresses:

@@ -92,8 +92,9 @@ def refusal_for(
     return None
 
 
-def valid_approval(target: Target) -> tuple[Approval, int]:
-    """The newest approval valid for the live post now, and the post id.
+def valid_approval(target: Target) -> tuple[Approval, int, dict]:
+    """The newest approval valid for the live post now, the post id and the post as read
+    back (``context=edit``).
 
     Raises:
         ApprovalRequired, ApprovalRevoked, ApprovalExpired (403), ApprovalStale (409):
@@ -107,7 +108,7 @@ def valid_approval(target: Target) -> tuple[Approval, int]:
     post_id, digest, now = draft.remote_id, live_digest(live), db.db_now()
     for approval in approvals:
         if refusal_for(approval, job, post_id, digest, now) is None:
-            return approval, post_id
+            return approval, post_id, live
     raise refusal_for(approvals[0], job, post_id, digest, now)
 
 
@@ -169,22 +170,28 @@ def settle(target: Target, row: Operation) -> None:
 
 
 def publish(target: Target, by: str) -> Outcome:
-    """Publish the job's post under a valid approval, once.
+    """Publish the job's post under a valid approval, once per publish round
+    (:func:`gateway.actions.scheduling.publish_round`: a new round only after unscheduling
+    ended the previous one). A post dated ahead (scheduled once, then unscheduled) is sent
+    the current ``date_gmt`` with ``status: publish``, so WordPress publishes it now.
 
-    A CONFIRMED publish of the current version is replayed before anything else (no
+    A CONFIRMED publish of the current round is replayed before anything else (no
     WordPress read or write).
 
     Raises:
-        everything :func:`operations.check_writable`, :func:`valid_approval` and
+        OperationInProgress (409): the unschedule ending this round is still in flight.
+        plus everything :func:`operations.check_writable`, :func:`valid_approval` and
         :func:`operations.perform` raise.
     """
     guards.check_writable(target)
     job = target.job
-    key = operations.operation_key(job, ACTION)
+    publish_round = scheduling.publish_round(job)
+    scheduling.check_unscheduling(job, publish_round)
+    key = scheduling.round_key(job, ACTION, publish_round)
     replayed = operations.replay(key, None)  # published once, whoever asks again
     if replayed is not None:
         return replayed
-    approval, post_id = valid_approval(target)
+    approval, post_id, live = valid_approval(target)
     when = approval.publish_at
     intent = {"update_of": post_id, "approval_id": approval.id, "published_by": by}
     if scheduling.is_future(when):  # scheduled; a time past (or within a minute) publishes now
@@ -195,11 +202,14 @@ def publish(target: Target, by: str) -> Outcome:
         effect = scheduling.schedule_effect(target, post_id, when, extra)
     else:
         request_hash = request_digest({"post_id": post_id, "status": "publish"})
-        effect = _publish_effect(
-            target, intent, lambda: target.client.update_post(post_id, {"status": "publish"})
-        )
+        fields = {"status": "publish"}
+        if scheduling.dated_ahead(live):  # else WordPress would schedule it at that date
+            fields["date_gmt"] = scheduling.wp_gmt(db.utcnow())
+        effect = _publish_effect(target, intent, lambda: target.client.update_post(post_id, fields))
     log.info("publishing job_id=%s operation_key=%s approval=%s", job.job_id, key, approval.id)
-    outcome = operations.perform(target, key, request_hash, effect)
+    outcome = operations.perform(
+        target, key, request_hash, effect, slot=scheduling.round_slot(publish_round)
+    )
     if outcome.row.state == CONFIRMED:
         settle(target, outcome.row)
     return outcome

@@ -11,6 +11,13 @@ post's ``modified_gmt``. Two repairs of the same drifted revision share the key 
 replays, no write); after a successful repair nothing is left to fix (200, ``fixes: {}``, no
 write); the same drift happening *again* later is a new revision of the post, hence a new key,
 and is repaired again (keying by the fixes alone would replay and leave it broken).
+
+A field repair cannot restore is **not a success**: a featured image whose attachment was
+deleted from the media library (WordPress answers 200 to ``featured_media`` naming a missing
+attachment and keeps 0; proudcity/wp-proudcity#2184) is left out of the write, and a field
+WordPress did not keep after the write is found on read-back; either way the answer is 409
+``repair-incomplete`` naming each such field and why, after the fields that could be restored
+were written.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from gateway.operations.perform import Outcome
 from gateway.operations.target import Target
 from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
 
 log = logging.getLogger(__name__)
 ACTION = "repair"
@@ -151,6 +159,56 @@ class Repair:
     media_metadata: list[str] = field(default_factory=list)
 
 
+def unfixable(target: Target, fixes: dict) -> dict[str, str]:
+    """The fixes that cannot restore their field, each with the reason: ``featured_media``
+    naming an attachment that is no longer in WordPress (``GET /wp/v2/media/{id}`` 404, or
+    in the trash), which WordPress would silently not set.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502): the attachment cannot be read now.
+    """
+    media_id = fixes.get("featured_media")
+    if not media_id:
+        return {}
+    try:
+        gone = target.client.get_media(media_id).get("status") == "trash"
+    except WordPressNotFound:
+        gone = True
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    if not gone:
+        return {}
+    return {
+        "featured_media": f"attachment {media_id} is no longer in WordPress (deleted from the "
+        "media library); upload the image again under a new task_version and send the draft"
+    }
+
+
+def _not_kept(receipt: dict, names: list[str]) -> dict[str, str]:
+    """The fixes written whose fields still fail in the repair's read-back verification."""
+    fields = ((receipt or {}).get("verification") or {}).get("fields") or {}
+    return {
+        name: "WordPress did not keep the value written (read back after the repair)"
+        for name in names
+        if any((fields.get(f) or {}).get("ok") is False for f in _CHECKED_BY[name])
+    }
+
+
+def _incomplete(post_id: int, reasons: dict[str, str], written: list[str], outcome) -> None:
+    """Raise 409 ``repair-incomplete`` when a field could not be restored."""
+    if not reasons:
+        return
+    raise exc.RepairIncomplete(
+        "repair cannot restore "
+        + ", ".join(f"{name} ({why})" for name, why in sorted(reasons.items()))
+        + (f"; restored: {', '.join(written)}" if written else "; nothing else to restore"),
+        post_id=post_id,
+        unfixable=[{"field": name, "reason": why} for name, why in sorted(reasons.items())],
+        fixes=written,
+        operation_key=outcome.row.operation_key if outcome else None,
+    )
+
+
 def repair_job(target: Target) -> Repair:
     """Verify the job's post live and write back only the failed fields.
 
@@ -159,6 +217,9 @@ def repair_job(target: Target) -> Repair:
         ForeignObject: another job or tenant holds the post too (nothing is written).
         WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
             read now.
+        PostTrashed (409): an editor moved the post to the trash; nothing is written.
+        RepairIncomplete (409): a failed field cannot be restored (:func:`unfixable`), or
+            WordPress did not keep a fix; the others were written.
         plus everything :func:`operations.perform` raises.
     """
     guards.check_writable(target)
@@ -169,10 +230,13 @@ def repair_job(target: Target) -> Repair:
     drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
     live = drafts.read_live(target, draft.remote_id)
+    drafts.refuse_trashed(draft.remote_id, live)  # the editor decides, not a repair
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)
     )
     fixes = fixes_for(draft.receipt, live, result)
+    reasons = unfixable(target, fixes)
+    fixes = {name: value for name, value in fixes.items() if name not in reasons}
     media_ids = media_metadata.post_media_ids(draft.receipt)
     try:
         metadata_field = media_metadata.compare(target, media_ids)
@@ -182,6 +246,7 @@ def repair_job(target: Target) -> Repair:
     if media_fixed:
         media_metadata.add_to(result, media_metadata.compare(target, media_ids))
     if not fixes:
+        _incomplete(draft.remote_id, reasons, ["media_metadata"] if media_fixed else [], None)
         return Repair(draft.remote_id, {}, result, None, media_fixed)
     stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
     key = operations.operation_key(job, ACTION, stamp[:16])
@@ -193,6 +258,9 @@ def repair_job(target: Target) -> Repair:
     outcome = operations.perform(target, key, request_digest(fixes), effect, slot=stamp[:16])
     if outcome.row.state == CONFIRMED:
         settle(target, outcome.row)
+        reasons |= _not_kept(outcome.row.receipt, sorted(fixes))
+    written = sorted(set(fixes) - set(reasons)) + (["media_metadata"] if media_fixed else [])
+    _incomplete(draft.remote_id, reasons, written, outcome)
     check = (outcome.row.receipt or {}).get("verification")
     return Repair(draft.remote_id, fixes, check, outcome, media_fixed)
 

@@ -17,6 +17,14 @@ future`` and ``date_gmt``).
   write a cancelled job still makes). When WordPress cannot be reached the row stays
   SENT/UNKNOWN and the sweep finishes it (read back; sent again while the post is still
   ``future``: the update is idempotent).
+* **Unscheduling ends the publish operation it undid** (wordpress-mobile/WordPress-Android
+  #12086: a scheduled post set back to draft keeps its future date). The publishes of one
+  task version are numbered rounds: round 1 is ``…/v{n}/publish``, and each CONFIRMED
+  ``unschedule`` of round *r* ends it, so the next approval publishes as round *r + 1*,
+  ``…/v{n}/publish/r{r+1}`` (undone by ``…/unschedule/r{r+1}``), instead of replaying the
+  old ``future`` receipt; the job goes back to ``approval_pending``. The post keeps the future
+  date WordPress gave it, so publishing it now sends the current ``date_gmt`` with the status
+  (:func:`dated_ahead`): otherwise ``wp_insert_post`` would schedule it again.
 """
 
 from __future__ import annotations
@@ -114,9 +122,70 @@ def schedule_effect(target: Target, post_id: int, when: dt.datetime, receipt_ext
     )
 
 
+def publish_round(job: Job) -> int:
+    """The round of the job's current publish operation under its task version: 1, plus one
+    for each earlier publish of the version that a CONFIRMED ``unschedule`` ended."""
+    ended = (
+        Operation.select()
+        .where(
+            Operation.tenant == job.tenant,
+            Operation.job_id == job.job_id,
+            Operation.task_version == job.task_version,
+            Operation.action == "unschedule",
+            Operation.state == CONFIRMED,
+        )
+        .count()
+    )
+    return ended + 1
+
+
+def round_slot(publish_round_number: int) -> str | None:
+    """The key slot of a publish round (and of the ``unschedule`` that ends it): none for
+    round 1 (``…/publish``), ``r2``, ``r3``... after."""
+    return None if publish_round_number <= 1 else f"r{publish_round_number}"
+
+
+def round_key(job: Job, action: str, publish_round_number: int) -> str:
+    """``…/v{n}/publish[/r{k}]`` or ``…/v{n}/unschedule[/r{k}]`` of round ``k``."""
+    return operations.operation_key(job, action, round_slot(publish_round_number))
+
+
+def check_unscheduling(job: Job, publish_round_number: int) -> None:
+    """Refuse to publish while the ``unschedule`` ending this round is in flight (SENT or
+    UNKNOWN, left for the sweep): its outcome decides whether the post is still scheduled.
+
+    Raises:
+        OperationInProgress (409, retryable).
+    """
+    key = round_key(job, "unschedule", publish_round_number)
+    row = Operation.get_or_none(Operation.operation_key == key)
+    if row is not None and row.state != CONFIRMED:
+        raise exc.OperationInProgress(
+            "the post is being moved back to draft (unscheduled); publish after it is done",
+            retry_after=2,
+            operation_key=key,
+            ledger_state=row.state,
+        )
+
+
+def dated_ahead(live: dict) -> bool:
+    """Whether the post read back (``context=edit``) carries a ``date_gmt`` later than now:
+    a draft that was scheduled once keeps that date, and ``wp_insert_post`` turns a
+    ``publish`` dated ahead into ``future``."""
+    text = live.get("date_gmt")
+    if not text:
+        return False
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return when.replace(tzinfo=None) > db.utcnow()
+
+
 def scheduled_publish(job: Job) -> Operation | None:
-    """The current version's CONFIRMED publish row when it scheduled the post, else None."""
-    row = Operation.get_or_none(Operation.operation_key == operations.operation_key(job, "publish"))
+    """The current publish round's CONFIRMED row when it scheduled the post, else None."""
+    key = round_key(job, "publish", publish_round(job))
+    row = Operation.get_or_none(Operation.operation_key == key)
     if row is None or row.state != CONFIRMED or (row.receipt or {}).get("status") != "future":
         return None
     return row
@@ -150,6 +219,15 @@ def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effe
     return _unschedule_effect(target, (row.intent or {})["update_of"])
 
 
+def settle(target: Target, row: Operation) -> None:
+    """A CONFIRMED ``unschedule`` of the current version ended its publish round: the job,
+    ``scheduled`` until now, waits for an approval again (``approval_pending``), so
+    verification expects a draft."""
+    job = target.job
+    if row.task_version == job.task_version and job.phase == "scheduled":
+        jobs.touch(job, phase="approval_pending")
+
+
 def unschedule(target: Target, why: str) -> Operation | None:
     """Move the job's scheduled post back to draft before its time, as the ledger operation
     ``…/unschedule``. Called by cancel (before the job is marked cancelled) and by revoking
@@ -163,12 +241,17 @@ def unschedule(target: Target, why: str) -> Operation | None:
     when = dt.datetime.fromisoformat(publish.receipt["scheduled_for"]).replace(tzinfo=None)
     if when <= db.utcnow():
         return None
-    key = operations.operation_key(job, "unschedule")
+    publish_round_number = publish_round(job)
+    key = round_key(job, "unschedule", publish_round_number)
     digest = request_digest({"post_id": publish.remote_id, "status": "draft"})
     effect = _unschedule_effect(target, publish.remote_id)
     log.info("unscheduling job_id=%s operation_key=%s (%s)", job.job_id, key, why)
     try:
-        return operations.perform(target, key, digest, effect).row
+        row = operations.perform(
+            target, key, digest, effect, slot=round_slot(publish_round_number)
+        ).row
+        settle(target, row)
+        return row
     except exc.GatewayError as error:
         log.warning("job_id=%s operation_key=%s left for the sweep: %s", job.job_id, key, error)
         return Operation.get_or_none(Operation.operation_key == key)
@@ -236,5 +319,6 @@ actions.register(
         step="retry_later",  # a cancel or revoke makes it; the sweep or recover finishes it
         resend_if_absent=True,  # made by a cancel or revoke, which no client repeats
         counted_as="unscheduled",
+        settle=settle,
     )
 )

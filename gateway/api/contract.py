@@ -57,6 +57,8 @@ EXTENSIONS = (
     "budget",
     "feature",
     "transport",
+    "unfixable",
+    "fixes",
 )
 
 HEADERS = {

@@ -47,7 +47,8 @@ def json_body(schema: str) -> dict:
     """The request's JSON object, validated against ``schemas/{schema}.json``.
 
     Raises:
-        InvalidJSON (400): not JSON, or nested too deep to parse.
+        InvalidJSON (400): not JSON (the detail names the ``Content-Type`` sent when it is
+            not JSON, e.g. a form), or nested too deep to parse.
         ValidationFailed (422): nested deeper than :data:`validation.MAX_JSON_DEPTH`, not
             an object, or the schema refuses it (:func:`validation.validate_body`: a worker
             does not check the same bytes twice).
@@ -61,12 +62,26 @@ def json_body(schema: str) -> dict:
         try:
             document = jsonio.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
-            raise exc.InvalidJSON(f"the body is not valid JSON: {error}") from None
+            raise exc.InvalidJSON(f"the body is not valid JSON: {error}{_sent_as()}") from None
         except RecursionError:  # nesting deeper than the parser's stack
             raise exc.InvalidJSON(
                 f"the body nests deeper than {validation.MAX_JSON_DEPTH} levels"
             ) from None
     return validation.validate_body(schema, raw, document)
+
+
+def _sent_as() -> str:
+    """What an unparseable body was labelled, when that explains it: a form
+    (``application/x-www-form-urlencoded``, ``multipart/form-data``), another type, or none.
+    ``""`` for a body labelled JSON (``application/json``, ``+json``)."""
+    mimetype = request.mimetype
+    if mimetype == "application/json" or mimetype.endswith("+json"):
+        return ""
+    what = f"Content-Type {mimetype}" if mimetype else "no Content-Type"
+    return (
+        f" (the request was sent with {what}; this route takes a JSON object sent as "
+        "Content-Type: application/json)"
+    )
 
 
 def roles(*allowed: str):

@@ -94,11 +94,12 @@ def get_job(job_id: str):
 @bp.put("/jobs/<job_id>/media/<slot>")
 @roles("workflow")
 def put_media(job_id: str, slot: str):
-    """One image: multipart ``file`` (+ ``alt_text``, ``caption``, ``title``) or JSON with
-    ``content_base64``."""
+    """One image: multipart ``file`` (+ ``alt_text``, ``caption``, ``title``; any other field
+    is 422) or JSON with ``content_base64`` or ``source_url``."""
     validation.check_identifier(slot, validation.SLOT, "/slot", "slot")
     job = _job(job_id, with_site=True)
     if request.mimetype == "multipart/form-data":
+        validation.check_form_fields(request.form, request.files, MEDIA_FORM_FIELDS, ("file",))
         upload = request.files.get("file")
         if upload is None:
             raise exc.ValidationFailed(

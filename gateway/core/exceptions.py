@@ -104,6 +104,12 @@ ForeignObject = _problem(
     "The WordPress object is not provably this operation's",
 )
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
+PostTrashed = _problem(
+    "PostTrashed", 409, "post-trashed", "The job's post is in the WordPress trash"
+)
+RepairIncomplete = _problem(
+    "RepairIncomplete", 409, "repair-incomplete", "Repair cannot restore every failed field"
+)
 VerificationFailed = _problem(
     "VerificationFailed", 409, "verification-failed", "The post does not verify; repair it first"
 )
@@ -138,6 +144,13 @@ ImageUnreadable = _problem(
 )
 MediaUrlRefused = _problem(
     "MediaUrlRefused", 422, "media-url-refused", "The image URL is not allowed"
+)
+MediaSourceUnavailable = _problem(
+    "MediaSourceUnavailable",
+    503,
+    "media-source-unavailable",
+    "The image's host name cannot be resolved now",
+    True,
 )
 MediaDownloadFailed = _problem(
     "MediaDownloadFailed", 502, "media-download-failed", "The image could not be downloaded", True

@@ -241,6 +241,36 @@ def check_identifier(value: str, pattern: re.Pattern, pointer: str, what: str) -
     return value
 
 
+def check_form_fields(
+    fields, files, allowed_fields: tuple[str, ...], allowed_files: tuple[str, ...]
+) -> None:
+    """Refuse a ``multipart/form-data`` body naming a field or file part this route does not
+    take (a misspelt ``alt_txt``), as an unknown JSON field is refused: silently dropped, it
+    would be uploaded without it, and the corrected request then refused as a changed
+    request under the same operation key.
+
+    Args:
+        fields, files: the names of the form's text fields and file parts.
+        allowed_fields, allowed_files: what the route takes.
+
+    Raises:
+        ValidationFailed (422): one error per unknown name, pointer ``/{name}``, sorted.
+    """
+    unknown = sorted((set(fields) - set(allowed_fields)) | (set(files) - set(allowed_files)))
+    if not unknown:
+        return
+    takes = ", ".join((*allowed_files, *allowed_fields))
+    raise exc.ValidationFailed(
+        f"{len(unknown)} unknown multipart field(s): "
+        + ", ".join(quote(name) for name in unknown)
+        + f" (this route takes {takes}); nothing was uploaded",
+        errors=[
+            {"pointer": _pointer([name]), "message": f"unknown field (takes {takes})"}
+            for name in unknown
+        ],
+    )
+
+
 def check_name(value: str, pattern: re.Pattern, what: str) -> str:
     """Check a name given on the command line (tenant, site, token name).
 

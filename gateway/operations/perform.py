@@ -270,8 +270,9 @@ def perform(
         if target.fencing_token is not None:  # a newer grant may have come since the claim
             leases.check_fencing(target.job, target.fencing_token)
         # past the budget: 429 before any write (the spend refuses and the claim rolls back)
+        before = (row.state, row.sent_at)
         if _claim_send(target, row):
-            return _send(target, row, effect)  # the row as this sender committed it
+            return _send(target, row, effect, before)  # the row as this sender committed it
         row = _reload(row)  # another request won the claim; look again
     raise exc.OperationInProgress(
         "another request is working on this operation",
@@ -381,6 +382,7 @@ def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = 
     """
     if not cancelled_ok:
         refuse_cancelled(target.job)
+    before = (row.state, row.sent_at)
     if _transition(
         row,
         SENT,
@@ -388,7 +390,7 @@ def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = 
         sent_at=db.utcnow(),
         credential_version=target.site.credential_version,
     ):
-        return _send(target, row, effect)
+        return _send(target, row, effect, before)
     raise exc.OperationInProgress(
         "another request is sending this operation",
         retry_after=1,
@@ -397,24 +399,66 @@ def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = 
     )
 
 
-def _send(target: Target, row: Operation, effect: Effect) -> Outcome:
+def _send(
+    target: Target, row: Operation, effect: Effect, before: tuple[str, dt.datetime | None]
+) -> Outcome:
+    """Make the WordPress call of a row this request moved to SENT (``before``: its state
+    and ``sent_at`` until then) and record the outcome."""
     crash_point(target.config, "after_sent")
     log.info("sending %s (attempt %s) job_id=%s", row.operation_key, row.attempts, row.job_id)
     try:
         obj = effect.send()
-    except WordPressDuplicate as dup:
-        log.info("guard named existing object %s for %s", dup.existing_id, row.operation_key)
-        return confirm(target, row, effect, dup.existing_id, reconciled=True)
-    except WordPressRefused as refusal:
-        _record_refusal(row, refusal)
-        raise _refused(row, refusal) from refusal
-    except UpstreamRefused as refusal:
-        refusals.record_upstream(row, refusal)
-        raise _unknown(row, refusal) from refusal
     except WordPressError as error:
-        return _after_unknown(target, row, effect, error)
+        if not error.sent and not error.definite:
+            raise _not_sent(row, error, before) from error
+        return _after_error(target, row, effect, error)
     crash_point(target.config, "after_wordpress_response")
     return confirm(target, row, effect, int(obj["id"]), created=True, sent_object=obj)
+
+
+def _not_sent(
+    row: Operation, error: WordPressError, before: tuple[str, dt.datetime | None]
+) -> exc.GatewayError:
+    """The call never left the gateway (no connection, or the XML-RPC client could not be set
+    up): the row goes back to the state and ``sent_at`` it had before this send (PREPARED for
+    a first send), so the next request sends at once instead of reconciling, or waiting out
+    an in-flight window for, a write that cannot have happened. Returns the problem to raise:
+    503 ``wordpress-unavailable`` (502 ``upstream-refused`` for a page from in front of
+    WordPress)."""
+    state, sent_at = before
+    Operation.update(
+        state=state,
+        sent_at=sent_at,
+        updated_at=db.utcnow(),
+        problem={"detail": f"not sent: {error.message}", **_wp_facts(error)},
+    ).where(
+        Operation.id == row.id, Operation.state == SENT, Operation.attempts == row.attempts
+    ).execute()
+    log.warning("not sent %s (job_id=%s): %s", row.operation_key, row.job_id, error)
+    facts = {"operation_key": row.operation_key, "ledger_state": state}
+    if isinstance(error, UpstreamRefused):
+        return refusals.upstream_problem(error, **facts)
+    return exc.WordPressUnavailable(
+        f"{error.message}; nothing was sent to WordPress, the next request sends it",
+        retry_after=error.retry_after or 2,
+        **facts,
+    )
+
+
+def _after_error(target: Target, row: Operation, effect: Effect, error: WordPressError) -> Outcome:
+    """Record what a call that left the gateway and failed proves: a definite refusal
+    (FAILED), a page from in front of WordPress or an unknown outcome (UNKNOWN); a duplicate
+    named by the companion plugin's guard is adopted."""
+    if isinstance(error, WordPressDuplicate):
+        log.info("guard named existing object %s for %s", error.existing_id, row.operation_key)
+        return confirm(target, row, effect, error.existing_id, reconciled=True)
+    if isinstance(error, WordPressRefused):
+        _record_refusal(row, error)
+        raise _refused(row, error) from error
+    if isinstance(error, UpstreamRefused):
+        refusals.record_upstream(row, error)
+        raise _unknown(row, error) from error
+    return _after_unknown(target, row, effect, error)
 
 
 def _after_unknown(

@@ -46,6 +46,23 @@ XMLRPC = ("xmlrpc",)
 GARBLED = "garbled"  # xmlrpc_errors' word for output printed before <?xml
 
 
+def stray_words(stray: bytes) -> str:
+    """What stray output before ``<?xml`` is, in words: byte order marks, line breaks and
+    other whitespace counted, with the bytes themselves (``b'\\n'``)."""
+    bom = stray.count(b"\xef\xbb\xbf")
+    rest = stray.replace(b"\xef\xbb\xbf", b"")
+    lines = rest.count(b"\n")
+    parts = []
+    if lines:
+        parts.append(f"{lines} blank line{'s' if lines > 1 else ''}")
+    if bom:
+        parts.append(f"{bom} UTF-8 byte order mark{'s' if bom > 1 else ''}")
+    spaces = len(rest) - lines - rest.count(b"\r")
+    if spaces:
+        parts.append(f"{spaces} space{'s' if spaces > 1 else ''} or tab{'s' if spaces > 1 else ''}")
+    return " and ".join(parts) + f" ({stray[:40]!r})"
+
+
 def _me_error(probe: Probe) -> tuple[int, str | None]:
     response, body = probe.me
     code = body.get("code") if body and response.status_code >= 400 else None
@@ -114,7 +131,11 @@ def _xmlrpc_api(probe: Probe):
     "printed in front of it. The gateway cannot trust a write whose answer is not clean and "
     "has to treat it as unknown and reconcile it.",
     "Stop PHP from printing errors into responses: define('WP_DEBUG_DISPLAY', false) in "
-    "wp-config.php and display_errors = Off in php.ini; log them instead (WP_DEBUG_LOG).",
+    "wp-config.php and display_errors = Off in php.ini; log them instead (WP_DEBUG_LOG). A "
+    "blank line or byte order mark before <?xml comes from a PHP file of a plugin or theme "
+    "(often functions.php) with whitespace after its closing ?> or saved as UTF-8 with BOM: "
+    "remove the closing ?> or save the file without BOM (switch plugins off one by one to "
+    "find it).",
     needs=("firewall",),
 )
 def _json_clean(probe: Probe):
@@ -122,6 +143,13 @@ def _json_clean(probe: Probe):
         error = probe.profile[1]
         if error is not None and GARBLED in error.message:
             return False, f"the answer of wp.getProfile is not clean XML: {error.message}"
+        stray = probe.notes.get("stray_output") or b""
+        if stray:
+            return False, (
+                f"xmlrpc.php prints {stray_words(stray)} before <?xml: the gateway skips it "
+                "(as WordPress's own XML-RPC client does), but other XML-RPC clients (apps, "
+                "Jetpack, libraries) fail on it"
+            )
         return True, "answers are plain XML"
     response, _ = probe.me
     try:

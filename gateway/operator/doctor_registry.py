@@ -145,11 +145,15 @@ class Probe:
 
     @cached_property
     def profile(self) -> tuple[dict | None, WordPressError | None]:
-        """XML-RPC: ``(wp.getProfile as {id, slug, roles}, None)`` or ``(None, the error)``."""
+        """XML-RPC: ``(wp.getProfile as {id, slug, roles}, None)`` or ``(None, the error)``;
+        the whitespace or byte order marks its answer carried before ``<?xml`` (tolerated by
+        the transport) go to ``notes["stray_output"]``."""
         try:
-            return self.client.me(), None
+            profile = self.client.me()
         except WordPressError as error:
             return None, error
+        self.notes["stray_output"] = getattr(self.client, "stray_output", b"")
+        return profile, None
 
     @property
     def user(self) -> dict:

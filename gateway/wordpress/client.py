@@ -292,15 +292,15 @@ class WordPressClient:
                 timeout=self.timeout,
                 allow_redirects=False,
             )
-        except requests.ConnectTimeout as exc:
+        except requests.ConnectTimeout as exc:  # no connection: nothing was sent
             raise WordPressUnavailable(
-                f"connect timeout: {exc}", method=method, url=url, origin="network"
+                f"connect timeout: {exc}", method=method, url=url, origin="network", sent=False
             ) from exc
         except requests.ConnectionError as exc:
             text = str(exc)
             if "NewConnectionError" in text or "Connection refused" in text:
                 raise WordPressUnavailable(
-                    "connection refused", method=method, url=url, origin="network"
+                    "connection refused", method=method, url=url, origin="network", sent=False
                 ) from exc
             raise WordPressOutcomeUnknown(
                 "connection lost: " + text[:200], method=method, url=url, origin="network"

@@ -29,6 +29,9 @@ class WordPressError(Exception):
         data: WordPress's ``data`` member (dict), or {}.
         definite: True when WordPress proved that it did not act.
         retry_after: seconds from a ``Retry-After`` header, or None.
+        sent: False when the request provably never left the gateway (no connection could be
+            made, or the XML-RPC client could not be set up before the call): nothing can
+            have happened in WordPress, whatever the class says about the answer.
     """
 
     definite = False
@@ -45,8 +48,10 @@ class WordPressError(Exception):
         data: dict | None = None,
         retry_after: int | None = None,
         origin: str | None = None,
+        sent: bool = True,
     ):
         super().__init__(message)
+        self.sent = sent
         if origin is not None:
             self.origin = origin
         self.message = message

@@ -62,7 +62,7 @@ SCAN_PAGE = 100
 SCAN_MAX_PAGES = 50  # 5,000 objects: past that, absence is not proven (OutcomeUnknown)
 SCAN_EMPTY_PAGES = 3  # consecutive empty pages (others' posts only) taken as the end
 SCAN_CLOCK_MARGIN = dt.timedelta(minutes=2)  # WordPress's clock may differ from ours (NTP)
-POST_FIELDS = ["post", "custom_fields"]  # everything wp.getPost can tell
+POST_FIELDS = ["post", "terms", "custom_fields"]  # everything wp.getPost can tell
 # What a scan needs per object (no content: a page of 100 stays small).
 SCAN_FIELDS = ["post_title", "post_type", "post_status", "post_date_gmt", "custom_fields"]
 # REST term routes -> taxonomies (the domain names terms by their REST route)
@@ -101,6 +101,12 @@ class XmlRpcClient:
     def url(self, _route: str = "/") -> str:
         """The XML-RPC endpoint (every call goes there)."""
         return self.endpoint
+
+    @property
+    def stray_output(self) -> bytes:
+        """The whitespace and byte order marks the last answer (in this thread) carried before
+        its XML, tolerated by the transport (``b""`` when clean or before any call)."""
+        return self._http.stray_output if self._http is not None else b""
 
     def _client(self):
         """The library's client, kept per thread and site, user, password and timeout:

@@ -50,6 +50,15 @@ def _upstream(rpc_method: str, url: str, error: xmlrpc.client.ProtocolError) -> 
 
 
 def error_for(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPressError:
+    """:func:`classify` ``error``; the result's ``sent`` is False when the call never left:
+    ``sent=False`` (setting the client up) or a refused connection."""
+    mapped = classify(rpc_method, url, error, sent)
+    if not sent or isinstance(error, ConnectionRefusedError):
+        mapped.sent = False
+    return mapped
+
+
+def classify(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPressError:
     """Map an exception of one XML-RPC call to the WordPress error tree (the classes of
     :mod:`gateway.wordpress.errors`, origins included).
 

@@ -1,6 +1,16 @@
 """The HTTP transport under ``xmlrpc.client`` for :mod:`gateway.wordpress.xmlrpc`: a timeout
-per call, no silent resend of a write, and pages that are not XML-RPC told apart
-(:class:`~gateway.wordpress.xmlrpc_errors.NotXmlRpcAnswer`)."""
+per call, no silent resend of a write, pages that are not XML-RPC told apart
+(:class:`~gateway.wordpress.xmlrpc_errors.NotXmlRpcAnswer`), and stray output before
+``<?xml`` tolerated when it is only whitespace and byte order marks.
+
+A plugin or theme file with a blank line after its closing ``?>``, or saved with a UTF-8 BOM,
+prints it before every answer of ``xmlrpc.php``; an XML parser refuses a declaration that is
+not at the very start ("XML or text declaration not at start of entity",
+maxcutler/python-wordpress-xmlrpc#12, #101, #146). WordPress's own client trims it
+(``IXR_Message::parse``: ``trim()`` before parsing), and so does this transport, keeping the
+bytes it removed (:attr:`TimeoutTransport.stray_output`) for ``gateway doctor``. Anything else
+before the XML (a PHP notice) is still a garbled answer.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,22 @@ import xml.parsers.expat
 import xmlrpc.client
 
 from gateway.wordpress.xmlrpc_errors import NotXmlRpcAnswer
+
+BOM = b"\xef\xbb\xbf"
+_BLANK = b" \t\r\n"
+
+
+def stray_prefix(body: bytes) -> bytes:
+    """The whitespace and UTF-8 byte order marks in front of the first ``<`` of ``body`` (what
+    a file printing a blank line or a BOM adds), ``b""`` when there are none."""
+    rest = body
+    while True:
+        trimmed = rest.lstrip(_BLANK)
+        if trimmed.startswith(BOM):
+            trimmed = trimmed[len(BOM) :]
+        if trimmed == rest:
+            return body[: len(body) - len(rest)]
+        rest = trimmed
 
 
 class TimeoutTransport(xmlrpc.client.SafeTransport):
@@ -26,6 +52,7 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
         self.timeout = timeout
         self.https = https
         self.fresh_connection = False
+        self.stray_output = b""  # what the last answer carried before its XML (doctor)
 
     def make_connection(self, host):
         if self._connection and host == self._connection[0]:
@@ -39,10 +66,14 @@ class TimeoutTransport(xmlrpc.client.SafeTransport):
         return conn
 
     def parse_response(self, response):
-        """Parse a 200 answer; one holding no ``<methodResponse`` at all is a page from in
-        front of WordPress (:class:`NotXmlRpcAnswer`), while a garbled XML-RPC answer (output
-        before ``<?xml``) raises the parser's error."""
+        """Parse a 200 answer, after the whitespace and byte order marks a site may print
+        before ``<?xml`` (:func:`stray_prefix`, kept in :attr:`stray_output`); one holding no
+        ``<methodResponse`` at all is a page from in front of WordPress
+        (:class:`NotXmlRpcAnswer`), while other output before the XML (a PHP notice) raises
+        the parser's error."""
         body = response.read()
+        self.stray_output = stray_prefix(body)
+        body = body[len(self.stray_output) :]
         parser, unmarshaller = self.getparser()
         try:
             parser.feed(body)

@@ -34,7 +34,8 @@ def rest_shape(item: dict) -> dict:
     as ``{"raw"}``, ``featured_media``, ``meta`` (custom fields), ``link``, ``date_gmt``,
     ``modified_gmt``, ``author``, ``slug``, ``source_url``, ``mime_type``, ``media_type``,
     ``alt_text`` (None: not readable over XML-RPC), ``post`` (an attachment's parent, None
-    when unattached), ``operation_key``."""
+    when unattached), ``operation_key``, and ``categories``/``tags`` (ids) when the struct
+    holds its ``terms``."""
     thumb = item.get("post_thumbnail") or {}
     meta = {f.get("key"): f.get("value") for f in item.get("custom_fields") or []}
     mime = item.get("post_mime_type") or ""
@@ -59,7 +60,22 @@ def rest_shape(item: dict) -> dict:
         "media_type": "image" if mime.startswith("image/") else "file",
         "alt_text": None,
         "operation_key": key_of(item),
+        **_term_ids(item),
     }
+
+
+def _term_ids(item: dict) -> dict:
+    """``categories`` and ``tags`` (term ids in WordPress's order) from the ``terms`` of a
+    ``wp.getPost`` struct; nothing when the struct was read without its terms."""
+    if "terms" not in item:
+        return {}
+    ids: dict[str, list[int]] = {name: [] for name in TERM_TAXONOMIES}
+    by_taxonomy = {taxonomy: name for name, taxonomy in TERM_TAXONOMIES.items()}
+    for term in item.get("terms") or []:
+        name = by_taxonomy.get(term.get("taxonomy"))
+        if name is not None:
+            ids[name].append(int(term["term_id"]))
+    return ids
 
 
 def xmlrpc_struct(fields: dict) -> dict:
