@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import sys
 
 import click
@@ -25,6 +26,7 @@ from gateway.core.exceptions import GatewayError
 from gateway.core.version import VERSION as __version__
 from gateway.ledger import migrations
 from gateway.ledger.db import database
+from gateway.ledger.db import rfc3339
 from gateway.tenancy import sites
 from gateway.tenancy import tokens
 
@@ -96,7 +98,39 @@ def known_tenant(tenant: str) -> None:
         )
 
 
-@click.group(cls=AppGroup)
+# Help that is read, not guessed: whole one-line summaries, every default shown.
+HELP_SETTINGS = {"show_default": True, "max_content_width": 110, "terminal_width": 110}
+
+
+class Duration(click.ParamType):
+    """A duration on the command line: a number with its unit - ``s``, ``m``, ``h`` or ``d``
+    (``90s``, ``12h``, ``7d``) - or a bare number in the option's own unit (its help says
+    which). Converted to ``result_unit`` (a float)."""
+
+    name = "duration"
+    UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def __init__(self, bare_unit: str, result_unit: str):
+        self.bare_unit = bare_unit
+        self.result_unit = result_unit
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int | float):
+            number, unit = float(value), self.bare_unit
+        else:
+            match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
+            if match is None:
+                self.fail(
+                    f"{value!r} is not a duration: a number with s, m, h or d (90s, 12h, 7d), "
+                    f"or a bare number of {self.bare_unit}",
+                    param,
+                    ctx,
+                )
+            number, unit = float(match[1]), match[2] or self.bare_unit
+        return number * self.UNITS[unit] / self.UNITS[self.result_unit]
+
+
+@click.group(cls=AppGroup, context_settings=HELP_SETTINGS)
 @click.version_option(__version__, prog_name="gateway")
 def cli():
     """Publishing Gateway: idempotent, reconciling writes from automations to WordPress."""
@@ -129,10 +163,10 @@ def sites_group():
 
 
 @sites_group.command("add")
-@click.option("--tenant", required=True)
+@click.option("--tenant", required=True, help="The tenant the site belongs to.")
 @click.option("--name", required=True, help="The site name jobs refer to.")
 @click.option("--url", required=True, help="The site URL (REST API under /wp-json).")
-@click.option("--username", required=True)
+@click.option("--username", required=True, help="The WordPress user the gateway writes as.")
 @click.option(
     "--app-password-env",
     required=True,
@@ -175,14 +209,44 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
     )
 
 
+@sites_group.command("list")
+@click.option("--tenant", default=None, help="One tenant (default: every tenant).")
+@needs_ledger
+def sites_list(tenant):
+    """The sites as JSON: tenant, name, URL, user, transport, dates; never a password."""
+    if tenant:
+        known_tenant(tenant)
+    with database.connection_context():
+        rows = sites.list_sites(tenant)
+        listed = [
+            {
+                "tenant": s.tenant,
+                "name": s.name,
+                "url": s.url,
+                "username": s.username,
+                "transport": s.transport,
+                "credential_version": s.credential_version,
+                "created_at": rfc3339(s.created_at),
+                "updated_at": rfc3339(s.updated_at),
+            }
+            for s in rows
+        ]
+    click.echo(json.dumps(listed, indent=2, ensure_ascii=False))
+
+
 @cli.group("tokens")
 def tokens_group():
     """API tokens (stored as SHA-256 only)."""
 
 
 @tokens_group.command("create")
-@click.option("--tenant", required=True)
-@click.option("--role", type=click.Choice(tokens.ROLES), required=True)
+@click.option("--tenant", required=True, help="The tenant the token acts for.")
+@click.option(
+    "--role",
+    type=click.Choice(tokens.ROLES),
+    required=True,
+    help="workflow (n8n, agents), editor (approves, publishes) or admin.",
+)
 @click.option("--name", required=True, help="Who holds it (shown in audit records).")
 @needs_ledger
 def tokens_create(tenant, role, name):
@@ -197,8 +261,8 @@ def tokens_create(tenant, role, name):
 
 
 @tokens_group.command("revoke")
-@click.option("--tenant", required=True)
-@click.option("--name", required=True)
+@click.option("--tenant", required=True, help="The token's tenant.")
+@click.option("--name", required=True, help="The token's name (as given to tokens create).")
 @needs_ledger
 def tokens_revoke(tenant, name):
     """Revoke the token of TENANT named NAME (API calls and editor sessions end)."""
@@ -208,13 +272,37 @@ def tokens_revoke(tenant, name):
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
 
 
+@tokens_group.command("list")
+@click.option("--tenant", default=None, help="One tenant (default: every tenant).")
+@needs_ledger
+def tokens_list(tenant):
+    """The tokens as JSON: tenant, name, role, created, revoked; never a secret.
+
+    Neither a token nor its hash is shown, and nothing is written per request to keep a
+    "last used" date."""
+    if tenant:
+        known_tenant(tenant)
+    with database.connection_context():
+        listed = [
+            {
+                "tenant": t.tenant,
+                "name": t.name,
+                "role": t.role,
+                "created_at": rfc3339(t.created_at),
+                "revoked_at": rfc3339(t.revoked_at),
+            }
+            for t in tokens.list_tokens(tenant)
+        ]
+    click.echo(json.dumps(listed, indent=2, ensure_ascii=False))
+
+
 @cli.group("notifications")
 def notifications_group():
     """Where a tenant's editors are notified (an admin's setting)."""
 
 
 @notifications_group.command("set-url")
-@click.option("--tenant", required=True)
+@click.option("--tenant", required=True, help="The tenant whose editors are notified.")
 @click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
 @needs_ledger
 def notifications_set_url(tenant, url):
@@ -227,12 +315,17 @@ def notifications_set_url(tenant, url):
     click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
 
 
-@cli.command("reconcile")
+@cli.command(
+    "reconcile",
+    short_help="One sweep over stale SENT/UNKNOWN rows, pending notifications and idle jobs.",
+)
 @click.option(
     "--older-than",
-    type=float,
+    type=Duration("s", "s"),
     default=None,
-    help="Seconds since a row's last update for it to count as stale.",
+    help="How long since a row's last update for it to count as stale (90s, 5m; a bare "
+    "number is seconds). Default: the in-flight window (GATEWAY_INFLIGHT_WINDOW).",
+    show_default=False,
 )
 @needs_ledger
 def reconcile(older_than):
@@ -252,9 +345,11 @@ def reconcile(older_than):
 @click.option("--once", is_flag=True, help="One pass, print counts as JSON, exit.")
 @click.option(
     "--interval",
-    type=float,
+    type=Duration("s", "s"),
     default=None,
-    help="Seconds between passes (default GATEWAY_AGENT_POLL_INTERVAL).",
+    help="Time between passes (30s, 2m; a bare number is seconds). Default: "
+    "GATEWAY_AGENT_POLL_INTERVAL.",
+    show_default=False,
 )
 @needs_ledger
 def worker_command(once, interval):
@@ -280,14 +375,14 @@ def worker_command(once, interval):
         pass
 
 
-@cli.command("prune")
+@cli.command("prune", short_help="Retention: drop the bulky parts of finished jobs' operations.")
 @click.option(
     "--older-than",
     "older_than",
-    type=click.FloatRange(min=0),
+    type=Duration("d", "d"),
     required=True,
-    metavar="DAYS",
-    help="Prune final operations of finished jobs last updated more than DAYS ago.",
+    help="Prune final operations of finished jobs last updated longer ago than this (30d, "
+    "12h; a bare number is days).",
 )
 @needs_ledger
 def prune_command(older_than):
@@ -300,8 +395,8 @@ def prune_command(older_than):
     click.echo(json.dumps(counts))
 
 
-@cli.command("doctor")
-@click.option("--tenant", required=True)
+@cli.command("doctor", short_help="Preflight of a tenant's sites: every check, with its fix.")
+@click.option("--tenant", required=True, help="The tenant whose sites are checked.")
 @click.option("--site", "site_name", default=None, help="One site (default: every site).")
 @needs_ledger
 def doctor_command(tenant, site_name):
@@ -331,7 +426,7 @@ def doctor_command(tenant, site_name):
     sys.exit(0 if all(r["ok"] for r in results) else 1)
 
 
-@cli.command("report")
+@cli.command("report", short_help="The acceptance counters of GET /v1/report, as JSON.")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
 def report_command(tenant):
@@ -362,9 +457,11 @@ def report_command(tenant):
 
 
 @cli.command("serve", with_appcontext=False)
-@click.option("--host", default="127.0.0.1")
-@click.option("--port", default=8000, type=int)
-@click.option("--workers", default=4, type=int)
+@click.option("--host", default="127.0.0.1", help="The address to listen on (loopback by default).")
+@click.option("--port", default=8000, type=int, help="The TCP port to listen on.")
+@click.option(
+    "--workers", default=4, type=int, help="gunicorn worker processes (each with --threads)."
+)
 @click.option(
     "--threads",
     default=4,
@@ -373,9 +470,10 @@ def report_command(tenant):
 )
 @click.option(
     "--sweep-interval",
-    default=60.0,
-    type=float,
-    help="Seconds between background reconciliation sweeps (0 = off).",
+    default="60s",
+    type=Duration("s", "s"),
+    help="Time between background reconciliation sweeps (60s, 5m; a bare number is "
+    "seconds; 0 = off).",
 )
 @click.option(
     "--agent-worker/--no-agent-worker",
@@ -410,7 +508,12 @@ def openapi_command():
 
 
 @cli.command("demo", with_appcontext=False)
-@click.option("--site-json", default=None, help="The test site's site.json.")
+@click.option(
+    "--site-json",
+    default=None,
+    help="The test site's site.json (default: wp_test_site/.runtime/site.json).",
+    show_default=False,
+)
 @click.option("--keep", is_flag=True, help="Keep the demo's ledger directory afterwards.")
 @click.option(
     "--agent",

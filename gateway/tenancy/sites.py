@@ -193,9 +193,10 @@ def get_site(tenant: str, name: str) -> Site:
     return site
 
 
-def list_sites(tenant: str) -> list[Site]:
-    """Every site of ``tenant``, by name."""
-    return list(Site.select().where(Site.tenant == tenant).order_by(Site.name))
+def list_sites(tenant: str | None) -> list[Site]:
+    """Every site of ``tenant`` (every tenant's when None), by tenant and name."""
+    query = Site.select().order_by(Site.tenant, Site.name)
+    return list(query.where(Site.tenant == tenant) if tenant is not None else query)
 
 
 def install_identity(site: Site, client: Transport) -> tuple[str, str]:

@@ -86,3 +86,10 @@ def revoke_tokens(tenant: str, name: str) -> int:
     for token_hash in hashes:
         review_sessions.end_for_token(token_hash)
     return count
+
+
+def list_tokens(tenant: str | None) -> list[Token]:
+    """Every token of ``tenant`` (every tenant's when None), revoked ones included, by tenant
+    and name. The rows hold only hashes; callers show names, roles and dates."""
+    query = Token.select().order_by(Token.tenant, Token.name)
+    return list(query.where(Token.tenant == tenant) if tenant is not None else query)
