@@ -57,6 +57,7 @@ EXTENSIONS = (
     "budget",
     "feature",
     "transport",
+    "request_key",
 )
 
 HEADERS = {
