@@ -29,18 +29,38 @@ from support import op_key
 from support import png_bytes
 
 from gateway_tools.fault_proxy import Fault
+from gateway_tools.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.wordpress, SQLITE_PASS_ONLY]
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 
 
-@pytest.fixture
-def gateway(wp_site, ledger_url, tmp_path, proxy):
-    """``gateway serve`` whose site ``blog`` is the test WordPress behind the fault proxy."""
-    server = McpGateway(wp_site, ledger_url, tmp_path, site_url=proxy.url)
+@pytest.fixture(scope="module")
+def shared_proxy(wp_site):
+    """One fault proxy in front of the test WordPress for the module's shared gateway."""
+    with FaultProxy(upstream=wp_site["url"], timeout=30) as fault_proxy:
+        yield fault_proxy
+
+
+@pytest.fixture(scope="module")
+def gateway(wp_site, shared_proxy, tmp_path_factory):
+    """One ``gateway serve`` for the module (each test has its own job ids), on its own
+    SQLite ledger, whose site ``blog`` is the test WordPress behind :func:`shared_proxy`."""
+    workdir = tmp_path_factory.mktemp("mcp-gateway")
+    ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
+    server = McpGateway(wp_site, ledger_url, workdir, site_url=shared_proxy.url)
     server.start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def gw_proxy(shared_proxy):
+    """The shared proxy with no faults and an empty request log for this test."""
+    shared_proxy.clear_faults()
+    shared_proxy.reset_log()
+    yield shared_proxy
+    shared_proxy.clear_faults()
 
 
 def _writes(proxy) -> int:
@@ -109,7 +129,7 @@ def _credentials(site: dict) -> list[str]:
 
 
 def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
-    gateway, proxy, wp_site, tmp_path
+    gateway, gw_proxy, wp_site, tmp_path
 ):
     job_id = new_job_id()
     media = tmp_path / "media"
@@ -123,7 +143,7 @@ def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
         async with stdio_session(gateway.url, gateway.token, tmp_path, media) as session:
             done = await _full_job(session, job_id, {"path": str(media / "hero.png")})
             seen.append(done)
-            writes = _writes(proxy)
+            writes = _writes(gw_proxy)
             # a re-planned call: same arguments, a new request id -> the stored receipt
             again = await _call(session, "put_draft", _draft(job_id, hero=True))
             assert again.structured_content["replayed"] is True
@@ -131,7 +151,7 @@ def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
                 again.structured_content["answer"]["post_id"]
                 == done["put_draft"]["answer"]["post_id"]
             )
-            assert _writes(proxy) == writes  # 0 WordPress writes
+            assert _writes(gw_proxy) == writes  # 0 WordPress writes
             changed = await _call(session, "put_draft", _draft(job_id, True, title="Changed"))
             problem = problem_of(changed)
             assert slug(problem) == "operation-key-reused" and "bump" in problem["next_step"]
@@ -139,7 +159,7 @@ def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
                 session, "upload_media", {"job_id": job_id, "slot": "x", "path": str(outside)}
             )
             assert problem_of(refused)["errors"][0]["pointer"] == "/path"
-            assert _writes(proxy) == writes
+            assert _writes(gw_proxy) == writes
             read = await session.read_resource(f"gateway://jobs/{job_id}")
             state = json.loads(read.contents[0].text)
             assert state["job"]["phase"] == "approval_pending"
@@ -222,7 +242,7 @@ def _block(job_id: str, html: str = "<p>A</p>") -> dict:
 
 
 def test_a_killed_mcp_process_loses_nothing_and_its_request_key_returns_the_first_result(
-    gateway, proxy, wp_site, tmp_path
+    gateway, gw_proxy, wp_site, tmp_path
 ):
     job_id = new_job_id()
     key = {"idempotencyKey": f"block-{job_id}"}  # _meta, named after SEP-3182's field
@@ -254,14 +274,14 @@ def test_a_killed_mcp_process_loses_nothing_and_its_request_key_returns_the_firs
             assert slug(problem_of(other)) == "request-key-reused"
 
     anyio.run(start)
-    proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=POSTS, times=1))
+    gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=POSTS, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "draft", put_draft)
     updates = r"^/wp-json/wp/v2/posts/\d+"
-    proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=updates, times=1))
+    gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=updates, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "block", keyed_block)
-    posts = proxy.count(method="POST", path=POSTS, forwarded=True)
+    posts = gw_proxy.count(method="POST", path=POSTS, forwarded=True)
     anyio.run(then)
-    assert proxy.count(method="POST", path=POSTS, forwarded=True) == posts == 1
+    assert gw_proxy.count(method="POST", path=POSTS, forwarded=True) == posts == 1
     counts = count_objects(wp_site, [op_key(job_id, "draft")])
     assert counts[op_key(job_id, "draft")] == 1
     live = gateway.call("GET", f"/v1/jobs/{job_id}/verification").json()
@@ -299,9 +319,9 @@ def test_gateway_killed_after_wordpress_committed_then_the_same_call_is_reconcil
     assert count_objects(wp_site, [op_key(job_id, "draft")])[op_key(job_id, "draft")] == 1
 
 
-def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, proxy, wp_site, tmp_path):
+def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, gw_proxy, wp_site, tmp_path):
     job_id = new_job_id()
-    proxy.add_fault(Fault(kind="delay", seconds=1.0, method="POST", path=POSTS, times=1))
+    gw_proxy.add_fault(Fault(kind="delay", seconds=1.0, method="POST", path=POSTS, times=1))
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     results = []
@@ -322,5 +342,5 @@ def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, proxy, wp_
     assert all(not r.is_error for r in results), [r.content for r in results]
     post_ids = {r.structured_content["answer"]["post_id"] for r in results}
     assert len(post_ids) == 1
-    assert proxy.count(method="POST", path=POSTS, forwarded=True) == 1
+    assert gw_proxy.count(method="POST", path=POSTS, forwarded=True) == 1
     assert count_objects(wp_site, [op_key(job_id, "draft")])[op_key(job_id, "draft")] == 1
