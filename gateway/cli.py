@@ -484,13 +484,21 @@ def mcp_command(transport, gateway_url, host, port, mcp_path, allow_host, allow_
     is_flag=True,
     help="Drive the main job by a scripted agent session (a local OpenAI stand-in).",
 )
-def demo(site_json, keep, agent):
+@click.option(
+    "--mcp",
+    "over_mcp",
+    is_flag=True,
+    help="Drive the main job over MCP (gateway mcp, stdio) with the official SDK's client.",
+)
+def demo(site_json, keep, agent, over_mcp):
     """The main job end to end against the test site, with a lost response recovered."""
     from gateway_tools.demo import DemoUnavailable
     from gateway_tools.demo import run_demo
 
     if agent:
         from gateway_tools.agent_demo import run_agent_demo as run_demo
+    if over_mcp:
+        from gateway_tools.mcp_demo import run_mcp_demo as run_demo
     try:
         status = run_demo(site_json, keep=keep)
     except DemoUnavailable as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 
 import anyio
 import pytest
@@ -24,6 +25,7 @@ from mcp_support import slug
 from mcp_support import stdio_session
 from support import SITE_NAME
 from support import SQLITE_PASS_ONLY
+from support import gateway_command
 from support import new_job_id
 from support import op_key
 from support import png_bytes
@@ -344,3 +346,15 @@ def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, gw_proxy, 
     assert len(post_ids) == 1
     assert gw_proxy.count(method="POST", path=POSTS, forwarded=True) == 1
     assert count_objects(wp_site, [op_key(job_id, "draft")])[op_key(job_id, "draft")] == 1
+
+
+def test_gateway_demo_mcp_prints_each_call_a_refused_replan_and_a_recovered_crash(wp_site):
+    done = subprocess.run(
+        [*gateway_command(), "demo", "--mcp"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    out = done.stdout
+    assert out.count("  -> ") >= 16  # every tool call is printed with its outcome
+    assert "replayed=True" in out and "refused: operation-key-reused" in out
+    assert "SIGKILLed" in out and "reconciled=True" in out or "replayed=True" in out
+    assert "RESULT: OK" in out and "MCP SDK 2." in out
