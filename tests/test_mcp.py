@@ -162,6 +162,12 @@ def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
             )
             assert problem_of(refused)["errors"][0]["pointer"] == "/path"
             assert _writes(gw_proxy) == writes
+            keyed = {"job_id": job_id, "name": "keyed", "html": "<p>K</p>", "idempotency_key": "k1"}
+            first = await _call(session, "insert_block", keyed)
+            assert first.meta is None and first.structured_content["replayed"] is False
+            retried = await _call(session, "insert_block", keyed)
+            assert retried.meta == {"publishing-gateway/request-key-replayed": True}
+            assert retried.structured_content == first.structured_content  # the first result
             read = await session.read_resource(f"gateway://jobs/{job_id}")
             state = json.loads(read.contents[0].text)
             assert state["job"]["phase"] == "approval_pending"
