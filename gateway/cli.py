@@ -507,6 +507,77 @@ def openapi_command():
     click.echo(json.dumps(openapi.build(routes.bare_app()), indent=2, ensure_ascii=False))
 
 
+@cli.command(
+    "mcp",
+    with_appcontext=False,
+    short_help="The gateway's tools over MCP (stdio or streamable HTTP) for any agent.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for local clients (one token from GATEWAY_TOKEN); http (streamable HTTP, "
+    "stateless) for remote ones (each request's own bearer token).",
+)
+@click.option(
+    "--gateway-url",
+    envvar="GATEWAY_URL",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    help="The gateway's HTTP API (env GATEWAY_URL).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="http: the bind address.")
+@click.option("--port", default=8765, type=int, show_default=True, help="http: the port.")
+@click.option("--path", "mcp_path", default="/mcp", show_default=True, help="http: the endpoint.")
+@click.option(
+    "--allow-host",
+    multiple=True,
+    help="http: a Host header clients may send (repeatable; the loopback names are allowed "
+    "when bound to loopback; required otherwise).",
+)
+@click.option(
+    "--allow-origin",
+    multiple=True,
+    help="http: a browser Origin allowed besides the loopback ones (repeatable).",
+)
+@click.option(
+    "--media-root",
+    multiple=True,
+    envvar="GATEWAY_MCP_MEDIA_ROOTS",
+    help="stdio: a folder upload_media may read local files from (repeatable; env "
+    "GATEWAY_MCP_MEDIA_ROOTS, separated by the path separator). None: no local files.",
+)
+def mcp_command(transport, gateway_url, host, port, mcp_path, allow_host, allow_origin,
+                media_root):  # fmt: skip
+    """The gateway's tools over the Model Context Protocol (docs/mcp.md): a client of the
+    gateway's HTTP API at GATEWAY_URL; it holds no WordPress credential."""
+    from gateway.mcp import server
+    from gateway.mcp import tools
+
+    if transport == "http":
+        if media_root:
+            raise KnownProblem("--media-root is for stdio only: over HTTP send a URL or base64")
+        try:
+            server.serve_http(
+                gateway_url, host, port, path=mcp_path, allow_hosts=allow_host,
+                allow_origins=allow_origin,
+            )  # fmt: skip
+        except ValueError as error:
+            raise KnownProblem(str(error)) from None
+        return
+    token = os.environ.get("GATEWAY_TOKEN", "").strip()
+    if not token:
+        raise KnownProblem(
+            "GATEWAY_TOKEN is required over stdio: a workflow token from 'gateway tokens create'"
+        )
+    try:
+        roots = tools.media_roots(os.pathsep.join(media_root))
+    except ValueError as error:
+        raise KnownProblem(str(error)) from None
+    server.serve_stdio(gateway_url, token, roots)
+
+
 @cli.command("demo", with_appcontext=False)
 @click.option(
     "--site-json",
@@ -520,13 +591,21 @@ def openapi_command():
     is_flag=True,
     help="Drive the main job by a scripted agent session (a local OpenAI stand-in).",
 )
-def demo(site_json, keep, agent):
+@click.option(
+    "--mcp",
+    "over_mcp",
+    is_flag=True,
+    help="Drive the main job over MCP (gateway mcp, stdio) with the official SDK's client.",
+)
+def demo(site_json, keep, agent, over_mcp):
     """The main job end to end against the test site, with a lost response recovered."""
     from gateway_tools.demo import DemoUnavailable
     from gateway_tools.demo import run_demo
 
     if agent:
         from gateway_tools.agent_demo import run_agent_demo as run_demo
+    if over_mcp:
+        from gateway_tools.mcp_demo import run_mcp_demo as run_demo
     try:
         status = run_demo(site_json, keep=keep)
     except DemoUnavailable as error:

@@ -62,7 +62,7 @@ def test_every_option_has_a_meaning_and_shows_its_default(path, command):
         if not isinstance(param, click.Option) or param.hidden:
             continue
         assert param.help, f"gateway {' '.join(path)} {param.opts[0]} has no description"
-        if param.is_flag or param.default is None or param.required:
+        if param.is_flag or param.multiple or param.default in (None, ()) or param.required:
             continue
         assert f"[default: {param.default}" in text.replace("\n", " ").replace("  ", " ") or (
             "Default:" in param.help

@@ -151,25 +151,11 @@ def all_tools() -> dict[str, Tool]:
     return {t.name: t for t in (*_action_tools(), *_STEP_TOOLS)}
 
 
-def _inline_shared(node):
-    """``node`` with the shared text-field definition (``schemas/text.json``) written into
-    each field that refers to it: an agent receives a schema that stands alone."""
-    if isinstance(node, list):
-        return [_inline_shared(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    node = {k: _inline_shared(v) for k, v in node.items()}
-    if node.get("$ref") == validation.TEXT_SCHEMA_ID:
-        del node["$ref"]
-        node["pattern"] = validation.schema("text")["pattern"]
-    return node
-
-
 @cache
 def parameters(name: str) -> dict:
     """The JSON Schema of tool ``name``'s arguments, generated from its schema file."""
     tool = all_tools()[name]
-    schema = _inline_shared(copy.deepcopy(validation.schema(tool.schema)))
+    schema = validation.inline_shared(copy.deepcopy(validation.schema(tool.schema)))
     for meta in ("$schema", "title", "if", "then"):
         schema.pop(meta, None)
     properties = schema.setdefault("properties", {})

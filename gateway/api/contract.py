@@ -59,6 +59,7 @@ EXTENSIONS = (
     "transport",
     "unfixable",
     "fixes",
+    "request_key",
 )
 
 HEADERS = {

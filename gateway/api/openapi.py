@@ -31,10 +31,12 @@ from gateway.api.contract import LEDGER
 from gateway.api.contract import OPERATIONS
 from gateway.api.contract import Contract
 from gateway.api.http import REQUEST_ID
+from gateway.api.request_keys import WRITE_METHODS
 from gateway.api.response_schemas import SCHEMAS
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.core.version import VERSION as __version__
+from gateway.tenancy import request_keys
 
 OPENAPI_VERSION = "3.1.0"
 # Flask's own static route serves nothing here (the gateway has no static folder).
@@ -158,7 +160,10 @@ def build(app: Flask) -> dict:
                     },
                 },
                 "headers": HEADERS,
-                "parameters": {"X-Request-Id": _request_id_parameter()},
+                "parameters": {
+                    "X-Request-Id": _request_id_parameter(),
+                    "Idempotency-Key": _request_key_parameter(),
+                },
             },
             "x-problem-types": {
                 slug: {"type": exc.PROBLEM_BASE + slug, **facts} for slug, facts in problems.items()
@@ -177,6 +182,18 @@ def _request_id_parameter() -> dict:
     }
 
 
+def _request_key_parameter() -> dict:
+    return {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "the client's own request key, kept per token: a retry with the same "
+        "key and request gets the first 2xx answer (Idempotent-Replayed: true) and runs "
+        "nothing; the same key with another request is 422 request-key-reused",
+        "schema": {"type": "string", "pattern": request_keys.KEY.pattern},
+    }
+
+
 def _operation(method, path, rule, view, contract: Contract, problems: dict) -> dict:
     doc = inspect.getdoc(view) or ""
     summary, _, rest = doc.partition("\n")
@@ -185,14 +202,15 @@ def _operation(method, path, rule, view, contract: Contract, problems: dict) -> 
     if roles:
         description = f"Roles: {', '.join(roles)}.\n\n{description}".strip()
     api = path.startswith("/v1/") and contract.token  # webhooks are signed, not token-bound
+    keyed = api and method in WRITE_METHODS  # Idempotency-Key (gateway.api.request_keys)
     operation = {
         "operationId": f"{method.lower()}_{rule.endpoint.replace('.', '_')}",
         "tags": [rule.endpoint.split(".")[0]],
         "summary": summary.strip() or rule.endpoint,
         "description": description,
         "security": [{"bearerAuth": []}] if api else _page_security(path),
-        "parameters": _parameters(rule, contract),
-        "responses": _responses(path, contract, problems, api),
+        "parameters": _parameters(rule, contract, keyed),
+        "responses": _responses(path, contract, problems, api, keyed),
     }
     if roles:
         operation["x-roles"] = list(roles)
@@ -206,8 +224,10 @@ def _page_security(path: str) -> list:
     return [{"editorSession": []}] if path.startswith("/review") and path != "/review/login" else []
 
 
-def _parameters(rule, contract: Contract) -> list:
+def _parameters(rule, contract: Contract, keyed: bool = False) -> list:
     found = [{"$ref": "#/components/parameters/X-Request-Id"}]
+    if keyed:
+        found.append({"$ref": "#/components/parameters/Idempotency-Key"})
     converters = {name: converter for converter, name in VARIABLE.findall(rule.rule)}
     for name in sorted(rule.arguments):
         if converters.get(name) == "int":  # gateway.api.LedgerIdConverter
@@ -265,7 +285,7 @@ def _multipart_media() -> dict:
     }
 
 
-def _responses(path: str, contract: Contract, problems: dict, api: bool) -> dict:
+def _responses(path: str, contract: Contract, problems: dict, api: bool, keyed: bool) -> dict:
     echo = {"X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"}}
     responses = {}
     for status in contract.ok:
@@ -276,7 +296,7 @@ def _responses(path: str, contract: Contract, problems: dict, api: bool) -> dict
             "headers": echo,
             "content": {"text/html": {"schema": {"type": "string"}}},
         }
-    for status, slugs in _problem_slugs(path, contract, api, problems).items():
+    for status, slugs in _problem_slugs(path, contract, api, problems, keyed).items():
         problem = _problem_response(status, slugs, problems, echo)
         page = responses.get(str(status))
         if page:  # a page of the view and a problem of the framework share the status
@@ -307,7 +327,7 @@ def _success(status: int, contract: Contract, echo: dict) -> dict:
     }
 
 
-def _problem_slugs(path: str, contract: Contract, api: bool, problems: dict) -> dict:
+def _problem_slugs(path: str, contract: Contract, api: bool, problems: dict, keyed: bool) -> dict:
     slugs = ["ledger-unavailable", *contract.problems]
     if INT_PATH.search(path):  # an id that is not a whole number matches no route
         slugs.append("not-found")
@@ -323,6 +343,8 @@ def _problem_slugs(path: str, contract: Contract, api: bool, problems: dict) -> 
             slugs += FENCED
         if contract.replays:
             slugs += LEDGER
+        if keyed:
+            slugs += ["request-key-reused", "request-key-in-progress", "validation-failed"]
     by_status: dict[int, list[str]] = {}
     for slug in dict.fromkeys(slugs):
         by_status.setdefault(problems[slug]["status"], []).append(slug)

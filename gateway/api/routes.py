@@ -22,6 +22,7 @@ from gateway.api import follow_up
 from gateway.api import health
 from gateway.api import jobs
 from gateway.api import report
+from gateway.api import request_keys
 from gateway.api import review_page
 from gateway.api import reviews
 from gateway.api import spec
@@ -60,6 +61,7 @@ def _authenticate():
             )
         )
     g.principal = principal
+    g.token_hash = tokens.rate_key(secret)  # the token's SHA-256, never the token
     logs.bind(tenant=principal.tenant)
     rate_limits.count_request(config(), tokens.rate_key(secret))
     return None
@@ -151,9 +153,10 @@ def init_app(app: Flask) -> None:
     def _connect():
         _start_request()
         database.connect(reuse_if_open=True)
-        return _authenticate()
+        return _authenticate() or request_keys.start()
 
     app.after_request(_finish_request)
+    app.after_request(request_keys.finish)  # runs before _finish_request (reverse order)
 
     @app.teardown_request
     def _close(_error=None):

@@ -77,6 +77,8 @@ class Config:
         agent_deadline_hours: hours after the session was bound after which the agent stops.
         agent_lease_seconds: the job lease the worker takes while it answers a session's
             actions (a crashed worker's lease passes to the next worker after this).
+        request_key_hours: how long a client's request key (``Idempotency-Key``) and its
+            stored answer are kept (:mod:`gateway.tenancy.request_keys`).
     """
 
     database_url: str = DEFAULT_DATABASE_URL
@@ -112,6 +114,7 @@ class Config:
     agent_max_tokens: int = 5_000_000
     agent_deadline_hours: float = 48.0
     agent_lease_seconds: int = 120
+    request_key_hours: float = 24.0
 
     def with_overrides(self, **overrides) -> Config:
         """Return a copy with ``overrides`` applied (used by tests and the demo)."""
@@ -220,4 +223,5 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         agent_max_tokens=int(_number(env, "GATEWAY_AGENT_MAX_TOKENS", 5_000_000, int)),
         agent_deadline_hours=_number(env, "GATEWAY_AGENT_DEADLINE_HOURS", 48.0),
         agent_lease_seconds=int(_number(env, "GATEWAY_AGENT_LEASE_SECONDS", 120, int)),
+        request_key_hours=_number(env, "GATEWAY_REQUEST_KEY_HOURS", 24.0),
     )

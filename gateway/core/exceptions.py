@@ -155,6 +155,19 @@ MediaSourceUnavailable = _problem(
 MediaDownloadFailed = _problem(
     "MediaDownloadFailed", 502, "media-download-failed", "The image could not be downloaded", True
 )
+RequestKeyReused = _problem(
+    "RequestKeyReused",
+    422,
+    "request-key-reused",
+    "This request key (Idempotency-Key) was used with a different request",
+)
+RequestKeyInProgress = _problem(
+    "RequestKeyInProgress",
+    409,
+    "request-key-in-progress",
+    "A request with this request key (Idempotency-Key) is still being answered",
+    True,
+)
 OperationKeyReused = _problem(
     "OperationKeyReused",
     422,

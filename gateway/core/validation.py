@@ -89,6 +89,21 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(document, registry=_registry())
 
 
+def inline_shared(node):
+    """``node`` (a schema or part of one; not mutated) with the shared text-field definition
+    (``schemas/text.json``) written into each field that refers to it: a schema that stands
+    alone, as agents' tool parameters must (OpenAI function tools, MCP ``inputSchema``)."""
+    if isinstance(node, list):
+        return [inline_shared(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: inline_shared(v) for k, v in node.items()}
+    if node.get("$ref") == TEXT_SCHEMA_ID:
+        del node["$ref"]
+        node["pattern"] = schema("text")["pattern"]
+    return node
+
+
 def quote(value) -> str:
     """``value`` for a message: its JSON, cut to :data:`QUOTE_CHARS` characters."""
     text = json.dumps(value, ensure_ascii=True) if not isinstance(value, str) else repr(value)

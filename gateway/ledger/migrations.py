@@ -163,6 +163,12 @@ def _operation_binds(migrator: SchemaMigrator) -> None:
     ).execute()
 
 
+def _request_keys(_migrator: SchemaMigrator) -> None:
+    """Version 9 (MCP, issue 26): ``request_key``, clients' own request keys
+    (``Idempotency-Key``) per token with the answer stored for their retries."""
+    ledger.RequestKey.create_table(safe=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -200,6 +206,12 @@ MIGRATIONS: list[Migration] = [
         8,
         "operation.binds: the WordPress type an operation holds, stored on its row",
         _operation_binds,
+    ),
+    Migration(
+        9,
+        "request_key: a client's own request keys (Idempotency-Key) per token, with the "
+        "answer stored for their retries",
+        _request_keys,
     ),
 ]
 

@@ -422,6 +422,29 @@ class ResumePoint(BaseModel):
         indexes = ((("tenant", "job_id", "task_version"), True),)
 
 
+class RequestKey(BaseModel):
+    """A client's own request key (the ``Idempotency-Key`` header of a write request, schema
+    version 9), per API token (its SHA-256, never the token): the request's fingerprint and,
+    once answered with 2xx, the answer itself (status and JSON body), returned for every retry
+    with the same key until ``expires_at``. ``state``: IN_PROGRESS while a request holds it
+    (until ``claimed_until``), DONE with a stored answer, OPEN when the last attempt was not
+    answered 2xx (the next identical request runs again). :mod:`gateway.tenancy.request_keys`.
+    """
+
+    token_hash = TextField()
+    key = TextField()
+    fingerprint = TextField()
+    state = TextField()
+    status = IntegerField(null=True)
+    body = JSONField(null=True)
+    claimed_until = DateTimeField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField(index=True)
+
+    class Meta:
+        indexes = ((("token_hash", "key"), True),)
+
+
 TABLES = [
     Token,
     Site,
@@ -443,6 +466,7 @@ TABLES = [
     NotificationTarget,
     Notification,
     ResumePoint,
+    RequestKey,
 ]
 
 

@@ -17,7 +17,9 @@ Policy:
 A replay of a pruned operation answers as any replay (200, ``Idempotent-Replayed: true``, no
 WordPress write) with that core receipt and ``"pruned": true``. Calls that need the bulky
 parts - verification and repair of the job's draft - answer 409 ``receipt-pruned`` and write
-nothing. Processed webhook bodies join this policy when webhooks exist.
+nothing. Processed webhook bodies join this policy when webhooks exist. Clients' request keys
+(``Idempotency-Key``, :mod:`gateway.tenancy.request_keys`) have a retention of their own,
+``GATEWAY_REQUEST_KEY_HOURS``: every run deletes those past it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.tenancy import request_keys
 
 CORE_TEXT_CHARS = 300
 BATCH = 500
@@ -57,7 +60,9 @@ def prune(older_than_days: float, now: dt.datetime | None = None) -> dict:
         now: the reference time (naive UTC), default the gateway's clock.
 
     Returns:
-        ``{"operations": n, "cutoff": "...Z"}``: how many rows lost their bulky parts.
+        ``{"operations": n, "cutoff": "...Z", "request_keys": m}``: how many rows lost their
+        bulky parts; how many clients' request keys past their own retention
+        (``GATEWAY_REQUEST_KEY_HOURS``, whatever ``older_than_days``) were deleted.
     """
     cutoff = (now or db.utcnow()) - dt.timedelta(days=older_than_days)
     finished = (
@@ -96,4 +101,6 @@ def prune(older_than_days: float, now: dt.datetime | None = None) -> dict:
                     .execute()
                 )
         last_id = batch[-1].id
-    return {"operations": pruned, "cutoff": db.rfc3339(cutoff)}
+    with db.atomic():
+        expired = request_keys.prune(now)
+    return {"operations": pruned, "cutoff": db.rfc3339(cutoff), "request_keys": expired}

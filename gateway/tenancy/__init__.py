@@ -1,2 +1,3 @@
 """Tenants and their sites: WordPress sites with their credentials, API tokens and
-editor sessions, and the per-site concurrency slot."""
+editor sessions, the per-site concurrency slot, and clients' own request keys
+(``Idempotency-Key``, per token)."""

@@ -1,0 +1,180 @@
+"""A client's own request keys: the ``Idempotency-Key`` header of a write request (the IETF
+draft "The Idempotency-Key HTTP Header Field"), kept per API token in the ledger
+(:class:`gateway.ledger.models.RequestKey`, schema version 9).
+
+The gateway's operation keys are made from the job (``{tenant}/{job_id}/v{task_version}/
+{action}[/{slot}]``) and still decide what reaches WordPress. A request key is the client's
+promise that two requests are one: a retry with the same key and the same request (its
+*fingerprint*: method, path and body) is answered with the first 2xx answer, stored here, and
+runs nothing; the same key with another request is refused (422 ``request-key-reused``). A
+stateless caller (an MCP server process that was killed, a workflow run restarted) loses
+nothing: the key and the answer live in the ledger, not in the caller.
+
+Rules, per ``(token, key)``:
+
+* absent, or past its retention (``expires_at``): claimed (IN_PROGRESS) - the request runs;
+* another fingerprint: 422 ``request-key-reused``, whatever the state;
+* DONE: the stored answer (status and JSON body);
+* IN_PROGRESS until ``claimed_until``: 409 ``request-key-in-progress`` (retryable); a claim
+  whose holder died is taken over after it (the job's operation keys make the rerun safe);
+* OPEN (the last attempt was not answered 2xx): claimed again - the request runs again.
+
+A unique index on ``(token_hash, key)`` is the lock; conditional UPDATEs decide who took
+over a row. Only the token's SHA-256 is stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from peewee import IntegrityError
+
+from gateway.core import exceptions as exc
+from gateway.ledger import db
+from gateway.ledger.models import RequestKey
+
+IN_PROGRESS = "IN_PROGRESS"
+DONE = "DONE"
+OPEN = "OPEN"
+HEADER = "Idempotency-Key"
+# Printable ASCII without spaces, as a structured-field string carries it; at most 255.
+KEY = re.compile(r"^[\x21-\x7e]{1,255}(?![\s\S])")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """This request holds ``(token_hash, key)`` and must :func:`finish` it."""
+
+    token_hash: str
+    key: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The first 2xx answer given under the key: HTTP ``status`` and JSON ``body``."""
+
+    status: int
+    body: dict
+
+
+def check_key(key: str) -> str:
+    """A request key as sent: 1 to 255 printable ASCII characters, no spaces.
+
+    Raises:
+        ValidationFailed (422): pointer ``/headers/Idempotency-Key``.
+    """
+    if not KEY.fullmatch(key):
+        raise exc.ValidationFailed(
+            f"invalid {HEADER}",
+            errors=[
+                {
+                    "pointer": f"/headers/{HEADER}",
+                    "message": "1 to 255 printable ASCII characters without spaces",
+                }
+            ],
+        )
+    return key
+
+
+def claim(
+    token_hash: str,
+    key: str,
+    fingerprint: str,
+    lease_seconds: float,
+    retention_hours: float,
+    now: dt.datetime | None = None,
+) -> Claim | Stored:
+    """Claim ``key`` of the token ``token_hash`` for a request with ``fingerprint``, or find
+    the answer stored under it (see the module's rules).
+
+    Args:
+        lease_seconds: how long this claim holds the key before another request may take
+            it over (the holder may have died).
+        retention_hours: how long the key and its answer are kept from now.
+
+    Raises:
+        RequestKeyReused (422): the key was used with another request.
+        RequestKeyInProgress (409, retryable): another request holds the key now.
+    """
+    now = now or db.utcnow()
+    held = now + dt.timedelta(seconds=lease_seconds)
+    expires = now + dt.timedelta(hours=retention_hours)
+    mine = Claim(token_hash, key, fingerprint)
+    try:
+        with db.atomic():
+            RequestKey.create(
+                token_hash=token_hash,
+                key=key,
+                fingerprint=fingerprint,
+                state=IN_PROGRESS,
+                claimed_until=held,
+                created_at=now,
+                expires_at=expires,
+            )
+        return mine
+    except IntegrityError:
+        pass
+    row = RequestKey.get_or_none(RequestKey.token_hash == token_hash, RequestKey.key == key)
+    if row is None:  # pruned between the insert and the read: rare, ask for a retry
+        raise _in_progress(key, 1)
+    fresh = {"claimed_until": held, "state": IN_PROGRESS}
+    if row.expires_at <= now:  # past its retention: a new key
+        fresh.update(
+            fingerprint=fingerprint, status=None, body=None, created_at=now, expires_at=expires
+        )
+    elif row.fingerprint != fingerprint:
+        raise exc.RequestKeyReused(
+            f"the {HEADER} {key!r} was used with a different request (method, path or body); "
+            "send the original request again, or use a new key for a new request",
+            request_key=key,
+        )
+    elif row.state == DONE:
+        return Stored(row.status, row.body)
+    elif row.state == IN_PROGRESS and row.claimed_until is not None and row.claimed_until > now:
+        raise _in_progress(key, max(1, int((row.claimed_until - now).total_seconds()) // 4))
+    taken = (
+        RequestKey.update(**fresh)
+        .where(
+            RequestKey.id == row.id,
+            RequestKey.state == row.state,
+            RequestKey.expires_at == row.expires_at,
+        )
+        .execute()
+    )
+    if not taken:  # another request took it over first
+        raise _in_progress(key, 1)
+    return mine
+
+
+def _in_progress(key: str, retry_after: int) -> exc.GatewayError:
+    return exc.RequestKeyInProgress(
+        f"a request with {HEADER} {key!r} is still being answered; send it again later",
+        retry_after=retry_after,
+        request_key=key,
+    )
+
+
+def finish(held: Claim, status: int, body) -> None:
+    """Store the answer of the request that holds ``held``: a 2xx answer with a JSON object
+    body makes the key DONE (every retry gets it); any other answer makes it OPEN (the next
+    identical request runs again; the key stays bound to its fingerprint)."""
+    done = 200 <= status < 300 and isinstance(body, dict)
+    values = (
+        {"state": DONE, "status": status, "body": body, "claimed_until": None}
+        if done
+        else {"state": OPEN, "claimed_until": None}
+    )
+    RequestKey.update(**values).where(
+        RequestKey.token_hash == held.token_hash,
+        RequestKey.key == held.key,
+        RequestKey.fingerprint == held.fingerprint,
+        RequestKey.state == IN_PROGRESS,
+    ).execute()
+
+
+def prune(now: dt.datetime | None = None) -> int:
+    """Delete the request keys past their retention; returns how many."""
+    return RequestKey.delete().where(RequestKey.expires_at <= (now or db.utcnow())).execute()
