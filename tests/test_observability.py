@@ -98,6 +98,9 @@ def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(
     records = [json.loads(line) for line in lines]  # every line is one JSON document
     mine = [r for r in records if r.get("request_id") == "req-from-n8n-1"]
     assert [r["message"] for r in mine] == ["request"]
+    # one line per request: no second (access-log) line for it, with or without a request id
+    about_it = [line for line in lines if re.search(f"PUT.*/v1/jobs/{job_id}(?![/\\w])", line)]
+    assert len(about_it) == 1, about_it
     assert (
         mine[0]
         | {

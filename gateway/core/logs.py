@@ -132,7 +132,9 @@ def gunicorn_logconfig(kind: str) -> dict:
         "root": {"level": "INFO", "handlers": ["console"]},
         "loggers": {
             "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
-            "gunicorn.access": {"level": "INFO", "handlers": [], "propagate": True},
+            # gunicorn turns its access log on whenever a logconfig_dict is given: the
+            # gateway's own request line (gateway.http) replaces it, so it writes nowhere.
+            "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
         },
     }
 
