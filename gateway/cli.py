@@ -398,10 +398,17 @@ def prune_command(older_than):
 @cli.command("doctor", short_help="Preflight of a tenant's sites: every check, with its fix.")
 @click.option("--tenant", required=True, help="The tenant whose sites are checked.")
 @click.option("--site", "site_name", default=None, help="One site (default: every site).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the whole report as JSON (one site: an object; every site: a list).",
+)
 @needs_ledger
-def doctor_command(tenant, site_name):
+def doctor_command(tenant, site_name, as_json):
     """Preflight of a tenant's sites: every registered check for the site's transport, with
-    the fix for each failure. One site: its result as JSON; every site: a JSON list."""
+    the fix for each failure, then what the site guarantees. Exit 1 when a check failed;
+    --json prints the whole report (one site: an object; every site: a list)."""
     from gateway.operator import doctor
 
     known_tenant(tenant)
@@ -414,15 +421,22 @@ def doctor_command(tenant, site_name):
             )
         names = [site_name] if site_name else configured
         results = [doctor.doctor(_config(), tenant, name) for name in names]
-    for result in results:
-        if not site_name:
-            click.echo(f"site {result['site']} ({result['transport']}):", err=True)
+    for result in results:  # short by default; beside --json, on stderr
+        click.echo(
+            f"site {result['site']} ({result['transport']}, WordPress "
+            f"{result['wordpress_version']}):",
+            err=as_json,
+        )
         for check in result["checks"]:
             mark = {True: "ok  ", False: "FAIL", None: "warn"}[check["ok"]]
-            click.echo(f"{mark} {check['check']}: {check['detail']}", err=True)
+            click.echo(f"{mark} {check['check']}: {check['detail']}", err=as_json)
             if check.get("fix") and check["ok"] is False:
-                click.echo(f"     fix: {check['fix']}", err=True)
-    click.echo(json.dumps(results[0] if site_name else results, ensure_ascii=False))
+                click.echo(f"     fix: {check['fix']}", err=as_json)
+        known = {k: v for k, v in result["guarantees"].items() if v is not None}
+        said = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in known.items())
+        click.echo(f"guarantees: {said or 'unknown (the login check did not pass)'}", err=as_json)
+    if as_json:
+        click.echo(json.dumps(results[0] if site_name else results, ensure_ascii=False))
     sys.exit(0 if all(r["ok"] for r in results) else 1)
 
 

@@ -116,7 +116,7 @@ def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
 @pytest.mark.wordpress
 def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     add_site(run, wp_site["url"], wp_site["users"]["author"])
-    good = run("doctor", "--tenant", "acme", "--site", "blog")
+    good = run("doctor", "--tenant", "acme", "--site", "blog", "--json")
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["guarantees"] == {
         "lookup_by_operation_key": True,
@@ -134,7 +134,7 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
             times=None,
         )
     )
-    bare = run("doctor", "--tenant", "acme", "--site", "bare")
+    bare = run("doctor", "--tenant", "acme", "--site", "bare", "--json")
     result = json.loads(bare.stdout)
     assert bare.returncode == 0 and result["guarantees"]["guard"] is False
     warnings = {c["check"] for c in result["checks"] if c["ok"] is None}
@@ -143,7 +143,7 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     assert install["ok"] and "also reached as acme/blog" in install["detail"]  # another URL
     wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
     add_site(run, wp_site["url"], wrong, name="revoked")
-    refused = run("doctor", "--tenant", "acme", "--site", "revoked")
+    refused = run("doctor", "--tenant", "acme", "--site", "revoked", "--json")
     assert refused.returncode == 1
     failed = [c["check"] for c in json.loads(refused.stdout)["checks"] if c["ok"] is False]
     # WordPress 6.1 answers a wrong password with the same rest_not_logged_in as a stripped
@@ -151,7 +151,7 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     assert failed in (["login"], ["authorization_header"]), failed
     assert "application password" in refused.stderr.split("fix:", 1)[1]
     add_site(run, wp_site["url"], wp_site["users"]["author"], name="plain", transport="xmlrpc")
-    every = run("doctor", "--tenant", "acme")
+    every = run("doctor", "--tenant", "acme", "--json")
     listed = {r["site"]: r["transport"] for r in json.loads(every.stdout)}
     assert listed == {"blog": "rest", "bare": "rest", "revoked": "rest", "plain": "xmlrpc"}
     assert every.returncode == 1  # the revoked site fails

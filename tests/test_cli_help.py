@@ -129,3 +129,13 @@ def test_sites_and_tokens_list_never_show_a_secret(ledger_url, wp_site):
     for text in (listed_sites, listed_tokens):
         assert password not in text and token not in text
         assert "hash" not in text and "password" not in text
+
+
+def test_an_error_detail_is_never_cut_mid_word():
+    from gateway.wordpress.errors import shortened
+
+    text = "HTTPConnectionPool(host='blog.example', port=443): Failed to resolve 'blog.example'"
+    assert shortened(text, 200) == text
+    cut = shortened(text, 60)
+    assert cut.endswith(" …") and len(cut) <= 60
+    assert text.startswith(cut[:-2]) and text[len(cut) - 2] in " ,;:("

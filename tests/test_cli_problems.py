@@ -163,7 +163,10 @@ def test_unknown_site_and_another_secret_key(ready):
 def test_doctor_failing_its_checks_exits_1_and_success_exits_0(ready):
     unreachable_site = invoke(COMMANDS["doctor"], ready)  # http://127.0.0.1:9: nothing there
     assert unreachable_site.exit_code == 1 and unreachable_site.exception.code == 1
-    assert "FAIL rest_api" in unreachable_site.stderr
+    assert "FAIL rest_api" in unreachable_site.stdout  # short text by default, --json for JSON
+    # nothing ran that learns a guarantee: none is claimed
+    assert "guarantees: unknown" in unreachable_site.stdout
+    assert not unreachable_site.stdout.lstrip().startswith("{")
     assert invoke(COMMANDS["report --tenant"], ready).exit_code == 0
     assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
 

@@ -198,7 +198,7 @@ def test_doctor_reports_a_firewall_in_front_of_the_rest_api(wp_site, ledger_url,
         Fault(kind="upstream_page", path=r"^/wp-json/wp/v2/users/me", title=title, times=None)
     )
     done = subprocess.run(
-        [*gateway_command(), "doctor", "--tenant", "acme", "--site", "blog"],
+        [*gateway_command(), "doctor", "--tenant", "acme", "--site", "blog", "--json"],
         env=server.env,
         capture_output=True,
         text=True,

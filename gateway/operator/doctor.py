@@ -18,8 +18,9 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     Returns ``{"site", "url", "transport", "wordpress_version", "ok", "checks": [{"check",
     "ok", "detail", "explains", "fix"}], "guarantees"}``; ``wordpress_version`` is what the site
     reports (the companion plugin's status over REST, ``software_version`` over XML-RPC) or
-    ``unknown``; ``ok`` is False when a check failed (None entries
-    are warnings); ``fix`` is given for every check that is not ok.
+    ``unknown``; each guarantee is None (unknown) unless the login check passed; ``ok`` is
+    False when a check failed (None entries are warnings); ``fix`` is given for every check
+    that is not ok.
 
     Raises:
         SiteNotFound: no such site for the tenant.
@@ -45,7 +46,10 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
         if ok is not True:
             entry["fix"] = item.fix
         report.append(entry)
-    found = probe.companion if results.get("login") else sites.ABSENT
+    # What the site guarantees is known only once the checks that learn it ran: None until
+    # then (a login that failed proves nothing about the plugin, alt text or new terms).
+    ran = results.get("login") is True
+    found = probe.companion if ran else None
     return {
         "site": site.name,
         "url": site.url,
@@ -54,10 +58,10 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
         "ok": all(entry["ok"] is not False for entry in report),
         "checks": report,
         "guarantees": {
-            "lookup_by_operation_key": found.present,
-            "guard": found.guard,
-            "seo_meta": found.seo_meta,
-            "alt_text": found.alt_text,
-            "new_terms": found.new_terms,
+            "lookup_by_operation_key": found.present if found else None,
+            "guard": found.guard if found else None,
+            "seo_meta": found.seo_meta if found else None,
+            "alt_text": found.alt_text if found else None,
+            "new_terms": found.new_terms if found else None,
         },
     }

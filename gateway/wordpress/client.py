@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from urllib.parse import quote
+from urllib.parse import urlsplit
 
 import orjson
 import requests
@@ -30,6 +31,7 @@ from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import is_wordpress_error_body
 from gateway.wordpress.errors import parse_retry_after
+from gateway.wordpress.errors import shortened
 from gateway.wordpress.errors import upstream_refusal
 from gateway.wordpress.identifiers import attachment_slug
 
@@ -298,12 +300,25 @@ class WordPressClient:
             ) from exc
         except requests.ConnectionError as exc:
             text = str(exc)
+            host = urlsplit(url).hostname
+            if "NameResolutionError" in text or "Failed to resolve" in text:
+                raise WordPressUnavailable(
+                    f"cannot resolve the host name {host!r}: no address for it (a DNS "
+                    "failure or a misspelt site URL)",
+                    method=method,
+                    url=url,
+                    origin="network",
+                    sent=False,
+                ) from exc
             if "NewConnectionError" in text or "Connection refused" in text:
                 raise WordPressUnavailable(
                     "connection refused", method=method, url=url, origin="network", sent=False
                 ) from exc
             raise WordPressOutcomeUnknown(
-                "connection lost: " + text[:200], method=method, url=url, origin="network"
+                "connection lost: " + shortened(text, 200),
+                method=method,
+                url=url,
+                origin="network",
             ) from exc
         except requests.Timeout as exc:
             raise WordPressOutcomeUnknown(

@@ -247,3 +247,13 @@ def upstream_refusal(
         title=title,
         retry_after=parse_retry_after(retry_after),
     )
+
+
+def shortened(text: str, limit: int = 300) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, marked with `` …``
+    when cut: an error detail is never cut mid-word."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 2]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:(") + " …"

@@ -14,6 +14,7 @@ from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.errors import shortened
 from gateway.wordpress.errors import upstream_refusal
 from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
 
@@ -98,14 +99,16 @@ def classify(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPre
         )  # fmt: skip
     network = {**facts, "origin": "network"}
     if isinstance(error, xr_errors.ServerConnectionError | ConnectionRefusedError):
-        return WordPressUnavailable(f"xmlrpc.php not usable: {error}"[:300], **network)
+        return WordPressUnavailable(shortened(f"xmlrpc.php not usable: {error}"), **network)
     if isinstance(error, xml.parsers.expat.ExpatError | xmlrpc.client.ResponseError):
         kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
-        return kind(f"WordPress's answer is garbled (output before <?xml?): {error}"[:300], **facts)
+        return kind(
+            shortened(f"WordPress's answer is garbled (output before <?xml?): {error}"), **facts
+        )
     if isinstance(error, socket.timeout | TimeoutError):
         kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
         return kind("read timeout", **network)
     if isinstance(error, OSError | http.client.HTTPException):
         kind = WordPressOutcomeUnknown if sent else WordPressUnavailable
-        return kind(f"connection lost: {error}"[:300], **network)
-    return WordPressOutcomeUnknown(f"{type(error).__name__}: {error}"[:300], **facts)
+        return kind(shortened(f"connection lost: {error}"), **network)
+    return WordPressOutcomeUnknown(shortened(f"{type(error).__name__}: {error}"), **facts)
