@@ -72,8 +72,8 @@ def _waiting_session(gw, standin) -> tuple[str, str, dict]:
     return job_id, sid, call
 
 
-def test_valid_delivery_is_stored_and_processed_once(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_valid_delivery_is_stored_and_processed_once(gw, standin):
     _job_id, sid, call = _waiting_session(gw, standin)
     body, headers = standin.webhook(ACTION, sid)
     answer = gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
@@ -88,18 +88,17 @@ def test_valid_delivery_is_stored_and_processed_once(offline_gw, standin):
     assert (row.status, row.attempts, row.session_id) == ("done", 1, sid)
 
 
-def test_the_same_delivery_twenty_times_at_once_is_one_row_one_processing(
-    offline_gw, standin, served
-):
-    _job_id, sid, call = _waiting_session(offline_gw, standin)
+@pytest.mark.wordpress
+def test_the_same_delivery_twenty_times_at_once_is_one_row_one_processing(gw, standin, served):
+    _job_id, sid, call = _waiting_session(gw, standin)
     body, headers = standin.webhook(ACTION, sid)
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(lambda _: S.deliver(served, body, headers), range(20)))
     assert [a.status_code for a in answers] == [200] * 20
     assert sum(not a.json()["duplicate"] for a in answers) == 1
     for _ in range(2):
-        run_worker(offline_gw.app)
-    [row] = _rows(offline_gw.app)
+        run_worker(gw.app)
+    [row] = _rows(gw.app)
     assert row.attempts == 1 and row.status == "done"
     tool_output(standin, sid, call["call_id"])
 
@@ -122,13 +121,13 @@ def test_bad_missing_or_stale_signature_is_400_and_nothing_stored(offline_gw, st
 
 @pytest.mark.wordpress
 def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_retry(
-    wp_site, ledger_url, tmp_path, offline_gw, standin
+    wp_site, ledger_url, tmp_path, gw, standin
 ):
     server = Server(wp_site, ledger_url, tmp_path)
     server.env["GATEWAY_OPENAI_WEBHOOK_SECRET"] = standin.webhook_secret
     try:
         server.start(crash_point="after_webhook_stored")
-        _job_id, sid, call = _waiting_session(offline_gw, standin)
+        _job_id, sid, call = _waiting_session(gw, standin)
         body, headers = standin.webhook(ACTION, sid)
         with pytest.raises(requests.ConnectionError):
             S.deliver(server.url + "/v1/webhooks/openai", body, headers)  # stored, unanswered
@@ -141,8 +140,8 @@ def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_re
     finally:
         server.kill()
     for _ in range(2):
-        run_worker(offline_gw.app)
-    [row] = _rows(offline_gw.app)
+        run_worker(gw.app)
+    [row] = _rows(gw.app)
     assert row.attempts == 1 and row.status == "done"
     tool_output(standin, sid, call["call_id"])
 

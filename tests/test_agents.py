@@ -81,6 +81,7 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
         "request_approval",
         "bump_task_version",
         "recover",
+        "checkpoint",
     }
     assert not any("publish" in name or name == "approve" for name in found)
     draft, generated = validation.schema("draft"), found["put_draft"]["parameters"]
@@ -93,6 +94,9 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
     assert found["bump_task_version"]["parameters"]["properties"] == {
         "task_version": validation.schema("job")["properties"]["task_version"]
     }
+    checkpoint = found["checkpoint"]["parameters"]  # the checkpoint route's own schema
+    assert set(checkpoint["properties"]) == set(validation.schema("checkpoint")["properties"])
+    assert "sha256" in checkpoint["properties"]["artifacts"]["items"]["required"]
 
 
 def test_one_session_belongs_to_one_job_across_tenants(offline_gw, standin):
@@ -239,8 +243,8 @@ def test_crash_between_write_and_submission_ends_in_one_post_one_submission(
 # ------------------------------------------------------------------ a person decides
 
 
-def test_requests_only_a_person_decides_become_review_items(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_requests_only_a_person_decides_become_review_items(gw, standin):
     job_id, sid = _session(gw, standin)
     mcp, cua, unknown, env = standin.require(
         sid,
@@ -251,13 +255,19 @@ def test_requests_only_a_person_decides_become_review_items(offline_gw, standin)
     )
     for _ in range(2):
         counts = run_worker(gw.app)
-    assert counts["review"] == 4 and standin.events(sid) == []
+    # Three requests wait for a person; the environment reconnection is refused with a reason
+    # (no hook configured) and waits for a person too.
+    assert counts["review"] == 3 and counts["refused"] == 1 and standin.events(sid) == []
     editor = gw.make_token("editor")
     items = gw.client.get("/v1/reviews", headers=gw.headers(editor)).get_json()["reviews"]
     by_type = {
         i["detail"]["action"]["type"] + i["detail"].get("unknown_tool", ""): i for i in items
     }
     assert len(items) == 4 and all(i["kind"] == "agent_action" for i in items)
+    refused = by_type["environment_connection"]["detail"]["refused"]
+    assert "GATEWAY_AGENT_ENVIRONMENT_HOOK" in refused
+    environment = gw.job(job_id).get_json()["agent"]["environment"]
+    assert (environment["id"], environment["status"]) == (env["environment_id"], "refused")
     assert gw.job(job_id).get_json()["status"] == "needs_review"
     wrong = _editor_resolve(gw, editor, by_type["environment_connection"]["review_id"], "approve")
     assert wrong.status_code == 422
@@ -281,9 +291,11 @@ def test_requests_only_a_person_decides_become_review_items(offline_gw, standin)
     [mcp_result] = standin.events(sid, "agent.session.input.mcp_approval_request_result")
     assert mcp_result["request_id"] == mcp["request_id"]
     assert mcp_result["response"]["decision"] == "approve"
+    [cua_result] = standin.events(sid, "agent.session.input.computer_use_approval_request_result")
+    assert cua_result["request_id"] == cua["request_id"]
+    assert cua_result["response"] == {"type": "browser_origin_access", "decision": "deny"}
     assert _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss").status_code == 404
     assert [a.type for a in standin.session(sid).required_actions] == ["environment_connection"]
-    assert cua and env
 
 
 # ------------------------------------------------------------------ rebuild
@@ -344,8 +356,8 @@ def test_revoked_wordpress_password_stops_the_job(gwp, proxy, standin):
     assert "credentials" in agent["stopped_reason"]
 
 
-def test_review_page_shows_the_agent_request_and_the_editor_denies_it(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_review_page_shows_the_agent_request_and_the_editor_denies_it(gw, standin):
     job_id, sid = _session(gw, standin)
     [mcp] = standin.require(sid, S.mcp_approval(name="export_contacts"))
     run_worker(gw.app)
@@ -370,8 +382,8 @@ def _csrf(page) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)
 
 
-def test_a_reached_limit_stops_the_agent_until_a_person_acts(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_a_reached_limit_stops_the_agent_until_a_person_acts(gw, standin):
     job_id, sid = _session(gw, standin)
     gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(agent_max_tool_calls=1)
     [first] = standin.require(sid, S.function_call("recover", {}))
