@@ -578,7 +578,13 @@ class OpenAIStandIn:
             for message in event["input"]:
                 self._add_item(
                     session,
-                    {"type": "message", "role": "user", "content": message["content"]},
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": message["content"],
+                        "status": "completed",
+                        "phase": None,
+                    },
                     session["_turn"],
                 )
             session["status"] = "in_progress"

@@ -145,6 +145,54 @@ def test_the_standin_honours_idempotency_keys_with_the_sdk(standin):
         client.beta.agents.sessions.events.create(sid, events=[{"type": "nope"}])
 
 
+def test_the_standin_is_as_strict_as_the_sdk(standin):
+    """What the stand-in receives is checked against the SDK's parameter types with extra keys
+    forbidden at every level, and a result must name its call's turn; what it emits parses with
+    the SDK's own webhook models, ``agent.session.failed`` and ``agent.environment.*``
+    included."""
+    import openai
+
+    sid = standin.create_session(environment="self_hosted")
+    [call] = standin.require(sid, S.function_call("verify", {}))
+    client = openai.OpenAI(api_key=standin.api_key, base_url=standin.base_url, max_retries=0)
+    good = {
+        "type": TOOL_RESULT,
+        "call_id": call["call_id"],
+        "turn_id": call["turn_id"],
+        "success": True,
+        "output": "{}",
+    }
+    typo = {k: v for k, v in good.items() if k != "output"} | {"ouput": "{}"}
+    nested = {
+        "type": "agent.session.input.message",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi", "x": 1}]}],
+    }
+    for bad in (typo, {**good, "turn_id": "turn_someone_else"}, nested):
+        with pytest.raises(openai.BadRequestError):
+            client.beta.agents.sessions.events.create(sid, events=[bad])
+    assert standin.events(sid) == [] and standin.session(sid).status == "requires_action"
+    client.beta.agents.sessions.events.create(sid, events=[good])
+    assert standin.events(sid) == [good]
+
+    env_id = standin.environment_id(sid)
+    emitted = {
+        "agent.session.failed": sid,
+        "agent.session.idle": sid,
+        "agent.session.action_required": sid,
+        "agent.environment.suspended": env_id,
+        "agent.environment.expired": env_id,
+    }
+    for kind, target in emitted.items():
+        body, headers = standin.webhook(kind, target)
+        event = client.webhooks.unwrap(body, headers, secret=standin.webhook_secret)
+        assert event.type == kind and event.data.id == target
+    failed = client.webhooks.unwrap(*standin.fail(sid), secret=standin.webhook_secret)
+    assert failed.data.environment_type == "self_hosted" and failed.data.environment_id == env_id
+    assert client.beta.agents.sessions.retrieve(sid).status == "failed"
+    with pytest.raises(ValueError):  # no such event in the SDK: the stand-in will not make it
+        standin.webhook("agent.session.exploded", sid)
+
+
 @pytest.mark.wordpress
 def test_the_worker_backs_off_from_a_busy_site_and_answers_later(gw, standin):
     """The agent worker takes the site's slot like any caller; with every slot held it leaves

@@ -203,6 +203,9 @@ def _process_session(config: Config, oai, row: AgentSession, counts: dict) -> bo
         stops.stop(row, GONE)
         counts["stopped"] += 1
         return True
+    except exc.AgentKeyRefused:
+        polling.due_now(row)  # due again at the first pass with a working key
+        raise
     except _LATER as error:  # back off: the call stays unanswered until a later pass
         log.warning("job_id=%s: %s; a later pass tries again", job.job_id, error.detail)
         counts["later"] += 1
