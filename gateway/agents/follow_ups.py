@@ -42,6 +42,7 @@ import openai
 
 from gateway.actions import drafts
 from gateway.agents import evidence
+from gateway.agents import openai_key
 from gateway.agents import permissions
 from gateway.agents import sessions
 from gateway.agents import stops
@@ -200,36 +201,44 @@ def continue_session(
     oai = oai or sessions.client(config)
     lease = leases.acquire(job, f"follow-up:{actor}", config.agent_lease_seconds)
     try:
-        target = target_for(config, job, fencing_token=lease.fencing_token, fenced=True)
-        done = _sent_before(job, row.session_id)
-        if done is not None and not row.stopped_reason:  # these facts were followed up before
-            return _answer(job, row, submissions.send(config, oai, done), True, None), False
-        blocking = _blocking(config, oai, job, row, target, editor)
-        if blocking:
-            log.info("job_id=%s follow-up refused: %s", job.job_id, blocking)
-            raise exc.FollowUpRefused(
-                "the session cannot be continued yet: " + "; ".join(blocking),
-                blocking=blocking,
-            )
-        job = Job.get_by_id(job.id)
-        found = facts(job)
-        lifted = _lift(row, actor, reason) if row.stopped_reason else None
-        text = {"type": "input_text", "text": message(found)}
-        event = {
-            "type": "agent.session.input.message",
-            "input": [{"role": "user", "content": [text]}],
-        }
-        before = _sent_before(job, row.session_id)
-        slot = _slot(row.session_id, found)
-        claimed = submissions.claim(job, submissions.FOLLOW_UP, slot, row.session_id, event)
-        sent = submissions.send(config, oai, claimed)
-        log.info("job_id=%s follow-up %s: %s", job.job_id, sent.operation_key, sent.state)
-        return _answer(job, row, sent, before is not None, lifted), before is None
+        return _checked(config, oai, job, row, actor, editor, reason, lease)
+    except exc.AgentKeyRefused as error:  # the key, for every worker: pause them
+        openai_key.refused(config, error.extensions.get("openai_status") or 401, error.detail)
+        raise
     finally:
         try:
             leases.release(job, lease.owner, lease.fencing_token)
         except exc.StaleFencingToken:
             pass
+
+
+def _checked(config, oai, job: Job, row: AgentSession, actor, editor, reason, lease):
+    """The body of :func:`continue_session`, under the job's lease."""
+    target = target_for(config, job, fencing_token=lease.fencing_token, fenced=True)
+    done = _sent_before(job, row.session_id)
+    if done is not None and not row.stopped_reason:  # these facts were followed up before
+        return _answer(job, row, submissions.send(config, oai, done), True, None), False
+    blocking = _blocking(config, oai, job, row, target, editor)
+    if blocking:
+        log.info("job_id=%s follow-up refused: %s", job.job_id, blocking)
+        raise exc.FollowUpRefused(
+            "the session cannot be continued yet: " + "; ".join(blocking),
+            blocking=blocking,
+        )
+    job = Job.get_by_id(job.id)
+    found = facts(job)
+    lifted = _lift(row, actor, reason) if row.stopped_reason else None
+    text = {"type": "input_text", "text": message(found)}
+    event = {
+        "type": "agent.session.input.message",
+        "input": [{"role": "user", "content": [text]}],
+    }
+    before = _sent_before(job, row.session_id)
+    slot = _slot(row.session_id, found)
+    claimed = submissions.claim(job, submissions.FOLLOW_UP, slot, row.session_id, event)
+    sent = submissions.send(config, oai, claimed)
+    log.info("job_id=%s follow-up %s: %s", job.job_id, sent.operation_key, sent.state)
+    return _answer(job, row, sent, before is not None, lifted), before is None
 
 
 def _slot(session_id: str, found: dict) -> str:

@@ -279,6 +279,8 @@ def recover_view(config: Config, job: Job) -> dict:
     try:
         return rebuild(config, job)
     except exc.GatewayError as error:
+        if isinstance(error, exc.AgentKeyRefused):  # the key, for every worker: pause them
+            openai_key.refused(config, error.extensions.get("openai_status") or 401, error.detail)
         log.warning("job_id=%s: session state not rebuilt: %s", job.job_id, error.detail)
         row = current(job)
         return {"summary": row.summary if row else None, "rebuild_error": error.detail}
