@@ -27,7 +27,6 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 
-from gateway.agents import polling
 from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.ledger import db
@@ -179,6 +178,8 @@ def gw_job(gw, sid: str) -> str:
 
 
 def test_the_poll_waits_longer_while_nothing_changes_with_jitter(offline_gw, standin):
+    from gateway.agents import polling
+
     assert polling.delay(10, 100, 0, rand=lambda: 0.5) == pytest.approx(10)
     assert polling.delay(10, 100, 3, rand=lambda: 0.5) == pytest.approx(80)
     assert polling.delay(10, 100, 9, rand=lambda: 0.5) == pytest.approx(100)  # capped
@@ -207,11 +208,7 @@ def test_a_revoked_binding_token_stops_the_session_with_no_wordpress_write(gwp, 
     gw = gwp
     binder = gw.make_token("workflow", name="agent-binder")
     job_id, sid = _session(gw, standin, token=binder)
-    assert _agent(gw, job_id)["binding"] == {
-        "kind": "token",
-        "token_name": "agent-binder",
-        "valid": True,
-    }
+    binding = {"kind": "token", "token_name": "agent-binder", "valid": True}
     standin.require(sid, S.function_call("put_draft", draft_body(title=f"R {job_id}")))
     with gw.app.app_context(), database.connection_context():
         assert tokens.revoke_tokens(TENANT, "agent-binder") == 1
@@ -226,7 +223,7 @@ def test_a_revoked_binding_token_stops_the_session_with_no_wordpress_write(gwp, 
     assert len(standin.events(sid, "agent.session.input.cancel")) == 1  # cancelled at OpenAI
     agent = _agent(gw, job_id)
     assert "agent-binder" in agent["stopped_reason"] and "revoked" in agent["stopped_reason"]
-    assert agent["binding"]["valid"] is False
+    assert agent["binding"] == {**binding, "valid": False}
     assert [op["action"] for op in gw.operations(job_id)] == ["session_cancel"]
 
 
