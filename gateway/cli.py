@@ -375,6 +375,55 @@ def worker_command(once, interval):
         pass
 
 
+@cli.group("jobs")
+def jobs_group():
+    """Jobs, as an operator or an editor acts on them."""
+
+
+@jobs_group.command("continue")
+@click.option("--tenant", required=True, help="The job's tenant.")
+@click.option("--job-id", "job_id", required=True, help="The job whose agent session goes on.")
+@click.option(
+    "--editor",
+    "editor_name",
+    default=None,
+    metavar="NAME",
+    help="Decide as the tenant's editor token NAME (may continue a stopped session).",
+)
+@click.option("--reason", default=None, help="Why (required to lift a stop).")
+@needs_ledger
+def jobs_continue(tenant, job_id, editor_name, reason):
+    """Continue the job's agent session after checking, with a summary of verified facts
+    (POST /v1/jobs/{job_id}/agent/continue): an idle session, or as --editor a stopped one.
+    Prints the answer as JSON; a refusal is one line naming what blocks it (exit 2)."""
+    from gateway.agents import follow_ups
+    from gateway.jobs import records as jobs
+    from gateway.ledger.models import Token
+    from gateway.tenancy import site_slots
+
+    known_tenant(tenant)
+    with database.connection_context():
+        if editor_name is not None:
+            editor = Token.get_or_none(
+                Token.tenant == tenant,
+                Token.name == editor_name,
+                Token.role == "editor",
+                Token.revoked_at.is_null(),
+            )
+            if editor is None:
+                raise KnownProblem(f"tenant {tenant!r} has no live editor token {editor_name!r}")
+        actor = f"editor:{editor_name}" if editor_name else "operator:cli"
+        with site_slots.scope():
+            answer, _sent_now = follow_ups.continue_session(
+                _config(),
+                jobs.get_job(tenant, job_id),
+                actor,
+                editor=editor_name is not None,
+                reason=reason,
+            )
+    click.echo(json.dumps(answer, ensure_ascii=False))
+
+
 @cli.command("prune", short_help="Retention: drop the bulky parts of finished jobs' operations.")
 @click.option(
     "--older-than",

@@ -6,7 +6,8 @@ registry below it, so that each registry is complete in every process.
   publishing, terms, attachments, media metadata, scheduling (``unschedule``),
   notifications, and the agents' own session inputs (:mod:`gateway.agents.submissions`).
 * Review deciders (:mod:`gateway.editorial.resolution`): the agents package decides its
-  ``agent_action`` items (:mod:`gateway.agents.required_actions`).
+  ``agent_action`` items (:mod:`gateway.agents.required_actions`) and its
+  ``artifact_mismatch`` items (:mod:`gateway.agents.evidence`).
 
 The app factory (:mod:`gateway.app`: ``gateway serve``, and every CLI command, which runs in
 the app: ``gateway reconcile``, ``gateway sweep``, ``gateway worker``) imports this module;
@@ -26,6 +27,7 @@ from gateway.actions import publishing
 from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.actions import terms
+from gateway.agents import evidence
 from gateway.agents import required_actions
 from gateway.agents import submissions
 
@@ -42,4 +44,5 @@ REGISTERING = (
     submissions,
     notifications,
     required_actions,
+    evidence,
 )

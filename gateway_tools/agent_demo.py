@@ -9,6 +9,12 @@ the ledger. The worker that runs ``put_draft`` is killed (SIGKILL) after WordPre
 post and before the tool result was submitted; a restarted worker finds the stored receipt,
 makes no second post, and submits the result once with the idempotency key derived from the
 operation key. The report counts posts, attachments and accepted submissions.
+
+Then two sessions of their own show what section 11 and 12 of the seed ask for: one last seen
+``in_progress`` whose ``action_required`` webhook is lost (never delivered) - the poll of
+``gateway worker`` answers it anyway; and one whose binding workflow token is revoked with
+``gateway tokens revoke`` - the worker stops it with a reason, cancels its turn and writes
+nothing to WordPress.
 """
 
 from __future__ import annotations
@@ -67,6 +73,84 @@ class AgentDemo(Demo):
             raise RuntimeError(f"gateway worker failed: {done.stderr[-2000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
 
+    def cli(self, *args: str) -> str:
+        """One ``gateway`` command with the demo's environment; its stdout."""
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"gateway {args[0]} failed: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def polling_worker(self) -> dict:
+        """One ``gateway worker --once`` whose poll retrieves sessions seen a second ago."""
+        env = {**self.env, "GATEWAY_AGENT_STALE_AFTER": "1", "GATEWAY_AGENT_RETRY_AFTER": "1"}
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "worker", "--once"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"gateway worker failed: {done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def bind(self, gw, job_id: str, token: str | None = None) -> str:
+        tools = gw.call("GET", "/v1/agent-tools").json()["tools"]
+        sid = self.standin.create_session(tools=tools)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        answer = gw.call(
+            "PUT",
+            f"/v1/jobs/{job_id}",
+            json={"site": "wordpress", "task_version": 1, "session_id": sid},
+            **({"headers": headers} if headers else {}),
+        )
+        if answer.status_code not in (200, 201):
+            raise RuntimeError(f"binding {sid} failed: {answer.text[:500]}")
+        return sid
+
+    def lost_webhook(self, gw) -> dict:
+        """A session last seen in_progress asks for put_draft; its webhook never comes."""
+        job_id = f"agent-lost-webhook-{self.run_id}"
+        sid = self.bind(gw, job_id)
+        say(f"\n[lost webhook] job {job_id}, session {sid}")
+        self.standin.set_status(sid, "in_progress")
+        say(f"  worker sees it in_progress: {self.polling_worker()}")
+        body = _draft(f"Lost webhook {self.run_id}", "<p>Answered by the poll.</p>")
+        self.standin.require(sid, self.standin.function_call("put_draft", body))
+        say("  the agent asks for put_draft; its action_required webhook is lost (not sent)")
+        for _ in range(5):
+            time.sleep(1.2)  # the session's next retrieve falls due
+            counts = self.polling_worker()
+            say(f"  worker (poll): {counts}")
+            if self.standin.events(sid):
+                break
+        return {"job_id": job_id, "session_id": sid, "job": gw.job(job_id).json()}
+
+    def revoked_binding(self, gw) -> dict:
+        """A session bound by a workflow token that is revoked before the worker answers."""
+        job_id = f"agent-revoked-{self.run_id}"
+        name = f"agent-binder-{self.run_id}"
+        created = self.cli(
+            "tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", name
+        )
+        sid = self.bind(gw, job_id, created.strip().splitlines()[-1])
+        say(f"\n[revoked binding] job {job_id}, session {sid} bound by token {name}")
+        body = _draft(f"Never written {self.run_id}", "<p>Not allowed.</p>")
+        self.standin.require(sid, self.standin.function_call("put_draft", body))
+        revoked = self.cli("tokens", "revoke", "--tenant", TENANT, "--name", name).strip()
+        say(f"  gateway tokens revoke --name {name}: {revoked}")
+        say(f"  webhook action_required -> {self.webhook(gw.base_url, sid)}")
+        say(f"  worker: {self.polling_worker()}")
+        return {"job_id": job_id, "session_id": sid, "job": gw.job(job_id).json()}
+
     def webhook(self, base: str, sid: str) -> int:
         body, headers = self.standin.webhook("agent.session.action_required", sid)
         return requests.post(base + "/v1/webhooks/openai", data=body, headers=headers).status_code
@@ -121,6 +205,8 @@ class AgentDemo(Demo):
             "draft_call": draft["call_id"],
             "recover": recover,
             "job": gw.job(job_id).json(),
+            "lost": self.lost_webhook(gw),
+            "revoked": self.revoked_binding(gw),
         }
 
     def agent_report(self, job: dict, started: float) -> int:
@@ -165,6 +251,29 @@ class AgentDemo(Demo):
             f"job phase {job['job']['phase']} (verified by read-back; no publish)",
             job["job"]["phase"] == "approval_pending",
         )
+        lost, revoked = job["lost"], job["revoked"]
+        lost_key = f"{TENANT}/{lost['job_id']}/v1/draft"
+        answered = self.standin.events(lost["session_id"], "agent.session.input.tool_result")
+        self.check(
+            f"lost webhook: the poll answered put_draft of a session last seen in_progress "
+            f"({len(answered)} result, {self.count([lost_key])[lost_key]} post, 0 webhooks)",
+            len(answered) == 1
+            and answered[0]["success"] is True
+            and self.count([lost_key])[lost_key] == 1,
+        )
+        revoked_key = f"{TENANT}/{revoked['job_id']}/v1/draft"
+        agent = revoked["job"].get("agent") or {}
+        cancels = self.standin.events(revoked["session_id"], "agent.session.input.cancel")
+        self.check(
+            f"revoked binding token: stopped ({agent.get('stopped_reason')}), its turn "
+            f"cancelled at OpenAI ({len(cancels)}), "
+            f"{self.count([revoked_key])[revoked_key]} posts written",
+            bool(agent.get("stopped_reason"))
+            and "revoked" in agent["stopped_reason"]
+            and len(cancels) == 1
+            and self.count([revoked_key])[revoked_key] == 0
+            and not self.standin.events(revoked["session_id"], "agent.session.input.tool_result"),
+        )
         self.check(
             "the OpenAI key appears in no answer of the gateway",
             self.standin.api_key not in json.dumps(job),
@@ -179,12 +288,19 @@ class AgentDemo(Demo):
             + (
                 "OK: one post and 3 media for the agent's job, a worker crash between the "
                 "WordPress write and the submission recovered without a second post or a "
-                "second submission"
+                "second submission; a lost webhook answered by the poll; a revoked binding "
+                "token stopped its session with nothing written"
                 if not failed
                 else "FAILED: " + "; ".join(failed)
             )
         )
         return 1 if failed else 0
+
+
+def _draft(title: str, content: str) -> dict:
+    """A complete draft without images."""
+    seo = {"title": title, "description": f"{title}.", "focus_keyword": "gateway"}
+    return {"title": title, "content": content, "excerpt": f"{title}.", "seo": seo}
 
 
 def run_agent_demo(site_json: str | None = None, keep: bool = False) -> int:

@@ -9,16 +9,22 @@ wire format of the installed ``openai`` SDK:
 * ``POST /v1/agents/sessions/{id}/events`` - ``AgentSessionInputParam`` events, 202;
   an ``Idempotency-Key`` seen before returns the first answer and records nothing new.
 
-Every response body is validated with the SDK's own pydantic models (``AgentSession``,
-``AgentSessionItem``, the webhook event classes) and dumped from them, and every incoming event
-is validated against the SDK's ``AgentSessionInputParam``: a change in the SDK fails a test
-here instead of passing against a stale copy of the format. Webhook deliveries are signed as
-``client.webhooks.unwrap`` verifies them (``webhook-id``, ``webhook-timestamp``,
-``webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``).
+Every response body and every webhook event it emits is validated with the SDK's own pydantic
+models (``AgentSession``, ``AgentSessionItem``, the webhook event classes, ``agent.session.failed``
+and ``agent.environment.*`` included) with no member the model does not declare, and dumped from
+them. Every incoming event is validated against the SDK's ``AgentSessionInputParam`` with extra
+keys forbidden at every level (an ``"ouput"`` is a 400, as a typo should be), and a tool result
+or approval result must name a pending call or request *and its turn* (a wrong ``turn_id`` is a
+400). A change in the SDK fails a test here instead of passing against a stale copy of the
+format. Webhook deliveries are signed as ``client.webhooks.unwrap`` verifies them
+(``webhook-id``, ``webhook-timestamp``, ``webhook-signature: v1,<base64 HMAC-SHA256 of
+"{id}.{timestamp}.{body}">``).
 
 Sessions are scripted per test: :meth:`OpenAIStandIn.require` puts required actions on a
 session now, :meth:`OpenAIStandIn.then` queues the next turn's actions for when the current
-ones are answered. Not a model: it never decides anything by itself.
+ones are answered; :meth:`~OpenAIStandIn.fail`, :meth:`~OpenAIStandIn.delete_session`,
+:meth:`~OpenAIStandIn.revoke_key` / :meth:`~OpenAIStandIn.new_key` and the environment helpers
+play what OpenAI does on its own. Not a model: it never decides anything by itself.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from openai.types.beta import AgentSession
 from openai.types.beta import AgentSessionInputParam
 from openai.types.beta.agent_session_item import AgentSessionItem
 from openai.types.webhooks import UnwrapWebhookEvent
+from pydantic import BaseModel
+from pydantic import ConfigDict
 from pydantic import TypeAdapter
 from werkzeug.serving import WSGIRequestHandler
 from werkzeug.serving import make_server
@@ -45,9 +53,46 @@ from werkzeug.wrappers import Request
 from werkzeug.wrappers import Response
 
 _ITEM = TypeAdapter(AgentSessionItem)
-_EVENTS = TypeAdapter(list[AgentSessionInputParam])
+# Extra keys forbidden at every level: the SDK's TypedDicts would otherwise drop a misspelt key.
+_EVENTS = TypeAdapter(list[AgentSessionInputParam], config=ConfigDict(extra="forbid"))
 _WEBHOOK = TypeAdapter(UnwrapWebhookEvent)
 ACTIVE = ("in_progress", "requires_action")
+# What each session webhook event's ``data`` carries besides ``id`` (the SDK's models).
+_ENVIRONMENT_DATA = ("agent.session.created", "agent.session.failed", "agent.session.idle")
+_ENVIRONMENT_DATA += ("agent.session.in_progress",)
+
+
+def strict_events(events) -> list[dict]:
+    """``events`` validated as the SDK's ``AgentSessionInputParam`` with no undeclared key at
+    any level, as plain lists and dicts (the SDK's ``Iterable`` members are validated only when
+    read, so they are read here).
+
+    Raises:
+        pydantic.ValidationError: an event the SDK's types do not describe.
+    """
+    return _plain(_EVENTS.validate_python(events))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        return value
+    return [_plain(v) for v in value]  # lists, tuples and pydantic's ValidatorIterator
+
+
+def _undeclared(model, where: str = "") -> list[str]:
+    """Members a parsed SDK model holds that its class does not declare (the SDK's models
+    accept extra members; an event the stand-in emits must not have any)."""
+    found = []
+    if isinstance(model, BaseModel):
+        found += [f"{where}/{k}" for k in (model.model_extra or {})]
+        for name in type(model).model_fields:
+            found += _undeclared(getattr(model, name), f"{where}/{name}")
+    elif isinstance(model, list | tuple):
+        for index, item in enumerate(model):
+            found += _undeclared(item, f"{where}/{index}")
+    return found
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -73,6 +118,7 @@ class OpenAIStandIn:
     ):
         self.port = port
         self.api_key = api_key or "sk-standin-" + secrets.token_hex(16)
+        self._keys = {self.api_key}  # keys answered; others get 401 (revoke_key, new_key)
         raw = secrets.token_bytes(24)
         self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(raw).decode()
         self.down = False
@@ -116,8 +162,26 @@ class OpenAIStandIn:
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}{secrets.token_hex(4)}"
 
-    def create_session(self, tools: list[dict] | None = None, session_id: str | None = None):
-        """A new idle session whose agent has ``tools`` (function tool definitions)."""
+    def revoke_key(self, key: str | None = None) -> None:
+        """Revoke ``key`` (default: :attr:`api_key`): every call with it gets 401."""
+        with self._lock:
+            self._keys.discard(key or self.api_key)
+
+    def new_key(self) -> str:
+        """Issue another key (the project's new key after a rotation) and return it."""
+        key = "sk-standin-" + secrets.token_hex(16)
+        with self._lock:
+            self._keys.add(key)
+        return key
+
+    def create_session(
+        self,
+        tools: list[dict] | None = None,
+        session_id: str | None = None,
+        environment: str = "none",
+    ):
+        """A new idle session whose agent has ``tools`` (function tool definitions), in an
+        ``environment`` of type ``none``, ``self_hosted`` or ``openai_hosted``."""
         sid = session_id or self._new_id("sess")
         now = int(time.time())
         with self._lock:
@@ -137,7 +201,7 @@ class OpenAIStandIn:
                     "text": {"format": {"type": "text"}, "verbosity": "medium"},
                     "tools": [{"defer_loading": False, **t} for t in tools or []],
                 },
-                "environment": {"type": "none"},
+                "environment": self._environment(environment),
                 "error": None,
                 "required_actions": [],
                 "status": "idle",
@@ -149,6 +213,67 @@ class OpenAIStandIn:
             }
         self._validate_session(sid)
         return sid
+
+    def _environment(self, kind: str) -> dict:
+        if kind == "none":
+            return {"type": "none"}
+        env_id = self._new_id("env")
+        if kind == "self_hosted":
+            return {
+                "type": "self_hosted",
+                "id": env_id,
+                "capability_directories": [],
+                "remote_url": f"wss://standin.invalid/environments/{env_id}",
+                "workspace_directory": "/workspace",
+            }
+        return {
+            "type": "openai_hosted",
+            "id": env_id,
+            "capability_directories": [],
+            "files": [],
+            "network": {"access": "disabled", "allowed_domains": []},
+            "packages": {"npm": [], "python": [], "system": []},
+            "plugins": [],
+            "skills": [],
+        }
+
+    def environment_id(self, sid: str) -> str | None:
+        """The id of the session's environment (None for ``none``)."""
+        return self._sessions[sid]["environment"].get("id")
+
+    def fail(self, sid: str, error: str = "the agent runtime failed") -> tuple[bytes, dict]:
+        """The session fails as OpenAI fails one (status ``failed``, ``error`` set, nothing
+        required any more); returns the signed ``agent.session.failed`` delivery."""
+        with self._lock:
+            session = self._sessions[sid]
+            session.update(status="failed", error=error, required_actions=[], _next=[])
+        self._validate_session(sid)
+        return self.webhook("agent.session.failed", sid)
+
+    def delete_session(self, sid: str) -> None:
+        """Delete the session: every call naming it gets 404 from now on."""
+        with self._lock:
+            self._sessions.pop(sid)
+
+    def add_call(self, sid: str, name: str, arguments: dict, output: dict | str) -> str:
+        """A completed call of tool ``name`` and its output as saved items (history the
+        session holds, e.g. from before a restore); returns the call id."""
+        session = self._sessions[sid]
+        turn, call_id = self._new_id("turn"), "call_" + secrets.token_hex(8)
+        call = {"type": "function_call", "name": name, "arguments": arguments}
+        self._add_item(session, {**call, "call_id": call_id, "status": "completed"}, turn)
+        text = output if isinstance(output, str) else json.dumps(output)
+        self._add_item(
+            session,
+            {
+                "type": "function_call_output",
+                "call_id": call_id,
+                "output": text,
+                "status": "completed",
+            },
+            turn,
+        )
+        return call_id
 
     def add_items(self, sid: str, count: int, tool_calls: int = 0, tool: str = "verify") -> None:
         """``count`` saved items: user/assistant messages and reasoning, of which
@@ -256,7 +381,20 @@ class OpenAIStandIn:
         }
 
     def set_status(self, sid: str, status: str) -> None:
-        self._sessions[sid]["status"] = status
+        with self._lock:
+            session = self._sessions[sid]
+            session["status"] = status
+            if status == "in_progress" and not session["_turn"]:
+                session["_turn"] = self._new_id("turn")
+        self._validate_session(sid)
+
+    def finish_turn(self, sid: str) -> None:
+        """The current turn ends with a final answer (the session goes idle)."""
+        with self._lock:
+            session = self._sessions[sid]
+            session["required_actions"], session["_next"] = [], []
+            self._after_answer(session)
+        self._validate_session(sid)
 
     def session(self, sid: str) -> AgentSession:
         """The session as the SDK would parse it."""
@@ -283,12 +421,17 @@ class OpenAIStandIn:
         timestamp: int | None = None,
         secret: str | None = None,
     ) -> tuple[bytes, dict]:
-        """A signed delivery ``(body, headers)`` of an ``agent.session.*`` event."""
+        """A signed delivery ``(body, headers)`` of an ``agent.session.*`` event of session
+        ``sid``, or of an ``agent.environment.*`` event of environment ``sid``. The event is
+        built as the SDK's model of that type declares it, and refused (``ValueError``) when
+        the model does not take it or it holds a member the model does not declare."""
         data: dict[str, Any] = {"id": sid}
         if event_type == "agent.session.action_required":
             data["required_action"] = {"type": action_type or "function_call"}
-        elif event_type != "agent.session.failed":
-            data.update({"environment_type": "none", "environment_id": None})
+        elif event_type in _ENVIRONMENT_DATA:
+            environment = self._sessions[sid]["environment"] if sid in self._sessions else {}
+            data["environment_type"] = environment.get("type", "none")
+            data["environment_id"] = environment.get("id")
         event = {
             "id": event_id or "evt_" + secrets.token_hex(10),
             "object": "event",
@@ -296,7 +439,10 @@ class OpenAIStandIn:
             "type": event_type,
             "data": data,
         }
-        event = _dump(_WEBHOOK.validate_python(event))
+        model = _WEBHOOK.validate_python(event)
+        if getattr(model, "type", None) != event_type or _undeclared(model):
+            raise ValueError(f"not an SDK {event_type} event: {_undeclared(model)}")
+        event = _dump(model)
         body = json.dumps(event).encode()
         stamp = str(int(time.time()) if timestamp is None else timestamp)
         return body, self.sign(body, event["id"], stamp, secret)
@@ -348,7 +494,10 @@ class OpenAIStandIn:
 
     def _validate_session(self, sid: str) -> AgentSession:
         public = {k: v for k, v in self._sessions[sid].items() if not k.startswith("_")}
-        return AgentSession.model_validate(public)
+        model = AgentSession.model_validate(public)
+        if _undeclared(model):
+            raise ValueError(f"not an SDK AgentSession: {_undeclared(model)}")
+        return model
 
     def _answer(self, session: dict, match, item: dict | None) -> bool:
         kept = [a for a in session["required_actions"] if not match(a)]
@@ -358,6 +507,16 @@ class OpenAIStandIn:
         if item is not None:
             self._add_item(session, item, session["_turn"] or "turn_none")
         return True
+
+    @staticmethod
+    def _wrong_turn(session: dict, key: str, value: str, turn_id: str | None) -> str | None:
+        """Why a result naming pending ``key`` = ``value`` under ``turn_id`` is refused (400):
+        the pending action was requested by another turn."""
+        for action in session["required_actions"]:
+            if action.get(key) == value and turn_id is not None:
+                if action.get("turn_id") != turn_id:
+                    return f"turn_id {turn_id} is not the turn of {key} {value}"
+        return None
 
     def _after_answer(self, session: dict) -> None:
         if session["required_actions"]:
@@ -382,6 +541,14 @@ class OpenAIStandIn:
             )
         session["status"], session["_turn"] = "idle", None
 
+    def _refusal(self, session: dict, event: dict) -> str | None:
+        """Why the session refuses ``event`` as a bad request (400), before anything."""
+        if session["status"] == "failed":
+            return "the session failed; it takes no input"
+        if event["type"] == "agent.session.input.tool_result":
+            return self._wrong_turn(session, "call_id", event["call_id"], event["turn_id"])
+        return None
+
     def _apply(self, session: dict, event: dict) -> str | None:
         """Apply one event; returns an error text for an event the session cannot take."""
         kind = event["type"]
@@ -405,7 +572,27 @@ class OpenAIStandIn:
             session["status"] = "idle"
             return None
         elif kind == "agent.session.input.message":
+            if session["status"] != "idle":  # a message to a working session steers its turn
+                return None
+            session["_turn"] = self._new_id("turn")
+            for message in event["input"]:
+                self._add_item(
+                    session,
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": message["content"],
+                        "status": "completed",
+                        "phase": None,
+                    },
+                    session["_turn"],
+                )
             session["status"] = "in_progress"
+            if session["_next"]:  # the scripted agent's next calls, in the new turn
+                for action in session["_next"].pop(0):
+                    self._place(session, action, session["_turn"])
+                session["status"] = "requires_action"
+            return None
         self._after_answer(session)
         return None
 
@@ -418,7 +605,8 @@ class OpenAIStandIn:
         key = request.headers.get("Idempotency-Key")
         with self._lock:
             self.log.append({"method": request.method, "path": request.path, "key": key})
-        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        sent = request.headers.get("Authorization", "")
+        if not sent.startswith("Bearer ") or sent[7:] not in self._keys:
             return _error(401, "invalid_api_key", "Incorrect API key provided")
         if self.down:
             return _error(503, "service_unavailable", "The stand-in is down")
@@ -465,14 +653,21 @@ class OpenAIStandIn:
 
     def _events(self, session: dict, request: Request) -> Response:
         try:
-            events = _EVENTS.validate_python(request.get_json()["events"])
+            body = request.get_json()
+            if set(body) != {"events"}:
+                raise ValueError(f"the body takes only 'events', got {sorted(body)}")
+            events = strict_events(body["events"])
         except Exception as error:  # the SDK's own types refuse it: a bad request
             return _error(400, "invalid_request_error", str(error)[:500])
         for event in events:
-            problem = self._apply(session, dict(event))
+            refused = self._refusal(session, event)
+            if refused:
+                return _error(400, "invalid_request_error", refused)
+        for event in events:
+            problem = self._apply(session, event)
             if problem:
                 return _error(409, "conflict", problem)
-            session["_events"].append(json.loads(json.dumps(event)))
+            session["_events"].append(event)
         self._validate_session(session["id"])
         return Response(b"", status=202)
 

@@ -29,6 +29,7 @@ def agent_app(ledger_url: str, standin, **overrides):
             "openai_base_url": standin.base_url,
             "openai_webhook_secret": standin.webhook_secret,
             "agent_stale_after": 0.0,
+            "agent_retry_after": 0.0,
             **overrides,
         }
     )
@@ -59,6 +60,7 @@ def worker_process(ledger_url: str, standin, crash_point: str = "") -> subproces
         "GATEWAY_OPENAI_API_KEY": standin.api_key,
         "GATEWAY_OPENAI_BASE_URL": standin.base_url,
         "GATEWAY_AGENT_STALE_AFTER": "0.001",
+        "GATEWAY_AGENT_RETRY_AFTER": "0.001",
         "GATEWAY_AGENT_LEASE_SECONDS": "2",
         "GATEWAY_CRASH_POINTS": crash_point,
     }

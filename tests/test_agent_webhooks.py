@@ -17,12 +17,14 @@ from agent_support import bind
 from agent_support import run_worker
 from agent_support import tool_output
 from agent_support import worker_process
+from agent_support import worker_until
 from servers import Server
 from support import draft_body
 from support import new_job_id
 from support import op_key
 from werkzeug.serving import make_server
 
+from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.ledger import db
 from gateway.ledger import migrations
@@ -72,8 +74,8 @@ def _waiting_session(gw, standin) -> tuple[str, str, dict]:
     return job_id, sid, call
 
 
-def test_valid_delivery_is_stored_and_processed_once(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_valid_delivery_is_stored_and_processed_once(gw, standin):
     _job_id, sid, call = _waiting_session(gw, standin)
     body, headers = standin.webhook(ACTION, sid)
     answer = gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
@@ -88,18 +90,17 @@ def test_valid_delivery_is_stored_and_processed_once(offline_gw, standin):
     assert (row.status, row.attempts, row.session_id) == ("done", 1, sid)
 
 
-def test_the_same_delivery_twenty_times_at_once_is_one_row_one_processing(
-    offline_gw, standin, served
-):
-    _job_id, sid, call = _waiting_session(offline_gw, standin)
+@pytest.mark.wordpress
+def test_the_same_delivery_twenty_times_at_once_is_one_row_one_processing(gw, standin, served):
+    _job_id, sid, call = _waiting_session(gw, standin)
     body, headers = standin.webhook(ACTION, sid)
     with ThreadPoolExecutor(max_workers=20) as pool:
         answers = list(pool.map(lambda _: S.deliver(served, body, headers), range(20)))
     assert [a.status_code for a in answers] == [200] * 20
     assert sum(not a.json()["duplicate"] for a in answers) == 1
     for _ in range(2):
-        run_worker(offline_gw.app)
-    [row] = _rows(offline_gw.app)
+        run_worker(gw.app)
+    [row] = _rows(gw.app)
     assert row.attempts == 1 and row.status == "done"
     tool_output(standin, sid, call["call_id"])
 
@@ -122,13 +123,13 @@ def test_bad_missing_or_stale_signature_is_400_and_nothing_stored(offline_gw, st
 
 @pytest.mark.wordpress
 def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_retry(
-    wp_site, ledger_url, tmp_path, offline_gw, standin
+    wp_site, ledger_url, tmp_path, gw, standin
 ):
     server = Server(wp_site, ledger_url, tmp_path)
     server.env["GATEWAY_OPENAI_WEBHOOK_SECRET"] = standin.webhook_secret
     try:
         server.start(crash_point="after_webhook_stored")
-        _job_id, sid, call = _waiting_session(offline_gw, standin)
+        _job_id, sid, call = _waiting_session(gw, standin)
         body, headers = standin.webhook(ACTION, sid)
         with pytest.raises(requests.ConnectionError):
             S.deliver(server.url + "/v1/webhooks/openai", body, headers)  # stored, unanswered
@@ -141,8 +142,8 @@ def test_crash_after_the_insert_before_the_answer_is_processed_once_after_the_re
     finally:
         server.kill()
     for _ in range(2):
-        run_worker(offline_gw.app)
-    [row] = _rows(offline_gw.app)
+        run_worker(gw.app)
+    [row] = _rows(gw.app)
     assert row.attempts == 1 and row.status == "done"
     tool_output(standin, sid, call["call_id"])
 
@@ -216,3 +217,64 @@ def test_gateway_serve_runs_one_agent_worker_that_answers_after_a_webhook(
         assert agent["counters"]["tool_calls_answered"] == 1
     finally:
         server.kill()
+
+
+def test_a_failed_session_event_stops_the_session_and_it_leaves_the_poll(offline_gw, standin):
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(offline_gw, job_id, sid).status_code == 201
+    body, headers = standin.fail(sid, error="the model backend gave up")
+    answer = offline_gw.client.post("/v1/webhooks/openai", data=body, headers=headers)
+    assert answer.status_code == 200 and answer.get_json()["type"] == "agent.session.failed"
+    assert run_worker(offline_gw.app)["stopped"] == 1
+    [row] = _rows(offline_gw.app)
+    assert row.status == "done"
+    agent = offline_gw.job(job_id).get_json()["agent"]
+    assert agent["status"] == "failed"
+    assert "the model backend gave up" in agent["stopped_reason"]
+    asked = len(standin.log)
+    run_worker(offline_gw.app)
+    assert len(standin.log) == asked  # out of the poll
+
+
+@pytest.mark.wordpress
+def test_an_approval_result_lost_in_a_crash_is_resent_once_with_its_key(
+    wp_site, ledger_url, tmp_path, gw, standin
+):
+    """An editor approves an MCP request through a real ``gateway serve``, which is killed
+    after OpenAI accepted the result and before the ledger recorded it: the worker resends the
+    stored event with the same idempotency key, and the session holds one result."""
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(gw, job_id, sid).status_code == 201
+    [mcp] = standin.require(sid, S.mcp_approval(name="export_contacts"))
+    assert run_worker(gw.app)["review"] == 1
+    editor = gw.make_token("editor")
+    [review] = gw.client.get("/v1/reviews", headers=gw.headers(editor)).get_json()["reviews"]
+    server = Server(wp_site, ledger_url, tmp_path)
+    server.env.update(
+        {"GATEWAY_OPENAI_API_KEY": standin.api_key, "GATEWAY_OPENAI_BASE_URL": standin.base_url}
+    )
+    try:
+        server.start(crash_point="after_session_input_sent")
+        with pytest.raises(requests.ConnectionError):
+            requests.post(
+                f"{server.url}/v1/reviews/{review['review_id']}/resolve",
+                json={"decision": "approve"},
+                headers={"Authorization": f"Bearer {editor}"},
+                timeout=30,
+            )
+    finally:
+        server.kill()
+    key = op_key(job_id, "mcp_approval_result", mcp["request_id"])
+    [row] = [r for r in gw.operations(job_id) if r["operation_key"] == key]
+    assert row["state"] == "SENT"  # accepted by OpenAI, not recorded: the crash's window
+
+    def settled() -> bool:
+        return {r["operation_key"]: r["state"] for r in gw.operations(job_id)}[key] == "CONFIRMED"
+
+    worker_until(ledger_url, standin, settled)
+    [result] = standin.events(sid, "agent.session.input.mcp_approval_request_result")
+    assert result["request_id"] == mcp["request_id"]
+    assert result["response"] == {"type": "mcp_tool_call", "decision": "approve"}
+    posts = standin.event_posts(sid)
+    assert len(posts) == 2  # the crashed send and the resend
+    assert {p["key"] for p in posts} == {submissions.idempotency_key(key)}

@@ -81,6 +81,7 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
         "request_approval",
         "bump_task_version",
         "recover",
+        "checkpoint",
     }
     assert not any("publish" in name or name == "approve" for name in found)
     draft, generated = validation.schema("draft"), found["put_draft"]["parameters"]
@@ -93,6 +94,9 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
     assert found["bump_task_version"]["parameters"]["properties"] == {
         "task_version": validation.schema("job")["properties"]["task_version"]
     }
+    checkpoint = found["checkpoint"]["parameters"]  # the checkpoint route's own schema
+    assert set(checkpoint["properties"]) == set(validation.schema("checkpoint")["properties"])
+    assert "sha256" in checkpoint["properties"]["artifacts"]["items"]["required"]
 
 
 def test_one_session_belongs_to_one_job_across_tenants(offline_gw, standin):
@@ -139,6 +143,54 @@ def test_the_standin_honours_idempotency_keys_with_the_sdk(standin):
         client.beta.agents.sessions.events.create(sid, events=[event], idempotency_key="k-2")
     with pytest.raises(openai.BadRequestError):  # the SDK's own types refuse a bad event
         client.beta.agents.sessions.events.create(sid, events=[{"type": "nope"}])
+
+
+def test_the_standin_is_as_strict_as_the_sdk(standin):
+    """What the stand-in receives is checked against the SDK's parameter types with extra keys
+    forbidden at every level, and a result must name its call's turn; what it emits parses with
+    the SDK's own webhook models, ``agent.session.failed`` and ``agent.environment.*``
+    included."""
+    import openai
+
+    sid = standin.create_session(environment="self_hosted")
+    [call] = standin.require(sid, S.function_call("verify", {}))
+    client = openai.OpenAI(api_key=standin.api_key, base_url=standin.base_url, max_retries=0)
+    good = {
+        "type": TOOL_RESULT,
+        "call_id": call["call_id"],
+        "turn_id": call["turn_id"],
+        "success": True,
+        "output": "{}",
+    }
+    typo = {k: v for k, v in good.items() if k != "output"} | {"ouput": "{}"}
+    nested = {
+        "type": "agent.session.input.message",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi", "x": 1}]}],
+    }
+    for bad in (typo, {**good, "turn_id": "turn_someone_else"}, nested):
+        with pytest.raises(openai.BadRequestError):
+            client.beta.agents.sessions.events.create(sid, events=[bad])
+    assert standin.events(sid) == [] and standin.session(sid).status == "requires_action"
+    client.beta.agents.sessions.events.create(sid, events=[good])
+    assert standin.events(sid) == [good]
+
+    env_id = standin.environment_id(sid)
+    emitted = {
+        "agent.session.failed": sid,
+        "agent.session.idle": sid,
+        "agent.session.action_required": sid,
+        "agent.environment.suspended": env_id,
+        "agent.environment.expired": env_id,
+    }
+    for kind, target in emitted.items():
+        body, headers = standin.webhook(kind, target)
+        event = client.webhooks.unwrap(body, headers, secret=standin.webhook_secret)
+        assert event.type == kind and event.data.id == target
+    failed = client.webhooks.unwrap(*standin.fail(sid), secret=standin.webhook_secret)
+    assert failed.data.environment_type == "self_hosted" and failed.data.environment_id == env_id
+    assert client.beta.agents.sessions.retrieve(sid).status == "failed"
+    with pytest.raises(ValueError):  # no such event in the SDK: the stand-in will not make it
+        standin.webhook("agent.session.exploded", sid)
 
 
 @pytest.mark.wordpress
@@ -239,8 +291,8 @@ def test_crash_between_write_and_submission_ends_in_one_post_one_submission(
 # ------------------------------------------------------------------ a person decides
 
 
-def test_requests_only_a_person_decides_become_review_items(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_requests_only_a_person_decides_become_review_items(gw, standin):
     job_id, sid = _session(gw, standin)
     mcp, cua, unknown, env = standin.require(
         sid,
@@ -251,13 +303,19 @@ def test_requests_only_a_person_decides_become_review_items(offline_gw, standin)
     )
     for _ in range(2):
         counts = run_worker(gw.app)
-    assert counts["review"] == 4 and standin.events(sid) == []
+    # Three requests wait for a person; the environment reconnection is refused with a reason
+    # (no hook configured) and waits for a person too.
+    assert counts["review"] == 3 and counts["refused"] == 1 and standin.events(sid) == []
     editor = gw.make_token("editor")
     items = gw.client.get("/v1/reviews", headers=gw.headers(editor)).get_json()["reviews"]
     by_type = {
         i["detail"]["action"]["type"] + i["detail"].get("unknown_tool", ""): i for i in items
     }
     assert len(items) == 4 and all(i["kind"] == "agent_action" for i in items)
+    refused = by_type["environment_connection"]["detail"]["refused"]
+    assert "GATEWAY_AGENT_ENVIRONMENT_HOOK" in refused
+    environment = gw.job(job_id).get_json()["agent"]["environment"]
+    assert (environment["id"], environment["status"]) == (env["environment_id"], "refused")
     assert gw.job(job_id).get_json()["status"] == "needs_review"
     wrong = _editor_resolve(gw, editor, by_type["environment_connection"]["review_id"], "approve")
     assert wrong.status_code == 422
@@ -281,9 +339,11 @@ def test_requests_only_a_person_decides_become_review_items(offline_gw, standin)
     [mcp_result] = standin.events(sid, "agent.session.input.mcp_approval_request_result")
     assert mcp_result["request_id"] == mcp["request_id"]
     assert mcp_result["response"]["decision"] == "approve"
+    [cua_result] = standin.events(sid, "agent.session.input.computer_use_approval_request_result")
+    assert cua_result["request_id"] == cua["request_id"]
+    assert cua_result["response"] == {"type": "browser_origin_access", "decision": "deny"}
     assert _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss").status_code == 404
     assert [a.type for a in standin.session(sid).required_actions] == ["environment_connection"]
-    assert cua and env
 
 
 # ------------------------------------------------------------------ rebuild
@@ -344,8 +404,8 @@ def test_revoked_wordpress_password_stops_the_job(gwp, proxy, standin):
     assert "credentials" in agent["stopped_reason"]
 
 
-def test_review_page_shows_the_agent_request_and_the_editor_denies_it(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_review_page_shows_the_agent_request_and_the_editor_denies_it(gw, standin):
     job_id, sid = _session(gw, standin)
     [mcp] = standin.require(sid, S.mcp_approval(name="export_contacts"))
     run_worker(gw.app)
@@ -370,8 +430,8 @@ def _csrf(page) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)
 
 
-def test_a_reached_limit_stops_the_agent_until_a_person_acts(offline_gw, standin):
-    gw = offline_gw
+@pytest.mark.wordpress
+def test_a_reached_limit_stops_the_agent_until_a_person_acts(gw, standin):
     job_id, sid = _session(gw, standin)
     gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(agent_max_tool_calls=1)
     [first] = standin.require(sid, S.function_call("recover", {}))

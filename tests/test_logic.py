@@ -337,7 +337,7 @@ def test_every_action_is_registered_with_a_recovery_kind_and_a_step():
     registered = {a.name: a for a in actions.all_actions()}
     lookups = {"media", "draft", "block", "repair", "publish", "attach", "unschedule"}
     agent_inputs = {"tool_result", "mcp_approval_result", "computer_use_approval_result"}
-    workers = agent_inputs | {"session_cancel"}
+    workers = agent_inputs | {"session_cancel", "follow_up"}
     assert set(registered) == lookups | workers | {"term", "media_meta", "notify"}
     for name in lookups:
         action = registered[name]

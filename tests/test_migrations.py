@@ -168,3 +168,26 @@ def test_migration_4_adds_approval_publish_at_to_an_existing_ledger(release_0_1_
         versions = [row[0] for row in connection.execute("SELECT version FROM schema_version")]
     assert "publish_at" in columns
     assert 4 in versions
+
+
+def test_migration_10_adds_the_binding_token_poll_schedule_and_the_workers_pause(
+    release_0_1_0_ledger,
+):
+    """Version 10 on the previous release's ledger: the agent tables gain the token that bound
+    each session, its poll schedule, environment and evidence; events their next attempt; the
+    workers' shared pause table. The rule for sessions bound before it (no binding token: the
+    tenant's workflow role stands for it) is tested in ``test_agent_recovery.py`` on a ledger
+    that version 8 left."""
+    migrated = cli(release_0_1_0_ledger, "init-db")
+    assert migrated.returncode == 0, migrated.stderr
+    path = release_0_1_0_ledger[len("sqlite:///") :]
+    with sqlite3.connect(path) as connection:
+        sessions = {row[1] for row in connection.execute("PRAGMA table_info(agent_session)")}
+        events = {row[1] for row in connection.execute("PRAGMA table_info(webhook_event)")}
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        versions = [row[0] for row in connection.execute("SELECT version FROM schema_version")]
+    assert {"bound_token_hash", "next_poll_at", "poll_streak", "poll_failures"} <= sessions
+    assert {"environment_id", "environment", "evidence"} <= sessions
+    assert "next_attempt_at" in events and "agent_worker_state" in tables and 10 in versions
+    again = cli(release_0_1_0_ledger, "init-db")
+    assert again.returncode == 0 and again.stderr.count("up to date") == 1

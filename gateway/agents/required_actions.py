@@ -7,15 +7,21 @@
   operation ``.../tool_result/{call_id}`` (:mod:`gateway.agents.submissions`). A call id that
   already has a result row is never executed again: its stored event is resent with the same
   idempotency key.
+  Before it runs, the content the call would write is checked against the job's checkpointed
+  digests (:func:`gateway.agents.evidence.content_mismatch`): a mismatch stops the session and
+  opens a review item, and the call is never run.
+* ``environment_connection``: answered through the operator's hook
+  (:mod:`gateway.agents.environments`: connected, and the environment holds the checkpointed
+  artifacts), or refused with a reason shown on the job and a review item (``dismiss``).
 * ``mcp_approval_request``, ``computer_use_approval_request``, a ``function_call`` naming an
-  unknown tool, ``environment_connection``: never answered automatically. Each becomes a review
-  item (kind ``agent_action``) that an editor resolves with :func:`resolve`: ``approve`` /
-  ``deny`` (the matching ``*_result`` event, or for an unknown tool ``success: false`` with the
-  editor's reason), ``dismiss`` (environment reconnection: work for whoever owns the
-  environment).
+  unknown tool: never answered automatically. Each becomes a review item (kind
+  ``agent_action``) that an editor resolves with :func:`resolve`: ``approve`` / ``deny`` (the
+  matching ``*_result`` event, or for an unknown tool ``success: false`` with the editor's
+  reason).
 
-Outcomes of :func:`handle`: ``answered``, ``resent``, ``review``, ``later`` (retryable: the
-next pass tries again), ``stopped`` (a stop is never retried).
+Outcomes of :func:`handle`: ``answered``, ``resent``, ``review``, ``connected``, ``refused``
+(an environment connection refused with a reason), ``later`` (retryable: the next pass tries
+again), ``stopped`` (a stop is never retried).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 
 import openai
 
+from gateway.agents import environments
+from gateway.agents import evidence
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
@@ -65,13 +73,15 @@ DECISIONS = {
 @dataclass
 class Context:
     """What one worker pass over a session holds: the job (under the lease), its target
-    with the lease's fencing token, the session row and the OpenAI client."""
+    with the lease's fencing token, the session row, the OpenAI client and the session as
+    retrieved in this pass (``remote``, the SDK's ``AgentSession``)."""
 
     config: Config
     oai: openai.OpenAI
     job: Job
     target: Target
     session: AgentSession
+    remote: object = None
 
 
 def _slot(action) -> str:
@@ -86,6 +96,8 @@ def handle(ctx: Context, action) -> str:
     """Handle one required action (see the module docstring for the outcomes)."""
     if action.type == "function_call" and action.name in tools.all_tools():
         return _function_call(ctx, action)
+    if action.type == "environment_connection":
+        return _environment_connection(ctx, action)
     existing = submissions.find(ctx.job, RESULT_ACTION[action.type], _slot(action))
     if existing is not None:
         return "resent" if _resend(ctx, existing) else "answered"
@@ -100,10 +112,57 @@ def _resend(ctx: Context, row) -> bool:
     return True
 
 
+def _environment_connection(ctx: Context, action) -> str:
+    """Connect the environment through the hook, or refuse with a reason (see
+    :mod:`gateway.agents.environments`)."""
+    state = AgentSession.get_by_id(ctx.session.id).environment or {}
+    if state.get("id") == action.environment_id and state.get("event") == environments.HOOK:
+        # decided by the hook for this request; an agent.environment.* event reopens it
+        return state["status"] if state.get("status") == environments.CONNECTED else "refused"
+    if not ctx.config.agent_environment_hook:
+        reason = "no environment hook is configured (GATEWAY_AGENT_ENVIRONMENT_HOOK)"
+        return _refuse_environment(ctx, action, reason, environments.NO_HOOK)
+    payload = environments.hook_input(ctx.job, ctx.session, ctx.remote, action.environment_id)
+    try:
+        output = environments.run_hook(ctx.config, payload)
+    except environments.HookFailed as error:
+        log.warning("job_id=%s environment hook: %s", ctx.job.job_id, error)
+        return "later"
+    if not output["connected"]:
+        reason = f"the environment hook refused: {output['reason'] or 'no reason given'}"
+        return _refuse_environment(ctx, action, reason, environments.HOOK)
+    unproven = environments.unproven(payload["artifacts"], output["artifacts"])
+    if unproven:
+        note = "connected, but its files are not as checkpointed"
+        environments.record(
+            ctx.session, environments.CONNECTED, note, environments.HOOK, action.environment_id
+        )
+        evidence.stop_on_mismatch(ctx.session, ctx.job, "environment against checkpoints", unproven)
+        return "stopped"
+    environments.record(
+        ctx.session, environments.CONNECTED, None, environments.HOOK, action.environment_id
+    )
+    log.info("job_id=%s environment %s connected", ctx.job.job_id, action.environment_id)
+    return environments.CONNECTED
+
+
+def _refuse_environment(ctx: Context, action, reason: str, decided_by: str) -> str:
+    environments.record(
+        ctx.session, environments.REFUSED, reason, decided_by, action.environment_id
+    )
+    _open_review(ctx, action, reason)
+    return "refused"
+
+
 def _function_call(ctx: Context, action) -> str:
     existing = submissions.find(ctx.job, "tool_result", action.call_id)
     if existing is not None:  # executed before: never again; resend the stored result
         return "resent" if _resend(ctx, existing) else "answered"
+    mismatch = evidence.content_mismatch(ctx.job, action.name, action.arguments)
+    if mismatch is not None:  # never written from content the checkpoints do not prove
+        found = [{"call_id": action.call_id, "tool": action.name, **mismatch}]
+        evidence.stop_on_mismatch(ctx.session, ctx.job, "content against checkpoints", found)
+        return "stopped"
     actor = f"agent:{ctx.session.session_id}"
     try:
         output = tools.execute(ctx.target, action.name, action.arguments, actor)
@@ -161,7 +220,7 @@ def _submit_tool_result(ctx: Context, action, result: dict) -> str:
     return "answered"
 
 
-def _open_review(ctx: Context, action) -> Review | None:
+def _open_review(ctx: Context, action, reason: str | None = None) -> Review | None:
     result_action = RESULT_ACTION[action.type]
     key = operations.operation_key(ctx.job, result_action, _slot(action))
     earlier = Review.select().where(
@@ -179,6 +238,8 @@ def _open_review(ctx: Context, action) -> Review | None:
     }
     if action.type == "function_call":
         detail["unknown_tool"] = action.name
+    if reason:
+        detail["refused"] = reason
     return review_items.open_item(ctx.job.tenant, ctx.job.job_id, key, KIND, detail)
 
 

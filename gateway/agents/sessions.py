@@ -2,7 +2,8 @@
 
 * :func:`bind` - ``PUT /v1/jobs/{id}`` with ``session_id``: one session belongs to one job in
   the whole gateway (unique, across tenants: 409 ``session-bound``); a job's session changes
-  only with a task-version bump (409 ``session-change-needs-version-bump``).
+  only with a task-version bump (409 ``session-change-needs-version-bump``). The token that
+  bound it is remembered (:mod:`gateway.agents.permissions`).
 * :func:`client` - ``openai.OpenAI`` for the gateway's one OpenAI project. The key comes from
   :class:`gateway.core.config.Config` and goes nowhere else: not the ledger, not a log line, not a
   response, not a tool result.
@@ -22,6 +23,8 @@ from functools import lru_cache
 import openai
 from peewee import IntegrityError
 
+from gateway.agents import openai_key
+from gateway.agents import permissions
 from gateway.agents import tools
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
@@ -73,8 +76,10 @@ def check_free(tenant: str, job_id: str, session_id: str) -> None:
         raise exc.SessionBound("this agent session belongs to another job", session_id=session_id)
 
 
-def bind(config: Config, job: Job, session_id: str) -> Job:
-    """Bind ``session_id`` to ``job`` (repeat-safe for the same pair).
+def bind(config: Config, job: Job, session_id: str, token_hash: str | None = None) -> Job:
+    """Bind ``session_id`` to ``job`` (repeat-safe for the same pair), remembering the SHA-256
+    of the token that bound it (``token_hash``); the same pair again records the token of a
+    session bound before schema version 10 (:func:`gateway.agents.permissions.adopt`).
 
     Raises:
         SessionBound (409): another job (of any tenant) holds the session, or it is an
@@ -84,6 +89,9 @@ def bind(config: Config, job: Job, session_id: str) -> Job:
     """
     check_free(job.tenant, job.job_id, session_id)
     if job.session_id == session_id:
+        row = current(job)
+        if row is not None and token_hash and permissions.adopt(row, token_hash):
+            log.info("job_id=%s: binding of session %s recorded", job.job_id, session_id)
         return job
     if AgentSession.get_or_none(AgentSession.session_id == session_id) is not None:
         raise exc.SessionBound("this session was replaced for this job", session_id=session_id)
@@ -103,6 +111,7 @@ def bind(config: Config, job: Job, session_id: str) -> Job:
                 job_id=job.job_id,
                 task_version=job.task_version,
                 deadline_at=deadline,
+                bound_token_hash=token_hash,
             )
             jobs.touch(job, session_id=session_id)
     except IntegrityError:  # a racing bind of the same session: judge again
@@ -113,7 +122,9 @@ def bind(config: Config, job: Job, session_id: str) -> Job:
 
 
 def agent_view(job: Job) -> dict | None:
-    """The agent part of ``GET /v1/jobs/{id}``: one row read, the last stored summary."""
+    """The agent part of ``GET /v1/jobs/{id}``: the session row as last seen, who bound it,
+    its environment, the poll's next retrieve, the workers' pause, the last stored summary
+    (docs/api.md, "Agent")."""
     row = current(job)
     if row is None:
         return None
@@ -121,6 +132,10 @@ def agent_view(job: Job) -> dict | None:
         "session_id": row.session_id,
         "status": row.status,
         "stopped_reason": row.stopped_reason,
+        "binding": permissions.binding_view(row),
+        "environment": row.environment,
+        "next_poll_at": db.rfc3339(row.next_poll_at),
+        "worker": openai_key.view(),
         "counters": {
             "resume_attempts": row.resume_attempts,
             "tool_calls_answered": row.tool_calls_answered,
@@ -133,26 +148,54 @@ def agent_view(job: Job) -> dict | None:
     }
 
 
+def openai_error(error: openai.APIError, what: str) -> exc.GatewayError:
+    """The gateway's error for an OpenAI failure while doing ``what``: 401/403
+    :class:`AgentKeyRefused` (the key: every session at once), 404 :class:`AgentSessionGone`
+    (this session), anything else :class:`AgentUnavailable` (try again later). The message
+    names the SDK's error class and status only: never a header, never the key."""
+    status = getattr(error, "status_code", None)
+    if status in openai_key.REFUSED_STATUSES:
+        detail = getattr(error, "message", "") or type(error).__name__
+        return exc.AgentKeyRefused(f"{what}: {detail}"[:500], openai_status=status)
+    if status == 404:
+        return exc.AgentSessionGone(f"{what}: 404 from OpenAI", openai_status=status)
+    return exc.AgentUnavailable(
+        f"{what}: {type(error).__name__}" + (f" ({status})" if status else ""), retry_after=5
+    )
+
+
 def retrieve(oai: openai.OpenAI, session_id: str):
     """``GET /v1/agents/sessions/{id}`` as the SDK's ``AgentSession``.
 
     Raises:
+        AgentKeyRefused (503): OpenAI refused the key (401/403).
+        AgentSessionGone (409): no such session any more (404).
         AgentUnavailable (503): OpenAI cannot be asked now.
     """
     try:
         return oai.beta.agents.sessions.retrieve(session_id)
     except openai.APIError as error:
-        raise exc.AgentUnavailable(
-            f"cannot retrieve session {session_id}: {type(error).__name__}", retry_after=5
-        ) from None
+        raise openai_error(error, f"cannot retrieve session {session_id}") from None
 
 
 def record_seen(row: AgentSession, session) -> None:
-    """Store what a retrieve showed: status, best-effort token usage, when."""
+    """Store what a retrieve showed: status, best-effort token usage, the environment's id
+    and type, when."""
     tokens_used = session.usage.total_tokens if session.usage else row.tokens_used
-    AgentSession.update(
-        status=session.status, tokens_used=tokens_used, checked_at=db.utcnow()
-    ).where(AgentSession.id == row.id).execute()
+    fields = {"status": session.status, "tokens_used": tokens_used, "checked_at": db.utcnow()}
+    environment = session.environment
+    env_id = getattr(environment, "id", None)
+    if env_id and env_id != row.environment_id:
+        fields["environment_id"] = env_id
+        fields["environment"] = {
+            "id": env_id,
+            "type": environment.type,
+            "status": None,
+            "reason": None,
+            "event": None,
+            "updated_at": db.rfc3339(db.utcnow()),
+        }
+    AgentSession.update(**fields).where(AgentSession.id == row.id).execute()
 
 
 def _scan(oai: openai.OpenAI, session_id: str) -> tuple[dict, dict, int, int]:
@@ -199,7 +242,7 @@ def rebuild(config: Config, job: Job, oai: openai.OpenAI | None = None) -> dict 
     try:
         calls, last, items, pages = _scan(oai, row.session_id)
     except openai.APIError as error:
-        raise exc.AgentUnavailable(f"cannot page session items: {error}", retry_after=5) from None
+        raise openai_error(error, "cannot page session items") from None
     results = _tool_results(job)
     sorted_calls = {"completed": [], "failed": [], "unknown": [], "needs_a_person": []}
     for call_id, call in calls.items():
@@ -236,6 +279,8 @@ def recover_view(config: Config, job: Job) -> dict:
     try:
         return rebuild(config, job)
     except exc.GatewayError as error:
+        if isinstance(error, exc.AgentKeyRefused):  # the key, for every worker: pause them
+            openai_key.refused(config, error.extensions.get("openai_status") or 401, error.detail)
         log.warning("job_id=%s: session state not rebuilt: %s", job.job_id, error.detail)
         row = current(job)
         return {"summary": row.summary if row else None, "rebuild_error": error.detail}

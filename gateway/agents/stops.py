@@ -1,9 +1,11 @@
 """Stops and counters of an agent's work on a job.
 
-A stop is never a retry: a revoked WordPress password, a cancelled job, an exhausted limit or
-a passed deadline leaves the session's actions unanswered and the job shown with
-``agent.stopped_reason`` until a person acts. (A credentials stop lifts itself once the site's
-credentials were updated: ``gateway sites add`` bumps ``credential_version``.)
+A stop is never a retry: a revoked WordPress password, a revoked binding token, a cancelled
+job, a removed site, a session that failed or no longer exists at OpenAI, an artifact digest
+mismatch, an exhausted limit or a passed deadline leaves the session's actions unanswered and
+the job shown with ``agent.stopped_reason`` until a person acts (an editor's checked follow-up,
+:mod:`gateway.agents.follow_ups`). A credentials stop lifts itself once the site's credentials
+were updated: ``gateway sites add`` bumps ``credential_version``.
 
 Counters (stored with the session row): resume attempts (worker passes that found actions to
 answer), tool calls answered, tokens used (the session's best-effort ``usage``), and a deadline.
@@ -110,14 +112,26 @@ def request_cancel(config: Config, job: Job) -> Operation | None:
 
 def settle_cancel(config: Config, oai: openai.OpenAI, row: Operation) -> Operation:
     """Send a claimed cancel if the session has an active turn; otherwise record that no
-    cancel was needed. Raises AgentUnavailable while the session cannot be retrieved."""
+    cancel was needed (also when the session no longer exists).
+
+    Raises:
+        AgentUnavailable: the session cannot be retrieved now.
+        AgentKeyRefused: OpenAI refused the key (the workers pause).
+    """
     if row.state == CONFIRMED:
         return row
     session_id = row.intent["session_id"]
-    session = sessions.retrieve(oai, session_id)
+    try:
+        session = sessions.retrieve(oai, session_id)
+    except exc.AgentSessionGone:
+        return _confirm_unsent(row, "the session no longer exists at OpenAI: nothing to cancel")
     if session.status in ACTIVE or row.attempts > 0:  # a sent one is resent: same key
         return submissions.send(config, oai, row)
-    receipt = {"sent": False, "reason": f"session {session.status}: no active turn"}
+    return _confirm_unsent(row, f"session {session.status}: no active turn")
+
+
+def _confirm_unsent(row: Operation, reason: str) -> Operation:
+    receipt = {"sent": False, "reason": reason}
     Operation.update(state=CONFIRMED, receipt=receipt, updated_at=db.utcnow()).where(
         Operation.id == row.id, Operation.state != CONFIRMED
     ).execute()

@@ -1,5 +1,6 @@
 """Session inputs as ledger operations: every event the gateway sends to an agent session
-(a tool result, an MCP or computer-use approval result, a cancel) is one row of the ledger.
+(a tool result, an MCP or computer-use approval result, a cancel, a checked follow-up message)
+is one row of the ledger.
 
 Operation key ``{tenant}/{job_id}/v{version}/{action}/{slot}`` - for a tool result the action is
 ``tool_result`` and the slot the ``call_id`` exactly as the SDK gives it. The idempotency key
@@ -9,7 +10,9 @@ lost answer carries the same key and the Agents API keeps one event
 
 Recovery kind: *idempotent resend*. PREPARED (claimed, intent stored: the event itself) ->
 SENT -> CONFIRMED on 202; a connection error or a 5xx/429 leaves UNKNOWN and the worker sends
-the same event with the same key again; any other 4xx is a definite FAILED.
+the same event with the same key again; a 401/403 refused the gateway's key, not the event: the
+row stays UNKNOWN and the workers pause (:mod:`gateway.agents.openai_key`); any other 4xx is a
+definite FAILED.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import openai
 from peewee import IntegrityError
 
+from gateway.agents import openai_key
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import request_digest
@@ -37,8 +41,15 @@ from gateway.operations import registry as actions
 log = logging.getLogger(__name__)
 # The session inputs this module registers (each an *idempotent resend* action, resent by the
 # agent worker); everyone else asks the registry (``actions.worker_actions()``).
-ACTIONS = ("tool_result", "mcp_approval_result", "computer_use_approval_result", "session_cancel")
+ACTIONS = (
+    "tool_result",
+    "mcp_approval_result",
+    "computer_use_approval_result",
+    "session_cancel",
+    "follow_up",
+)
 CANCEL = "session_cancel"
+FOLLOW_UP = "follow_up"  # a checked follow-up message (gateway.agents.follow_ups)
 
 
 def idempotency_key(operation_key: str) -> str:
@@ -127,6 +138,9 @@ def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
             intent["session_id"], events=[intent["event"]], idempotency_key=key
         )
     except openai.APIStatusError as error:
+        if error.status_code in openai_key.REFUSED_STATUSES:  # the key, not this event
+            openai_key.refused(config, error.status_code, error.message)
+            return _settle(row, UNKNOWN, error)
         definite = 400 <= error.status_code < 500 and error.status_code not in (408, 429)
         return _settle(row, FAILED if definite else UNKNOWN, error)
     except openai.APIError as error:  # connection, timeout: the event may have arrived

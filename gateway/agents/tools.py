@@ -34,6 +34,7 @@ from gateway.api import answers
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.editorial import approvals
+from gateway.jobs import checkpoints
 from gateway.jobs import records as jobs
 from gateway.operations import registry as actions
 from gateway.operations.target import Target
@@ -111,6 +112,11 @@ def _recover(target: Target, _args: dict, _actor: str) -> dict:
     return reconciliation.recover_job(target)
 
 
+def _checkpoint(target: Target, args: dict, _actor: str) -> dict:
+    checkpoint, _created = checkpoints.post_checkpoint(target, args)
+    return checkpoints.checkpoint_view(target.job, checkpoint)
+
+
 # The tools that are not ledger actions (reads and steps), in the order agents see them after
 # the action tools.
 _STEP_TOOLS: tuple[Tool, ...] = (
@@ -140,6 +146,14 @@ _STEP_TOOLS: tuple[Tool, ...] = (
         "failed, unknown or needs a person.",
         "empty",
         _recover,
+    ),
+    Tool(
+        "checkpoint",
+        "Record a phase of your work with its artifacts, each named with the SHA-256 of its "
+        "content (the body: of the exact draft content you will send; an image of slot S: "
+        "role media:S, of its bytes). Resuming checks your session against these digests.",
+        "checkpoint",
+        _checkpoint,
     ),
 )
 

@@ -1,14 +1,27 @@
 """The agent worker (``gateway worker``; ``gateway serve`` runs one per server, like the
-sweep): processes stored webhook events, polls sessions whose news may have been lost, and
+sweep): processes stored webhook events, polls every unfinished session on a schedule, and
 resends session inputs not yet accepted.
 
 For a session it never acts on an event's content alone: it retrieves the current session
 (``GET /v1/agents/sessions/{id}``), takes the job's lease (fencing token on every WordPress
-write), reconciles the job's unproven operations, and handles the required actions
-(:mod:`gateway.agents.required_actions`). A stored event is claimed by a conditional UPDATE
-(one processing per event, even with several workers on one PostgreSQL ledger); a claim left
-by a crashed worker is taken over once the job lease it worked under has expired
-(``GATEWAY_AGENT_LEASE_SECONDS``).
+write), re-checks the permission the session was bound with and the site's credentials
+(:mod:`gateway.agents.permissions`), checks the session's saved items against the job's
+checkpoints (:mod:`gateway.agents.evidence`), reconciles the job's unproven operations, and
+handles the required actions (:mod:`gateway.agents.required_actions`).
+
+* **Events**: a stored event is claimed by a conditional UPDATE (one processing per event, even
+  with several workers on one PostgreSQL ledger); a claim left by a crashed worker is taken
+  over once the job lease it worked under has expired (``GATEWAY_AGENT_LEASE_SECONDS``). An
+  event is marked ``done`` only when its session was actually handled; one that could not be
+  (OpenAI or the site unreachable, the job's lease held, the site busy) goes back to
+  ``pending`` and is claimed again after a backoff (``next_attempt_at``,
+  :func:`gateway.agents.polling.retry_delay`).
+* **Poll**: :mod:`gateway.agents.polling` (every unfinished session, backoff and jitter, at most
+  ``GATEWAY_AGENT_POLL_BATCH`` per pass).
+* **Lost authorisation**: a revoked binding, a cancelled job or a removed site stops the session
+  with its reason and cancels its turn at OpenAI; a 404 for the session stops it; an OpenAI
+  401/403 pauses every worker holding this key (:mod:`gateway.agents.openai_key`) - a paused
+  worker makes no OpenAI call until the key changes.
 """
 
 from __future__ import annotations
@@ -21,6 +34,11 @@ import threading
 
 import openai
 
+from gateway.agents import environments
+from gateway.agents import evidence
+from gateway.agents import openai_key
+from gateway.agents import permissions
+from gateway.agents import polling
 from gateway.agents import required_actions
 from gateway.agents import sessions
 from gateway.agents import stops
@@ -39,6 +57,10 @@ from gateway.tenancy import site_slots
 
 log = logging.getLogger(__name__)
 RESEND_AFTER = 5.0
+GONE = "the session no longer exists at OpenAI (404 on retrieve)"
+# Failures after which a session's work waits for a later pass (nothing is lost: the call
+# stays unanswered, the event pending, the session due again after a backoff).
+_LATER = (exc.AgentUnavailable, exc.SiteBusy, exc.WordPressUnavailable)
 
 
 def owner() -> str:
@@ -47,29 +69,30 @@ def owner() -> str:
 
 
 def run_once(config: Config, oai: openai.OpenAI | None = None) -> dict:
-    """One pass: stored events, stale sessions, unsettled inputs. Returns counts."""
+    """One pass: stored events, due sessions, unsettled inputs. Returns counts
+    (``paused: 1`` when OpenAI refused this key, now or before: nothing was asked then)."""
+    counts = dict.fromkeys(
+        ("events", "sessions", "answered", "resent", "review", "later", "stopped", "busy"), 0
+    )
+    counts.update(paused=0, connected=0, refused=0)
+    if openai_key.paused(config) is not None:
+        counts["paused"] = 1
+        return counts
     oai = oai or sessions.client(config)
-    counts = {
-        "events": 0,
-        "sessions": 0,
-        "answered": 0,
-        "resent": 0,
-        "review": 0,
-        "later": 0,
-        "stopped": 0,
-        "busy": 0,
-    }
-    for event in _pending_events():
-        if not _claim(event, config.agent_lease_seconds):
-            continue
-        counts["events"] += 1
-        done = _process_event(config, oai, event, counts)
-        WebhookEvent.update(status=done, processed_at=db.utcnow()).where(
-            WebhookEvent.id == event.id
-        ).execute()
-    for row in _stale_sessions(config):
-        _process_session(config, oai, row, counts)
-    _resend_unsettled(config, oai, counts)
+    try:
+        for event in _pending_events():
+            if not _claim(event, config.agent_lease_seconds):
+                continue
+            counts["events"] += 1
+            _finish(config, event, _process_event(config, oai, event, counts))
+        for row in polling.due(config):
+            if polling.claim(config, row):
+                _process_session(config, oai, row, counts)
+        _resend_unsettled(config, oai, counts)
+    except exc.AgentKeyRefused as error:
+        openai_key.refused(config, error.extensions.get("openai_status") or 401, error.detail)
+    if openai_key.paused(config) is not None:
+        counts["paused"] = 1
     return counts
 
 
@@ -88,9 +111,13 @@ def run_forever(config: Config, interval: float, stop: threading.Event) -> None:
 
 
 def _pending_events() -> list[WebhookEvent]:
+    now = db.utcnow()
+    due = (WebhookEvent.status == "pending") & (
+        WebhookEvent.next_attempt_at.is_null() | (WebhookEvent.next_attempt_at <= now)
+    )
     return list(
         WebhookEvent.select()
-        .where(WebhookEvent.status.in_(("pending", "processing")))
+        .where(due | (WebhookEvent.status == "processing"))
         .order_by(WebhookEvent.id)
     )
 
@@ -103,100 +130,152 @@ def _claim(event: WebhookEvent, timeout: float) -> bool:
     claimable = (WebhookEvent.status == "pending") | (
         (WebhookEvent.status == "processing") & (WebhookEvent.claimed_at < stale)
     )
-    return (
+    claimed = (
         WebhookEvent.update(status="processing", claimed_at=now, attempts=event.attempts + 1)
         .where(WebhookEvent.id == event.id, WebhookEvent.attempts == event.attempts, claimable)
         .execute()
-        == 1
     )
+    if claimed:
+        event.attempts += 1
+    return claimed == 1
+
+
+def _finish(config: Config, event: WebhookEvent, outcome: str) -> None:
+    """``done``/``ignored`` are final; ``retry`` puts the event back for a later pass."""
+    if outcome == "retry":
+        wait = polling.retry_delay(config, max(event.attempts, 1))
+        WebhookEvent.update(
+            status="pending", next_attempt_at=db.utcnow() + dt.timedelta(seconds=wait)
+        ).where(WebhookEvent.id == event.id).execute()
+        log.info("webhook %s not handled yet (attempt %s)", event.event_id, event.attempts)
+        return
+    WebhookEvent.update(status=outcome, processed_at=db.utcnow()).where(
+        WebhookEvent.id == event.id
+    ).execute()
 
 
 def _process_event(config: Config, oai, event: WebhookEvent, counts: dict) -> str:
+    """``done`` (its session was handled), ``ignored`` (nothing of ours), ``retry``."""
+    if event.event_type.startswith("agent.environment."):
+        data = (event.payload or {}).get("data") or {}
+        return "done" if environments.on_event(event.event_type, data.get("id")) else "ignored"
     row = AgentSession.get_or_none(AgentSession.session_id == event.session_id)
     if row is None:
         log.info("webhook %s: session %s is bound to no job", event.event_id, event.session_id)
         return "ignored"
-    _process_session(config, oai, row, counts)
-    return "done"
+    try:
+        return "done" if _process_session(config, oai, row, counts) else "retry"
+    except exc.AgentKeyRefused:
+        _finish(config, event, "retry")  # handled after the pause, with the new key
+        raise
 
 
-def _stale_sessions(config: Config) -> list[AgentSession]:
-    """Current sessions waiting for an action (or never checked) with no news for
-    ``agent_stale_after`` seconds: the poll that covers lost webhooks."""
-    rows = (
-        AgentSession.select()
-        .join(Job, on=(Job.session_id == AgentSession.session_id))
-        .where(
-            Job.cancelled == False,  # noqa: E712 (peewee expression)
-            AgentSession.stopped_reason.is_null(),
-            AgentSession.status.is_null() | (AgentSession.status == "requires_action"),
-        )
-    )
-    return [
-        r
-        for r in rows
-        if r.checked_at is None
-        or (db.utcnow() - r.checked_at).total_seconds() >= config.agent_stale_after
-    ]
+def _process_session(config: Config, oai, row: AgentSession, counts: dict) -> bool:
+    """Handle one session now; True when it was handled (or needs nothing: stopped, an old
+    session of its job), False when its work waits for a later pass.
 
-
-def _process_session(config: Config, oai, row: AgentSession, counts: dict) -> None:
+    Raises:
+        AgentKeyRefused: OpenAI refused the key (the caller pauses every worker).
+    """
     job = jobs.get_job(row.tenant, row.job_id)
     if job.session_id != row.session_id:
-        return  # an old session of the job: its pending actions are never answered
+        return True  # an old session of the job: its pending actions are never answered
     if job.cancelled:
-        _send_cancel(config, oai, job, counts)
-        return
+        return _send_cancel(config, oai, job, counts)
     if stops.still_stopped(row, job):
         counts["stopped"] += 1
-        return
+        return True
     reason = stops.limit_reached(config, row)
     if reason:
         stops.stop(row, f"limit: {reason}")
         counts["stopped"] += 1
-        return
+        return True
     try:
         lease = leases.acquire(job, owner(), config.agent_lease_seconds)
     except exc.LeaseHeld:
         counts["busy"] += 1
-        return
+        polling.failed(config, row)
+        return False
     try:
         with site_slots.scope():  # the site's concurrency slot, as for any caller
-            _under_lease(config, oai, job, row, lease.fencing_token, counts)
-    except exc.AgentUnavailable as error:
-        log.warning("job_id=%s: %s", job.job_id, error.detail)
+            handled = _under_lease(config, oai, job, row, lease.fencing_token, counts)
+    except exc.AgentSessionGone:
+        stops.stop(row, GONE)
+        counts["stopped"] += 1
+        return True
+    except exc.AgentKeyRefused:
+        polling.due_now(row)  # due again at the first pass with a working key
+        raise
+    except _LATER as error:  # back off: the call stays unanswered until a later pass
+        log.warning("job_id=%s: %s; a later pass tries again", job.job_id, error.detail)
         counts["later"] += 1
-    except exc.SiteBusy:  # back off: the call stays unanswered until the next pass
-        log.info("job_id=%s: the site is busy (GATEWAY_SITE_CONCURRENCY); next pass", job.job_id)
-        counts["later"] += 1
+        polling.failed(config, row)
+        return False
     finally:
         try:
             leases.release(job, lease.owner, lease.fencing_token)
         except exc.StaleFencingToken:
             pass  # the lease expired and went to someone else meanwhile
+    if not handled:
+        polling.failed(config, row)
+    return handled
 
 
-def _under_lease(config: Config, oai, job: Job, row: AgentSession, token: int, counts) -> None:
+def _under_lease(config: Config, oai, job: Job, row: AgentSession, token: int, counts) -> bool:
     session = sessions.retrieve(oai, row.session_id)
+    news = session.status != row.status
     sessions.record_seen(row, session)
     counts["sessions"] += 1
+    if session.status == "failed":
+        stops.stop(row, f"the session failed at OpenAI: {session.error or 'no error given'}")
+        counts["stopped"] += 1
+        return True
     if not session.required_actions:
-        return
+        polling.seen(config, row, news)
+        return True
+    row = AgentSession.get_by_id(row.id)
     target = target_for(config, job, fencing_token=token, fenced=True)  # under the lease
+    refusal = permissions.check(job, row, target)
+    if refusal is not None:
+        _stop_refused(config, oai, job, row, refusal, target)
+        counts["stopped"] += 1
+        return True
+    if not evidence.check_resume(config, oai, job, row):
+        counts["stopped"] += 1
+        return True
     reconciliation.recover_job(target)  # unproven WordPress operations first, by lookup
-    ctx = required_actions.Context(config, oai, job, target, AgentSession.get_by_id(row.id))
+    ctx = required_actions.Context(config, oai, job, target, row, session)
     outcomes = []
     for action in session.required_actions:
         outcomes.append(required_actions.handle(ctx, action))
         counts[outcomes[-1]] = counts.get(outcomes[-1], 0) + 1
         if outcomes[-1] == "stopped":
             break
-    if "answered" in outcomes or "resent" in outcomes:
-        # A resume = a pass that moved the session on (waiting for a person is not one).
+    moved = "answered" in outcomes or "resent" in outcomes
+    if moved:  # a resume = a pass that moved the session on (waiting for a person is not one)
         stops.count_resume(row)
+    if "later" in outcomes:
+        return False
+    polling.seen(config, row, news or moved)
+    return True
 
 
-def _send_cancel(config: Config, oai, job: Job, counts: dict) -> None:
+def _stop_refused(config, oai, job: Job, row: AgentSession, refusal, target) -> None:
+    """Stop a session whose permission no longer holds. Lost authorisation (not a credentials
+    refusal, which lifts itself once the credentials were updated) also cancels the session's
+    turn at OpenAI, once, through the ledger (``.../session_cancel/{session_id}``)."""
+    stops.stop(row, refusal.reason, target if refusal.credentials else None)
+    if refusal.credentials:
+        return
+    event = {"type": "agent.session.input.cancel"}
+    cancel = submissions.claim(job, submissions.CANCEL, row.session_id, row.session_id, event)
+    try:
+        stops.settle_cancel(config, oai, cancel)
+    except exc.AgentUnavailable:
+        pass  # claimed: the worker resends it (same key) at a later pass
+
+
+def _send_cancel(config: Config, oai, job: Job, counts: dict) -> bool:
     row = submissions.find(job, submissions.CANCEL, job.session_id)
     if row is None:
         row = submissions.claim(
@@ -210,6 +289,8 @@ def _send_cancel(config: Config, oai, job: Job, counts: dict) -> None:
         stops.settle_cancel(config, oai, row)
     except exc.AgentUnavailable:
         counts["later"] += 1
+        return False
+    return True
 
 
 def _resend_unsettled(config: Config, oai, counts: dict) -> None:
@@ -217,11 +298,17 @@ def _resend_unsettled(config: Config, oai, counts: dict) -> None:
         job = Job.get_or_none(Job.tenant == row.tenant, Job.job_id == row.job_id)
         if job is None or job.session_id != row.intent["session_id"]:
             continue  # the session was replaced: never answered
+        session = AgentSession.get_or_none(AgentSession.session_id == job.session_id)
+        stopped = session is not None and session.stopped_reason is not None
         try:
             if row.action == submissions.CANCEL:
                 stops.settle_cancel(config, oai, row)
-            elif not job.cancelled:
+            elif job.cancelled or stopped:
+                continue  # a stopped session is answered only after a person's decision
+            else:
                 submissions.send(config, oai, row)
             counts["resent"] += 1
         except exc.AgentUnavailable:
             counts["later"] += 1
+        if openai_key.paused(config) is not None:
+            return

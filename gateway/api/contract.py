@@ -60,6 +60,8 @@ EXTENSIONS = (
     "unfixable",
     "fixes",
     "request_key",
+    "blocking",
+    "openai_status",
 )
 
 HEADERS = {
@@ -302,6 +304,22 @@ OPERATIONS: dict[str, Contract] = {
         ),
     ),
     "GET /v1/agent-tools": Contract(returns="AgentTools"),
+    "POST /v1/jobs/{job_id}/agent/continue": Contract(
+        body="agent_continue",
+        ok=(200, 201),
+        returns="FollowUp",
+        problems=(
+            "follow-up-refused",
+            "job-cancelled",
+            "lease-held",
+            "agent-not-configured",
+            "agent-key-refused",
+            "agent-session-gone",
+            "agent-unavailable",
+            "wordpress-unavailable",
+            "site-busy",
+        ),
+    ),
     "POST /v1/webhooks/openai": Contract(
         returns="WebhookReceipt",
         problems=("webhook-signature-invalid", "payload-too-large", "agent-not-configured"),

@@ -71,7 +71,7 @@ def put_job(job_id: str):
     # task_version is an int even when sent as 1.0 (validation hands on ints)
     job, created = jobs.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
     if session_id:
-        job = sessions.bind(config(), job, session_id)
+        job = sessions.bind(config(), job, session_id, g.principal.token_hash)
     return job_views.job_view(job, created=created), 201 if created else 200
 
 

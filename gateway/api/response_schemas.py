@@ -153,10 +153,49 @@ AGENT = obj(
         tool_calls_answered=INT,
         tokens_used=INT,
     ),
+    binding=obj(
+        ("kind", "token_name", "valid"),
+        kind={"enum": ["token", "legacy"]},
+        token_name=NSTR,
+        valid=BOOL,
+    ),
+    environment={
+        "type": ["object", "null"],
+        "properties": {
+            "id": NSTR,
+            "type": NSTR,
+            "status": NSTR,
+            "reason": NSTR,
+            "event": NSTR,
+            "updated_at": NSTR,
+        },
+    },
+    next_poll_at=TIME,
+    worker=obj(
+        ("paused", "reason", "status", "since"),
+        paused=BOOL,
+        reason=NSTR,
+        status=NINT,
+        since=TIME,
+    ),
     deadline_at=TIME,
     checked_at=TIME,
     summary=nullable("AgentSummary"),
     summary_at=TIME,
+)
+FOLLOW_UP = obj(
+    ("job_id", "session_id", "operation", "sent", "replayed", "facts", "message"),
+    job_id=STR,
+    session_id=STR,
+    operation=ref("OperationRow"),
+    sent=BOOL,
+    replayed=BOOL,
+    facts={"type": ["object", "null"]},
+    message=NSTR,
+    lifted_stop={
+        "type": ["object", "null"],
+        "properties": {"stopped_reason": STR, "by": STR, "reason": NSTR},
+    },
 )
 
 VERIFICATION = obj(
@@ -355,6 +394,7 @@ SCHEMAS: dict[str, dict] = {
         ("review", "operation"), review=ref("Review"), operation=nullable("OperationRow")
     ),
     "Agent": AGENT,
+    "FollowUp": FOLLOW_UP,
     "AgentSummary": AGENT_SUMMARY,
     "AgentTools": obj(
         ("tools",),

@@ -79,6 +79,19 @@ class Config:
             actions (a crashed worker's lease passes to the next worker after this).
         request_key_hours: how long a client's request key (``Idempotency-Key``) and its
             stored answer are kept (:mod:`gateway.tenancy.request_keys`).
+        agent_poll_max_interval: the longest wait between two retrieves of an unfinished
+            session; a session whose retrieves show nothing new waits twice as long each time
+            from ``agent_stale_after`` up to this (seconds).
+        agent_poll_batch: sessions the poll retrieves at most in one worker pass (the most
+            overdue first; the rest wait for the next pass).
+        agent_retry_after: seconds before the first retry of a session or webhook event that
+            could not be handled (OpenAI or the site unreachable); doubles per failure up to
+            ``agent_poll_max_interval``.
+        agent_environment_hook: what connects a session's environment when it asks for an
+            ``environment_connection``: a command (run without a shell) or an ``https://``
+            (or ``http://``) URL; empty refuses such requests with a reason
+            (:mod:`gateway.agents.environments`, docs/agents.md).
+        agent_environment_hook_timeout: seconds one run of the hook may take.
     """
 
     database_url: str = DEFAULT_DATABASE_URL
@@ -115,6 +128,11 @@ class Config:
     agent_deadline_hours: float = 48.0
     agent_lease_seconds: int = 120
     request_key_hours: float = 24.0
+    agent_poll_max_interval: float = 1800.0
+    agent_poll_batch: int = 50
+    agent_retry_after: float = 5.0
+    agent_environment_hook: str = field(default="", repr=False)  # a URL may carry a token
+    agent_environment_hook_timeout: float = 60.0
 
     def with_overrides(self, **overrides) -> Config:
         """Return a copy with ``overrides`` applied (used by tests and the demo)."""
@@ -224,4 +242,9 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
         agent_deadline_hours=_number(env, "GATEWAY_AGENT_DEADLINE_HOURS", 48.0),
         agent_lease_seconds=int(_number(env, "GATEWAY_AGENT_LEASE_SECONDS", 120, int)),
         request_key_hours=_number(env, "GATEWAY_REQUEST_KEY_HOURS", 24.0),
+        agent_poll_max_interval=_number(env, "GATEWAY_AGENT_POLL_MAX_INTERVAL", 1800.0),
+        agent_poll_batch=int(_number(env, "GATEWAY_AGENT_POLL_BATCH", 50, int)),
+        agent_retry_after=_number(env, "GATEWAY_AGENT_RETRY_AFTER", 5.0),
+        agent_environment_hook=(env.get("GATEWAY_AGENT_ENVIRONMENT_HOOK") or "").strip(),
+        agent_environment_hook_timeout=_number(env, "GATEWAY_AGENT_ENVIRONMENT_HOOK_TIMEOUT", 60.0),
     )

@@ -128,6 +128,21 @@ AgentNotConfigured = _problem(
 AgentUnavailable = _problem(
     "AgentUnavailable", 503, "agent-unavailable", "The OpenAI Agents API cannot be reached", True
 )
+AgentKeyRefused = _problem(
+    "AgentKeyRefused",
+    503,
+    "agent-key-refused",
+    "OpenAI refused the gateway's API key; agent work is paused until the key changes",
+)
+AgentSessionGone = _problem(
+    "AgentSessionGone", 409, "agent-session-gone", "The agent session no longer exists at OpenAI"
+)
+FollowUpRefused = _problem(
+    "FollowUpRefused",
+    409,
+    "follow-up-refused",
+    "The agent session cannot be continued before what blocks it is settled",
+)
 WebhookSignatureInvalid = _problem(
     "WebhookSignatureInvalid", 400, "webhook-signature-invalid", "The webhook signature is invalid"
 )

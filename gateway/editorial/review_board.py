@@ -77,7 +77,8 @@ def _candidates(detail: dict) -> list[dict]:
 
 
 def agent_request(detail: dict) -> dict:
-    """What an agent asks a person for (an ``agent_action`` item), in one line per field:
+    """What an agent asks a person for (an ``agent_action`` item), or what the gateway could
+    not prove of its work (an ``artifact_mismatch`` item), in one line per field:
     ``{"type", "what", "decisions"}``."""
     action = detail.get("action") or {}
     request = action.get("request") or {}
@@ -91,8 +92,18 @@ def agent_request(detail: dict) -> dict:
     elif kind == "computer_use_approval_request":
         what = f"computer use: {request.get('type')} {request.get('origin') or ''}".strip()
         what += f" ({request.get('reason')})" if request.get("reason") else ""
-    else:
-        what = f"reconnect environment {action.get('environment_id')} (its owner's work)"
+    elif kind == "environment_connection":
+        what = f"reconnect environment {action.get('environment_id')}"
+        what += f" ({detail['refused']})" if detail.get("refused") else " (its owner's work)"
+    else:  # an artifact_mismatch item: the gateway's finding, not the agent's request
+        kind = "artifact_mismatch"
+        found = [
+            f"{m.get('role') or m.get('phase') or m.get('uri')}: expected "
+            f"{m.get('expected_sha256') or m.get('recorded')}, found "
+            f"{m.get('actual_sha256') or m.get('claimed')}"
+            for m in detail.get("mismatches") or []
+        ]
+        what = f"not proven ({detail.get('check')}): " + "; ".join(found)
     return {"type": kind, "what": what, "decisions": detail.get("decisions") or []}
 
 
@@ -115,7 +126,7 @@ def open_items(tenant: str) -> list[dict]:
         item["sent_at"] = db.rfc3339(row.sent_at) if row is not None else None
         item["action"] = row.action if row is not None else None
         item["candidates"] = _candidates(item["detail"])
-        if item["kind"] == "agent_action":
+        if item["kind"] in ("agent_action", "artifact_mismatch"):
             item["agent_request"] = agent_request(item["detail"])
         for candidate in item["candidates"]:
             candidate["edit_link"] = edit_link(site_url, candidate["id"])

@@ -10,8 +10,11 @@ Review items are what the gateway could not decide alone and shows to an editor.
 * ``multiple_objects``: two or more objects carry one operation key (legacy data). Never an
   automatic delete.
 * ``agent_action``: an agent session asks for what only a person decides (an MCP or
-  computer-use approval, an unknown tool, an environment reconnection); see
-  :mod:`gateway.agents.required_actions`.
+  computer-use approval, an unknown tool, an environment reconnection refused with a reason);
+  see :mod:`gateway.agents.required_actions`.
+* ``artifact_mismatch``: an agent session's saved items, content or environment do not hold
+  the artifacts the job's checkpoints prove; the session is stopped (``dismiss`` closes the
+  item; an editor's checked follow-up lifts the stop); see :mod:`gateway.agents.evidence`.
 """
 
 from __future__ import annotations

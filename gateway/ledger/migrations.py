@@ -169,6 +169,45 @@ def _request_keys(_migrator: SchemaMigrator) -> None:
     ledger.RequestKey.create_table(safe=True)
 
 
+# The columns schema version 10 adds, as that version wrote them (a migration is frozen).
+AGENT_SESSION_COLUMNS_AT_VERSION_10 = {
+    "bound_token_hash": lambda: TextField(null=True),
+    "next_poll_at": lambda: DateTimeField(null=True),
+    "poll_streak": lambda: IntegerField(default=0),
+    "poll_failures": lambda: IntegerField(default=0),
+    "environment_id": lambda: TextField(null=True),
+    "environment": lambda: TextField(null=True),
+    "evidence": lambda: TextField(null=True),
+}
+
+
+def _agent_permissions(migrator: SchemaMigrator) -> None:
+    """Version 10 (agent sessions that never stall and never outlive their permission, issue
+    27): the token that bound a session, its poll schedule, its environment and evidence;
+    webhook events retried after an outage; the agent workers' shared pause.
+
+    Sessions bound before this version keep ``bound_token_hash`` NULL: the worker treats
+    them as bound by their tenant's workflow role (they go on while the tenant has a live
+    workflow token), and a ``PUT /v1/jobs/{id}`` repeating the session by a workflow token
+    records that token (:mod:`gateway.agents.permissions`). Idempotent, as every step: the
+    agent tables of version 3 are made from today's models, so a column may be there."""
+    from playhouse.migrate import migrate as run
+
+    table = ledger.AgentSession._meta.table_name
+    columns = {c.name for c in database.get_columns(table)}
+    for name, make in AGENT_SESSION_COLUMNS_AT_VERSION_10.items():
+        if name not in columns:
+            run(migrator.add_column(table, name, make()))
+    indexes = {i.name for i in database.get_indexes(table)}
+    for name in ("next_poll_at", "environment_id"):
+        if f"{table}_{name}" not in indexes:
+            run(migrator.add_index(table, (name,), False))
+    events = ledger.WebhookEvent._meta.table_name
+    if "next_attempt_at" not in {c.name for c in database.get_columns(events)}:
+        run(migrator.add_column(events, "next_attempt_at", DateTimeField(null=True)))
+    ledger.AgentWorkerState.create_table(safe=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -212,6 +251,12 @@ MIGRATIONS: list[Migration] = [
         "request_key: a client's own request keys (Idempotency-Key) per token, with the "
         "answer stored for their retries",
         _request_keys,
+    ),
+    Migration(
+        10,
+        "agent sessions: the token that bound each, its poll schedule, environment and "
+        "evidence; webhook events retried after an outage; the agent workers' shared pause",
+        _agent_permissions,
     ),
 ]
 

@@ -297,6 +297,20 @@ class AgentSession(BaseModel):
     stopped_credential_version = IntegerField(null=True)
     checked_at = DateTimeField(null=True)  # last retrieve by the worker
     created_at = DateTimeField(default=utcnow)
+    # Schema version 10 (gateway.agents.permissions, .polling, .environments, .evidence):
+    # the SHA-256 of the API token that bound the session (NULL: bound before version 10);
+    bound_token_hash = TextField(null=True)
+    # when the poll retrieves the session next (NULL: due now), how many retrieves in a row
+    # showed nothing new, and how many failed in a row (both lengthen the interval);
+    next_poll_at = DateTimeField(null=True, index=True)
+    poll_streak = IntegerField(default=0)
+    poll_failures = IntegerField(default=0)
+    # the session's environment as last seen (retrieve, agent.environment.* events, the
+    # connection hook): {"id", "type", "status", "reason", "event", "updated_at"}; no secret;
+    environment_id = TextField(null=True, index=True)
+    environment = JSONField(null=True)
+    # what the session's saved items were read up to, and the checkpoints they claim
+    evidence = JSONField(null=True)
 
     class Meta:
         indexes = ((("tenant", "job_id"), False),)
@@ -315,6 +329,23 @@ class WebhookEvent(BaseModel):
     received_at = DateTimeField(default=utcnow)
     claimed_at = DateTimeField(null=True)
     processed_at = DateTimeField(null=True)
+    # an event whose session could not be handled (OpenAI or the site unreachable, the job's
+    # lease held) goes back to pending and is claimed again from then (schema version 10)
+    next_attempt_at = DateTimeField(null=True)
+
+
+class AgentWorkerState(BaseModel):
+    """The agent workers' shared state (schema version 10): one row per name (``openai``).
+    ``paused_reason`` is set when OpenAI refused the gateway's API key (401/403): every
+    worker holding that key (``key_fingerprint``, an HMAC of it, never the key) stops calling
+    OpenAI until a worker with another key clears it."""
+
+    name = TextField(unique=True)
+    paused_reason = TextField(null=True)
+    paused_status = IntegerField(null=True)
+    paused_at = DateTimeField(null=True)
+    key_fingerprint = TextField(null=True)
+    updated_at = DateTimeField(default=utcnow)
 
 
 class Budget(BaseModel):
@@ -459,6 +490,7 @@ TABLES = [
     OperationRetry,
     AgentSession,
     WebhookEvent,
+    AgentWorkerState,
     Budget,
     RateWindow,
     SiteSlot,

@@ -4,7 +4,8 @@
 Kinds: ``suspected_duplicate`` (:mod:`gateway.operations.duplicates`), ``multiple_objects``
 (two or more objects carry one operation key: never an automatic delete), ``person_decides``
 (an action whose outcome nothing can prove), ``agent_action`` (an agent session asks for what
-only a person decides: :mod:`gateway.agents.required_actions`).
+only a person decides: :mod:`gateway.agents.required_actions`), ``artifact_mismatch`` (an agent
+session's work is not what the checkpoints prove: :mod:`gateway.agents.evidence`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from gateway.ledger import db
+from gateway.ledger.models import AgentWorkerState
 from gateway.operator import doctor_registry as registry
 from gateway.operator.doctor_registry import Probe
 from gateway.operator.doctor_registry import check
@@ -467,3 +469,19 @@ def _utf8mb4(probe: Probe):
     if title != scratch["sent"]["title"]:
         return False, f"an emoji title came back as {title!r}{cleanup}"
     return True, f"emoji round-trip intact{cleanup}"
+
+
+@check(
+    "agent_worker",
+    "The agent workers can use the gateway's OpenAI key: after OpenAI refused it (401/403) "
+    "every worker holding that key is paused, for every tenant, until the key changes.",
+    "Create a new key in the OpenAI project, set GATEWAY_OPENAI_API_KEY to it and restart "
+    "'gateway serve' / 'gateway worker': the first pass with the new key resumes the work.",
+)
+def _agent_worker(probe: Probe):
+    if not probe.config.openai_api_key:
+        return True, "no OpenAI key configured: agents are off"
+    row = AgentWorkerState.get_or_none(AgentWorkerState.name == "openai")
+    if row is None or row.paused_reason is None:
+        return True, "not paused"
+    return False, f"paused since {db.rfc3339(row.paused_at)}: {row.paused_reason}"

@@ -29,6 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from gateway.ledger import models as ledger
+from gateway.ledger.models import AgentWorkerState
 from gateway.ledger.models import Counter
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
@@ -84,6 +85,23 @@ class LedgerCollector:
             for row in rows:
                 per_tenant.add_metric([row.name[len(prefix) :]], row.value)
             yield per_tenant
+        yield _agent_worker_paused()
+
+
+def _agent_worker_paused() -> GaugeMetricFamily:
+    """1 while OpenAI refuses the gateway's key (the agent workers are paused), labelled with
+    the HTTP status OpenAI answered; 0 otherwise (:mod:`gateway.agents.openai_key`)."""
+    gauge = GaugeMetricFamily(
+        "gateway_agent_worker_paused",
+        "1 while the agent workers are paused because OpenAI refused the gateway's key",
+        labels=["status"],
+    )
+    row = AgentWorkerState.get_or_none(AgentWorkerState.name == "openai")
+    if row is not None and row.paused_reason is not None:
+        gauge.add_metric([str(row.paused_status or "")], 1)
+    else:
+        gauge.add_metric([""], 0)
+    return gauge
 
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"

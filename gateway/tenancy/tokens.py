@@ -22,11 +22,13 @@ ROLES = ("workflow", "editor", "admin")
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: ``tenant``, ``role`` and the token's ``name`` (for audit)."""
+    """Who is calling: ``tenant``, ``role``, the token's ``name`` (for audit) and its stored
+    SHA-256 (what an agent session's binding records; never the token)."""
 
     tenant: str
     role: str
     name: str
+    token_hash: str = ""
 
 
 def create_token(tenant: str, role: str, name: str) -> str:
@@ -67,7 +69,7 @@ def authenticate_hash(token_hash: str) -> Principal | None:
     row = Token.get_or_none(Token.token_hash == token_hash)
     if row is None or row.revoked_at is not None:
         return None
-    return Principal(row.tenant, row.role, row.name)
+    return Principal(row.tenant, row.role, row.name, row.token_hash)
 
 
 def rate_key(token: str) -> str:
