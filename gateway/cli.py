@@ -380,7 +380,9 @@ def jobs_group():
     """Jobs, as an operator or an editor acts on them."""
 
 
-@jobs_group.command("continue")
+@jobs_group.command(
+    "continue", short_help="Continue the job's agent session after checking, with verified facts."
+)
 @click.option("--tenant", required=True, help="The job's tenant.")
 @click.option("--job-id", "job_id", required=True, help="The job whose agent session goes on.")
 @click.option(
