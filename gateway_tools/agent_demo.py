@@ -122,14 +122,14 @@ class AgentDemo(Demo):
         sid = self.bind(gw, job_id)
         say(f"\n[lost webhook] job {job_id}, session {sid}")
         self.standin.set_status(sid, "in_progress")
-        say(f"  worker sees it in_progress: {self.polling_worker()}")
+        say(f"  worker sees it in_progress: {_counts(self.polling_worker())}")
         body = _draft(f"Lost webhook {self.run_id}", "<p>Answered by the poll.</p>")
         self.standin.require(sid, self.standin.function_call("put_draft", body))
         say("  the agent asks for put_draft; its action_required webhook is lost (not sent)")
         for _ in range(5):
             time.sleep(1.2)  # the session's next retrieve falls due
             counts = self.polling_worker()
-            say(f"  worker (poll): {counts}")
+            say(f"  worker (poll): {_counts(counts)}")
             if self.standin.events(sid):
                 break
         return {"job_id": job_id, "session_id": sid, "job": gw.job(job_id).json()}
@@ -148,8 +148,24 @@ class AgentDemo(Demo):
         revoked = self.cli("tokens", "revoke", "--tenant", TENANT, "--name", name).strip()
         say(f"  gateway tokens revoke --name {name}: {revoked}")
         say(f"  webhook action_required -> {self.webhook(gw.base_url, sid)}")
-        say(f"  worker: {self.polling_worker()}")
+        say(f"  worker: {_counts(self.polling_worker())}")
         return {"job_id": job_id, "session_id": sid, "job": gw.job(job_id).json()}
+
+    def transcript(self, sid: str, calls: list[dict]) -> None:
+        """Each tool call of the session with its arguments (shortened) and what the gateway
+        answered, as the session received it."""
+        results = {
+            e["call_id"]: e for e in self.standin.events(sid, "agent.session.input.tool_result")
+        }
+        say("  tool calls, as the session saw them:")
+        for call in calls:
+            args = ", ".join(
+                f"{k}={_short(v, 72 if k == 'title' else 40)}" for k, v in call["arguments"].items()
+            )
+            event = results.get(call["call_id"])
+            said = _outcome(event) if event else "not answered"
+            say(f"    {call['name']}({args if len(args) <= 140 else args[:138] + ' …'})")
+            say(f"      -> {said}")
 
     def webhook(self, base: str, sid: str) -> int:
         body, headers = self.standin.webhook("agent.session.action_required", sid)
@@ -182,22 +198,32 @@ class AgentDemo(Demo):
         self.standin.require(sid, *uploads)
         draft = self.standin.function_call("put_draft", base_demo.draft_body(article))
         self.standin.then(sid, draft)
-        self.standin.then(sid, self.standin.function_call("verify", {}))
-        self.standin.then(sid, self.standin.function_call("request_approval", {}))
+        verify = self.standin.function_call("verify", {})
+        approval = self.standin.function_call("request_approval", {})
+        self.standin.then(sid, verify)
+        self.standin.then(sid, approval)
         base = gw.base_url
         say(f"  webhook action_required -> {self.webhook(base, sid)}")
-        say(f"  worker: {self.worker()}")
+        say(f"  worker: {_counts(self.worker())}")
         say(f"  webhook action_required (put_draft) -> {self.webhook(base, sid)}")
         crashed = self.worker(crash_point="before_tool_result")
-        say(f"  worker answering put_draft: {'SIGKILLed' if crashed is None else crashed}")
+        say(f"  worker answering put_draft: {_counts(crashed)}")
         say("    (after WordPress stored the post, before the tool result was submitted)")
         time.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
-        for _ in range(6):
+        say("  a new worker process starts")
+        for number in range(1, 7):
             counts = self.worker()
-            say(f"  restarted worker: {counts}")
+            say(f"  worker pass {number}: {_counts(counts)}")
             if self.standin.session(sid).status == "idle":
                 break
             say(f"  webhook action_required -> {self.webhook(base, sid)}")
+        replan = dict(base_demo.draft_body(article), title=article["title"] + " (re-planned)")
+        refused_call = self.standin.function_call("put_draft", replan)
+        self.standin.require(sid, refused_call)
+        say("  the agent re-plans put_draft with another title under the same task version")
+        say(f"  webhook action_required -> {self.webhook(base, sid)}")
+        say(f"  worker: {_counts(self.worker())}")
+        self.transcript(sid, [*uploads, draft, verify, approval, refused_call])
         recover = gw.recover(job_id).json()
         return {
             "job_id": job_id,
@@ -224,8 +250,14 @@ class AgentDemo(Demo):
         self.check(f"attachments carrying the media keys: {attachments}", attachments == 3)
         results = self.standin.events(sid, "agent.session.input.tool_result")
         self.check(
-            f"tool results accepted by the session: {len(results)} for 6 calls",
-            len(results) == 6 and len({r["call_id"] for r in results}) == 6,
+            f"tool results accepted by the session: {len(results)} for 7 calls",
+            len(results) == 7 and len({r["call_id"] for r in results}) == 7,
+        )
+        refused = [r for r in results if not r.get("success")]
+        self.check(
+            "the re-planned put_draft was refused (operation-key-reused, bump the version), "
+            f"{counts[draft_key]} post",
+            len(refused) == 1 and "operation-key-reused" in refused[0].get("error", ""),
         )
         [drafted] = [r for r in results if r["call_id"] == job["draft_call"]] or [{}]
         replayed = json.loads(drafted.get("output") or "{}").get("replayed")
@@ -295,6 +327,38 @@ class AgentDemo(Demo):
             )
         )
         return 1 if failed else 0
+
+
+def _counts(counts: dict | None) -> str:
+    """A worker pass's counts in words (``3 answered, 1 event``), nothing for zeros."""
+    if counts is None:
+        return "SIGKILLed"
+    said = [f"{v} {k}" for k, v in counts.items() if isinstance(v, int) and v]
+    return ", ".join(said) or "nothing to do"
+
+
+def _short(value, limit: int = 48) -> str:
+    """An argument as a reader needs it: base64 by its size, long text cut at a word."""
+    if isinstance(value, str) and len(value) > 200 and value.isascii() and " " not in value:
+        return f"<{len(value) * 3 // 4 // 1024} KiB base64>"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 2].rsplit(" ", 1)[0] + " …"
+
+
+def _outcome(event: dict) -> str:
+    """What one tool result said: the ledger's answer, or the refusal and its hint."""
+    try:
+        output = json.loads(event.get("output") or event.get("error") or "{}")
+    except ValueError:
+        output = {}
+    if not event.get("success"):
+        problem = output.get("type", "").rsplit("/", 1)[-1] or "refused"
+        return f"REFUSED {problem}: {output.get('hint') or output.get('detail', '')}"[:150]
+    facts = [f"{k} {output[k]}" for k in ("state", "media_id", "post_id") if output.get(k)]
+    how = [k for k in ("replayed", "reconciled", "created") if output.get(k)]
+    if "ok" in output and "fields" in output:
+        facts.append(f"verification ok={output['ok']}")
+    return ", ".join(facts + how) or "ok"
 
 
 def _draft(title: str, content: str) -> dict:
