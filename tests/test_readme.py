@@ -21,6 +21,7 @@ from support import free_port
 from test_walkthrough import STEP
 from test_walkthrough import Reader
 from test_walkthrough import blocks as walkthrough_blocks
+from test_walkthrough import check_doctor_text
 
 README = ROOT / "README.md"
 STEPS = ("settings", "ledger", "test-site", "serve", "draft", "stop", "own-site")
@@ -90,7 +91,7 @@ def test_readme_reaches_a_verified_draft_on_the_test_wordpress(wp_site, ledger_u
     token_file = Path(reader.variable("GW_DIR")) / "token"
     assert token_file.stat().st_mode & 0o077 == 0, "the token file is readable by others"
     assert reader.variable("TOKEN") not in outputs["test-site"].stdout + outputs["draft"].stdout
-    assert "guarantees:" in outputs["test-site"].stdout, outputs["test-site"].stdout
+    check_doctor_text(outputs["test-site"].stdout)
     assert outputs["draft"].stdout.strip().splitlines()[-1] == "verified draft: True"
     _check_wordpress(wp_site, reader.variable("JOB_ID"))
     _wait_gone(pid)
