@@ -84,7 +84,8 @@ class Reader:
         self.workdir = workdir
         self.conformance: Conformance | None = None
 
-    def run(self, step: str, text: str) -> subprocess.CompletedProcess:
+    def run(self, step: str, text: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run one block; with ``check`` (the default) its exit status must be 0."""
         script = self.workdir / f"{step}.sh"
         script.write_text(
             f"set -eo pipefail\n. {_quote(str(self.state))}\n{text}\n"
@@ -103,7 +104,7 @@ class Reader:
         self.groups.append(process.pid)
         out, err = process.communicate(timeout=120)
         done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-        assert done.returncode == 0, f"step {step} failed:\n{out}\n{err}"
+        assert done.returncode == 0 or not check, f"step {step} failed:\n{out}\n{err}"
         return done
 
     def variable(self, name: str) -> str:
@@ -189,8 +190,14 @@ def check_site(done, reader):
     assert len(reader.variable("TOKEN")) >= 40
     assert reader.variable("TOKEN") not in done.stdout + done.stderr
     assert not (ROOT / "token.txt").exists()
-    doctor = json.loads(done.stdout.strip().splitlines()[-1])
-    assert doctor["ok"] is True, doctor
+    check_doctor_text(done.stdout)
+
+
+def check_doctor_text(output: str) -> None:
+    """``gateway doctor``'s short text: no failed check, and the guarantees of the test site
+    (REST with the companion plugin) said from checks that ran."""
+    assert not re.search(r"^FAIL ", output, re.M), output
+    assert re.search(r"^guarantees: .*lookup_by_operation_key yes, guard yes", output, re.M), output
 
 
 def check_serve(done, reader):

@@ -1,0 +1,177 @@
+"""``README.md`` is executed: the ``sh`` blocks of "Running it for real" marked
+``<!-- step: NAME -->`` run with bash, in order, as one terminal would (exports carry over),
+against the real test WordPress, on a free port and in a temporary directory. Only the
+variables of the "settings" block are substituted. A reader reaches a verified draft; the
+placeholder block for one's own site, pasted unchanged, registers nothing; following the README
+and then the walkthrough leaves exactly one gateway running; the README stays short."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from support import ROOT
+from support import TENANT
+from support import admin_session
+from support import free_port
+from test_walkthrough import STEP
+from test_walkthrough import Reader
+from test_walkthrough import blocks as walkthrough_blocks
+from test_walkthrough import check_doctor_text
+
+README = ROOT / "README.md"
+STEPS = ("settings", "ledger", "test-site", "serve", "draft", "stop", "own-site")
+MAX_LINES = 260
+
+
+def readme_blocks() -> dict[str, str]:
+    """Step name -> shell text of every marked ``sh`` block of "Running it for real"."""
+    section = README.read_text(encoding="utf-8").split("## Running it for real", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    found = STEP.findall(section)
+    assert len(re.findall(r"^```sh$", section, re.M)) == len(found), (
+        "every sh block of 'Running it for real' needs a '<!-- step: NAME -->' line"
+    )
+    assert tuple(step for step, _ in found) == STEPS
+    return dict(found)
+
+
+def reader_for(tmp_path: Path, ledger_url: str) -> Reader:
+    """A terminal with the settings block's variables set for this test."""
+    declared = set(re.findall(r"^export ([A-Z_]+)=", readme_blocks()["settings"], re.M))
+    settings = {
+        "GW_DIR": str(tmp_path / "gw"),
+        "GW_PORT": str(free_port()),
+        "GATEWAY_DATABASE_URL": ledger_url,
+    }
+    assert declared == set(settings), "the settings block and this test name other variables"
+    return Reader(tmp_path, settings)
+
+
+def serving_gateways(port: int) -> list[int]:
+    """Pids of the ``gateway serve`` master processes listening on ``port`` (gunicorn's
+    workers are forks with the same command line; only processes whose parent is not one
+    count)."""
+    marker = f"serve\0--port\0{port}\0"
+    matching = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if marker in cmdline and "gateway" in cmdline:
+            matching[int(entry.name)] = ppid
+    return sorted(pid for pid, ppid in matching.items() if ppid not in matching)
+
+
+def test_readme_stays_short():
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"README.md has {lines} lines; move the details to docs/"
+
+
+@pytest.mark.wordpress
+def test_readme_reaches_a_verified_draft_on_the_test_wordpress(wp_site, ledger_url, tmp_path):
+    steps = readme_blocks()
+    reader = reader_for(tmp_path, ledger_url)
+    outputs = {}
+    try:
+        for step in ("ledger", "test-site", "serve", "draft"):
+            outputs[step] = reader.run(step, steps[step])
+        pid = int((Path(reader.variable("GW_DIR")) / "serve.pid").read_text())
+        reader.run("stop", steps["stop"])
+    finally:
+        reader.stop_everything()
+    token_file = Path(reader.variable("GW_DIR")) / "token"
+    assert token_file.stat().st_mode & 0o077 == 0, "the token file is readable by others"
+    assert reader.variable("TOKEN") not in outputs["test-site"].stdout + outputs["draft"].stdout
+    check_doctor_text(outputs["test-site"].stdout)
+    assert outputs["draft"].stdout.strip().splitlines()[-1] == "verified draft: True"
+    _check_wordpress(wp_site, reader.variable("JOB_ID"))
+    _wait_gone(pid)
+
+
+@pytest.mark.wordpress
+def test_readme_then_walkthrough_leaves_one_gateway(wp_site, ledger_url, tmp_path):
+    steps = readme_blocks()
+    walkthrough_serve = dict(walkthrough_blocks())["serve"]
+    reader = reader_for(tmp_path, ledger_url)
+    port = int(reader.variable("GW_PORT"))
+    try:
+        for step in ("ledger", "test-site", "serve"):
+            reader.run(step, steps[step])
+        first = serving_gateways(port)
+        assert len(first) == 1, first
+        again = reader.run("walkthrough-serve", walkthrough_serve)
+        assert "already runs" in again.stdout, again.stdout
+        assert serving_gateways(port) == first
+        # a walkthrough with another GW_DIR on the same port is refused, never a second process
+        refused = _foreign_serve(reader, tmp_path / "other", walkthrough_serve)
+        assert refused.returncode != 0, refused.stdout
+        assert "another gateway answers" in refused.stderr, refused.stderr
+        assert serving_gateways(port) == first
+        reader.run("stop", steps["stop"])
+        _wait_gone(first[0])
+    finally:
+        reader.stop_everything()
+
+
+def test_readme_placeholder_block_registers_no_site(ledger_url, tmp_path):
+    steps = readme_blocks()
+    reader = reader_for(tmp_path, ledger_url)
+    reader.run("ledger", steps["ledger"])
+    pasted = reader.run("own-site", steps["own-site"], check=False)
+    assert pasted.returncode != 0, pasted.stdout
+    assert "first replace the values marked REPLACE" in pasted.stderr
+    listed = reader.run("list", "gateway sites list")  # every tenant's sites
+    assert json.loads(listed.stdout) == []
+
+
+def _foreign_serve(reader: Reader, workdir: Path, text: str):
+    """Run ``text`` in a second terminal like ``reader``'s but with its own ``GW_DIR``."""
+    workdir.mkdir()
+    other = Reader(workdir, {})
+    other.state.write_text(
+        reader.state.read_text(encoding="utf-8") + f"export GW_DIR='{workdir / 'gw'}'\n",
+        encoding="utf-8",
+    )
+    try:
+        return other.run("foreign-serve", text, check=False)
+    finally:
+        other.stop_everything()
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"gateway serve (pid {pid}) still runs after the README's stop step")
+
+
+def _check_wordpress(site: dict, job_id: str) -> None:
+    """What a reader would check in WordPress: one draft titled as sent and one attachment,
+    both carrying the README job's operation keys."""
+    session = admin_session(site)
+    base = site["url"].rstrip("/")
+    keys = [f"{TENANT}/{job_id}/v1/draft", f"{TENANT}/{job_id}/v1/media/hero"]
+    answer = session.get(
+        base + "/wp-json/publishing-gateway/v1/objects", params={"keys": ",".join(keys)}, timeout=30
+    )
+    answer.raise_for_status()
+    objects = answer.json()["objects"]
+    assert sorted(o["type"] for o in objects) == ["attachment", "post"], objects
+    post_id = next(o["id"] for o in objects if o["type"] == "post")
+    post = session.get(
+        f"{base}/wp-json/wp/v2/posts/{post_id}", params={"context": "edit"}, timeout=30
+    ).json()
+    assert post["status"] == "draft" and post["title"]["raw"] == "Hello from the README"
