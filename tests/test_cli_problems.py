@@ -222,3 +222,15 @@ def test_doctor_for_an_unknown_site_as_a_real_process(env):
         "Error: unknown site 'nosuch' for tenant 'acme'; its sites: blog "
         "('gateway sites add' adds one)"
     )
+
+
+@pytest.mark.parametrize(
+    "url", ["<https://your-site.example>", "your-site.example", "ftp://x", "https://"]
+)
+def test_a_site_url_that_is_not_one_is_refused_and_no_site_is_registered(ready, url):
+    args = list(COMMANDS["sites add"])
+    args[args.index("--url") + 1] = url
+    assert_one_line(invoke(args, ready), 2, "site URL")
+    listed = invoke(["sites", "list", "--tenant", "acme"], ready)
+    assert listed.exit_code in (0, 2)  # an unknown tenant (no site) is refused too
+    assert "your-site" not in listed.stdout and "ftp://" not in listed.stdout

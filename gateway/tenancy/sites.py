@@ -107,6 +107,27 @@ def decrypt_password(secret_key: str, token: str) -> str:
         ) from None
 
 
+def check_site_url(url: str) -> None:
+    """Refuse a site URL that is not ``http://`` or ``https://`` with a host and nothing
+    else around it (no spaces, no ``<...>`` placeholder, no credentials, query or fragment).
+
+    Raises:
+        ValueError: what is wrong, in one sentence.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError as error:
+        raise ValueError(f"the site URL {url!r} is malformed ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c in url for c in " <>"):
+        raise ValueError(
+            f"the site URL {url!r} is not an http:// or https:// URL with a host "
+            "(e.g. https://blog.example.com)"
+        )
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(f"the site URL {url!r} may not carry credentials, a query or a fragment")
+
+
 def add_site(
     secret_key: str,
     tenant: str,
@@ -125,10 +146,12 @@ def add_site(
     Raises:
         TransportSwitchRefused: a switch while SENT/UNKNOWN operations exist.
         ValueError: ``tenant`` or ``name`` does not match :data:`validation.TENANT` /
-            :data:`validation.SITE_NAME` as a whole.
+            :data:`validation.SITE_NAME` as a whole, or ``url`` is not an ``http(s)://`` URL
+            with a host (a pasted placeholder such as ``<https://your-site.example>``).
     """
     validation.check_name(tenant, validation.TENANT, "tenant")
     validation.check_name(name, validation.SITE_NAME, "site name")
+    check_site_url(url)
     encrypted = encrypt_password(secret_key, password)
     with db.atomic():
         site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
