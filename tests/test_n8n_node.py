@@ -1,0 +1,307 @@
+"""The n8n community node ``n8n-nodes-publishing-gateway`` (issue 33) built, linted and packed
+as its README says, installed from the tarball into a real n8n's ``nodes/`` folder (1.123.81
+and 2.8.4, each with its own user folder), and run with ``n8n execute`` against a real
+``gateway serve`` and the real test WordPress. Counts come from WordPress itself (the companion
+plugin's lookup by operation key, as admin) and from a local receiver standing in for the
+editors' notification URL. SQLite pass only (marker ``n8n``).
+
+When an n8n version is not cached, ``scripts/install_n8n.sh`` installs it first; if that or the
+package build fails the tests are skipped, except under ``CI=true`` where they fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import subprocess
+import threading
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from n8n_node_support import PACKAGE
+from n8n_node_support import GatewayServer
+from n8n_node_support import article_workflow
+from n8n_node_support import build
+from n8n_node_support import credential
+from n8n_node_support import install_into
+from n8n_node_support import lint
+from n8n_node_support import run_data
+from n8n_node_support import wait_for
+from n8n_support import INSTALL_SCRIPT
+from n8n_support import N8n
+from n8n_support import Receiver
+from support import ROOT
+from support import admin_session
+
+pytestmark = [pytest.mark.n8n, pytest.mark.wordpress]
+
+SAMPLE = json.loads((ROOT / "n8n_workflows" / "examples" / "article.json").read_text("utf-8"))
+VERSIONS = ("1.123.81", "2.8.4")
+NODE = "Publish article"
+
+
+def _fail_or_skip(message: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def tarball() -> Path:
+    """The package built (``tsc``) and packed (``npm pack``) from this checkout."""
+    try:
+        return build()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+        _fail_or_skip(f"n8n-nodes-publishing-gateway did not build: {error}")
+
+
+def n8n_binary(version: str) -> Path:
+    cache = Path(f"/var/cache/publishing-gateway/n8n-{version}")
+    done = subprocess.run(
+        ["bash", str(INSTALL_SCRIPT)],
+        env={**os.environ, "N8N_CACHE_DIR": str(cache), "N8N_VERSION": version},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode != 0:
+        _fail_or_skip(f"n8n {version} could not be installed: {done.stderr[-2000:]}")
+    return cache / "node_modules" / ".bin" / "n8n"
+
+
+class Images:
+    """Images by URL; ``hold(name)`` keeps its answer until :meth:`release` (so the gateway is
+    in the middle of a call when the test kills it)."""
+
+    def __init__(self) -> None:
+        self.files = {
+            "hero.png": base64.b64decode(SAMPLE["images"][0]["content_base64"]),
+        }
+        self.held: dict[str, threading.Event] = {}
+        self.requests: list[str] = []
+        images = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                name = self.path.rsplit("/", 1)[-1]
+                images.requests.append(name)
+                if name in images.held:
+                    images.held[name].wait(120)
+                body = images.files["hero.png"]
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/img/{name}"
+
+    def close(self) -> None:
+        for event in self.held.values():
+            event.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Stack:
+    version: str
+    n8n: N8n
+    gateway: GatewayServer
+    editors: Receiver
+    images: Images
+    site: dict
+    tenant: str
+
+    def run(self, workflow: dict):
+        self.n8n.import_workflows([workflow])
+        return self.n8n.execute(workflow["id"])
+
+    def objects(self, job_id: str, keys: list[str]) -> list[dict]:
+        prefix = f"{self.tenant}/{job_id}/v1"
+        answer = admin_session(self.site).get(
+            self.site["url"].rstrip("/") + "/wp-json/publishing-gateway/v1/objects",
+            params={"keys": ",".join(f"{prefix}/{k}" for k in keys)},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        return answer.json()["objects"]
+
+    def posts(self, job_id: str) -> int:
+        return len(self.objects(job_id, ["draft"]))
+
+    def attachments(self, job_id: str, slots: list[str]) -> int:
+        return len(self.objects(job_id, [f"media/{slot}" for slot in slots]))
+
+    def told(self, job_id: str) -> list[str]:
+        return [m["event"] for m in self.editors.messages if m["job_id"] == job_id]
+
+
+@pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"n8n-{v}")
+def stack(request, tarball, wp_site, tmp_path_factory):
+    version = request.param
+    binary = n8n_binary(version)
+    folder = tmp_path_factory.mktemp(f"n8n-node-{version}")
+    tenant = f"node-{uuid.uuid4().hex[:8]}"
+    editors, images = Receiver(), Images()
+    editors.__enter__()
+    images_host = f"127.0.0.1:{images.server.server_port}"
+    gateway = GatewayServer(
+        folder,
+        wp_site,
+        tenant,
+        editors.url,
+        {"GATEWAY_MEDIA_URL_SCHEMES": "http", "GATEWAY_MEDIA_URL_ALLOW_HOSTS": images_host},
+    )
+    gateway.start()
+    home = folder / "n8n"
+    home.mkdir()
+    install_into(home, tarball)  # the README's self-hosted install: ~/.n8n/nodes
+    n8n = N8n(binary, home)
+    n8n.import_credentials([credential(gateway.url, gateway.token)])
+    try:
+        yield Stack(version, n8n, gateway, editors, images, wp_site, tenant)
+    finally:
+        gateway.kill()
+        images.close()
+        editors.__exit__(None, None, None)
+
+
+def new_article(job_id: str | None = None) -> dict:
+    article = copy.deepcopy(SAMPLE)
+    article["job_id"] = job_id or f"node-{uuid.uuid4().hex[:10]}"
+    return article
+
+
+def expected_refusal() -> str:
+    return "Validation failed: 1 problem(s) in the request body (/seo/keywords: unknown field)"
+
+
+def workflow_id() -> str:
+    return "pgwNode" + uuid.uuid4().hex[:9]
+
+
+# --------------------------------------------------------------------------- the package
+
+
+def test_package_builds_lints_and_packs_without_runtime_dependencies(tarball):
+    checked = lint()
+    assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-4000:]
+    listing = subprocess.run(
+        ["tar", "-xzOf", str(tarball), "package/package.json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    manifest = json.loads(listing.stdout)
+    assert "dependencies" not in manifest, manifest.get("dependencies")
+    assert manifest["version"] and manifest["author"]["name"] and manifest["homepage"]
+    assert "n8n-community-node-package" in manifest["keywords"]
+    files = subprocess.run(
+        ["tar", "-tzf", str(tarball)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for path in (*manifest["n8n"]["nodes"], *manifest["n8n"]["credentials"]):
+        assert f"package/{path}" in files
+    assert "package/dist/icons/gateway.svg" in files and "package/CHANGELOG.md" in files
+    assert (PACKAGE / "README.md").read_text("utf-8").count("npm install") >= 2
+
+
+# --------------------------------------------------------------------------- the node in n8n
+
+
+def test_publish_article_twice_makes_one_post_and_one_notification(stack):
+    article = new_article()
+    job_id, slots = article["job_id"], [i["slot"] for i in article["images"]]
+    flow = article_workflow(workflow_id(), [article])
+
+    first = stack.run(flow)
+    assert first.returncode == 0, first.describe()
+    (out,) = run_data(first.result, NODE)[0]
+    assert out["phase"] == "approval_pending" and out["post_id"], out
+    writes = [s["http_status"] for s in out["steps"] if s["step"] != "verify"]
+    assert writes == [201] * len(writes), out["steps"]
+
+    second = stack.run(flow)
+    assert second.returncode == 0, second.describe()
+    (again,) = run_data(second.result, NODE)[0]
+    assert again["post_id"] == out["post_id"] and again["resumed_from"] == "approval_pending"
+    assert all(s["http_status"] == 200 for s in again["steps"]), again["steps"]
+
+    assert stack.posts(job_id) == 1
+    assert stack.attachments(job_id, slots) == len(slots)
+    assert stack.told(job_id) == ["ready_for_approval"]
+    assert stack.gateway.requests_logged("PUT", f"/{job_id}/draft") == [201]
+
+
+def test_gateway_killed_mid_run_then_the_same_item_finishes_without_a_duplicate(stack):
+    article = new_article()
+    job_id = article["job_id"]
+    article["images"][0] = {**article["images"][0], "url": stack.images.url(f"{job_id}.png")}
+    del article["images"][0]["content_base64"]
+    slots = [i["slot"] for i in article["images"]]
+    flow = article_workflow(workflow_id(), [article])
+    stack.images.held[f"{job_id}.png"] = threading.Event()
+
+    runs = []
+    thread = threading.Thread(target=lambda: runs.append(stack.run(flow)))
+    thread.start()
+    wait_for(
+        lambda: f"{job_id}.png" in stack.images.requests,
+        120,
+        f"the gateway never fetched the image: {stack.gateway.log()}",
+    )
+    stack.gateway.kill()  # mid-run: the gateway is downloading the hero image
+    stack.images.held.pop(f"{job_id}.png").set()
+    thread.join(300)
+    (broken,) = runs
+    assert broken.returncode != 0, broken.describe()
+    assert "could not be reached" in (broken.stdout + broken.stderr), broken.describe()
+    assert stack.posts(job_id) == 0
+
+    stack.gateway.start()
+    finished = stack.run(flow)
+    assert finished.returncode == 0, finished.describe()
+    (out,) = run_data(finished.result, NODE)[0]
+    assert out["phase"] == "approval_pending", out
+    assert stack.posts(job_id) == 1
+    assert stack.attachments(job_id, slots) == len(slots)
+    assert stack.told(job_id) == ["ready_for_approval"]
+    assert stack.gateway.get(f"/v1/jobs/{job_id}")["status"] == "completed"
+
+
+def test_a_refused_item_is_a_readable_error_never_retried_and_others_go_on(stack):
+    refused, fine = new_article(), new_article()
+    refused["article"]["seo"] = {**refused["article"]["seo"], "keywords": ["not", "a", "field"]}
+    flow = article_workflow(workflow_id(), [refused, fine], on_error="continueRegularOutput")
+
+    done = stack.run(flow)
+    assert done.returncode == 0, done.describe()
+    first, second = run_data(done.result, NODE)[0]
+    assert first["error"] == expected_refusal(), first
+    assert first["http_status"] == "422", first
+    assert second["phase"] == "approval_pending", second
+    assert stack.gateway.requests_logged("PUT", f"/{refused['job_id']}/draft") == [422]
+    assert stack.posts(refused["job_id"]) == 0 and stack.posts(fine["job_id"]) == 1
+
+    stopped = stack.run(article_workflow(workflow_id(), [refused]))
+    assert stopped.returncode != 0
+    # n8n's own error text: the problem's title, detail and pointer, nothing else to decode
+    expected = expected_refusal()
+    assert f"Execution error:\n====================================\n{expected}" in (
+        stopped.stdout
+    ), stopped.describe()
+    assert stack.gateway.requests_logged("PUT", f"/{refused['job_id']}/draft") == [422, 422]
