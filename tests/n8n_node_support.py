@@ -295,3 +295,72 @@ def trigger_workflow(workflow_id: str, events: list[str]) -> dict:
         "connections": {},
         "settings": {"executionOrder": "v1"},
     }
+
+
+def agent_workflow(workflow_id: str, job_id: str, chat_model_url: str) -> dict:
+    """Manual trigger → a Set node giving the conversation's job → n8n's AI Agent, with n8n's
+    OpenAI chat model (chat completions, ``baseURL`` = ``chat_model_url``) and the node as its
+    tool ("Job: Get"). The tool's job id is the conversation's, from the workflow
+    (``$('Conversation')``), never a ``$fromAI`` parameter the model fills."""
+    conversation = _node(
+        "Conversation",
+        "n8n-nodes-base.set",
+        3.4,
+        200,
+        {"mode": "raw", "jsonOutput": json.dumps({"job_id": job_id}), "options": {}},
+    )
+    agent = _node(
+        "AI Agent",
+        "@n8n/n8n-nodes-langchain.agent",
+        2.2,
+        450,
+        {"promptType": "define", "text": "What is the state of this conversation's job?",
+         "options": {}},
+    )  # fmt: skip
+    model = _node(
+        "OpenAI Chat Model",
+        "@n8n/n8n-nodes-langchain.lmChatOpenAi",
+        1.2,
+        400,
+        {"model": {"__rl": True, "mode": "id", "value": "gpt-4.1-mini"},
+         "options": {"baseURL": chat_model_url}},
+        credentials={"openAiApi": {"id": "pgwNodeOpenAi001", "name": "OpenAI stand-in"}},
+    )  # fmt: skip
+    tool = _node(
+        "Publishing Gateway job",
+        TOOL_TYPE,
+        1,
+        550,
+        {"resource": "job", "operation": "get",
+         "jobId": "={{ $('Conversation').first().json.job_id }}"},
+        credentials=GATEWAY_CREDENTIALS,
+    )  # fmt: skip
+    link = {"main": [[{"node": "Conversation", "type": "main", "index": 0}]]}
+    return {
+        "id": workflow_id,
+        "name": f"agent test {workflow_id}",
+        "active": False,
+        "nodes": [_node("Start", "n8n-nodes-base.manualTrigger", 1, 0, {}), conversation,
+                  agent, model, tool],
+        "connections": {
+            "Start": link,
+            "Conversation": {"main": [[{"node": "AI Agent", "type": "main", "index": 0}]]},
+            "OpenAI Chat Model": {
+                "ai_languageModel": [[{"node": "AI Agent", "type": "ai_languageModel",
+                                       "index": 0}]]
+            },
+            "Publishing Gateway job": {
+                "ai_tool": [[{"node": "AI Agent", "type": "ai_tool", "index": 0}]]
+            },
+        },
+        "settings": {"executionOrder": "v1"},
+    }  # fmt: skip
+
+
+def openai_credential(api_key: str, base_url: str) -> dict:
+    return {
+        "id": "pgwNodeOpenAi001",
+        "name": "OpenAI stand-in",
+        "type": "openAiApi",
+        "data": {"apiKey": api_key, "url": base_url},
+    }

@@ -26,11 +26,13 @@ from pathlib import Path
 import pytest
 from n8n_node_support import PACKAGE
 from n8n_node_support import GatewayServer
+from n8n_node_support import agent_workflow
 from n8n_node_support import article_workflow
 from n8n_node_support import build
 from n8n_node_support import credential
 from n8n_node_support import install_into
 from n8n_node_support import lint
+from n8n_node_support import openai_credential
 from n8n_node_support import run_data
 from n8n_node_support import wait_for
 from n8n_support import INSTALL_SCRIPT
@@ -38,6 +40,8 @@ from n8n_support import N8n
 from n8n_support import Receiver
 from support import ROOT
 from support import admin_session
+
+from gateway_tools.openai_standin import OpenAIStandIn
 
 pytestmark = [pytest.mark.n8n, pytest.mark.wordpress]
 
@@ -171,7 +175,8 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     home = folder / "n8n"
     home.mkdir()
     install_into(home, tarball)  # the README's self-hosted install: ~/.n8n/nodes
-    n8n = N8n(binary, home)
+    # n8n 1.x offers community nodes to the AI Agent only with this setting (2.x by default)
+    n8n = N8n(binary, home, {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true"})
     n8n.import_credentials([credential(gateway.url, gateway.token)])
     try:
         yield Stack(version, n8n, gateway, editors, images, wp_site, tenant)
@@ -305,3 +310,19 @@ def test_a_refused_item_is_a_readable_error_never_retried_and_others_go_on(stack
         stopped.stdout
     ), stopped.describe()
     assert stack.gateway.requests_logged("PUT", f"/{refused['job_id']}/draft") == [422, 422]
+
+
+def test_the_node_as_an_ai_agent_tool_uses_the_conversations_job(stack):
+    article = new_article()
+    job_id = article["job_id"]
+    assert stack.run(article_workflow(workflow_id(), [article])).returncode == 0
+    with OpenAIStandIn() as model:
+        stack.n8n.import_credentials([openai_credential(model.api_key, model.base_url)])
+        done = stack.run(agent_workflow(workflow_id(), job_id, model.base_url))
+        assert done.returncode == 0, done.describe()
+        offered = model.chat_requests[0]["tools"]
+    (answer,) = run_data(done.result, "AI Agent")[0]
+    assert job_id in answer["output"] and "approval_pending" in answer["output"], answer
+    (tool,) = offered  # the one tool, whose arguments cannot name a job
+    assert "job_id" not in json.dumps(tool["function"].get("parameters", {})).lower(), tool
+    assert stack.gateway.requests_logged("GET", f"/v1/jobs/{job_id}") == [200, 200]
