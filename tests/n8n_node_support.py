@@ -277,26 +277,6 @@ def wait_for(check, seconds: float, message: str, interval: float = 0.3):
         time.sleep(interval)
 
 
-def trigger_workflow(workflow_id: str, events: list[str]) -> dict:
-    """The polling trigger alone (``n8n execute`` polls it once, in manual mode)."""
-    trigger = _node(
-        "Publishing Gateway Trigger",
-        TRIGGER_TYPE,
-        1,
-        0,
-        {"events": events},
-        credentials=GATEWAY_CREDENTIALS,
-    )
-    return {
-        "id": workflow_id,
-        "name": f"trigger test {workflow_id}",
-        "active": False,
-        "nodes": [trigger],
-        "connections": {},
-        "settings": {"executionOrder": "v1"},
-    }
-
-
 def agent_workflow(workflow_id: str, job_id: str, chat_model_url: str) -> dict:
     """Manual trigger → a Set node giving the conversation's job → n8n's AI Agent, with n8n's
     OpenAI chat model (chat completions, ``baseURL`` = ``chat_model_url``) and the node as its
@@ -363,4 +343,37 @@ def openai_credential(api_key: str, base_url: str) -> dict:
         "name": "OpenAI stand-in",
         "type": "openAiApi",
         "data": {"apiKey": api_key, "url": base_url},
+    }
+
+
+def trigger_workflow(workflow_id: str, events: list[str], forward_url: str) -> dict:
+    """The polling trigger (every minute; n8n also polls once when it activates the workflow)
+    → an HTTP Request node that POSTs each event to ``forward_url`` (the test's receiver)."""
+    trigger = _node(
+        "Publishing Gateway Trigger",
+        TRIGGER_TYPE,
+        1,
+        0,
+        {"pollTimes": {"item": [{"mode": "everyMinute"}]}, "events": events},
+        credentials=GATEWAY_CREDENTIALS,
+    )
+    forward = _node(
+        "Forward event",
+        "n8n-nodes-base.httpRequest",
+        4.2,
+        250,
+        {"method": "POST", "url": forward_url, "sendBody": True, "specifyBody": "json",
+         "jsonBody": "={{ JSON.stringify($json) }}", "options": {}},
+    )  # fmt: skip
+    return {
+        "id": workflow_id,
+        "name": f"trigger test {workflow_id}",
+        "active": False,
+        "nodes": [trigger, forward],
+        "connections": {
+            "Publishing Gateway Trigger": {
+                "main": [[{"node": "Forward event", "type": "main", "index": 0}]]
+            }
+        },
+        "settings": {"executionOrder": "v1"},
     }

@@ -15,6 +15,7 @@ import base64
 import copy
 import json
 import os
+import signal
 import subprocess
 import threading
 import uuid
@@ -24,6 +25,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import requests
 from n8n_node_support import PACKAGE
 from n8n_node_support import GatewayServer
 from n8n_node_support import agent_workflow
@@ -34,17 +36,20 @@ from n8n_node_support import install_into
 from n8n_node_support import lint
 from n8n_node_support import openai_credential
 from n8n_node_support import run_data
+from n8n_node_support import trigger_workflow
 from n8n_node_support import wait_for
 from n8n_support import INSTALL_SCRIPT
 from n8n_support import N8n
 from n8n_support import Receiver
 from support import ROOT
 from support import admin_session
+from support import free_port
 
 from gateway_tools.openai_standin import OpenAIStandIn
 
 pytestmark = [pytest.mark.n8n, pytest.mark.wordpress]
 
+NODE_WORKFLOWS = ROOT / "n8n_workflows" / "node"
 SAMPLE = json.loads((ROOT / "n8n_workflows" / "examples" / "article.json").read_text("utf-8"))
 VERSIONS = ("1.123.81", "2.8.4")
 NODE = "Publish article"
@@ -127,6 +132,7 @@ class Stack:
     n8n: N8n
     gateway: GatewayServer
     editors: Receiver
+    events: Receiver
     images: Images
     site: dict
     tenant: str
@@ -161,8 +167,9 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     binary = n8n_binary(version)
     folder = tmp_path_factory.mktemp(f"n8n-node-{version}")
     tenant = f"node-{uuid.uuid4().hex[:8]}"
-    editors, images = Receiver(), Images()
+    editors, events, images = Receiver(), Receiver(), Images()
     editors.__enter__()
+    events.__enter__()
     images_host = f"127.0.0.1:{images.server.server_port}"
     gateway = GatewayServer(
         folder,
@@ -179,11 +186,12 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     n8n = N8n(binary, home, {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true"})
     n8n.import_credentials([credential(gateway.url, gateway.token)])
     try:
-        yield Stack(version, n8n, gateway, editors, images, wp_site, tenant)
+        yield Stack(version, n8n, gateway, editors, events, images, wp_site, tenant)
     finally:
         gateway.kill()
         images.close()
         editors.__exit__(None, None, None)
+        events.__exit__(None, None, None)
 
 
 def new_article(job_id: str | None = None) -> dict:
@@ -326,3 +334,53 @@ def test_the_node_as_an_ai_agent_tool_uses_the_conversations_job(stack):
     (tool,) = offered  # the one tool, whose arguments cannot name a job
     assert "job_id" not in json.dumps(tool["function"].get("parameters", {})).lower(), tool
     assert stack.gateway.requests_logged("GET", f"/v1/jobs/{job_id}") == [200, 200]
+
+
+def test_n8n_start_serves_the_node_workflow_and_the_trigger_emits_once(stack):
+    """The README's run: the node version of the article pipeline imported and activated,
+    ``n8n start``, the sample article POSTed to its webhook; the polling trigger (activated
+    beside it) then emits the job's ``approval_pending`` event once."""
+    article = new_article()
+    job_id = article["job_id"]
+    pipeline = json.loads((NODE_WORKFLOWS / "article_pipeline.json").read_text("utf-8"))
+    flow = trigger_workflow(workflow_id(), ["approval_pending"], stack.events.url)
+    stack.n8n.import_workflows([pipeline, flow])
+    for wid in (pipeline["id"], flow["id"]):
+        activated = stack.n8n.run("update:workflow", f"--id={wid}", "--active=true")
+        assert activated.returncode == 0, activated.stdout + activated.stderr
+    port = free_port()
+    log = open(stack.n8n.folder / "n8n-start.log", "ab")
+    server = subprocess.Popen(
+        [str(stack.n8n.binary), "start"],
+        env=stack.n8n.env() | {"N8N_PORT": str(port)},
+        cwd=stack.n8n.folder,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/webhook/article-pipeline-node"
+    try:
+        answer = wait_for(lambda: _post(url, article), 180, "n8n start never served the webhook")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["phase"] == "approval_pending", answer.text
+        mine = wait_for(
+            lambda: [m for m in stack.events.messages if m.get("job_id") == job_id],
+            180,
+            "the trigger never emitted the job's approval_pending event",
+            interval=1,
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
+    assert [(m["event"], m["phase"]) for m in mine] == [("approval_pending", "approval_pending")]
+    assert {m["event"] for m in stack.events.messages} == {"approval_pending"}
+    assert stack.posts(job_id) == 1 and stack.told(job_id) == ["ready_for_approval"]
+
+
+def _post(url: str, body: dict):
+    try:
+        answer = requests.post(url, json=body, timeout=120)
+    except requests.RequestException:
+        return None
+    return answer if answer.status_code != 404 else None

@@ -192,6 +192,7 @@ export const properties: INodeProperties[] = [
 		type: 'string',
 		default: '={{ $json.job_id }}',
 		required: true,
+		displayOptions: { hide: { operation: ['list'] } },
 		description:
 			'From the item or the workflow (one job per item or per conversation), never from an AI model: it makes the operation keys',
 	},
@@ -206,6 +207,23 @@ export const properties: INodeProperties[] = [
 			'The article as JSON, shaped like the sample article of n8n_workflows/examples: task_version, site, article (title, content, excerpt, seo, featured_slot, ...) and images (slot; one of content_base64, URL or binary_property; filename, alt_text, title, caption)',
 	},
 	// ----------------------------------------------------------------- job
+	{
+		displayName: 'Phase',
+		name: 'phase',
+		type: 'string',
+		default: 'approval_pending',
+		displayOptions: show('job', ['list']),
+		description: 'One phase (approval_pending, published, ...); empty: any',
+	},
+	{
+		displayName: 'Statuses',
+		name: 'statuses',
+		type: 'string',
+		default: '',
+		placeholder: 'in_progress,unknown',
+		displayOptions: show('job', ['list']),
+		description: 'Comma-separated statuses; empty: any',
+	},
 	{
 		displayName: 'Site',
 		name: 'site',

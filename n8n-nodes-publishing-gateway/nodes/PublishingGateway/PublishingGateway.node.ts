@@ -44,9 +44,33 @@ async function mediaBody(context: IExecuteFunctions, i: number): Promise<IDataOb
 	return body;
 }
 
-async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObject> {
+async function listJobs(context: IExecuteFunctions, i: number): Promise<IDataObject[]> {
+	const qs: IDataObject = { limit: 500 };
+	const phase = context.getNodeParameter('phase', i, '') as string;
+	const statuses = context.getNodeParameter('statuses', i, '') as string;
+	if (phase) {
+		qs.phase = phase;
+	}
+	if (statuses) {
+		qs.status = statuses;
+	}
+	const jobs: IDataObject[] = [];
+	for (;;) {
+		const page = await gatewayRequest(context, 'GET', '/v1/jobs', undefined, qs);
+		jobs.push(...((page.jobs ?? []) as IDataObject[]));
+		if (page.next_after === null || page.next_after === undefined) {
+			return jobs;
+		}
+		qs.after = page.next_after;
+	}
+}
+
+async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObject | IDataObject[]> {
 	const resource = context.getNodeParameter('resource', i) as string;
 	const operation = context.getNodeParameter('operation', i) as string;
+	if (resource === 'job' && operation === 'list') {
+		return await listJobs(context, i);
+	}
 	const jobId = String(context.getNodeParameter('jobId', i) ?? '');
 	const call = (method: 'GET' | 'PUT' | 'POST', rest: string, body?: IDataObject) =>
 		gatewayRequest(context, method, jobPath(jobId, rest), body);
@@ -139,7 +163,9 @@ export class PublishingGateway implements INodeType {
 		for (let i = 0; i < items.length; i++) {
 			try {
 				const answer = await runOne(this, i);
-				returned.push({ json: answer, pairedItem: { item: i } });
+				for (const json of Array.isArray(answer) ? answer : [answer]) {
+					returned.push({ json, pairedItem: { item: i } });
+				}
 			} catch (error) {
 				const nodeError =
 					error instanceof NodeOperationError || error instanceof NodeApiError
