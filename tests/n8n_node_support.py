@@ -377,3 +377,26 @@ def trigger_workflow(workflow_id: str, events: list[str], forward_url: str) -> d
         },
         "settings": {"executionOrder": "v1"},
     }
+
+
+def package_descriptions() -> dict[str, dict]:
+    """Node type name -> ``{"versions", "properties"}`` of the built package's nodes, read
+    from ``dist/`` with Node.js, in
+    the shape of :func:`n8n_support.node_descriptions` (a polling trigger also takes n8n's
+    ``pollTimes``)."""
+    script = (
+        "const p=require('./package.json');const out={};"
+        "for(const f of p.n8n.nodes){const m=require('./'+f);"
+        "for(const k of Object.keys(m)){const d=new m[k]().description;"
+        "out[p.name+'.'+d.name]={versions:[].concat(d.version),"
+        "properties:d.properties.map(x=>x.name).concat(d.polling?['pollTimes']:[])};}}"
+        "console.log(JSON.stringify(out));"
+    )
+    done = _run(["node", "-e", script], PACKAGE)
+    found = {}
+    for name, description in json.loads(done.stdout).items():
+        found[name] = {
+            "versions": {float(v) for v in description["versions"]},
+            "properties": set(description["properties"]),
+        }
+    return found

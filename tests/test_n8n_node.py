@@ -35,12 +35,16 @@ from n8n_node_support import credential
 from n8n_node_support import install_into
 from n8n_node_support import lint
 from n8n_node_support import openai_credential
+from n8n_node_support import package_descriptions
 from n8n_node_support import run_data
 from n8n_node_support import trigger_workflow
 from n8n_node_support import wait_for
 from n8n_support import INSTALL_SCRIPT
 from n8n_support import N8n
 from n8n_support import Receiver
+from n8n_support import installed
+from n8n_support import node_descriptions
+from n8n_support import validate_offline
 from support import ROOT
 from support import admin_session
 from support import free_port
@@ -384,3 +388,34 @@ def _post(url: str, body: dict):
     except requests.RequestException:
         return None
     return answer if answer.status_code != 404 else None
+
+
+def test_the_node_workflows_use_only_what_n8n_and_the_package_have(tarball):
+    """The rebuilt workflows (``n8n_workflows/node/``): every node type, version and parameter
+    exists (n8n's own nodes and the built package's), every gateway call goes through the
+    package's nodes with the shipped credential, and the credential file holds placeholders."""
+    if not installed():
+        _fail_or_skip("n8n is not installed (scripts/install_n8n.sh)")
+    descriptions = {**node_descriptions(), **package_descriptions()}
+    shipped = json.loads(
+        (ROOT / "n8n_workflows" / "examples" / "node_credentials.json").read_text()
+    )
+    assert shipped == [
+        {
+            "id": "pgwNodeCredent01",
+            "name": "Publishing Gateway",
+            "type": "publishingGatewayApi",
+            "data": {"baseUrl": "<gateway url>", "token": "<token>"},
+        }
+    ]
+    for path in sorted(NODE_WORKFLOWS.glob("*.json")):
+        workflow = json.loads(path.read_text("utf-8"))
+        assert validate_offline(workflow, descriptions) == [], path.name
+        types = {n["type"] for n in workflow["nodes"]}
+        assert "n8n-nodes-base.httpRequest" not in types, path.name
+        for node in workflow["nodes"]:
+            if node["type"].startswith("n8n-nodes-publishing-gateway."):
+                assert node["credentials"] == {
+                    "publishingGatewayApi": {"id": "pgwNodeCredent01", "name": "Publishing Gateway"}
+                }
+                assert "$fromAI" not in json.dumps(node["parameters"])
