@@ -365,8 +365,12 @@ def test_n8n_start_serves_the_node_workflow_and_the_trigger_emits_once(stack):
     url = f"http://127.0.0.1:{port}/webhook/article-pipeline-node"
     try:
         answer = wait_for(lambda: _post(url, article), 180, "n8n start never served the webhook")
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["phase"] == "approval_pending", answer.text
+        assert answer.status_code == 200, (answer.text, answer.headers)
+        assert answer.text and answer.json()["phase"] == "approval_pending", (
+            answer.text,
+            answer.headers,
+            stack.gateway.log(),
+        )
         mine = wait_for(
             lambda: [m for m in stack.events.messages if m.get("job_id") == job_id],
             180,
@@ -383,11 +387,14 @@ def test_n8n_start_serves_the_node_workflow_and_the_trigger_emits_once(stack):
 
 
 def _post(url: str, body: dict):
+    """The webhook's answer, or None while n8n is starting: no answer, 404 (not registered
+    yet) or, seen once on n8n 2.8.4 right after start, a 200 with an empty body. Sending the
+    same article again is safe by design (a replay), and the test then counts one post."""
     try:
         answer = requests.post(url, json=body, timeout=120)
     except requests.RequestException:
         return None
-    return answer if answer.status_code != 404 else None
+    return answer if answer.status_code != 404 and answer.content else None
 
 
 def test_the_node_workflows_use_only_what_n8n_and_the_package_have(tarball):
