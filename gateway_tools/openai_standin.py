@@ -7,7 +7,10 @@ wire format of the installed ``openai`` SDK:
 * ``GET  /v1/agents/sessions/{id}/items?after=&limit=&order=`` - a cursor page of
   ``AgentSessionItem`` (``has_more``), so sessions with hundreds of items are paged;
 * ``POST /v1/agents/sessions/{id}/events`` - ``AgentSessionInputParam`` events, 202;
-  an ``Idempotency-Key`` seen before returns the first answer and records nothing new.
+  an ``Idempotency-Key`` seen before returns the first answer and records nothing new;
+* ``POST /v1/chat/completions`` - a scripted ``ChatCompletion`` (one call of the first offered
+  tool, then an answer quoting its result), for n8n's OpenAI chat model node in the AI Agent
+  test of the community node (``tests/test_n8n_node.py``).
 
 Every response body and every webhook event it emits is validated with the SDK's own pydantic
 models (``AgentSession``, ``AgentSessionItem``, the webhook event classes, ``agent.session.failed``
@@ -43,6 +46,8 @@ import requests
 from openai.types.beta import AgentSession
 from openai.types.beta import AgentSessionInputParam
 from openai.types.beta.agent_session_item import AgentSessionItem
+from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletionChunk
 from openai.types.webhooks import UnwrapWebhookEvent
 from pydantic import BaseModel
 from pydantic import ConfigDict
@@ -127,6 +132,7 @@ class OpenAIStandIn:
         self._sessions: dict[str, dict] = {}
         self._idempotent: dict[str, tuple[int, bytes]] = {}
         self.log: list[dict] = []  # every API request: method, path, idempotency key
+        self.chat_requests: list[dict] = []  # every chat completion request body, in order
         self._server = None
         self._thread = None
 
@@ -611,6 +617,8 @@ class OpenAIStandIn:
         if self.down:
             return _error(503, "service_unavailable", "The stand-in is down")
         parts = request.path.strip("/").split("/")
+        if parts == ["v1", "chat", "completions"] and request.method == "POST":
+            return self._chat(request.get_json(silent=True) or {})
         if parts[:3] != ["v1", "agents", "sessions"] or len(parts) < 4:
             return _error(404, "not_found", "unknown path")
         sid = parts[3]
@@ -670,6 +678,67 @@ class OpenAIStandIn:
             session["_events"].append(event)
         self._validate_session(session["id"])
         return Response(b"", status=202)
+
+    # ----------------------------------------------------------------- chat completions
+
+    def _chat(self, body: dict) -> Response:
+        """``POST /v1/chat/completions``, scripted, never a model: while the conversation has no
+        tool result yet and tools are offered, one call of the first offered tool with ``{}``
+        (the tool's fixed parameters come from the workflow, not from the model); after a tool
+        result, a final answer quoting its first 300 characters. Answers are
+        ``ChatCompletion`` objects (``ChatCompletionChunk`` events when ``stream`` is true)."""
+        with self._lock:
+            self.chat_requests.append(body)
+        messages = body.get("messages") or []
+        tools = body.get("tools") or []
+        answered = [m for m in messages if m.get("role") == "tool"]
+        message: dict = {"role": "assistant", "content": None}
+        if tools and not answered:
+            name = tools[0]["function"]["name"]
+            message["tool_calls"] = [
+                {
+                    "id": self._new_id("call"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": "{}"},
+                }
+            ]
+            finish = "tool_calls"
+        else:
+            result = str(answered[-1].get("content", ""))[:300] if answered else "no tool"
+            message["content"] = f"The tool answered: {result}"
+            finish = "stop"
+        completion = ChatCompletion.model_validate(
+            {
+                "id": self._new_id("chatcmpl"),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "gpt-4.1-mini"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+        )
+        if not body.get("stream"):
+            return _json(_dump(completion))
+        return _chat_stream(completion, message, finish)
+
+
+def _chat_stream(completion, message: dict, finish: str) -> Response:
+    """The completion as server-sent ``ChatCompletionChunk`` events, then ``[DONE]``."""
+    delta = dict(message)
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
+    base = {"id": completion.id, "object": "chat.completion.chunk", "created": completion.created,
+            "model": completion.model}  # fmt: skip
+    chunks = [
+        ChatCompletionChunk.model_validate(
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        ),
+        ChatCompletionChunk.model_validate(
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+        ),
+    ]
+    lines = [f"data: {json.dumps(_dump(chunk))}\n\n" for chunk in chunks]
+    return Response("".join(lines) + "data: [DONE]\n\n", mimetype="text/event-stream")
 
 
 def _json(body: dict) -> Response:

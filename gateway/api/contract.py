@@ -134,6 +134,13 @@ JOB_QUERY = {
         "description": "the previous page's next_after",
     },
 }
+CHANGES_QUERY = {
+    "cursor": {
+        "type": "string",
+        "description": "the previous answer's next_cursor (absent: from the first job)",
+    },
+    "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
+}
 READ_BACK = (
     "not-found",
     "foreign-object",
@@ -148,6 +155,9 @@ OPERATIONS: dict[str, Contract] = {
     "GET /metrics": Contract(media_type="text/plain", problems=("unauthenticated",)),
     "GET /openapi.json": Contract(returns="OpenAPI"),
     "GET /v1/jobs": Contract(returns="JobList", query=JOB_QUERY, problems=("validation-failed",)),
+    "GET /v1/job-changes": Contract(
+        returns="JobChanges", query=CHANGES_QUERY, problems=("validation-failed",)
+    ),
     "PUT /v1/jobs/{job_id}": Contract(
         body="job",
         ok=(200, 201),

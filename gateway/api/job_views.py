@@ -1,12 +1,21 @@
 """The job as the HTTP API shows it (``GET /v1/jobs/{job_id}``, ``PUT /v1/jobs/{job_id}``,
-``GET /v1/jobs``): identity, phase, derived status, and its ledger rows and open review items.
-Shapes: docs/api.md, "Jobs"."""
+``GET /v1/jobs``, ``GET /v1/job-changes``): identity, phase, derived status, and its ledger
+rows and open review items. Shapes: docs/api.md, "Jobs"."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
+from peewee import fn
+
+from gateway.core import exceptions as exc
+from gateway.core.validation import MAX_DB_INT
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Review
 
 
 def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
@@ -70,3 +79,97 @@ def list_jobs(
         last_id is not None and Job.select().where(Job.tenant == tenant, Job.id > last_id).exists()
     )
     return {"jobs": found, "next_after": last_id if len(found) >= limit and more else None}
+
+
+# The changes feed (GET /v1/job-changes): what a poller (the n8n trigger node) needs to see
+# "approval pending", "published" and "needs attention" without paging every job each time.
+ATTENTION = frozenset(("failed", "unknown", "needs_review"))
+CURSOR = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})$")
+
+
+def parse_cursor(cursor: str | None) -> tuple[dt.datetime, int] | None:
+    """``"{changed_at}~{id}"`` (the feed's ``next_cursor``) as ``(naive UTC, job row id)``.
+
+    Raises:
+        ValidationFailed: not a cursor this feed gave out (pointer ``/cursor``).
+    """
+    if not cursor:
+        return None
+    match = CURSOR.fullmatch(cursor)
+    if match is None or int(match.group(2)) > MAX_DB_INT:
+        raise exc.ValidationFailed(
+            "invalid query",
+            errors=[{"pointer": "/cursor", "message": "not a next_cursor of this feed"}],
+        )
+    return dt.datetime.fromisoformat(match.group(1)), int(match.group(2))
+
+
+def _format_cursor(changed_at: dt.datetime, row_id: int) -> str:
+    return f"{changed_at.strftime('%Y-%m-%dT%H:%M:%S.%f')}~{row_id}"
+
+
+def _changed_since(tenant: str, since: dt.datetime | None) -> dict[str, dt.datetime]:
+    """job_id -> the latest change stamp (job row, ledger row or review item) at or after
+    ``since``; every job of the tenant when ``since`` is None."""
+    stamps: dict[str, dt.datetime] = {}
+    sources = (
+        (Job, Job.updated_at),
+        (Operation, Operation.updated_at),
+        (Review, Review.created_at),
+        (Review, Review.resolved_at),
+    )
+    for model, column in sources:
+        query = model.select(model.job_id, fn.MAX(column).alias("stamp")).where(
+            model.tenant == tenant, column.is_null(False)
+        )
+        if since is not None:
+            query = query.where(column >= since)
+        for row in query.group_by(model.job_id).namedtuples():
+            stamp = _as_datetime(row.stamp)
+            if row.job_id not in stamps or stamp > stamps[row.job_id]:
+                stamps[row.job_id] = stamp
+    return stamps
+
+
+def _as_datetime(value) -> dt.datetime:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def list_changes(tenant: str, cursor: str | None, limit: int) -> dict:
+    """Jobs of ``tenant`` changed after ``cursor``, oldest change first, each with the events
+    a poller triggers on: ``approval_pending`` and ``published`` (the job's phase) and
+    ``needs_attention`` (status ``failed``, ``unknown`` or ``needs_review``).
+
+    A change is the job row, any of its ledger rows or a review item being written; a job
+    appears once, at its latest change. Returns ``{"changes": [...], "next_cursor": str}``:
+    pass ``next_cursor`` as ``cursor`` next time (it is the request's cursor when nothing
+    changed). Raises ValidationFailed for a cursor this feed did not give out.
+    """
+    after = parse_cursor(cursor)
+    stamps = _changed_since(tenant, after[0] if after else None)
+    jobs_by_id = {
+        job.job_id: job
+        for job in Job.select().where(Job.tenant == tenant, Job.job_id.in_(list(stamps)))
+    }
+    ordered = sorted(
+        ((stamps[job_id], job.id, job) for job_id, job in jobs_by_id.items()),
+        key=lambda entry: entry[:2],
+    )
+    if after is not None:
+        ordered = [entry for entry in ordered if entry[:2] > after]
+    changes = []
+    for changed_at, _row_id, job in ordered[:limit]:
+        view = job_view(job, with_rows=False)
+        events = [view["phase"]] if view["phase"] in ("approval_pending", "published") else []
+        if view["status"] in ATTENTION:
+            events.append("needs_attention")
+        changes.append(
+            {
+                **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
+                "changed_at": db.rfc3339(changed_at),
+                "events": events,
+            }
+        )
+    last = ordered[:limit][-1] if ordered[:limit] else None
+    next_cursor = _format_cursor(last[0], last[1]) if last else cursor
+    return {"changes": changes, "next_cursor": next_cursor or None}

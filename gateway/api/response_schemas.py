@@ -251,6 +251,18 @@ SCHEMAS: dict[str, dict] = {
         ),
         next_after=NINT,
     ),
+    "JobChanges": obj(
+        ("changes", "next_cursor"),
+        changes=arr(
+            obj(
+                ("job_id", "status", "phase", "task_version", "post_id", "changed_at", "events"),
+                **{k: JOB[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
+                changed_at=TIME,
+                events=arr({"enum": ["approval_pending", "published", "needs_attention"]}),
+            )
+        ),
+        next_cursor=NSTR,
+    ),
     "Media": obj(
         (*OUTCOME, "media_id", "source_url", "mime_type"),
         **OUTCOME,

@@ -1,0 +1,190 @@
+import type {
+	IDataObject,
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeType,
+	INodeTypeDescription,
+} from 'n8n-workflow';
+import { NodeApiError, NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
+
+import { publishArticle } from './Article';
+import { properties } from './Descriptions';
+import { gatewayRequest, jobPath, toNodeError } from './GatewayClient';
+
+function jsonParameter(context: IExecuteFunctions, name: string, itemIndex: number): IDataObject {
+	const value = context.getNodeParameter(name, itemIndex) as unknown;
+	if (typeof value === 'string') {
+		try {
+			return JSON.parse(value) as IDataObject;
+		} catch {
+			throw new NodeOperationError(context.getNode(), `${name} is not valid JSON`, { itemIndex });
+		}
+	}
+	if (!value || typeof value !== 'object' || Array.isArray(value)) {
+		throw new NodeOperationError(context.getNode(), `${name} must be a JSON object`, { itemIndex });
+	}
+	return value as IDataObject;
+}
+
+async function mediaBody(context: IExecuteFunctions, i: number): Promise<IDataObject> {
+	const fields = context.getNodeParameter('mediaFields', i, {}) as IDataObject;
+	const body: IDataObject = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== ''));
+	const source = context.getNodeParameter('source', i) as string;
+	if (source === 'url') {
+		body.source_url = context.getNodeParameter('sourceUrl', i) as string;
+	} else if (source === 'base64') {
+		body.content_base64 = context.getNodeParameter('contentBase64', i) as string;
+	} else {
+		const property = context.getNodeParameter('binaryPropertyName', i) as string;
+		const binary = context.helpers.assertBinaryData(i, property);
+		const buffer = await context.helpers.getBinaryDataBuffer(i, property);
+		body.content_base64 = buffer.toString('base64');
+		body.filename = body.filename ?? binary.fileName;
+	}
+	return body;
+}
+
+async function listJobs(context: IExecuteFunctions, i: number): Promise<IDataObject[]> {
+	const qs: IDataObject = { limit: 500 };
+	const phase = context.getNodeParameter('phase', i, '') as string;
+	const statuses = context.getNodeParameter('statuses', i, '') as string;
+	if (phase) {
+		qs.phase = phase;
+	}
+	if (statuses) {
+		qs.status = statuses;
+	}
+	const jobs: IDataObject[] = [];
+	for (;;) {
+		const page = await gatewayRequest(context, 'GET', '/v1/jobs', undefined, qs);
+		jobs.push(...((page.jobs ?? []) as IDataObject[]));
+		if (page.next_after === null || page.next_after === undefined) {
+			return jobs;
+		}
+		qs.after = page.next_after;
+	}
+}
+
+async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObject | IDataObject[]> {
+	const resource = context.getNodeParameter('resource', i) as string;
+	const operation = context.getNodeParameter('operation', i) as string;
+	if (resource === 'job' && operation === 'list') {
+		return await listJobs(context, i);
+	}
+	const jobId = String(context.getNodeParameter('jobId', i) ?? '');
+	const call = (method: 'GET' | 'PUT' | 'POST', rest: string, body?: IDataObject) =>
+		gatewayRequest(context, method, jobPath(jobId, rest), body);
+	switch (`${resource}:${operation}`) {
+		case 'article:publishArticle':
+			return await publishArticle(context, i, jobId, jsonParameter(context, 'article', i));
+		case 'job:put':
+			return await call('PUT', '', {
+				site: context.getNodeParameter('site', i) as string,
+				task_version: context.getNodeParameter('taskVersion', i) as number,
+			});
+		case 'job:get':
+			return await call('GET', '');
+		case 'job:cancel':
+			return await call('POST', '/cancel', {
+				reason: context.getNodeParameter('reason', i) as string,
+			});
+		case 'job:recover':
+			return await call('POST', '/recover', {});
+		case 'job:resume':
+			return await call('POST', '/resume', {});
+		case 'media:upload': {
+			const slot = context.getNodeParameter('slot', i) as string;
+			return await call('PUT', `/media/${encodeURIComponent(slot)}`, await mediaBody(context, i));
+		}
+		case 'draft:put':
+			return await call('PUT', '/draft', jsonParameter(context, 'draft', i));
+		case 'draft:verify':
+			return await call('GET', '/verification');
+		case 'block:put': {
+			const name = context.getNodeParameter('blockName', i) as string;
+			return await call('PUT', `/blocks/${encodeURIComponent(name)}`, {
+				html: context.getNodeParameter('html', i) as string,
+			});
+		}
+		case 'approval:request':
+			return await call('POST', '/approval-requests', {});
+		case 'publish:publishApproved':
+			return await call('POST', '/publish', {});
+		case 'notification:send': {
+			const event = context.getNodeParameter('event', i) as string;
+			const body: IDataObject = { event };
+			if (event === 'needs_attention') {
+				body.reason = context.getNodeParameter('notificationReason', i) as string;
+			}
+			return await call('POST', '/notifications', body);
+		}
+		default:
+			throw new NodeOperationError(
+				context.getNode(),
+				`unknown operation ${resource}:${operation}`,
+				{
+					itemIndex: i,
+				},
+			);
+	}
+}
+
+/**
+ * The Publishing Gateway as one n8n node: every call goes through the gateway, which holds the
+ * WordPress credentials, deduplicates by operation key, reconciles unknown outcomes and reads
+ * drafts back. There is no approve operation: editors approve on the gateway's review page, and
+ * Publish publishes only what they approved (so an AI Agent using the node as a tool cannot
+ * publish on its own).
+ */
+export class PublishingGateway implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Publishing Gateway',
+		name: 'publishingGateway',
+		icon: {
+			light: 'file:../../icons/gateway.svg',
+			dark: 'file:../../icons/gateway.dark.svg',
+		},
+		group: ['output'],
+		version: 1,
+		subtitle: '={{ $parameter["operation"] + ": " + $parameter["resource"] }}',
+		description:
+			'Exactly-once WordPress drafts, media and approval-gated publishing through the Publishing Gateway',
+		defaults: { name: 'Publishing Gateway' },
+		usableAsTool: true,
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main],
+		credentials: [{ name: 'publishingGatewayApi', required: true }],
+		properties,
+	};
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		const items = this.getInputData();
+		const returned: INodeExecutionData[] = [];
+		for (let i = 0; i < items.length; i++) {
+			try {
+				const answer = await runOne(this, i);
+				for (const json of Array.isArray(answer) ? answer : [answer]) {
+					returned.push({ json, pairedItem: { item: i } });
+				}
+			} catch (error) {
+				const nodeError =
+					error instanceof NodeOperationError || error instanceof NodeApiError
+						? error
+						: toNodeError(this, error, i);
+				if (this.continueOnFail()) {
+					returned.push({
+						json: {
+							error: nodeError.message,
+							description: nodeError.description ?? null,
+							http_status: (nodeError as { httpCode?: string | null }).httpCode ?? null,
+						},
+						pairedItem: { item: i },
+					});
+					continue;
+				}
+				throw nodeError;
+			}
+		}
+		return [returned];
+	}
+}
