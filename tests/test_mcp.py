@@ -282,12 +282,10 @@ def test_a_killed_mcp_process_loses_nothing_and_its_request_key_returns_the_firs
             assert slug(problem_of(other)) == "request-key-reused"
 
     anyio.run(start)
-    # The WordPress write is held 6 s so that the row is seen SENT even on a loaded machine
-    # (each look at the row is a gateway request of its own).
-    gw_proxy.add_fault(Fault(kind="delay", seconds=6.0, method="POST", path=POSTS, times=1))
+    gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=POSTS, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "draft", put_draft)
     updates = r"^/wp-json/wp/v2/posts/\d+"
-    gw_proxy.add_fault(Fault(kind="delay", seconds=6.0, method="POST", path=updates, times=1))
+    gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=updates, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "block", keyed_block)
     posts = gw_proxy.count(method="POST", path=POSTS, forwarded=True)
     anyio.run(then)
