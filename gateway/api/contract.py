@@ -59,6 +59,7 @@ EXTENSIONS = (
     "transport",
     "unfixable",
     "fixes",
+    "share",
 )
 
 HEADERS = {
@@ -316,7 +317,7 @@ OPERATIONS: dict[str, Contract] = {
         media_type="image/*", ok=(200, 303), pages=(404,)
     ),
     "POST /review/login": Contract(
-        media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403)
+        media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403, 429)
     ),
     "POST /review/logout": Contract(media_type=PAGE, ok=(303,), form=(), pages=(400,)),
     "POST /review/reviews/{review_id}/resolve": Contract(
