@@ -19,6 +19,7 @@ import logging
 
 from flask import Blueprint
 from flask import Response
+from flask import current_app
 from flask import flash
 from flask import g
 from flask import make_response
@@ -178,7 +179,8 @@ def login():
 def _unknown_token():
     """A sign-in with an unknown or revoked token: 401, or 429 once the client address is
     past ``GATEWAY_UNAUTHENTICATED_RATE``; counted in the metrics, nothing in the ledger."""
-    retry = address_limits.count_refusal(config(), request.remote_addr)
+    limiter = current_app.extensions[address_limits.EXTENSION]
+    retry = limiter.count_refusal(config(), request.remote_addr)
     metrics.count_unauthenticated("limited" if retry else "refused")
     log.warning("review page: sign-in refused (unknown token)")
     if retry:

@@ -8,6 +8,7 @@ import logging
 import time
 
 from flask import Flask
+from flask import current_app
 from flask import g
 from flask import request
 from peewee import DatabaseError
@@ -41,6 +42,7 @@ from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
 
 log = logging.getLogger(__name__)
+ADDRESS_LIMITS = address_limits.EXTENSION
 request_log = logging.getLogger("gateway.http")
 
 
@@ -64,7 +66,7 @@ def _authenticate():
 def refuse_unauthenticated() -> exc.GatewayError:
     """The answer to a call without a valid token: 401, or 429 once its client address is
     past ``GATEWAY_UNAUTHENTICATED_RATE``. Counted in the metrics, never in the ledger."""
-    retry = address_limits.count_refusal(config(), request.remote_addr)
+    retry = current_app.extensions[ADDRESS_LIMITS].count_refusal(config(), request.remote_addr)
     metrics.count_unauthenticated("limited" if retry else "refused")
     log.warning("unauthenticated call %s %s", request.method, request.path)
     if retry:
@@ -144,6 +146,7 @@ class LedgerIdConverter(IntegerConverter):
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
     app.url_map.converters["int"] = LedgerIdConverter
+    app.extensions[ADDRESS_LIMITS] = address_limits.AddressLimiter()
 
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)

@@ -183,7 +183,8 @@ def check_storable(document) -> None:
     member names included, wherever it is nested.
 
     Raises:
-        ValidationFailed (422): one error per string, with its JSON pointer.
+        ValidationFailed (422): one error per string, with its JSON pointer (a surrogate in
+            a member name is written U+FFFD there: the answer itself must be UTF-8).
     """
     found: list[str] = []
     stack = [(document, [])]
@@ -203,7 +204,10 @@ def check_storable(document) -> None:
         message = "a lone UTF-16 surrogate (U+D800-U+DFFF) is not text and cannot be stored"
         raise exc.ValidationFailed(
             f"{len(found)} field(s) hold text that cannot be stored: {message}",
-            errors=[{"pointer": p, "message": message} for p in sorted(found)],
+            errors=[
+                {"pointer": LONE_SURROGATE.sub("\ufffd", p), "message": message}
+                for p in sorted(found)
+            ],
         )
 
 

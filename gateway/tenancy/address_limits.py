@@ -22,28 +22,33 @@ from limits.strategies import FixedWindowRateLimiter
 from gateway.core.config import Config
 
 NAMESPACE = "unauthenticated"
-_lock = threading.Lock()
-_limiter: FixedWindowRateLimiter | None = None
+EXTENSION = "gateway_address_limits"  # where an app keeps its AddressLimiter (app.extensions)
 
 
-def _the_limiter() -> FixedWindowRateLimiter:
-    global _limiter
-    with _lock:
-        if _limiter is None:
-            _limiter = FixedWindowRateLimiter(MemoryStorage())
-        return _limiter
+class AddressLimiter:
+    """One app's counts of calls without a valid token, per client address (each app its
+    own, made by the API's ``init_app``: tests that build many apps do not share counts)."""
 
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._limiter: FixedWindowRateLimiter | None = None
 
-def count_refusal(config: Config, address: str | None) -> int | None:
-    """Count one call without a valid token from ``address``. Returns None while the address
-    is within ``unauthenticated_rate``, else the seconds until its window ends (the
-    ``Retry-After`` of the 429)."""
-    if config.unauthenticated_rate is None:
-        return None
-    calls, seconds = config.unauthenticated_rate
-    item = RateLimitItemPerSecond(calls, seconds)
-    limiter, who = _the_limiter(), address or "unknown"
-    if limiter.hit(item, NAMESPACE, who):
-        return None
-    reset = limiter.get_window_stats(item, NAMESPACE, who).reset_time
-    return max(1, math.ceil(reset - time.time()))
+    def _the_limiter(self) -> FixedWindowRateLimiter:
+        with self._lock:
+            if self._limiter is None:  # its storage's timer thread starts after the fork
+                self._limiter = FixedWindowRateLimiter(MemoryStorage())
+            return self._limiter
+
+    def count_refusal(self, config: Config, address: str | None) -> int | None:
+        """Count one call without a valid token from ``address``. Returns None while the
+        address is within ``unauthenticated_rate``, else the seconds until its window ends
+        (the ``Retry-After`` of the 429)."""
+        if config.unauthenticated_rate is None:
+            return None
+        calls, seconds = config.unauthenticated_rate
+        item = RateLimitItemPerSecond(calls, seconds)
+        limiter, who = self._the_limiter(), address or "unknown"
+        if limiter.hit(item, NAMESPACE, who):
+            return None
+        reset = limiter.get_window_stats(item, NAMESPACE, who).reset_time
+        return max(1, math.ceil(reset - time.time()))
