@@ -4,7 +4,8 @@ headers. :mod:`gateway.api.openapi` joins this with the URL map into the OpenAPI
 missing here, or an entry whose route is gone, fails the tests (``tests/test_openapi.py``).
 
 Problems every route of a kind can answer are added by the builder, not listed here: all routes
-``ledger-unavailable``; ``/v1`` routes ``unauthenticated`` and ``forbidden``; a JSON body
+``ledger-unavailable``; ``/v1`` routes ``unauthenticated``, ``unauthenticated-rate-limited``,
+``forbidden``, ``rate-limited`` and ``tenant-busy``; a JSON body
 ``invalid-json``, ``payload-too-large`` and ``validation-failed``; a ``{job_id}`` route
 ``job-not-found``; fenced writes (:data:`FENCED`) and ledger operations (:data:`LEDGER`) theirs.
 """
@@ -165,6 +166,7 @@ OPERATIONS: dict[str, Contract] = {
         problems=(
             "unsupported-media-type",
             "image-unreadable",
+            "image-too-large",
             "media-url-refused",
             "media-download-failed",
             "transport-limit",
