@@ -45,7 +45,7 @@ GOAL_SECONDS = 2.0  # acme's slowest call while rival's hang (the issue's goal)
 
 
 class Drip(ThreadingHTTPServer):
-    """Answers every GET or POST with ``200`` and a 1,000-byte body, one byte a second: a
+    """Answers every GET or POST with ``200`` and a 30-byte body, one byte a second: a
     socket timeout restarts with every byte, so only a deadline ends such an exchange. Counts
     requests."""
 
@@ -63,10 +63,10 @@ class Drip(ThreadingHTTPServer):
                 self.rfile.read(length)
                 self.send_response(200)
                 self.send_header("Content-Type", "image/png")
-                self.send_header("Content-Length", "1000")
+                self.send_header("Content-Length", "30")
                 self.end_headers()
                 try:
-                    for _ in range(1000):
+                    for _ in range(30):
                         self.wfile.write(b"\x89")
                         self.wfile.flush()
                         if server.stop.wait(1):
