@@ -1,2 +1,3 @@
 """Tenants and their sites: WordPress sites with their credentials, API tokens and
-editor sessions, and the per-site concurrency slot."""
+editor sessions, the per-site concurrency slot, the per-token rate, and what no tenant may
+exceed in one worker (the fair shares, the per-address limit of calls without a token)."""
