@@ -288,3 +288,24 @@ def test_a_release_0_1_0_ledger_migrates_and_takes_a_notification_url(tmp_path):
     assert json.loads(done.stdout) == {"tenant": "acme", "url": "http://127.0.0.1:9/n"}
     counts = json.loads(cli("reconcile").stdout)
     assert counts["notifications"] == {"delivered": 0, "pending": 0, "attention_decided": 0}
+
+
+def test_the_address_guard_runs_again_at_send_time_and_errors_name_no_path(offline_gw):
+    """Issue 29: a notification URL passes the address guard when it is set and again at
+    every send (the connection pinned to the address checked). Set while its loopback
+    ``host:port`` was listed, it is refused once the allow-list no longer names it: nothing is
+    sent, and ``last_error`` names the origin only (a chat webhook's path is its secret)."""
+    gw = offline_gw
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    with Receiver() as editors:
+        receive_at(gw, editors)
+        gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(
+            notification_url_allow_hosts=frozenset()
+        )
+        assert notify(gw, job_id, "needs_attention", "stuck").status_code == 201
+        assert deliver(gw) == {"delivered": 0, "pending": 1}
+        assert editors.messages == []
+        listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
+        error = listed.get_json()["notifications"][0]["last_error"]
+        assert "127.0.0.1 is not a public address" in error and "/editors" not in error

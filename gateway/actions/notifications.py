@@ -37,6 +37,7 @@ import json
 import logging
 import threading
 import time
+from urllib.parse import urlsplit
 
 from peewee import IntegrityError
 
@@ -226,7 +227,7 @@ def _send(config: Config, row: Notification) -> str | None:
     try:
         where = check_url(config, url)
     except exc.ValidationFailed as refusal:
-        return refusal.detail
+        return f"{_origin(url)} is refused: {refusal.extensions['errors'][0]['message']}"
     body = json.dumps(row.payload, ensure_ascii=False).encode()
     headers = {"Content-Type": "application/json", "Idempotency-Key": row.key}
     deadline = time.monotonic() + config.notification_timeout
@@ -235,12 +236,22 @@ def _send(config: Config, row: Notification) -> str | None:
             where, "POST", deadline, config.notification_max_bytes, headers, body
         )
     except egress.TooLarge:
-        return f"{url} answered with more than {config.notification_max_bytes} bytes"
+        return f"{_origin(url)} answered with more than {config.notification_max_bytes} bytes"
     except egress.Failed as failure:
-        return f"{url} could not be reached within {config.notification_timeout:g} s: {failure}"
+        return (
+            f"{_origin(url)} could not be reached within {config.notification_timeout:g} s: "
+            f"{failure}"
+        )
     if not 200 <= answer.status < 300:
-        return f"{url} answered HTTP {answer.status}"
+        return f"{_origin(url)} answered HTTP {answer.status}"
     return None
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``: what errors and logs name (the path of a chat
+    webhook URL is often its secret)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
 
 
 def notify(job: Job, event: str, reason: str | None = None) -> tuple[Notification, bool]:
