@@ -277,6 +277,9 @@ class Gateway:
             "GATEWAY_DATABASE_URL": self.db_url,
             "GATEWAY_SECRET_KEY": self.secret,
             "GATEWAY_WP_TIMEOUT": "30",
+            # one tenant at full concurrency: its fair shares would refuse half of it (429)
+            "GATEWAY_TENANT_REQUESTS": "0",
+            "GATEWAY_TENANT_SITE_CALLS": "0",
             **(env or {}),
         }
         self.workers = workers

@@ -311,7 +311,7 @@ def notifications_set_url(tenant, url):
 
     known_tenant(tenant)
     with database.connection_context():
-        row = notifications.set_url(tenant, url)
+        row = notifications.set_url(_config(), tenant, url)  # 2: refused by the address guard
     click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
 
 

@@ -5,7 +5,11 @@ worker timeout stays above ``GATEWAY_WP_TIMEOUT`` so that gunicorn never kills a
 still waiting for WordPress (which would leave a SENT row for reconciliation). One background
 reconciliation sweep runs in the master process for the whole server, not one per worker, and
 so does one agent worker (``gateway worker``, a child process) when ``GATEWAY_OPENAI_API_KEY`` is
-set.
+set. Each worker also runs one notification delivery thread
+(:func:`gateway.actions.notifications.deliver_forever`, started by ``post_worker_init``), so
+no API request ever waits for a tenant's receiver. ``GATEWAY_WORKER_THREADS`` tells each worker
+its thread count, from which the per-tenant request share is set
+(:mod:`gateway.tenancy.tenant_shares`).
 
 Logs: one line per request and per WordPress call (:mod:`gateway.core.logs`), JSON by default,
 gunicorn's own lines in the same format; gunicorn's access log is off because the gateway's
@@ -55,6 +59,7 @@ class GatewayServer(BaseApplication):
             self.cfg.set(key, value)
         self.cfg.set("when_ready", self._when_ready)
         self.cfg.set("on_exit", self._on_exit)
+        self.cfg.set("post_worker_init", _start_delivery)
 
     def _on_exit(self, _server):
         self._stop.set()
@@ -83,6 +88,21 @@ class GatewayServer(BaseApplication):
         from gateway.app import create_app
 
         return create_app()
+
+
+def _start_delivery(worker) -> None:
+    """gunicorn's ``post_worker_init``: the worker's notification delivery thread, on the
+    worker's own configuration (a daemon: it ends with the worker; a delivery cut short is
+    resent with the same ``Idempotency-Key`` once its claim expires)."""
+    from gateway.actions import notifications
+
+    config = worker.wsgi.config["GATEWAY"]
+    threading.Thread(
+        target=notifications.deliver_forever,
+        args=(config, threading.Event()),
+        name="gateway-notifications",
+        daemon=True,
+    ).start()
 
 
 def sweep_forever(interval: float, stop: threading.Event) -> None:
@@ -166,4 +186,5 @@ def run(
         # servers on one host would fight over its path.
         options["control_socket_disable"] = True
     agent = agent_worker and bool(cfg.openai_api_key)
+    os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
     GatewayServer(options, sweep_interval, agent, metrics_directory()).run()

@@ -407,3 +407,16 @@ class GatewayServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def metric_value(text: str, sample: str, **labels: str) -> float:
+    """The value of ``sample`` (e.g. ``gateway_unauthenticated_calls_total``) with exactly
+    ``labels`` in a Prometheus exposition ``text`` (0.0 when absent). In-process counters
+    live as long as the test process: compare values before and after, not absolutes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == sample and found.labels == labels:
+                return found.value
+    return 0.0

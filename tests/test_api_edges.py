@@ -5,6 +5,7 @@ show up as a 503 instead of the expected answer."""
 from __future__ import annotations
 
 from support import draft_body
+from support import metric_value
 from support import new_job_id
 from support import problem_slug
 
@@ -124,15 +125,20 @@ def test_draft_for_unknown_job_is_404(offline_gw):
 def test_metrics_expose_ledger_figures_without_credentials(offline_gw):
     job_id = new_job_id()
     assert offline_gw.put_job(job_id).status_code == 201
+    refused = "gateway_unauthenticated_calls_total"
+    scrape = offline_gw.client.get("/metrics").get_data(as_text=True)
+    before = metric_value(scrape, refused, answer="refused")
     offline_gw.client.get("/v1/jobs", headers={"Authorization": "Bearer wrong"})
     answer = offline_gw.client.get("/metrics")
     assert answer.status_code == 200
     text = answer.get_data(as_text=True)
-    assert "gateway_unauthorized_calls_total 1.0" in text
+    # a 401 is counted in the metrics, not in the ledger (issue 29)
+    assert metric_value(text, refused, answer="refused") == before + 1
+    assert "gateway_unauthorized_calls_total 0.0" in text
     assert offline_gw.author["app_password"] not in text
 
 
-def test_refusals_count_for_the_tenant_they_know_and_401s_only_globally(offline_gw):
+def test_refusals_count_for_the_tenant_they_know_and_401s_only_in_metrics(offline_gw):
     from gateway.ledger import models as ledger
     from gateway.ledger.db import database
     from gateway.operator import report
@@ -149,20 +155,27 @@ def test_refusals_count_for_the_tenant_they_know_and_401s_only_globally(offline_
     assert offline_gw.put_job(job_id).status_code == 201
     assert counts() == (0, 0, 0)
     client = offline_gw.client
+    refused = "gateway_unauthenticated_calls_total"
+    before = metric_value(client.get("/metrics").get_data(as_text=True), refused, answer="refused")
     assert client.get("/v1/jobs", headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert counts() == (1, 0, 0)  # no valid token: no tenant to charge it to
+    assert counts() == (0, 0, 0)  # no valid token: no tenant, no ledger write (metrics only)
     editor = offline_gw.make_token("editor")
     assert offline_gw.put_draft(job_id, draft_body(), token=editor).status_code == 403
-    assert counts() == (2, 1, 0)  # a valid acme token of the wrong role
+    assert counts() == (1, 1, 0)  # a valid acme token of the wrong role
     stranger = offline_gw.make_token("workflow", tenant="other")
     answer = client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers(stranger))
     assert answer.status_code == 404  # acme's job stays invisible to "other"...
-    assert counts() == (3, 1, 1)  # ... but the attempt counts for "other"
+    assert counts() == (2, 1, 1)  # ... but the attempt counts for "other"
     assert client.get(f"/v1/jobs/{new_job_id()}", headers=offline_gw.headers()).status_code == 404
-    assert counts() == (3, 1, 1)  # a job nobody has is no refusal
+    assert counts() == (2, 1, 1)  # a job nobody has is no refusal
     acme = client.get("/v1/report", headers=offline_gw.headers(editor)).get_json()
     assert acme["unauthorized_calls"] == 1
-    metrics = client.get("/metrics").get_data(as_text=True)
-    assert "gateway_unauthorized_calls_total 3.0" in metrics
+    offline_gw.app.config["GATEWAY"] = offline_gw.app.config["GATEWAY"].with_overrides(
+        metrics_token="scrape-token"  # tenant names only behind the metrics token
+    )
+    scrape = {"Authorization": "Bearer scrape-token"}
+    metrics = client.get("/metrics", headers=scrape).get_data(as_text=True)
+    assert "gateway_unauthorized_calls_total 2.0" in metrics
+    assert metric_value(metrics, refused, answer="refused") == before + 1
     assert 'gateway_tenant_unauthorized_calls_total{tenant="acme"} 1.0' in metrics
     assert 'gateway_tenant_unauthorized_calls_total{tenant="other"} 1.0' in metrics

@@ -106,7 +106,10 @@ def test_gateway_environment_names_match_what_the_gateway_reads():
     names = set(re.findall(r"^  (GATEWAY_[A-Z_]+):", anchor.group(1), re.M))
     assert names, "no GATEWAY_* variable in x-gateway-env"
     assert names <= reads, f"the gateway does not read {names - reads}"
-    assert names >= reads - {"GATEWAY_CRASH_POINTS"}, f"not passed on: {reads - names}"
+    set_by_serve = {"GATEWAY_WORKER_THREADS"}  # gateway serve tells its workers (--threads)
+    assert names >= reads - {"GATEWAY_CRASH_POINTS", *set_by_serve}, (
+        f"not passed on: {reads - names}"
+    )
     for service in GATEWAY_SERVICES:
         block = re.search(rf"^  {service}:\n((?:    .*\n|\n)+)", text, re.M)
         assert block and "*gateway-env" in block.group(1), service

@@ -235,3 +235,78 @@ def test_https_download_is_pinned_to_the_checked_address_and_verifies_the_host_n
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Issue 29: IPv6 spellings that carry an IPv4 address, and multicast. Each goes through
+# ``resolve()`` (getaddrinfo of an IP literal asks no server) and through ``download()`` with
+# the connection stubbed: nothing is ever sent to any of these addresses.
+CARRIERS = [
+    ("[64:ff9b::a9fe:a9fe]", "169.254.169.254"),  # NAT64 (RFC 6052) of the metadata address
+    ("[64:ff9b::7f00:1]", "127.0.0.1"),
+    ("[2002:a9fe:a9fe::1]", "169.254.169.254"),  # 6to4 (RFC 3056)
+    ("[2002:7f00:1::1]", "127.0.0.1"),
+    ("[::7f00:1]", "127.0.0.1"),  # IPv4-compatible (RFC 4291)
+    ("[::a9fe:a9fe]", "169.254.169.254"),
+    ("[::ffff:0:7f00:1]", "127.0.0.1"),  # IPv4-translated (RFC 2765)
+    ("[::ffff:0:a00:1]", "10.0.0.1"),
+    ("[64:ff9b:1::a9fe:a9fe]", "64:ff9b:1::/48"),  # local-use NAT64 (RFC 8215): refused whole
+    ("224.0.0.1", "multicast"),
+    ("239.255.255.250", "multicast"),
+    ("[ff02::1]", "multicast"),
+    ("[ff05::2]", "multicast"),
+    ("[fec0::1]", "not a public address"),  # site-local
+]
+
+
+@pytest.mark.parametrize(("host", "why"), CARRIERS, ids=[h for h, _ in CARRIERS])
+def test_ipv6_forms_carrying_ipv4_and_multicast_are_refused_and_never_connected(
+    host, why, monkeypatch
+):
+    from gateway.actions import egress
+    from gateway.actions import media_sources
+    from gateway.core import exceptions as exc
+    from gateway.core.config import Config
+
+    connected = []
+    monkeypatch.setattr(egress, "open_connection", lambda *args: connected.append(args))
+    config = Config()  # the defaults: https only, no allow-list
+    for call in (media_sources.resolve, media_sources.download):
+        with pytest.raises(exc.MediaUrlRefused) as refused:
+            call(f"https://{host}/x.png", config)
+        assert why in refused.value.detail, refused.value.detail
+        assert refused.value.extensions["errors"][0]["pointer"] == "/source_url"
+    assert connected == []
+
+
+def test_embedded_public_addresses_still_pass_the_guard():
+    """DNS64 networks resolve every IPv4-only host to ``64:ff9b::a.b.c.d``: a public IPv4
+    address inside NAT64 or 6to4 is as allowed as the address itself."""
+    import ipaddress
+
+    from gateway.actions import egress
+
+    for text in ("64:ff9b::808:808", "2002:808:808::1", "8.8.8.8", "2606:4700::1111"):
+        assert egress.check_address(ipaddress.ip_address(text), listed=False) is None, text
+
+
+def test_a_dripping_image_server_is_cut_off_at_the_deadline(offline_gw):
+    """Issue 29, row 2 in one request: a server that sends its headers and then one byte a
+    second is cut off by GATEWAY_MEDIA_URL_TIMEOUT, not after a 64 KiB chunk."""
+    from test_fairness import Drip
+
+    drip = Drip()
+    try:
+        _configure(
+            offline_gw,
+            media_url_schemes=frozenset({"http"}),
+            media_url_allow_hosts=frozenset({drip.host_port}),
+            media_url_timeout=2.0,
+        )
+        job_id = new_job_id()
+        assert offline_gw.put_job(job_id).status_code == 201
+        answer = _put(offline_gw, job_id, f"http://{drip.host_port}/slow.png")
+        assert answer.status_code == 502 and problem_slug(answer) == "media-download-failed"
+        assert "took longer than 2 s" in answer.get_json()["detail"]
+        assert drip.requests == 1 and offline_gw.operations(job_id) == []
+    finally:
+        drip.close()

@@ -147,6 +147,8 @@ class Gateway:
             "GATEWAY_WP_TIMEOUT": "10",
             "GATEWAY_INFLIGHT_WINDOW": "3",
             "GATEWAY_RESUME_AFTER": str(RESUME_AFTER),
+            # the editors' receiver is on loopback: listed, so the address guard lets it pass
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": editors_url.split("/")[2],
             AUTHOR_PASSWORD_ENV: site["users"]["author"]["app_password"],
         }
         self.process: subprocess.Popen | None = None

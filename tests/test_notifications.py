@@ -71,6 +71,21 @@ def a_while_ago(gw, job_id: str, seconds: float = 3600) -> None:
     in_ledger(gw, move)
 
 
+def receive_at(gw, receiver) -> None:
+    """Make ``receiver`` (on loopback, listed in GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS) the
+    tenant's notification URL."""
+    config = gw.app.config["GATEWAY"]
+    listed = receiver.url.split("/")[2]
+    config = config.with_overrides(notification_url_allow_hosts=frozenset({listed}))
+    gw.app.config["GATEWAY"] = config
+    in_ledger(gw, notifications.set_url, config, TENANT, receiver.url)
+
+
+def deliver(gw) -> dict:
+    """One delivery pass, as the worker's delivery thread and the sweep make it."""
+    return in_ledger(gw, notifications.resend_pending, gw.app.config["GATEWAY"])
+
+
 def notify(gw, job_id: str, event: str, reason: str | None = None, client=None):
     body = {"event": event, **({"reason": reason} if reason else {})}
     return (client or gw.client).post(
@@ -83,7 +98,7 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
     job_id = new_job_id()
     assert gw.put_job(job_id).status_code == 201
     with Receiver() as editors:
-        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        receive_at(gw, editors)
         early = notify(gw, job_id, "ready_for_approval")
         assert early.status_code == 409 and problem_slug(early) == "notification-not-due"
         set_phase(gw, job_id, "approval_pending")
@@ -104,13 +119,17 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         statuses = sorted(a.status_code for a in answers + racing)
         assert statuses == [200] * 5 + [201], statuses
         key = f"{TENANT}/{job_id}/v1/notify/ready_for_approval"
+        # decided, not delivered: no request waits for the receiver (issue 29)
+        assert editors.messages == []
+        assert {a.get_json()["state"] for a in answers + racing} == {"PENDING"}
+        assert deliver(gw) == {"delivered": 1, "pending": 0}  # the worker's delivery pass
         assert len(editors.messages) == 1, editors.messages
         assert editors.keys() == [key]
         assert editors.messages[0]["event"] == "ready_for_approval"
         assert editors.messages[0]["post_id"] == 7 and "authorization" not in editors.headers[0]
-        assert answers[0].get_json()["state"] == "DELIVERED"
-        # the sweep has nothing to resend
-        assert in_ledger(gw, notifications.resend_pending) == {"delivered": 0, "pending": 0}
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # nothing left to resend
+        again = notify(gw, job_id, "ready_for_approval")
+        assert again.status_code == 200 and again.get_json()["state"] == "DELIVERED"
         listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
         assert [n["idempotency_key"] for n in listed.get_json()["notifications"]] == [key]
 
@@ -123,10 +142,12 @@ def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(of
     first = notify(gw, job_id, "published")  # no URL set yet: decided, not delivered
     assert first.status_code == 201
     assert first.get_json()["state"] == "PENDING"
-    assert "notifications set-url" in first.get_json()["last_error"]
+    assert deliver(gw) == {"delivered": 0, "pending": 1}
+    listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
+    assert "notifications set-url" in listed.get_json()["notifications"][0]["last_error"]
     with Receiver(statuses=[503]) as editors:
-        in_ledger(gw, notifications.set_url, TENANT, editors.url)
-        assert in_ledger(gw, notifications.resend_pending) == {"delivered": 0, "pending": 1}
+        receive_at(gw, editors)
+        assert deliver(gw) == {"delivered": 0, "pending": 1}
         # the sweep resends through the action registry's ``notify`` entry (its sweep_pass)
         counts = in_ledger(gw, reconciliation.sweep, gw.app.config["GATEWAY"], 0)
         assert counts["notifications"] == {"delivered": 1, "pending": 0, "attention_decided": 0}
@@ -146,17 +167,19 @@ def test_needs_attention_keeps_its_first_reason_and_idle_jobs_get_it_from_the_sw
     no_reason = notify(gw, told, "needs_attention")
     assert no_reason.status_code == 422
     with Receiver() as editors:
-        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        receive_at(gw, editors)
         assert notify(gw, told, "needs_attention", "the draft does not verify").status_code == 201
+        assert deliver(gw)["delivered"] == 1
         second = notify(gw, told, "needs_attention", "another reason")
         assert second.status_code == 200
         assert second.get_json()["reason"] == "the draft does not verify"
 
         config = gw.app.config["GATEWAY"]
-        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 0
+        idle_for = config.attention_after
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config, idle_for) == 0
         a_while_ago(gw, idle, config.attention_after + 60)
-        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 1
-        assert in_ledger(gw, notifications.attention_for_idle_jobs, config.attention_after) == 0
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config, idle_for) == 1
+        assert in_ledger(gw, notifications.attention_for_idle_jobs, config, idle_for) == 0
         events = [(m["job_id"], m["event"]) for m in editors.messages]
         assert events == [(told, "needs_attention"), (idle, "needs_attention")]
         assert "no request for" in editors.messages[1]["reason"]
@@ -199,7 +222,7 @@ def test_resume_within_the_budget_then_editors_are_told_once(gw):
     gw.put_job(job_id)
     image = png_bytes((10, 120, 200), size=4)
     with Receiver() as editors:
-        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        receive_at(gw, editors)
         images = [
             {"slot": "hero", "url": "http://127.0.0.1:9/hero.png", "alt_text": "Hero"},
             {"slot": "diagram", "filename": "diagram.png"},  # sent as base64
@@ -212,6 +235,8 @@ def test_resume_within_the_budget_then_editors_are_told_once(gw):
         refused = resume(gw, job_id)
         assert refused["action"] == "needs_person" and "'diagram'" in refused["reason"]
         assert refused["notification"]["event"] == "needs_attention"
+        assert refused["notification"]["state"] == "PENDING" and editors.messages == []
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
         assert len(editors.messages) == 1
 
     other = new_job_id()
@@ -229,11 +254,12 @@ def test_resume_within_the_budget_then_editors_are_told_once(gw):
             assert diagram["content_sha256"] == hashlib.sha256(image).hexdigest()
             assert answer["input"]["images"][0]["url"] == images[0]["url"]
             assert answer["input"]["article"]["title"] == "Resumable"
-        in_ledger(gw, notifications.set_url, TENANT, editors.url)
+        receive_at(gw, editors)
         for _ in range(2):
             a_while_ago(gw, other)
             past = resume(gw, other)
             assert past["action"] == "needs_person" and f"resumed {budget} times" in past["reason"]
+        deliver(gw)
         assert [m["job_id"] for m in editors.messages] == [other]  # told once
 
 
@@ -253,8 +279,33 @@ def test_a_release_0_1_0_ledger_migrates_and_takes_a_notification_url(tmp_path):
         )
 
     assert cli("init-db").returncode == 0
+    # loopback passes the address guard only when listed (issue 29)
+    refused = cli("notifications", "set-url", "--tenant", "acme", "--url", "http://127.0.0.1:9/n")
+    assert refused.returncode == 2 and "127.0.0.1 is not a public address" in refused.stderr
+    env["GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"] = "127.0.0.1:9"
     done = cli("notifications", "set-url", "--tenant", "acme", "--url", "http://127.0.0.1:9/n")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"tenant": "acme", "url": "http://127.0.0.1:9/n"}
     counts = json.loads(cli("reconcile").stdout)
     assert counts["notifications"] == {"delivered": 0, "pending": 0, "attention_decided": 0}
+
+
+def test_the_address_guard_runs_again_at_send_time_and_errors_name_no_path(offline_gw):
+    """Issue 29: a notification URL passes the address guard when it is set and again at
+    every send (the connection pinned to the address checked). Set while its loopback
+    ``host:port`` was listed, it is refused once the allow-list no longer names it: nothing is
+    sent, and ``last_error`` names the origin only (a chat webhook's path is its secret)."""
+    gw = offline_gw
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    with Receiver() as editors:
+        receive_at(gw, editors)
+        gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(
+            notification_url_allow_hosts=frozenset()
+        )
+        assert notify(gw, job_id, "needs_attention", "stuck").status_code == 201
+        assert deliver(gw) == {"delivered": 0, "pending": 1}
+        assert editors.messages == []
+        listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
+        error = listed.get_json()["notifications"][0]["last_error"]
+        assert "127.0.0.1 is not a public address" in error and "/editors" not in error

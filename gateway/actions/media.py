@@ -21,6 +21,7 @@ from PIL import UnidentifiedImageError
 from gateway.actions import drafts
 from gateway.actions import media_sources
 from gateway.core import exceptions as exc
+from gateway.core.config import DEFAULT_MEDIA_MAX_PIXELS
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
@@ -53,6 +54,7 @@ TYPES = {
     "GIF": ("image/gif", "gif"),
     "WEBP": ("image/webp", "webp"),
 }
+DEFAULT_MAX_PIXELS = DEFAULT_MEDIA_MAX_PIXELS
 
 
 def _claimed_format(content: bytes) -> str | None:
@@ -80,30 +82,53 @@ def sniff_type(content: bytes) -> tuple[str, str]:
     return TYPES[claimed]
 
 
-def sniff(content: bytes) -> tuple[str, str]:
+def sniff(content: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[str, str]:
     """``(mime_type, extension)`` of an image: the type from the file's signature
-    (:func:`sniff_type`), then the whole image DECODED with Pillow, so a truncated or corrupt
-    file never reaches WordPress. Decoding is most of an upload's CPU in the gateway (about
+    (:func:`sniff_type`), its declared size checked against a pixel budget (``max_pixels``,
+    ``GATEWAY_MEDIA_MAX_PIXELS``) BEFORE anything is decoded, then the whole image DECODED
+    with Pillow, so a truncated or corrupt file never reaches WordPress. A pixel flood (a
+    small file declaring 13000 x 13000 pixels would take ~650 MiB to decode) is refused from
+    its header alone; Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``) is
+    set to the same budget. Decoding is most of an upload's CPU in the gateway (about
     a millisecond for a small PNG), so it runs once per upload, right before the bytes would
     be sent: never on a replay, which returns the stored receipt of bytes decoded before.
 
     Raises:
         UnsupportedMediaType (415): not a PNG, JPEG, GIF or WebP image.
-        ImageUnreadable (422): it says it is one, but does not decode (truncated, corrupt,
-            or a decompression bomb).
+        ImageUnreadable (422): it says it is one, but does not decode (truncated, corrupt).
+        ImageTooLarge (422): it declares more than ``max_pixels`` pixels (nothing decoded).
     """
     mime, ext = sniff_type(content)
     claimed = _claimed_format(content)
+    Image.MAX_IMAGE_PIXELS = max_pixels  # Pillow refuses twice this at open(), we refuse once
     try:
         with Image.open(io.BytesIO(content), formats=[claimed]) as image:
+            _check_pixels(claimed, image.width, image.height, max_pixels)
             if claimed == "JPEG":  # decode at 1/8 scale: every byte is still read, half the CPU
                 image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
             image.load()  # decodes the whole (first) frame: a cut-off file raises here
     except UnidentifiedImageError:
         raise _unreadable(claimed, "its header is incomplete or corrupt") from None
+    except Image.DecompressionBombError:
+        raise _too_many_pixels(claimed, "more than twice", max_pixels) from None
+    except exc.ImageTooLarge:
+        raise
     except Exception as error:  # noqa: BLE001 - Pillow raises many kinds on malformed bytes
         raise _unreadable(claimed, str(error)[:80] or type(error).__name__) from None
     return mime, ext
+
+
+def _check_pixels(claimed: str, width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise _too_many_pixels(claimed, f"{width} x {height} = {width * height:,}", max_pixels)
+
+
+def _too_many_pixels(claimed: str, declared: str, max_pixels: int) -> exc.GatewayError:
+    return exc.ImageTooLarge(
+        f"the {claimed} image declares {declared} pixels, more than GATEWAY_MEDIA_MAX_PIXELS "
+        f"({max_pixels:,}); it was not decoded and nothing was sent to WordPress",
+        errors=[{"pointer": "/file", "message": f"more than {max_pixels} pixels"}],
+    )
 
 
 def _unreadable(claimed: str, reason: str) -> exc.GatewayError:
@@ -240,7 +265,8 @@ def put_media(
     updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent, alive)
     if updated is not None:
         return updated
-    sniff(content)  # 422 for bytes that do not decode, before any ledger row or upload
+    # 422 for bytes that do not decode or declare too many pixels, before any row or upload
+    sniff(content, target.config.media_max_pixels)
     intent = {
         "sha256": sha256_hex(content),
         "filename": name,
@@ -390,7 +416,7 @@ def put_media_from_url(
         return reused
     check_transport(target, alt_text)
     got = media_sources.download(source_url, target.config)
-    mime, ext = sniff(got.content)
+    mime, ext = sniff(got.content, target.config.media_max_pixels)
     name = safe_filename(filename or got.filename, slot, ext)
     intent = {
         "sha256": sha256_hex(got.content),

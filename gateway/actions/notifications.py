@@ -6,13 +6,24 @@ A notification is a side effect like a WordPress write, kept in the ledger (``no
   ``{tenant}/{job_id}/v{task_version}/notify/{event}`` is unique, so a re-run, a retry or two
   racing executions find the decision already made (the INSERT's unique constraint decides);
   "needs attention" keeps the first reason.
-* **delivered** as a JSON POST to the tenant's notification URL (an admin's setting:
-  ``gateway notifications set-url``) carrying the key as ``Idempotency-Key`` (the header of the
-  IETF draft "The Idempotency-Key HTTP Header Field"); 2xx is DELIVERED.
+* **delivered outside any API request**: the API call (and a resume's "needs a person") only
+  records the decision, PENDING, and wakes the worker's delivery thread
+  (:func:`deliver_forever`, one per ``gateway serve`` worker, started by
+  :mod:`gateway.server`); the sweep (``gateway reconcile``) delivers too. A delivery is a JSON
+  POST to the tenant's notification URL (an admin's setting: ``gateway notifications
+  set-url``) carrying the key as ``Idempotency-Key`` (the header of the IETF draft "The
+  Idempotency-Key HTTP Header Field"); 2xx is DELIVERED. A client learns it from ``GET
+  /v1/jobs/{id}/notifications`` (``state``, ``delivered_at``).
+* **guarded and bounded**: the URL passes the same address guard as an image's
+  ``source_url`` (:mod:`gateway.actions.egress`) when it is set and again at every send, the
+  connection pinned to the address checked; each delivery ends by
+  ``GATEWAY_NOTIFICATION_TIMEOUT`` seconds in all, however slowly the receiver answers, and
+  reads at most ``GATEWAY_NOTIFICATION_MAX_BYTES`` of its answer.
 * **recovered by an idempotent resend**: a delivery that failed or whose outcome is unknown
-  (timeout, 5xx, connection lost) stays PENDING and is sent again, same key and same body, by
-  the next call for it or by the sweep (``gateway reconcile``); the receiver deduplicates on
-  the key. One sender at a time: a conditional UPDATE of ``claimed_until`` decides who sends.
+  (deadline, 5xx, connection lost) stays PENDING and is sent again, same key and same body, by
+  the next pass; the receiver deduplicates on the key. One sender at a time: a conditional
+  UPDATE of ``claimed_until`` decides who sends. A pass gives each tenant's receiver one
+  failure at most, so one slow receiver cannot hold up the other tenants' notifications.
 
 The sweep also decides ``needs_attention`` for a job no request has touched for
 ``GATEWAY_ATTENTION_AFTER`` seconds (:func:`attention_for_idle_jobs`). Source: docs/api.md,
@@ -22,12 +33,17 @@ The sweep also decides ``needs_attention`` for a job no request has touched for
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import threading
+import time
+from urllib.parse import urlsplit
 
-import requests
 from peewee import IntegrityError
 
+from gateway.actions import egress
 from gateway.core import exceptions as exc
+from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import Job
@@ -42,8 +58,9 @@ EVENTS = ("ready_for_approval", "needs_attention", "published")
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
 ACTION = "notify"  # the action part of the key; its registry entry is at the end
-CLAIM_SECONDS = 30  # longer than one delivery attempt (DELIVERY_TIMEOUT)
-DELIVERY_TIMEOUT = 10
+SCHEMES = frozenset({"http", "https"})
+ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
+_wake = threading.Event()  # set when this process decides a notification
 # The phase a job must have reached for the event to be true.
 DUE_PHASES = {
     "ready_for_approval": ("approval_pending", "published"),
@@ -51,14 +68,37 @@ DUE_PHASES = {
 }
 
 
-def set_url(tenant: str, url: str) -> NotificationTarget:
-    """Set (or replace) the tenant's notification URL; pending notifications go there next.
+def check_url(config: Config, url: str) -> egress.Resolved:
+    """The address guard of :mod:`gateway.actions.egress` for a notification URL: http(s),
+    no credentials, every address it resolves to public unless its ``host:port`` is in
+    ``GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS`` (then loopback and private pass).
 
     Raises:
-        ValidationFailed: ``url`` is not an http(s) URL.
+        ValidationFailed (422, pointer ``/url``): refused, or the host cannot be resolved.
     """
-    if not url.startswith(("http://", "https://")) or len(url) > 2048:
-        raise exc.ValidationFailed(f"the notification URL must be http(s): {url[:80]!r}")
+    if len(url) > 2048 or not url.isprintable():
+        raise _bad_url(url, "not a printable URL of at most 2048 characters")
+    try:
+        return egress.resolve(url, SCHEMES, config.notification_url_allow_hosts, ALLOW_SETTING)
+    except (egress.Refused, egress.ResolverUnavailable) as refusal:
+        raise _bad_url(url, str(refusal)) from None
+
+
+def _bad_url(url: str, why: str) -> exc.GatewayError:
+    return exc.ValidationFailed(
+        f"the notification URL is not allowed: {why} ({url[:80]!r})",
+        errors=[{"pointer": "/url", "message": why}],
+    )
+
+
+def set_url(config: Config, tenant: str, url: str) -> NotificationTarget:
+    """Set (or replace) the tenant's notification URL after :func:`check_url`; pending
+    notifications go there next.
+
+    Raises:
+        ValidationFailed: the URL is refused (:func:`check_url`).
+    """
+    check_url(config, url)
     with db.atomic():
         NotificationTarget.insert(tenant=tenant, url=url, updated_at=db.utcnow()).on_conflict(
             conflict_target=[NotificationTarget.tenant],
@@ -129,17 +169,19 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
                 payload=payload,
             )
         log.info("job_id=%s: notification %s decided", job.job_id, key)
+        _wake.set()
         return row, True
     except IntegrityError:
         return Notification.get(Notification.key == key), False
 
 
-def _claim(row: Notification) -> bool:
+def _claim(config: Config, row: Notification) -> bool:
     """Take the row for one delivery attempt; False when delivered or another sender holds it."""
     now = db.utcnow()
+    hold = config.notification_timeout + 20  # longer than one attempt can last
     claimed = (
         Notification.update(
-            claimed_until=now + dt.timedelta(seconds=CLAIM_SECONDS),
+            claimed_until=now + dt.timedelta(seconds=hold),
             attempts=Notification.attempts + 1,
         )
         .where(
@@ -152,33 +194,18 @@ def _claim(row: Notification) -> bool:
     return claimed == 1
 
 
-def deliver(row: Notification, session: requests.Session | None = None) -> Notification:
+def deliver(config: Config, row: Notification) -> Notification:
     """One delivery attempt of a PENDING row (no-op when DELIVERED or claimed by another
-    sender): POST the stored payload to the tenant's URL with ``Idempotency-Key``.
+    sender): POST the stored payload to the tenant's URL with ``Idempotency-Key``, the URL
+    checked again now and the connection pinned to the address checked, all of it within
+    ``notification_timeout`` seconds and at most ``notification_max_bytes`` of the answer
+    read. Never called inside an API request.
 
     Returns the row as stored afterwards (DELIVERED, or PENDING with ``last_error``). Never
     raises for the receiver's trouble."""
-    if row.state != PENDING or not _claim(row):
+    if row.state != PENDING or not _claim(config, row):
         return Notification.get_by_id(row.id)
-    url = url_of(row.tenant)
-    error = None
-    if url is None:
-        error = (
-            f"no notification URL is set for tenant {row.tenant} (gateway notifications set-url)"
-        )
-    else:
-        try:
-            answer = (session or requests).post(
-                url,
-                json=row.payload,
-                headers={"Idempotency-Key": row.key},
-                timeout=DELIVERY_TIMEOUT,
-                allow_redirects=False,
-            )
-            if not 200 <= answer.status_code < 300:
-                error = f"{url} answered HTTP {answer.status_code}"
-        except requests.RequestException as failure:
-            error = f"{url} could not be reached: {type(failure).__name__}"
+    error = _send(config, row)
     if error is None:
         Notification.update(
             state=DELIVERED, delivered_at=db.utcnow(), claimed_until=None, last_error=None
@@ -192,25 +219,82 @@ def deliver(row: Notification, session: requests.Session | None = None) -> Notif
     return Notification.get_by_id(row.id)
 
 
+def _send(config: Config, row: Notification) -> str | None:
+    """Why the delivery did not take place, or None when the receiver answered 2xx."""
+    url = url_of(row.tenant)
+    if url is None:
+        return f"no notification URL is set for tenant {row.tenant} (gateway notifications set-url)"
+    try:
+        where = check_url(config, url)
+    except exc.ValidationFailed as refusal:
+        return f"{_origin(url)} is refused: {refusal.extensions['errors'][0]['message']}"
+    body = json.dumps(row.payload, ensure_ascii=False).encode()
+    headers = {"Content-Type": "application/json", "Idempotency-Key": row.key}
+    deadline = time.monotonic() + config.notification_timeout
+    try:
+        answer = egress.request(
+            where, "POST", deadline, config.notification_max_bytes, headers, body
+        )
+    except egress.TooLarge:
+        return f"{_origin(url)} answered with more than {config.notification_max_bytes} bytes"
+    except egress.Failed as failure:
+        return (
+            f"{_origin(url)} could not be reached within {config.notification_timeout:g} s: "
+            f"{failure}"
+        )
+    if not 200 <= answer.status < 300:
+        return f"{_origin(url)} answered HTTP {answer.status}"
+    return None
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``: what errors and logs name (the path of a chat
+    webhook URL is often its secret)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
+
+
 def notify(job: Job, event: str, reason: str | None = None) -> tuple[Notification, bool]:
-    """:func:`decide`, then deliver when still pending (a resend for an earlier decision).
+    """:func:`decide` only: the delivery happens outside the request (:func:`deliver_forever`
+    in the worker, woken at once, and the sweep). Returns ``(row, decided_now)``; raises what
+    :func:`decide` raises."""
+    return decide(job, event, reason)
 
-    Returns ``(row, decided_now)``; raises what :func:`decide` raises."""
-    row, decided_now = decide(job, event, reason)
-    return deliver(row), decided_now
 
-
-def resend_pending(limit: int = 200) -> dict:
-    """The sweep's resend: one delivery attempt for each PENDING notification not held by a
-    sender. Returns ``{"delivered", "pending"}`` counts after the pass."""
+def resend_pending(config: Config, limit: int = 200) -> dict:
+    """One delivery pass: one attempt for each PENDING notification not held by a sender,
+    oldest first; after a tenant's first failure in the pass its other rows wait for the next
+    pass (one slow receiver costs at most one ``notification_timeout`` per pass). Returns
+    ``{"delivered", "pending"}`` counts after the pass."""
     counts = {"delivered": 0, "pending": 0}
+    failing: set[str] = set()
     rows = Notification.select().where(Notification.state == PENDING).order_by(Notification.id)
     for row in rows.limit(limit):
-        counts["delivered" if deliver(row).state == DELIVERED else "pending"] += 1
+        if row.tenant in failing:
+            counts["pending"] += 1
+            continue
+        delivered = deliver(config, row).state == DELIVERED
+        counts["delivered" if delivered else "pending"] += 1
+        if not delivered:
+            failing.add(row.tenant)
     return counts
 
 
-def attention_for_idle_jobs(idle_seconds: float) -> int:
+def deliver_forever(config: Config, stop: threading.Event) -> None:
+    """A worker's delivery thread: a pass (:func:`resend_pending`) whenever this process
+    decided a notification, else every ``notification_poll_interval`` seconds, until ``stop``.
+    Each pass on its own ledger connection; a failing pass is logged, never fatal."""
+    while not stop.is_set():
+        _wake.wait(config.notification_poll_interval)
+        _wake.clear()
+        try:
+            with db.database.connection_context():
+                resend_pending(config)
+        except Exception:  # noqa: BLE001 - the thread must outlive a ledger hiccup
+            log.exception("notification delivery pass failed; the next pass retries")
+
+
+def attention_for_idle_jobs(config: Config, idle_seconds: float) -> int:
     """Decide ``needs_attention`` for every unfinished job (status ``in_progress`` or
     ``unknown``) no request has touched for ``idle_seconds``; returns how many were decided
     now (a job already told about for its version counts once, ever)."""
@@ -226,7 +310,7 @@ def attention_for_idle_jobs(idle_seconds: float) -> int:
             "stopped and was not resumed; resume it (recover_job) or send the article again"
         )
         row, now = decide(job, "needs_attention", reason)
-        deliver(row)
+        deliver(config, row)  # the sweep's own process: no API request waits for it
         decided += now
     return decided
 
@@ -265,8 +349,8 @@ def sweep_pass(config) -> dict:
     (:func:`resend_pending`) and decide ``needs_attention`` for idle jobs
     (:func:`attention_for_idle_jobs`, ``GATEWAY_ATTENTION_AFTER``). Returns
     ``{"notifications": {"delivered", "pending", "attention_decided"}}``."""
-    counts = resend_pending()
-    counts["attention_decided"] = attention_for_idle_jobs(config.attention_after)
+    counts = resend_pending(config)
+    counts["attention_decided"] = attention_for_idle_jobs(config, config.attention_after)
     return {"notifications": counts}
 
 

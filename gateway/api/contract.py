@@ -4,7 +4,8 @@ headers. :mod:`gateway.api.openapi` joins this with the URL map into the OpenAPI
 missing here, or an entry whose route is gone, fails the tests (``tests/test_openapi.py``).
 
 Problems every route of a kind can answer are added by the builder, not listed here: all routes
-``ledger-unavailable``; ``/v1`` routes ``unauthenticated`` and ``forbidden``; a JSON body
+``ledger-unavailable``; ``/v1`` routes ``unauthenticated``, ``unauthenticated-rate-limited``,
+``forbidden``, ``rate-limited`` and ``tenant-busy``; a JSON body
 ``invalid-json``, ``payload-too-large`` and ``validation-failed``; a ``{job_id}`` route
 ``job-not-found``; fenced writes (:data:`FENCED`) and ledger operations (:data:`LEDGER`) theirs.
 """
@@ -62,6 +63,7 @@ EXTENSIONS = (
     "request_key",
     "blocking",
     "openai_status",
+    "share",
 )
 
 HEADERS = {
@@ -177,6 +179,7 @@ OPERATIONS: dict[str, Contract] = {
         problems=(
             "unsupported-media-type",
             "image-unreadable",
+            "image-too-large",
             "media-url-refused",
             "media-download-failed",
             "transport-limit",
@@ -345,7 +348,7 @@ OPERATIONS: dict[str, Contract] = {
         media_type="image/*", ok=(200, 303), pages=(404,)
     ),
     "POST /review/login": Contract(
-        media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403)
+        media_type=PAGE, ok=(303,), form=("token",), pages=(400, 401, 403, 429)
     ),
     "POST /review/logout": Contract(media_type=PAGE, ok=(303,), form=(), pages=(400,)),
     "POST /review/reviews/{review_id}/resolve": Contract(

@@ -32,7 +32,8 @@ def healthz():
 def prometheus_metrics():
     """Ledger-wide and traffic figures in the Prometheus exposition format. Open unless
     ``GATEWAY_METRICS_TOKEN`` is set; then only ``Authorization: Bearer <that token>`` (401
-    ``unauthenticated`` otherwise). It carries counts, never content or credentials."""
+    ``unauthenticated`` otherwise). It carries counts, never content or credentials; open,
+    it names no tenant either (every family's ``tenant`` label summed away)."""
     expected = config().metrics_token
     if expected:
         header = request.headers.get("Authorization", "")
@@ -41,4 +42,5 @@ def prometheus_metrics():
             raise exc.Unauthenticated(
                 "send 'Authorization: Bearer <GATEWAY_METRICS_TOKEN>' to read /metrics"
             )
-    return Response(generate_latest(metrics.registry()), mimetype=CONTENT_TYPE_LATEST)
+    registry = metrics.registry(with_tenants=bool(expected))
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

@@ -332,7 +332,13 @@ def _problem_slugs(path: str, contract: Contract, api: bool, problems: dict, key
     if INT_PATH.search(path):  # an id that is not a whole number matches no route
         slugs.append("not-found")
     if api:
-        slugs += ["unauthenticated", "forbidden", "rate-limited"]
+        slugs += [
+            "unauthenticated",
+            "unauthenticated-rate-limited",
+            "forbidden",
+            "rate-limited",
+            "tenant-busy",
+        ]
         if "{job_id}" in path:
             slugs += ["job-not-found", "validation-failed"]
         if "{slot}" in path or "{name}" in path:

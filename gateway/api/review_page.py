@@ -19,8 +19,10 @@ import logging
 
 from flask import Blueprint
 from flask import Response
+from flask import current_app
 from flask import flash
 from flask import g
+from flask import make_response
 from flask import redirect
 from flask import render_template
 from flask import request
@@ -48,7 +50,10 @@ from gateway.editorial import review_board
 from gateway.jobs import budgets
 from gateway.ledger import models as ledger
 from gateway.operations.target import target_for
+from gateway.operator import metrics
 from gateway.recovery import retries
+from gateway.tenancy import address_limits
+from gateway.tenancy import tenant_shares
 from gateway.tenancy import tokens
 
 log = logging.getLogger(__name__)
@@ -101,6 +106,7 @@ def _before():
     principal = _signed_in()
     if principal is not None:
         g.principal = principal
+        tenant_shares.enter_request(config(), principal.tenant)  # 429 tenant-busy
     elif request.endpoint != "review_page.login":
         return redirect(url_for("review_page.login"), 303)
     return None
@@ -150,16 +156,13 @@ def login():
         return render_template("review_login.html")
     token = request.form.get("token", "").strip()
     principal = tokens.authenticate(token) if token else None
-    if principal is None or principal.role not in EDITOR_ROLES:
-        ledger.bump_counter("unauthorized_calls", tenant=principal.tenant if principal else None)
-        log.warning("review page: sign-in refused (%s)", principal.role if principal else "unknown")
-        message = (
-            "Unknown or revoked token."
-            if principal is None
-            else "This page is for editors: sign in with an editor or admin token."
-        )
-        flash(message, "error")
-        return render_template("review_login.html"), 401 if principal is None else 403
+    if principal is None:
+        return _unknown_token()
+    if principal.role not in EDITOR_ROLES:  # the tenant's own token: counted for it
+        ledger.bump_counter("unauthorized_calls", tenant=principal.tenant)
+        log.warning("review page: sign-in refused (%s)", principal.role)
+        flash("This page is for editors: sign in with an editor or admin token.", "error")
+        return render_template("review_login.html"), 403
     session.clear()
     session.regenerate()  # a new id at sign-in: an id planted before it opens nothing
     session[SESSION_KEY] = {
@@ -171,6 +174,22 @@ def login():
     log.info("review page: %s signed in (tenant %s)", principal.name, principal.tenant)
     flash(f"Signed in as {principal.name} ({principal.role}, tenant {principal.tenant}).", "info")
     return _back()
+
+
+def _unknown_token():
+    """A sign-in with an unknown or revoked token: 401, or 429 once the client address is
+    past ``GATEWAY_UNAUTHENTICATED_RATE``; counted in the metrics, nothing in the ledger."""
+    limiter = current_app.extensions[address_limits.EXTENSION]
+    retry = limiter.count_refusal(config(), request.remote_addr)
+    metrics.count_unauthenticated("limited" if retry else "refused")
+    log.warning("review page: sign-in refused (unknown token)")
+    if retry:
+        flash(f"Too many sign-ins with unknown tokens: try again in {retry} s.", "error")
+        response = make_response(render_template("review_login.html"), 429)
+        response.headers["Retry-After"] = str(retry)
+        return response
+    flash("Unknown or revoked token.", "error")
+    return render_template("review_login.html"), 401
 
 
 @bp.post("/logout")

@@ -8,6 +8,7 @@ import logging
 import time
 
 from flask import Flask
+from flask import current_app
 from flask import g
 from flask import request
 from peewee import DatabaseError
@@ -32,15 +33,17 @@ from gateway.api.http import problem_response
 from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.ledger import db
-from gateway.ledger import models as ledger
 from gateway.ledger.db import database
 from gateway.operator import metrics
+from gateway.tenancy import address_limits
 from gateway.tenancy import rate_limits
 from gateway.tenancy import site_slots
+from gateway.tenancy import tenant_shares
 from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
 
 log = logging.getLogger(__name__)
+ADDRESS_LIMITS = address_limits.EXTENSION
 request_log = logging.getLogger("gateway.http")
 
 
@@ -53,18 +56,40 @@ def _authenticate():
     if secret:
         principal = tokens.authenticate(secret)
     if principal is None:
-        ledger.bump_counter("unauthorized_calls")
-        log.warning("unauthenticated call %s %s", request.method, request.path)
-        return problem_response(
-            exc.Unauthenticated(
-                "send 'Authorization: Bearer <token>' with a token from 'gateway tokens create'"
-            )
-        )
+        return problem_response(refuse_unauthenticated())
     g.principal = principal
     g.token_hash = tokens.rate_key(secret)  # the token's SHA-256, never the token
     logs.bind(tenant=principal.tenant)
     rate_limits.count_request(config(), tokens.rate_key(secret))
+    take_request_share(principal.tenant)
     return None
+
+
+def refuse_unauthenticated() -> exc.GatewayError:
+    """The answer to a call without a valid token: 401, or 429 once its client address is
+    past ``GATEWAY_UNAUTHENTICATED_RATE``. Counted in the metrics, never in the ledger."""
+    retry = current_app.extensions[ADDRESS_LIMITS].count_refusal(config(), request.remote_addr)
+    metrics.count_unauthenticated("limited" if retry else "refused")
+    log.warning("unauthenticated call %s %s", request.method, request.path)
+    if retry:
+        return exc.UnauthenticatedRateLimited(
+            f"too many calls without a valid token from this address "
+            f"(GATEWAY_UNAUTHENTICATED_RATE); retry in {retry} s",
+            retry_after=retry,
+        )
+    return exc.Unauthenticated(
+        "send 'Authorization: Bearer <token>' with a token from 'gateway tokens create'"
+    )
+
+
+def take_request_share(tenant: str) -> None:
+    """The tenant's share of this worker's threads for the current request
+    (:mod:`gateway.tenancy.tenant_shares`); given back by the teardown hook.
+
+    Raises:
+        TenantBusy (429): the tenant is at its share.
+    """
+    tenant_shares.enter_request(config(), tenant)
 
 
 def _no_job_route() -> exc.GatewayError:
@@ -123,6 +148,7 @@ class LedgerIdConverter(IntegerConverter):
 def init_app(app: Flask) -> None:
     """Register blueprints, authentication, connection handling and error handlers."""
     app.url_map.converters["int"] = LedgerIdConverter
+    app.extensions[ADDRESS_LIMITS] = address_limits.AddressLimiter()
 
     app.register_blueprint(health.bp)
     app.register_blueprint(jobs.bp)
@@ -160,6 +186,7 @@ def init_app(app: Flask) -> None:
 
     @app.teardown_request
     def _close(_error=None):
+        tenant_shares.leave_request()
         try:
             site_slots.release_held()
         except DatabaseError as error:  # the slot expires by itself (site_slots.slot_ttl)
@@ -171,6 +198,8 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(exc.GatewayError)
     def _gateway_error(error):
+        if isinstance(error, exc.TenantBusy) and g.get("principal") is not None:
+            metrics.count_tenant_busy(g.principal.tenant, error.extensions.get("share", ""))
         return problem_response(error)
 
     @app.errorhandler(RequestEntityTooLarge)

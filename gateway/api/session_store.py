@@ -9,6 +9,13 @@ Redis; the ledger is peewee, and this adapter is ~80 lines.)
 
 Views end a session with ``session.end()`` (logout) and rotate its id with
 ``session.regenerate()`` (sign-in, against session fixation).
+
+A ledger row exists only for a signed-in editor: until a sign-in succeeds, what the page keeps
+(the sign-in form's CSRF token, a flashed "unknown token") travels in a second cookie,
+``gateway_review_login``, signed with the secret key by Flask's own signed-cookie session
+(:class:`~flask.sessions.SecureCookieSessionInterface`, its own salt) and accepted for
+``GATEWAY_SESSION_HOURS``. Anyone can open the sign-in page as often as they like without
+writing to the ledger.
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from flask.sessions import SecureCookieSessionInterface
 from flask.sessions import SessionInterface
 from flask.sessions import SessionMixin
+from itsdangerous import BadSignature
 from peewee import OperationalError
 from werkzeug.datastructures import CallbackDict
 
@@ -25,7 +34,12 @@ from gateway.tenancy import review_sessions
 
 log = logging.getLogger(__name__)
 COOKIE = "gateway_review"
+SIGN_IN_COOKIE = "gateway_review_login"
 PATH = "/review"
+
+
+class _SignedCookie(SecureCookieSessionInterface):
+    salt = "gateway-review-sign-in"  # never valid as any other signed value of the app
 
 
 class LedgerSession(CallbackDict, SessionMixin):
@@ -59,6 +73,7 @@ class LedgerSessionInterface(SessionInterface):
     def __init__(self, config):
         self.lifetime = dt.timedelta(hours=config.session_hours)
         self.idle = dt.timedelta(minutes=config.session_idle_minutes)
+        self.signed = _SignedCookie()
 
     def open_session(self, app, request) -> LedgerSession:
         if not request.path.startswith(PATH):
@@ -69,7 +84,33 @@ class LedgerSessionInterface(SessionInterface):
         except OperationalError as error:  # ledger down: signed out, never a trace
             log.error("review sessions unavailable: %s", error)
             data = None
-        return LedgerSession(data, sid) if data is not None else LedgerSession()
+        if data is not None:
+            return LedgerSession(data, sid)
+        return LedgerSession(self._sign_in_data(app, request.cookies.get(SIGN_IN_COOKIE)))
+
+    def _sign_in_data(self, app, value: str | None) -> dict | None:
+        """What the signed sign-in cookie holds, or None (absent, forged, expired)."""
+        serializer = self.signed.get_signing_serializer(app)
+        if not value or serializer is None:
+            return None
+        try:
+            data = serializer.loads(value, max_age=int(self.lifetime.total_seconds()))
+        except BadSignature:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _save_sign_in(self, app, session: LedgerSession, request, response, secure) -> None:
+        if request.cookies.get(COOKIE):  # an ended or unknown stored session
+            response.delete_cookie(COOKIE, path=PATH, secure=secure, httponly=True)
+        if not session.modified:
+            return
+        if not session:
+            response.delete_cookie(SIGN_IN_COOKIE, path=PATH, secure=secure, httponly=True)
+            return
+        value = self.signed.get_signing_serializer(app).dumps(dict(session))
+        response.set_cookie(
+            SIGN_IN_COOKIE, value, path=PATH, secure=secure, httponly=True, samesite="Lax"
+        )
 
     def save_session(self, app, session: LedgerSession, response) -> None:
         from flask import request
@@ -85,6 +126,9 @@ class LedgerSessionInterface(SessionInterface):
                 return
         if session.old_sid:
             review_sessions.end(session.old_sid)
+        if not isinstance(session.get("editor"), dict):  # not signed in: no ledger row
+            self._save_sign_in(app, session, request, response, secure)
+            return
         if not session.modified or (not session and session.sid is None):
             return
         session.sid = session.sid or review_sessions.new_sid()
@@ -101,3 +145,5 @@ class LedgerSessionInterface(SessionInterface):
             httponly=True,
             samesite="Lax",
         )
+        if request.cookies.get(SIGN_IN_COOKIE):  # signed in: the sign-in cookie is done
+            response.delete_cookie(SIGN_IN_COOKIE, path=PATH, secure=secure, httponly=True)

@@ -21,6 +21,13 @@ DEFAULT_MAX_CONTENT_LENGTH = 25 * 1024 * 1024
 DEFAULT_JOB_WRITE_BUDGET = 200
 DEFAULT_MEDIA_URL_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_MEDIA_URL_TIMEOUT = 20.0
+# 40 megapixels (8000 x 5000): above any camera's default output we expect; decoding it takes
+# ~120 MiB (RGB), where a 13000 x 13000 pixel flood would take ~650 MiB.
+DEFAULT_MEDIA_MAX_PIXELS = 40_000_000
+DEFAULT_NOTIFICATION_TIMEOUT = 10.0
+DEFAULT_NOTIFICATION_MAX_BYTES = 64 * 1024
+DEFAULT_TENANT_SITE_CALLS = 2
+DEFAULT_UNAUTHENTICATED_RATE = (30, 60)
 
 
 class ConfigError(Exception):
@@ -60,7 +67,24 @@ class Config:
             empty only these hosts are downloaded from, and a listed one may be a loopback or
             private address (never link-local or metadata).
         media_url_max_bytes: the largest image downloaded, in bytes.
-        media_url_timeout: seconds for one download (connect, redirects and body together).
+        media_url_timeout: seconds for one download (connect, redirects and body together),
+            enforced on every read.
+        media_max_pixels: the most pixels (width x height) an image may declare; more is 422
+            ``image-too-large`` before anything is decoded (Pillow's bomb limit follows it).
+        notification_url_allow_hosts: like ``media_url_allow_hosts``, for notification URLs.
+        notification_timeout: seconds for one notification delivery, all of it (connect,
+            request, the receiver's whole answer).
+        notification_max_bytes: the most bytes of a receiver's answer read.
+        notification_poll_interval: seconds between a worker's looks for pending
+            notifications (a decision in the same worker wakes it at once).
+        worker_threads: the threads of this ``gateway serve`` worker process (set by
+            ``gateway serve`` from ``--threads``); 0 outside a server (no request share).
+        tenant_requests: requests one tenant may have in flight in one worker process; None =
+            half of ``worker_threads`` (at least 1); 0 = no cap.
+        tenant_site_calls: callers of one tenant talking to one of its sites at once in one
+            worker process; 0 = no cap.
+        unauthenticated_rate: ``(calls, seconds)`` without a valid token allowed per client
+            address and worker process before 429; None = no limit.
         approval_max_days: the latest ``expires_at`` an approval may carry, in days from now.
         session_hours: the fixed lifetime of a review-page session, in hours.
         session_idle_minutes: a review-page session unused this long ends.
@@ -113,6 +137,15 @@ class Config:
     media_url_allow_hosts: frozenset[str] = frozenset()
     media_url_max_bytes: int = DEFAULT_MEDIA_URL_MAX_BYTES
     media_url_timeout: float = DEFAULT_MEDIA_URL_TIMEOUT
+    media_max_pixels: int = DEFAULT_MEDIA_MAX_PIXELS
+    notification_url_allow_hosts: frozenset[str] = frozenset()
+    notification_timeout: float = DEFAULT_NOTIFICATION_TIMEOUT
+    notification_max_bytes: int = DEFAULT_NOTIFICATION_MAX_BYTES
+    notification_poll_interval: float = 2.0
+    worker_threads: int = 0
+    tenant_requests: int | None = None
+    tenant_site_calls: int = DEFAULT_TENANT_SITE_CALLS
+    unauthenticated_rate: tuple[int, int] | None = DEFAULT_UNAUTHENTICATED_RATE
     approval_max_days: float = 7.0
     session_hours: float = 8.0
     session_idle_minutes: float = 30.0
@@ -133,6 +166,22 @@ class Config:
     agent_retry_after: float = 5.0
     agent_environment_hook: str = field(default="", repr=False)  # a URL may carry a token
     agent_environment_hook_timeout: float = 60.0
+
+    @property
+    def tenant_request_cap(self) -> int:
+        """Requests one tenant may have in flight in this worker process; 0 = no cap (also
+        outside ``gateway serve``, where ``worker_threads`` is 0)."""
+        if not self.worker_threads or self.tenant_requests == 0:
+            return 0
+        if self.tenant_requests is None:
+            return max(1, self.worker_threads // 2)
+        return self.tenant_requests
+
+    @property
+    def tenant_site_cap(self) -> int:
+        """Callers of one tenant on one site at once in this worker process; 0 = no cap
+        (also outside ``gateway serve``)."""
+        return self.tenant_site_calls if self.worker_threads else 0
 
     def with_overrides(self, **overrides) -> Config:
         """Return a copy with ``overrides`` applied (used by tests and the demo)."""
@@ -162,9 +211,11 @@ def _count(env: dict, name: str, default: int) -> int:
     return int(raw)
 
 
-def _rate(env: dict, name: str) -> tuple[int, int] | None:
-    """``N/SECONDS`` (``N`` alone means per second); empty or ``0`` = no limit."""
-    raw = (env.get(name) or "").strip()
+def _rate(env: dict, name: str, default: str = "") -> tuple[int, int] | None:
+    """``N/SECONDS`` (``N`` alone means per second); ``0`` = no limit; unset: ``default``
+    (empty = no limit)."""
+    raw = env.get(name)
+    raw = (default if raw is None else raw).strip()
     if raw in ("", "0"):
         return None
     count, _, seconds = raw.partition("/")
@@ -172,6 +223,12 @@ def _rate(env: dict, name: str) -> tuple[int, int] | None:
     if not (count.isdigit() and seconds.isdigit() and int(count) > 0 and int(seconds) > 0):
         raise ConfigError(f"{name} must look like 600/60 (requests per seconds), got {raw!r}")
     return int(count), int(seconds)
+
+
+def _optional_count(env: dict, name: str) -> int | None:
+    """A whole number >= 0, or None when unset (a default computed elsewhere)."""
+    raw = (env.get(name) or "").strip()
+    return _count(env, name, 0) if raw else None
 
 
 def _public_url(env: dict, name: str) -> str:
@@ -218,6 +275,21 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
             _number(env, "GATEWAY_MEDIA_URL_MAX_BYTES", DEFAULT_MEDIA_URL_MAX_BYTES, int)
         ),
         media_url_timeout=_number(env, "GATEWAY_MEDIA_URL_TIMEOUT", DEFAULT_MEDIA_URL_TIMEOUT),
+        media_max_pixels=int(
+            _number(env, "GATEWAY_MEDIA_MAX_PIXELS", DEFAULT_MEDIA_MAX_PIXELS, int)
+        ),
+        notification_url_allow_hosts=_words(env.get("GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS", "")),
+        notification_timeout=_number(
+            env, "GATEWAY_NOTIFICATION_TIMEOUT", DEFAULT_NOTIFICATION_TIMEOUT
+        ),
+        notification_max_bytes=int(
+            _number(env, "GATEWAY_NOTIFICATION_MAX_BYTES", DEFAULT_NOTIFICATION_MAX_BYTES, int)
+        ),
+        notification_poll_interval=_number(env, "GATEWAY_NOTIFICATION_POLL_INTERVAL", 2.0),
+        worker_threads=_count(env, "GATEWAY_WORKER_THREADS", 0),
+        tenant_requests=_optional_count(env, "GATEWAY_TENANT_REQUESTS"),
+        tenant_site_calls=_count(env, "GATEWAY_TENANT_SITE_CALLS", DEFAULT_TENANT_SITE_CALLS),
+        unauthenticated_rate=_rate(env, "GATEWAY_UNAUTHENTICATED_RATE", "30/60"),
         approval_max_days=_number(env, "GATEWAY_APPROVAL_MAX_DAYS", 7.0),
         session_hours=_number(env, "GATEWAY_SESSION_HOURS", 8.0),
         session_idle_minutes=_number(env, "GATEWAY_SESSION_IDLE_MINUTES", 30.0),

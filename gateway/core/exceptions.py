@@ -157,6 +157,9 @@ TemplateLeftover = _problem(
 ImageUnreadable = _problem(
     "ImageUnreadable", 422, "image-unreadable", "The image cannot be decoded"
 )
+ImageTooLarge = _problem(
+    "ImageTooLarge", 422, "image-too-large", "The image has more pixels than allowed"
+)
 MediaUrlRefused = _problem(
     "MediaUrlRefused", 422, "media-url-refused", "The image URL is not allowed"
 )
@@ -240,6 +243,22 @@ BudgetExhausted = _problem(
 )
 SiteBusy = _problem(
     "SiteBusy", 429, "site-busy", "The site has as many WordPress calls in flight as allowed", True
+)
+TenantBusy = type(
+    "TenantBusy",
+    (SiteBusy,),  # the agent worker and the sweep back off from it as from a busy site
+    {
+        "slug": "tenant-busy",
+        "title": "The tenant has as many requests or WordPress callers in flight as its share",
+        "__doc__": "The tenant is over its share of a worker (gateway.tenancy.tenant_shares).",
+    },
+)
+UnauthenticatedRateLimited = _problem(
+    "UnauthenticatedRateLimited",
+    429,
+    "unauthenticated-rate-limited",
+    "Too many calls without a valid token from this address",
+    True,
 )
 RateLimited = _problem(
     "RateLimited", 429, "rate-limited", "Too many requests from this token", True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 import sys
 import uuid
 
@@ -65,17 +66,41 @@ class ContextFilter(logging.Filter):
         return True
 
 
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators: whatever a terminal
+# or a log shipper may take for the end of a line.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape(text: str) -> str:
+    """``text`` with every control character written as a Python escape (``\\n``,
+    ``\\x1b``, ``\\u2028``): one log line stays one line, whatever a request carried."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class TextFormatter(logging.Formatter):
-    """``[time] [pid] [LEVEL] logger: message key=value ...`` for a terminal."""
+    """``[time] [pid] [LEVEL] logger: message key=value ...`` for a terminal.
+
+    Every field is escaped (:func:`escape`): a path holding ``%0A[2026-12-01 ...] [1]
+    [INFO]`` cannot forge a line. A traceback keeps its lines, each indented, so no line of
+    it starts like a record (``[``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        record.message = escape(record.getMessage())
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
         extras = [
-            f"{name}={getattr(record, name)}"
+            f"{name}={escape(str(getattr(record, name)))}"
             for name in (*CONTEXT_FIELDS, *REQUEST_FIELDS, *WORDPRESS_FIELDS)
             if getattr(record, name, None) is not None and f"{name}=" not in line
         ]
-        return " ".join([line, *extras])
+        text = " ".join([line, *extras])
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        for more in (record.exc_text, record.stack_info and self.formatStack(record.stack_info)):
+            if more:
+                text += "".join(f"\n    {escape(part)}" for part in more.splitlines())
+        return text
 
 
 REQUEST_FIELDS = ("method", "route", "path", "status", "duration_ms", "client")

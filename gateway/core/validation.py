@@ -173,6 +173,7 @@ def check(compiled: Draft202012Validator, document, name: str | None = None):
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
         TemplateLeftover: a draft field holds an unevaluated template expression.
     """
+    check_storable(document)
     found = []
     for error in compiled.iter_errors(document):
         found.extend(_errors(error))
@@ -184,6 +185,45 @@ def check(compiled: Draft202012Validator, document, name: str | None = None):
     if name in TEMPLATE_FIELDS:
         check_template_leftovers(document, TEMPLATE_FIELDS[name])
     return document
+
+
+# A lone UTF-16 surrogate: JSON's "\ud800" escape decodes to it (a pair decodes to one code
+# point above U+FFFF), but it is not a Unicode scalar value, so UTF-8 cannot encode it and
+# neither SQLite's driver nor PostgreSQL can store it (RFC 8259 section 8.2).
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_storable(document) -> None:
+    """Refuse text no ledger can store: a lone surrogate in any string of ``document``,
+    member names included, wherever it is nested.
+
+    Raises:
+        ValidationFailed (422): one error per string, with its JSON pointer (a surrogate in
+            a member name is written U+FFFD there: the answer itself must be UTF-8).
+    """
+    found: list[str] = []
+    stack = [(document, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if LONE_SURROGATE.search(value):
+                found.append(_pointer(path))
+        elif isinstance(value, dict):
+            for name, member in value.items():
+                if isinstance(name, str) and LONE_SURROGATE.search(name):
+                    found.append(_pointer([*path, name]))
+                stack.append((member, [*path, name]))
+        elif isinstance(value, list):
+            stack.extend((item, [*path, index]) for index, item in enumerate(value))
+    if found:
+        message = "a lone UTF-16 surrogate (U+D800-U+DFFF) is not text and cannot be stored"
+        raise exc.ValidationFailed(
+            f"{len(found)} field(s) hold text that cannot be stored: {message}",
+            errors=[
+                {"pointer": LONE_SURROGATE.sub("\ufffd", p), "message": message}
+                for p in sorted(found)
+            ],
+        )
 
 
 def _integers(schema: dict, value):

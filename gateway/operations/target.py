@@ -9,6 +9,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Site
 from gateway.tenancy import site_slots
 from gateway.tenancy import sites
+from gateway.tenancy import tenant_shares
 from gateway.tenancy.sites import Companion
 from gateway.wordpress import Transport
 
@@ -46,13 +47,17 @@ class Target:
         return self._site
 
     def hold_slot(self) -> None:
-        """Take one of the site's concurrency slots for the caller's scope, the one place
-        every path to WordPress takes it (:mod:`gateway.tenancy.site_slots`): before a side
-        effect is claimed, and before a client is made.
+        """Take the tenant's share of the site (:mod:`gateway.tenancy.tenant_shares`, in
+        memory) and one of the site's concurrency slots (:mod:`gateway.tenancy.site_slots`)
+        for the caller's scope, the one place every path to WordPress takes them: before a
+        side effect is claimed, and before a client is made.
 
         Raises:
+            TenantBusy (429): the tenant's callers on this site in this worker are at
+                ``GATEWAY_TENANT_SITE_CALLS``.
             SiteBusy (429): every slot of the site is held.
         """
+        tenant_shares.hold_site(self.config, self.job.tenant, self.site.id)
         site_slots.hold(self.config, self.site.id)
 
     @cached_property

@@ -14,6 +14,11 @@
   per-process registry would answer with one worker's share only.
 
 Without the variable (tests, ``flask`` development) the same metrics live in this process.
+
+Calls without a valid token are counted here (``gateway_unauthenticated_calls``), never in the
+ledger: a flood of them writes nothing. Tenant names are labels of several families; without
+``GATEWAY_METRICS_TOKEN`` (an open ``/metrics``) every family is exposed with the ``tenant``
+label summed away (:class:`WithoutTenants`), so an open endpoint names no tenant.
 """
 
 from __future__ import annotations
@@ -134,7 +139,27 @@ WORDPRESS_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS,
     registry=None,
 )
-_TRAFFIC = (REQUESTS, REQUEST_SECONDS, WORDPRESS_CALLS, WORDPRESS_SECONDS)
+UNAUTHENTICATED_CALLS = prometheus_client.Counter(
+    "gateway_unauthenticated_calls",
+    "Calls without a valid token (no ledger write), by answer: refused (401) or limited (429 "
+    "unauthenticated-rate-limited, GATEWAY_UNAUTHENTICATED_RATE)",
+    ["answer"],
+    registry=None,
+)
+TENANT_BUSY = prometheus_client.Counter(
+    "gateway_tenant_busy",
+    "Requests refused with 429 tenant-busy, by tenant and share (requests, site_calls)",
+    ["tenant", "share"],
+    registry=None,
+)
+_TRAFFIC = (
+    REQUESTS,
+    REQUEST_SECONDS,
+    WORDPRESS_CALLS,
+    WORDPRESS_SECONDS,
+    UNAUTHENTICATED_CALLS,
+    TENANT_BUSY,
+)
 
 
 def observe_request(route: str, method: str, status: int, seconds: float) -> None:
@@ -152,10 +177,44 @@ def observe_wordpress(
     WORDPRESS_SECONDS.labels(outcome).observe(seconds)
 
 
-def registry() -> CollectorRegistry:
+def count_unauthenticated(answer: str) -> None:
+    """Count one call without a valid token (``answer``: ``refused`` or ``limited``)."""
+    UNAUTHENTICATED_CALLS.labels(answer).inc()
+
+
+def count_tenant_busy(tenant: str, share: str) -> None:
+    """Count one 429 ``tenant-busy`` of ``tenant`` (``share``: requests, site_calls)."""
+    TENANT_BUSY.labels(tenant, share).inc()
+
+
+class WithoutTenants:
+    """Wraps a registry: every family it collects, with the ``tenant`` label summed away
+    (samples equal in every other label are added up)."""
+
+    def __init__(self, inner: CollectorRegistry):
+        self.inner = inner
+
+    def collect(self):
+        for family in self.inner.collect():
+            merged: dict[tuple, object] = {}
+            for sample in family.samples:
+                labels = {k: v for k, v in sample.labels.items() if k != "tenant"}
+                key = (sample.name, tuple(sorted(labels.items())))
+                if key in merged and sample.name.endswith("_created"):
+                    continue  # a creation time, not a count: the first one stands
+                if key in merged:
+                    merged[key] = merged[key]._replace(value=merged[key].value + sample.value)
+                else:
+                    merged[key] = sample._replace(labels=labels)
+            family.samples = list(merged.values())
+            yield family
+
+
+def registry(with_tenants: bool = True) -> CollectorRegistry:
     """What ``GET /metrics`` exposes: the ledger collector plus the traffic metrics, summed
     over every worker of this server in multiprocess mode. No per-process default metrics
-    (they would differ between workers)."""
+    (they would differ between workers). ``with_tenants=False`` (no metrics token set): the
+    same figures without the ``tenant`` label."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(LedgerCollector())
     if os.environ.get(MULTIPROCESS_DIR):
@@ -163,4 +222,8 @@ def registry() -> CollectorRegistry:
     else:
         for metric in _TRAFFIC:
             reg.register(metric)
-    return reg
+    if with_tenants:
+        return reg
+    outer = CollectorRegistry(auto_describe=False)
+    outer.register(WithoutTenants(reg))
+    return outer

@@ -39,6 +39,7 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import db
 from gateway.ledger.models import SiteSlot
+from gateway.tenancy import tenant_shares
 
 log = logging.getLogger(__name__)
 # {site id: slot row id} held by the current scope; None outside any scope.
@@ -55,12 +56,16 @@ def slot_ttl(config: Config) -> float:
 
 def start_scope() -> None:
     """Begin a scope where a ``with`` block does not fit (the API's request hooks); end it
-    with :func:`release_held`."""
+    with :func:`release_held`. The scope also holds the tenant's site shares
+    (:mod:`gateway.tenancy.tenant_shares`, in memory)."""
     _held.set({})
+    tenant_shares.start_sites()
 
 
 def release_held() -> None:
-    """Release the slots the current scope holds and end it."""
+    """Release the slots the current scope holds and end it (the in-memory site shares
+    first: that cannot fail)."""
+    tenant_shares.release_sites()
     held = _held.get()
     _held.set(None)
     if held:
