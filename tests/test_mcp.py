@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 
 import anyio
 import pytest
@@ -284,6 +285,10 @@ def test_a_killed_mcp_process_loses_nothing_and_its_request_key_returns_the_firs
     anyio.run(start)
     gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=POSTS, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "draft", put_draft)
+    # The gateway finishes the draft its dead client asked for; the block needs the post.
+    deadline = time.monotonic() + 60
+    while _row_state(gateway, job_id, "draft") != "CONFIRMED" and time.monotonic() < deadline:
+        time.sleep(0.2)
     updates = r"^/wp-json/wp/v2/posts/\d+"
     gw_proxy.add_fault(Fault(kind="delay", seconds=2.0, method="POST", path=updates, times=1))
     anyio.run(_kill_while_in_flight, gateway, tmp_path, job_id, "block", keyed_block)
