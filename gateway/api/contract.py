@@ -123,6 +123,13 @@ JOB_QUERY = {
         "needs_review, cancelled",
     },
     "phase": {"type": "string", "description": "one phase, e.g. approval_pending"},
+    "unfinished": {
+        "type": "string",
+        "enum": ["true", "false"],
+        "default": "false",
+        "description": "true: only jobs a run still has work on (in_progress or unknown, "
+        "or completed in phase verified without an approval request)",
+    },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
     "after": {
         "type": "integer",

@@ -24,6 +24,7 @@ from gateway.api import jobs
 from gateway.api import report
 from gateway.api import review_page
 from gateway.api import reviews
+from gateway.api import run_activity
 from gateway.api import spec
 from gateway.api.http import REQUEST_ID
 from gateway.api.http import config
@@ -88,7 +89,9 @@ def _start_request():
 
 
 def _finish_request(response):
-    """Echo the request id, count the request and write its one log line."""
+    """Note what the answer says about its job's run (:mod:`gateway.api.run_activity`), echo
+    the request id, count the request and write its one log line."""
+    run_activity.note(response)
     response.headers["X-Request-Id"] = g.get("request_id") or logs.start()
     route = request.url_rule.rule if request.url_rule is not None else "unmatched"
     seconds = time.perf_counter() - g.get("started", time.perf_counter())
