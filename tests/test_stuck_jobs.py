@@ -16,6 +16,7 @@ gateway's side; ``tests/test_n8n_real.py`` drives the same rows through a real n
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 
 import pytest
@@ -31,6 +32,7 @@ from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import Job
+from gateway.ledger.models import Operation
 from gateway.recovery import reconciliation
 from gateway.tenancy import sites
 from gateway_tools.fault_proxy import Fault
@@ -195,6 +197,97 @@ def test_wordpress_down_is_503_saying_so_not_409_and_nothing_is_sent(gwp, proxy)
 
 
 # --------------------------------------------------------------------------- bad input
+
+
+SAMPLE_PNG = base64.b64encode(png_bytes((1, 2, 3), size=3)).decode()
+
+
+def validate(gw, body) -> tuple[int, dict]:
+    answer = gw.client.post("/v1/articles/validate", json=body, headers=gw.headers())
+    return answer.status_code, answer.get_json()
+
+
+def test_validate_article_passes_a_good_article_and_writes_nothing(offline_gw):
+    body = {
+        "draft": draft_body(
+            content="<p>a</p>{{media:diagram}}",
+            featured_media={"slot": "hero"},
+            body_media=["diagram", "ledger"],
+        ),
+        "media": [
+            {"slot": "hero", "content_base64": SAMPLE_PNG, "filename": "hero.png"},
+            {"slot": "diagram", "url": "https://images.example/diagram.jpg"},
+            {"slot": "ledger"},  # uploaded before (a resumed run): referenced only
+        ],
+    }
+    status, answer = validate(offline_gw, body)
+    assert status == 200, answer
+    assert answer["draft"] == {
+        "featured_slot": "hero",
+        "body_media": ["diagram", "ledger"],
+        "placeholders": ["diagram"],
+    }
+    assert [(m["slot"], m["source"]) for m in answer["media"]] == [
+        ("hero", "content_base64"),
+        ("diagram", "url"),
+        ("ledger", "none"),
+    ]
+    assert answer["media"][0]["mime_type"] == "image/png"
+    listed = offline_gw.client.get("/v1/jobs", headers=offline_gw.headers()).get_json()
+    assert listed["jobs"] == []
+    assert in_ledger(offline_gw, lambda: Operation.select().count()) == 0
+
+
+def test_validate_article_names_every_problem_before_any_upload(offline_gw):
+    corrupt = base64.b64encode(base64.b64decode(SAMPLE_PNG)[:40] + b"\x00" * 30).decode()
+    body = {
+        "draft": draft_body(
+            title="{{ $json.title }}",
+            content="<p>a</p>{{media:nope}} {{media:diagram}}",
+            featured_media={"slot": "hero"},
+            body_media=["diagram"],
+        ),
+        "media": [
+            {"slot": "hero", "content_base64": corrupt},
+            {"slot": "diagram", "content_base64": "not base64!"},
+            {"slot": "gif", "content_base64": base64.b64encode(b"GIF89a-not-really").decode()},
+            {"slot": "text", "content_base64": base64.b64encode(b"plain text").decode()},
+            {"slot": "url", "url": "ftp://user@images.example/x.png"},
+        ],
+    }
+    status, problem = validate(offline_gw, body)
+    assert status == 422 and problem["type"].endswith("/validation-failed"), problem
+    found = {(e["pointer"], e["problem"]) for e in problem["errors"]}
+    assert found == {
+        ("/draft/title", "template-leftover"),
+        ("/draft/content", "validation-failed"),  # {{media:nope}}: no such body image
+        ("/media/0/content_base64", "image-unreadable"),
+        ("/media/1/content_base64", "validation-failed"),
+        ("/media/2/content_base64", "image-unreadable"),
+        ("/media/3/content_base64", "unsupported-media-type"),
+        ("/media/4/url", "validation-failed"),
+    }, problem["errors"]
+    assert "nothing was written" in problem["detail"]
+    # a slot the draft names that is not among the images, a slot given twice
+    status, problem = validate(
+        offline_gw,
+        {
+            "draft": draft_body(featured_media={"slot": "missing"}, body_media=["a"]),
+            "media": [{"slot": "a"}, {"slot": "a"}],
+        },
+    )
+    assert status == 422
+    assert {(e["pointer"], e["problem"]) for e in problem["errors"]} == {
+        ("/draft/featured_media/slot", "validation-failed"),
+        ("/media/1/slot", "validation-failed"),
+    }
+    # a malformed draft: its schema errors and its leftovers in one answer
+    status, problem = validate(
+        offline_gw, {"draft": {"title": "{{ $json.t }}", "seo": {}}, "media": []}
+    )
+    pointers = {e["pointer"] for e in problem["errors"]}
+    assert status == 422 and {"/draft/content", "/draft/excerpt", "/draft/title"} <= pointers
+    assert in_ledger(offline_gw, lambda: Job.select().count() + Operation.select().count()) == 0
 
 
 def test_a_version_refused_for_its_content_goes_to_a_person_not_to_resume(offline_gw):

@@ -289,6 +289,7 @@ OPERATIONS: dict[str, Contract] = {
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),
     "POST /v1/jobs/{job_id}/resume": Contract(body="empty", returns="Resume"),
+    "POST /v1/articles/validate": Contract(body="article_validation", returns="ArticleValidation"),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(

@@ -16,6 +16,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import IntegerConverter
 
 from gateway.api import agents
+from gateway.api import articles
 from gateway.api import budgets
 from gateway.api import editorial
 from gateway.api import follow_up
@@ -135,6 +136,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(spec.bp)
     app.register_blueprint(agents.bp)
     app.register_blueprint(budgets.bp)
+    app.register_blueprint(articles.bp)
     wordpress_client.add_observer(metrics.observe_wordpress)
     wordpress_client.add_observer(logs.log_wordpress_call)
 
