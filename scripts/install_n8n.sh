@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs n8n (1.x, the newest line that runs on Node.js 20) once into a cache folder outside
-# the repository, keyed by version, and prints the path of the n8n binary on stdout.
+# Installs n8n (N8N_VERSION: 1.123.81 by default, the newest 1.x; 2.0.0 to 2.8.4 also run on
+# Node.js 20.19, 2.10 and later need 22.16) once into a cache folder outside the repository,
+# keyed by version, and prints the path of the n8n binary on stdout.
 # Skips the install when the cache already holds a working n8n.
 #
 # Three workarounds make it install with only the package registries reachable:

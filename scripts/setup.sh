@@ -35,8 +35,9 @@ if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then
   # an engine), drives the review page in a real headless Chromium, runs n8n, and runs
   # docs/walkthrough.md's curl commands.
   apt_install docker-compose chromium chromium-driver curl
-  step "n8n in its cache (installed on first use: a few minutes)"
+  step "n8n 1.x and 2.x in their caches (installed on first use: a few minutes each)"
   bash scripts/install_n8n.sh
+  N8N_VERSION="${GATEWAY_TEST_N8N2_VERSION:-2.8.4}" bash scripts/install_n8n.sh
 fi
 # up.sh prints its own steps (and keeps its own log, wp_test_site/.runtime/up.log).
 url="$(bash wp_test_site/up.sh 2>&3)"

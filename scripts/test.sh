@@ -7,7 +7,9 @@
 #   - the full suite again on the PostgreSQL ledger, each test on a fresh database (n8n aside),
 #     against the same site;
 #   - every test that talks to WordPress (both transports, SQLite) against the other line,
-#     $GATEWAY_TEST_OTHER_WORDPRESS (default bookworm: Debian 12's 6.1, the oldest supported).
+#     $GATEWAY_TEST_OTHER_WORDPRESS (default bookworm: Debian 12's 6.1, the oldest supported);
+#   - the real-n8n tests (-m n8n) again on n8n's 2.x line, $GATEWAY_TEST_N8N2_VERSION (default
+#     2.8.4), against the first site (the full suite runs them on 1.123.x).
 # Under CI=true a skipped test is a failure (tests/conftest.py), and the test sites this run
 # started are purged at the end. Each phase's wall time is printed and written to
 # .logs/ci-durations.txt; pytest prints its 25 slowest tests. Extra arguments go to every pass.
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 started=$SECONDS
 FULL_LINE="${GATEWAY_TEST_FULL_WORDPRESS:-sid}"
 OTHER_LINE="${GATEWAY_TEST_OTHER_WORDPRESS:-bookworm}"
+N8N2_VERSION="${GATEWAY_TEST_N8N2_VERSION:-2.8.4}"
 WORKERS="${GATEWAY_TEST_WORKERS:-3}"
 mkdir -p .logs
 DURATIONS=.logs/ci-durations.txt
@@ -65,7 +68,7 @@ ruff check .
 ruff format --check .
 lint-imports --no-cache
 
-phase "pytest: three passes side by side"
+phase "pytest: four passes side by side"
 common=(-q -rs -p no:cacheprovider -n "$WORKERS" --dist loadfile --durations=25)
 pids=()
 names=()
@@ -85,9 +88,13 @@ WP_TEST_SITE_WORDPRESS="$OTHER_LINE" \
 	>.logs/pytest-"$OTHER_LINE".log 2>&1 &
 pids+=($!)
 names+=("SQLite ledger, WordPress $OTHER_LINE, the tests that talk to WordPress")
+WP_TEST_SITE_WORDPRESS="$FULL_LINE" N8N_VERSION="$N8N2_VERSION" \
+	python -m pytest "${common[@]}" -n 1 -m n8n "$@" >.logs/pytest-n8n2.log 2>&1 &
+pids+=($!)
+names+=("SQLite ledger, WordPress $FULL_LINE, n8n $N8N2_VERSION: the real-n8n tests")
 logs=(.logs/pytest-sqlite.log)
 [ -n "$pg_url" ] && logs+=(.logs/pytest-postgresql.log)
-logs+=(".logs/pytest-$OTHER_LINE.log")
+logs+=(".logs/pytest-$OTHER_LINE.log" .logs/pytest-n8n2.log)
 failed=0
 for i in "${!pids[@]}"; do
 	if wait "${pids[$i]}"; then status=passed; else status=FAILED; failed=1; fi

@@ -46,6 +46,7 @@ from support import site_state
 from support import switch_companion
 
 import gateway
+from gateway import composition  # noqa: F401 - every registry complete, as in every process
 from gateway.ledger.db import database
 from gateway_tools.fault_proxy import FaultProxy
 

@@ -1,16 +1,20 @@
 """Helpers for running the exported workflows in a real n8n (``tests/test_n8n_real.py``) and
 for the static checks (``tests/test_n8n_static.py``).
 
-n8n 1.123.81 is the newest n8n that runs on Node.js 20; ``scripts/install_n8n.sh`` installs it
-once into a cache folder outside the repository (``N8N_CACHE_DIR``). Facts this module relies on
-(measured on Node 20, offline but for the package registries):
+n8n 1.123.x is the newest 1.x line; 2.0.0 to 2.8.4 also run on Node.js 20 (2.10 and later need
+22.16). ``scripts/install_n8n.sh`` installs the version of ``N8N_VERSION`` once into a cache
+folder outside the repository (``N8N_CACHE_DIR``). Facts this module relies on (measured on
+Node 20, offline but for the package registries):
 
 * ``N8N_EXPRESSION_ENGINE=legacy`` (the default engine needs ``isolated-vm``, not built),
-  ``N8N_BLOCK_ENV_ACCESS_IN_NODE=false`` (``{{ $env.GATEWAY_URL }}``),
-  ``N8N_RUNNERS_ENABLED=false``;
+  ``N8N_RUNNERS_ENABLED=false`` (1.x; 2.x always starts its task runners, whose broker takes
+  ``N8N_RUNNERS_BROKER_PORT``, 5679 by default: every n8n process here gets a free port of its
+  own, so ``n8n execute`` runs beside ``n8n start`` and beside other test runs);
+* the workflows read no environment variable (2.x blocks ``$env`` by default, and it stays so);
 * ``n8n import:credentials`` / ``import:workflow``, then ``n8n execute --id`` (``--file`` no longer
   works); ``execute`` exits 1 when a node errors, prints log lines before its JSON (parse from the
-  first ``{``), and exits 0 when the id does not exist (so the output is always checked).
+  first ``{``), and exits 0 when the id does not exist (so the output is always checked);
+* activation: ``update:workflow --id --active=true`` on 1.x, ``publish:workflow --id`` on 2.x.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -38,15 +43,25 @@ CACHE_DIR = Path(
 )
 N8N_BIN = CACHE_DIR / "node_modules" / ".bin" / "n8n"
 ENCRYPTION_KEY = "publishing-gateway-n8n-test-key-0123456789"
+N8N_MAJOR = int(N8N_VERSION.split(".")[0])
 
-#: Fixed ids of the exported workflows and of the gateway credential they reference.
+#: Fixed ids of the exported workflows and of the credentials they reference: the gateway's
+#: workflow token (Bearer Auth) and the token the workflows' webhooks ask for (Header Auth).
 WORKFLOW_IDS = {
     "article_pipeline": "pgwArticlePipe01",
     "recover_job": "pgwRecoverJob001",
     "publish_approved": "pgwPublishAppr01",
+    "workflow_alert": "pgwWorkflowAlert",
 }
 CREDENTIAL_ID = "pgwGatewayToken1"
 CREDENTIAL_NAME = "Publishing Gateway token"
+CREDENTIAL_TYPE = "httpBearerAuth"
+WEBHOOK_CREDENTIAL_ID = "pgwWebhookToken1"
+WEBHOOK_CREDENTIAL_NAME = "Workflow webhooks token"
+#: What each workflow's *Gateway* node holds until the import replaces it (the README's sed):
+#: the gateway's URL inside docker-compose, and where workflow_alert posts.
+DEFAULT_GATEWAY_URL = "http://gateway:8000"
+DEFAULT_ALERT_URL = "http://alerts.invalid/n8n"
 
 
 def installed() -> bool:
@@ -141,6 +156,12 @@ def validate_offline(workflow: dict, descriptions: dict[str, dict]) -> list[str]
 # --------------------------------------------------------------------------- running n8n
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @dataclass
 class Execution:
     """One ``n8n execute`` run."""
@@ -173,6 +194,8 @@ class N8n:
     variables: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
+        """n8n's environment as the README sets it, plus a free task broker port (2.x) for
+        each process this makes."""
         node_bin = str(Path(shutil.which("node") or "/usr/bin/node").parent)
         return {
             "PATH": f"{node_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -180,9 +203,10 @@ class N8n:
             "N8N_USER_FOLDER": str(self.folder),
             "N8N_ENCRYPTION_KEY": ENCRYPTION_KEY,
             "DB_TYPE": "sqlite",
+            "N8N_LISTEN_ADDRESS": "127.0.0.1",
             "N8N_EXPRESSION_ENGINE": "legacy",
-            "N8N_BLOCK_ENV_ACCESS_IN_NODE": "false",
             "N8N_RUNNERS_ENABLED": "false",
+            "N8N_RUNNERS_BROKER_PORT": str(free_port()),
             "N8N_DIAGNOSTICS_ENABLED": "false",
             "N8N_TEMPLATES_ENABLED": "false",
             "N8N_PERSONALIZATION_ENABLED": "false",

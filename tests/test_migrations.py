@@ -16,6 +16,7 @@ from support import SECRET_KEY
 from support import gateway_command
 
 import gateway
+from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger import migrations
 from gateway.ledger.db import database
@@ -189,5 +190,27 @@ def test_migration_10_adds_the_binding_token_poll_schedule_and_the_workers_pause
     assert {"bound_token_hash", "next_poll_at", "poll_streak", "poll_failures"} <= sessions
     assert {"environment_id", "environment", "evidence"} <= sessions
     assert "next_attempt_at" in events and "agent_worker_state" in tables and 10 in versions
+
+
+def test_migration_13_adds_the_last_request_time_and_the_content_refusal(release_0_1_0_ledger):
+    """Version 13 stands alone (9-12 belong to other changes): a 0.1.0 ledger's job gets
+    ``last_request_at`` from its ``updated_at`` (its idle time does not restart at the
+    upgrade), resume points a ``refusal`` column; a rerun changes nothing."""
+    path = release_0_1_0_ledger[len("sqlite:///") :]
+    with sqlite3.connect(path) as connection:
+        (updated,) = connection.execute("SELECT updated_at FROM job").fetchone()
+    assert cli(release_0_1_0_ledger, "init-db").returncode == 0
+    with sqlite3.connect(path) as connection:
+        (last_request,) = connection.execute("SELECT last_request_at FROM job").fetchone()
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(resume_point)")]
+        versions = [row[0] for row in connection.execute("SELECT version FROM schema_version")]
+    assert last_request == updated
+    assert "refusal" in columns
+    assert 13 in versions and migrations.latest_version() >= 13
+    app = gateway.create_app({"database_url": release_0_1_0_ledger, "secret_key": SECRET_KEY})
+    with app.app_context(), database.connection_context():
+        job = Job.get()
+        since_update = (db.utcnow() - job.updated_at).total_seconds()
+        assert jobs.idle_seconds(job) == pytest.approx(since_update, abs=5)
     again = cli(release_0_1_0_ledger, "init-db")
     assert again.returncode == 0 and again.stderr.count("up to date") == 1

@@ -1,14 +1,26 @@
-"""The exported workflows in a real n8n (1.123.81 on Node.js 20) against a real
-``gateway serve`` and the real test WordPress, set up and run with the commands of
-``n8n_workflows/README.md`` (each command the module runs is checked to be in the README).
+"""The exported workflows in a real n8n (1.123.x, or 2.x with ``N8N_VERSION=2.8.4``, on
+Node.js 20) against a real ``gateway serve`` and the real test WordPress, set up and run with
+the commands of ``n8n_workflows/README.md`` (each command the module runs is checked to be in the
+README, the activation line of the n8n line under test).
 
-One ``n8n start`` serves every test of the module (``stack``), driven through its webhooks; the
-gateway runs with a short in-flight window and ``GATEWAY_RESUME_AFTER=8`` on a tenant of its own
-(so the README's fixed sample job id never meets an earlier run's posts in the shared test
-WordPress). Editors' notifications go to a local receiver (the tenant's notification URL) that
-counts POSTs and their ``Idempotency-Key``; images by URL come from a local server whose answers
-the tests switch (404, held). Counts come from WordPress itself (the companion plugin's lookup
-by operation key, as admin). SQLite pass only (marker ``n8n``).
+One ``n8n start`` serves every test of the module (``stack``), driven through its webhooks (with
+the webhook token); the gateway runs with a short in-flight window and ``GATEWAY_RESUME_AFTER=8``
+on a tenant of its own (so the README's fixed sample job id never meets an earlier run's posts
+in the shared test WordPress). Editors' notifications go to a local receiver (the tenant's
+notification URL) that counts POSTs and their ``Idempotency-Key``; n8n's own alerts
+(``workflow_alert``) to another; images by URL come from a local server whose answers the tests
+switch (404, held). "WordPress down" is made through a fault proxy or a site URL where nothing
+listens, never by stopping the shared site. Counts come from WordPress itself (the companion
+plugin's lookup by operation key, as admin). SQLite pass only (marker ``n8n``).
+
+Issue 30's rows, each with its test: a gateway ``kill -9`` while the draft is written
+(:func:`test_gateway_killed_while_wordpress_saves_the_draft_recover_finishes_it`), WordPress down
+during the first upload and its answer
+(:func:`test_wordpress_down_during_the_uploads_is_resumed_once_idle_from_the_last_request`), a
+wrong gateway token (:func:`test_a_wrong_token_is_not_retried_and_alerts_without_the_gateway`),
+bad input (:func:`test_a_bad_article_is_refused_before_any_upload`,
+:func:`test_an_article_wordpress_refuses_goes_to_a_person_not_to_resume`), killed right after the
+202 (:func:`test_gateway_killed_right_after_the_202_ends_with_a_next_step`).
 
 When the n8n cache is absent, ``scripts/install_n8n.sh`` installs it first (~3 minutes); if that
 fails the tests are skipped, except under ``CI=true`` where they fail.
@@ -32,6 +44,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from n8n_support import CREDENTIAL_ID
+from n8n_support import CREDENTIAL_NAME
+from n8n_support import CREDENTIAL_TYPE
+from n8n_support import N8N_MAJOR
 from n8n_support import N8N_VERSION
 from n8n_support import ROOT
 from n8n_support import WORKFLOW_IDS
@@ -55,9 +71,36 @@ EXAMPLES = ROOT / "n8n_workflows" / "examples"
 SAMPLE = json.loads((EXAMPLES / "article.json").read_text("utf-8"))
 TIMES: dict[str, float] = {}
 RESUME_AFTER = 8  # GATEWAY_RESUME_AFTER: longer than a failed run's last image retry
-RECOVER = (
-    'curl -sS --fail-with-body -X POST "http://127.0.0.1:${N8N_PORT:-5678}/webhook/recover-job"'
+POSTS = r"^/wp-json/wp/v2/posts/?$"
+MEDIA = r"^/wp-json/wp/v2/media/?$"
+
+# The README's commands, run verbatim (``Stack.readme`` checks each is in the README).
+AUTH = '-H "Authorization: Bearer $(cat "$state/webhook.token")"'
+HOOKS = '"http://127.0.0.1:${N8N_PORT:-5678}/webhook'
+RECOVER = f'curl -sS --fail-with-body -X POST {AUTH} {HOOKS}/recover-job"'
+PUBLISH = f'curl -sS --fail-with-body -X POST {AUTH} {HOOKS}/publish-approved"'
+SAMPLE_RUN = (
+    f"curl -sS --fail-with-body {AUTH} -H 'Content-Type: application/json' --data "
+    f'@n8n_workflows/examples/article.json {HOOKS}/article-pipeline"'
 )
+SETUP = (
+    '[ -s "$state/n8n.token" ] || (umask 077; gateway tokens create --tenant "${TENANT:-acme}" --role workflow --name n8n-workflows > "$state/n8n.token.new" && mv "$state/n8n.token.new" "$state/n8n.token")',  # noqa: E501 - the README's line
+    'gateway notifications set-url --tenant "${TENANT:-acme}" --url "${EDITORS_URL:-https://chat.example/hooks/editors}"',  # noqa: E501
+    '[ -s "$state/webhook.token" ] || (umask 077; python3 -c \'import secrets; print(secrets.token_urlsafe(32))\' > "$state/webhook.token")',  # noqa: E501
+    'sed -e "s|<token>|$(cat "$state/n8n.token")|" -e "s|<webhook-token>|$(cat "$state/webhook.token")|" n8n_workflows/examples/credentials.json > "$state/n8n-credentials.json"',  # noqa: E501
+    'n8n import:credentials --input="$state/n8n-credentials.json" && rm "$state/n8n-credentials.json"',  # noqa: E501
+    'mkdir -p "$state/workflows" && for f in n8n_workflows/*.json; do sed -e "s|http://gateway:8000|$GATEWAY_URL|" -e "s|http://alerts.invalid/n8n|$ALERT_URL|" "$f" > "$state/workflows/${f##*/}"; done',  # noqa: E501
+    'n8n import:workflow --separate --input="$state/workflows/"',
+    "n8n import:workflow --input=n8n_workflows/examples/sample_caller.json",
+    {
+        1: 'for id in pgwArticlePipe01 pgwRecoverJob001 pgwPublishAppr01 pgwWorkflowAlert; do n8n update:workflow --id="$id" --active=true; done',  # noqa: E501
+        2: 'for id in pgwArticlePipe01 pgwRecoverJob001 pgwPublishAppr01 pgwWorkflowAlert; do n8n publish:workflow --id="$id"; done',  # noqa: E501
+    }[N8N_MAJOR],
+)
+EXECUTE_CALLER = {
+    1: "n8n execute --id=pgwSampleCaller1",
+    2: 'N8N_RUNNERS_BROKER_PORT="${EXECUTE_BROKER_PORT:-5680}" n8n execute --id=pgwSampleCaller1',
+}[N8N_MAJOR]
 
 
 @pytest.fixture(scope="session")
@@ -194,6 +237,9 @@ class Gateway:
         except requests.RequestException:
             return False
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
@@ -252,17 +298,33 @@ class Stack:
     n8n: N8n
     gateway: Gateway
     editors: Receiver
+    alerts: Receiver
     images: Images
     site: dict
     tenant: str
+    state: Path
     webhooks: str  # http://127.0.0.1:{port}/webhook
 
     def readme(self, command: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        """Run one command exactly as ``n8n_workflows/README.md`` writes it."""
+        """Run one command exactly as ``n8n_workflows/README.md`` writes it, with the
+        environment the README sets (the gateway's ledger and secret key for ``gateway``
+        commands, n8n's variables, ``$state``)."""
         assert command in README, f"not in n8n_workflows/README.md: {command}"
+        env = self.n8n.env()
+        gateway_bin = Path(gateway_command()[0]).parent
+        env |= {
+            "PATH": f"{self.n8n.binary.parent}:{gateway_bin}:{env['PATH']}",
+            "GATEWAY_DATABASE_URL": self.gateway.env["GATEWAY_DATABASE_URL"],
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "TENANT": self.tenant,
+            "GATEWAY_URL": self.gateway.url,
+            "ALERT_URL": self.alerts.url,
+            "EDITORS_URL": self.editors.url,
+            "EXECUTE_BROKER_PORT": str(free_port()),
+        }
         return subprocess.run(
             ["bash", "-c", command],
-            env=self.n8n.env() | {"PATH": f"{self.n8n.binary.parent}:{self.n8n.env()['PATH']}"},
+            env=env,
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -270,27 +332,55 @@ class Stack:
             check=False,
         )
 
-    def post(self, name: str, body=None, timeout: float = 300) -> requests.Response:
-        return requests.post(f"{self.webhooks}/{name}", json=body, timeout=timeout)
+    def post(self, name: str, body=None, timeout: float = 300, token=True) -> requests.Response:
+        """POST to a webhook with the webhook token (``token=False``: without, a string:
+        that one)."""
+        secret = (self.state / "webhook.token").read_text().strip() if token is True else token
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        return requests.post(f"{self.webhooks}/{name}", json=body, headers=headers, timeout=timeout)
 
-    def counts(self, job_id: str, slots: list[str]) -> tuple[int, int]:
-        """(posts, attachments) in WordPress carrying the job's operation keys."""
+    def objects(self, job_id: str, slots: list[str]) -> list[dict]:
+        """Objects in WordPress carrying the job's draft or media operation keys."""
         prefix = f"{self.tenant}/{job_id}/v1"
-        draft, media = f"{prefix}/draft", [f"{prefix}/media/{slot}" for slot in slots]
+        keys = [f"{prefix}/draft", *(f"{prefix}/media/{slot}" for slot in slots)]
         answer = admin_session(self.site).get(
             self.site["url"].rstrip("/") + "/wp-json/publishing-gateway/v1/objects",
-            params={"keys": ",".join([draft, *media])},
+            params={"keys": ",".join(keys)},
             timeout=30,
         )
         answer.raise_for_status()
-        objects = answer.json()["objects"]
+        return answer.json()["objects"]
+
+    def counts(self, job_id: str, slots: list[str]) -> tuple[int, int]:
+        """(posts, attachments) in WordPress carrying the job's operation keys."""
+        found = self.objects(job_id, slots)
+        draft = f"{self.tenant}/{job_id}/v1/draft"
         return (
-            len([o for o in objects if o["operation_key"] == draft]),
-            len([o for o in objects if o["operation_key"] in media]),
+            len([o for o in found if o["operation_key"] == draft]),
+            len([o for o in found if o["operation_key"] != draft]),
         )
+
+    def parents(self, job_id: str, slots: list[str]) -> dict[str, int | None]:
+        """Each slot's attachment's parent post as WordPress holds it (``context=edit``)."""
+        wp = admin_session(self.site)
+        parents = {}
+        for found in self.objects(job_id, slots):
+            if found["type"] == "attachment":
+                slot = found["operation_key"].rsplit("/", 1)[-1]
+                media = wp.get(
+                    self.site["url"].rstrip("/") + f"/wp-json/wp/v2/media/{found['id']}",
+                    params={"context": "edit"},
+                    timeout=30,
+                )
+                media.raise_for_status()
+                parents[slot] = media.json()["post"]
+        return parents
 
     def told(self, job_id: str, event: str) -> list[dict]:
         return [m for m in self.editors.messages if (m["job_id"], m["event"]) == (job_id, event)]
+
+    def alerted(self, workflow: str) -> list[dict]:
+        return [m for m in self.alerts.messages if m.get("workflow") == workflow]
 
     def wait_phase(self, job_id: str, phase: str, seconds: float = 120) -> dict:
         return wait_for(
@@ -300,43 +390,53 @@ class Stack:
             interval=1,
         )
 
+    def site_at(self, url: str) -> None:
+        """Register the tenant's site at ``url`` (the fault proxy, an address where nothing
+        listens, or WordPress itself)."""
+        site = self.site
+        self.gateway.cli(
+            "sites", "add", "--tenant", self.tenant, "--name", SITE_NAME, "--url", url,
+            "--username", site["users"]["author"]["username"],
+            "--app-password-env", AUTHOR_PASSWORD_ENV,
+        )  # fmt: skip
+
 
 @pytest.fixture(scope="module")
 def stack(n8n_binary, wp_site, tmp_path_factory):
     started = time.monotonic()
     folder = tmp_path_factory.mktemp("n8n-stack")
     tenant = f"n8n-{uuid.uuid4().hex[:8]}"
-    editors, images = Receiver(), Images()
+    editors, alerts, images = Receiver(), Receiver(), Images()
     editors.__enter__()
+    alerts.__enter__()
     gateway = Gateway(folder, wp_site, tenant, editors.url)
     gateway.start()
     home = folder / "n8n"
     home.mkdir()
     state = folder / "state"
-    state.mkdir()
-    (state / "n8n.token").write_text(gateway.token + "\n")
+    state.mkdir(mode=0o700)
     n8n_port = free_port()
-    n8n = N8n(
-        n8n_binary,
-        home,
-        {"GATEWAY_URL": gateway.url, "N8N_PORT": str(n8n_port), "state": str(state)},
-    )
+    # n8n itself gets no GATEWAY_URL: the import writes it into the workflows' Gateway nodes
+    n8n = N8n(n8n_binary, home, {"N8N_PORT": str(n8n_port), "state": str(state)})
     built = Stack(
-        n8n, gateway, editors, images, wp_site, tenant, f"http://127.0.0.1:{n8n_port}/webhook"
-    )
+        n8n, gateway, editors, alerts, images, wp_site, tenant, state,
+        f"http://127.0.0.1:{n8n_port}/webhook",
+    )  # fmt: skip
     process = log = None
     try:
         t0 = time.monotonic()
-        for command in (
-            'sed "s|<token>|$(cat "$state/n8n.token")|" n8n_workflows/examples/credentials.json > "$state/n8n-credentials.json"',  # noqa: E501 - the README's line
-            'n8n import:credentials --input="$state/n8n-credentials.json" && rm "$state/n8n-credentials.json"',  # noqa: E501 - the README's line
-            "n8n import:workflow --separate --input=n8n_workflows/",
-            "n8n import:workflow --input=n8n_workflows/examples/sample_caller.json",
-            'for id in pgwArticlePipe01 pgwRecoverJob001 pgwPublishAppr01; do n8n update:workflow --id="$id" --active=true; done',  # noqa: E501 - the README's line
-        ):  # fmt: skip
+        for command in SETUP:
             done = built.readme(command)
             assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         assert not (state / "n8n-credentials.json").exists()
+        # the root README's token is named n8n; the n8n README's does not clash with it
+        token = (state / "n8n.token").read_text().strip()
+        assert token and token != gateway.token
+        assert {p.name for p in (state / "workflows").iterdir()} >= {
+            f"{name}.json" for name in WORKFLOW_IDS
+        }
+        imported = (state / "workflows" / "article_pipeline.json").read_text()
+        assert gateway.url in imported and "http://gateway:8000" not in imported
         TIMES["import + activate (README commands)"] = time.monotonic() - t0
         t0 = time.monotonic()
         log = open(folder / "n8n-start.log", "wb")  # noqa: SIM115 - closed below
@@ -369,8 +469,12 @@ def stack(n8n_binary, wp_site, tmp_path_factory):
         gateway.kill()
         images.close()
         editors.__exit__(None, None, None)
+        alerts.__exit__(None, None, None)
         TIMES["module total"] = time.monotonic() - started
-        print("\nn8n timings: " + ", ".join(f"{k}: {v:.1f} s" for k, v in TIMES.items()))
+        print(
+            f"\nn8n {N8N_VERSION} timings: "
+            + ", ".join(f"{k}: {v:.1f} s" for k, v in TIMES.items())
+        )
 
 
 def slots_of(payload: dict) -> list[str]:
@@ -381,78 +485,11 @@ def article(job_id: str, images: list[dict]) -> dict:
     return {**SAMPLE, "job_id": job_id, "images": images}
 
 
-# --------------------------------------------------------------------------- the tests
-
-
-def test_readme_path_three_runs_one_ready_notification_then_published_once(stack):
-    t0 = time.monotonic()
-    job_id, slots = SAMPLE["job_id"], slots_of(SAMPLE)
-    first = stack.readme(
-        "curl -sS --fail-with-body -H 'Content-Type: application/json' --data "
-        "@n8n_workflows/examples/article.json "
-        '"http://127.0.0.1:${N8N_PORT:-5678}/webhook/article-pipeline"'
-    )
-    assert first.returncode == 0, first.stdout + first.stderr
-    answer = json.loads(first.stdout)
-    assert answer["job_id"] == job_id
-    assert answer["follow"] == f"{stack.gateway.url}/v1/jobs/{job_id}"
-    stack.wait_phase(job_id, "approval_pending")
-    wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
-
-    # the same article twice more: the webhook again while the caller workflow runs
-    again = stack.post("article-pipeline", SAMPLE)
-    assert again.status_code == 202, again.text
-    caller = stack.readme("n8n execute --id=pgwSampleCaller1")
-    assert caller.returncode == 0, caller.stdout[-3000:] + caller.stderr[-3000:]
-    path = f"/v1/jobs/{job_id}/notifications"
-    wait_for(lambda: len(stack.gateway.calls("POST", path)) >= 3, 120, "three runs did not end")
-    assert stack.counts(job_id, slots) == (1, 3)
-    ready = stack.told(job_id, "ready_for_approval")
-    assert len(ready) == 1, stack.editors.messages
-    key = f"{stack.tenant}/{job_id}/v1/notify/ready_for_approval"
-    assert {h["idempotency-key"] for h in stack.editors.headers} == {key}
-    assert "authorization" not in stack.editors.headers[0]  # never the gateway token
-    verification = stack.gateway.get(f"/v1/jobs/{job_id}/verification")
-    assert verification["ok"] is True, verification
-    assert ready[0]["post_id"] == verification["post_id"]
-
-    # publish_approved: nothing without an approval; after it, published once
-    publish = 'curl -sS --fail-with-body -X POST "http://127.0.0.1:${N8N_PORT:-5678}/webhook/publish-approved"'
-    assert stack.readme(publish).returncode == 0
-    assert stack.gateway.job(job_id)["phase"] == "approval_pending"
-    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat()
-    approval = requests.post(
-        f"{stack.gateway.url}/v1/jobs/{job_id}/approvals",
-        json={"task_version": 1, "content_sha256": verification["content_sha256"],
-              "post_id": verification["post_id"], "expires_at": expires},
-        headers={"Authorization": f"Bearer {stack.gateway.editor}"}, timeout=60,
-    )  # fmt: skip
-    assert approval.status_code == 201, approval.text
-    for _ in range(2):
-        assert stack.readme(publish).returncode == 0
-    assert stack.gateway.job(job_id)["phase"] == "published"
-    assert len(stack.told(job_id, "published")) == 1
-    TIMES["README path, 3 runs, publish"] = time.monotonic() - t0
-
-
-def test_a_missing_or_malformed_payload_creates_no_job(stack):
-    t0 = time.monotonic()
-    before = stack.gateway.get("/v1/jobs?limit=500")["jobs"]
-    named_null = {"job_id": "null", "article": SAMPLE["article"], "images": SAMPLE["images"]}
-    no_images = {"job_id": "no-images", "article": SAMPLE["article"]}
-    for body in (None, {}, {"job_id": None}, named_null, no_images):
-        answer = stack.post("article-pipeline", body)
-        assert answer.status_code == 422, (body, answer.text)
-        problem = answer.json()
-        assert problem["job_created"] is False and problem["errors"], problem
-    assert "job_id" in stack.post("article-pipeline", {"job_id": None}).json()["detail"]
-    bare = stack.n8n.execute(WORKFLOW_IDS["article_pipeline"])  # `n8n execute`, no input
-    assert bare.returncode != 0, bare.describe()
-    assert "No job created" in bare.stdout + bare.stderr, bare.describe()
-    after = stack.gateway.get("/v1/jobs?limit=500")["jobs"]
-    assert after == before
-    assert stack.gateway.calls("PUT", "/v1/jobs/null") == []
-    TIMES["missing payload"] = time.monotonic() - t0
+def by_url(stack) -> list[dict]:
+    return [
+        {"slot": name.split(".")[0], "url": stack.images.url(name), "alt_text": name}
+        for name in ("hero.png", "diagram.jpg", "ledger.png")
+    ]
 
 
 def run_recover_job_until(stack, job_id: str, phase: str, tries: int = 4) -> None:
@@ -465,6 +502,152 @@ def run_recover_job_until(stack, job_id: str, phase: str, tries: int = 4) -> Non
         if stack.gateway.job(job_id)["phase"] == phase:
             return
     raise AssertionError(f"recover_job did not finish {job_id}: {stack.gateway.job(job_id)}")
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_readme_path_three_runs_one_ready_notification_then_published_once(stack):
+    t0 = time.monotonic()
+    job_id, slots = SAMPLE["job_id"], slots_of(SAMPLE)
+    first = stack.readme(SAMPLE_RUN)
+    assert first.returncode == 0, first.stdout + first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["job_id"] == job_id
+    assert answer["follow"] == f"{stack.gateway.url}/v1/jobs/{job_id}"
+    stack.wait_phase(job_id, "approval_pending")
+    wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
+    # the article was checked before the job existed, once
+    assert stack.gateway.calls("POST", "/v1/articles/validate")[:1] == ["200"]
+
+    # the same article twice more: the webhook again while the caller workflow runs
+    again = stack.post("article-pipeline", SAMPLE)
+    assert again.status_code == 202, again.text
+    caller = stack.readme(EXECUTE_CALLER)
+    assert caller.returncode == 0, caller.stdout[-3000:] + caller.stderr[-3000:]
+    path = f"/v1/jobs/{job_id}/notifications"
+    wait_for(lambda: len(stack.gateway.calls("POST", path)) >= 3, 120, "three runs did not end")
+    assert stack.counts(job_id, slots) == (1, 3)
+    verification = stack.gateway.get(f"/v1/jobs/{job_id}/verification")
+    assert verification["ok"] is True, verification
+    assert set(stack.parents(job_id, slots).values()) == {verification["post_id"]}
+    ready = stack.told(job_id, "ready_for_approval")
+    assert len(ready) == 1, stack.editors.messages
+    key = f"{stack.tenant}/{job_id}/v1/notify/ready_for_approval"
+    assert {h["idempotency-key"] for h in stack.editors.headers} == {key}
+    assert "authorization" not in stack.editors.headers[0]  # never the gateway token
+    assert ready[0]["post_id"] == verification["post_id"]
+
+    # publish_approved: nothing without an approval; after it, published once
+    assert stack.readme(PUBLISH).returncode == 0
+    assert stack.gateway.job(job_id)["phase"] == "approval_pending"
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat()
+    approval = requests.post(
+        f"{stack.gateway.url}/v1/jobs/{job_id}/approvals",
+        json={"task_version": 1, "content_sha256": verification["content_sha256"],
+              "post_id": verification["post_id"], "expires_at": expires},
+        headers={"Authorization": f"Bearer {stack.gateway.editor}"}, timeout=60,
+    )  # fmt: skip
+    assert approval.status_code == 201, approval.text
+    for _ in range(2):
+        assert stack.readme(PUBLISH).returncode == 0
+    assert stack.gateway.job(job_id)["phase"] == "published"
+    assert len(stack.told(job_id, "published")) == 1
+    TIMES["README path, 3 runs, publish"] = time.monotonic() - t0
+
+
+def test_a_missing_or_malformed_payload_or_no_webhook_token_creates_no_job(stack):
+    t0 = time.monotonic()
+    before = stack.gateway.get("/v1/jobs?limit=500")["jobs"]
+    named_null = {"job_id": "null", "article": SAMPLE["article"], "images": SAMPLE["images"]}
+    no_images = {"job_id": "no-images", "article": SAMPLE["article"]}
+    for body in (None, {}, {"job_id": None}, named_null, no_images):
+        answer = stack.post("article-pipeline", body)
+        assert answer.status_code == 422, (body, answer.text)
+        problem = answer.json()
+        assert problem["job_created"] is False and problem["errors"], problem
+    assert "job_id" in stack.post("article-pipeline", {"job_id": None}).json()["detail"]
+    # the webhooks ask for the webhook token: n8n refuses the call and runs nothing
+    for token in (False, "not-the-webhook-token"):
+        stranger = stack.post("article-pipeline", {**SAMPLE, "job_id": "no-token"}, token=token)
+        assert stranger.status_code in (401, 403), stranger.text
+    bare = stack.n8n.execute(WORKFLOW_IDS["article_pipeline"])  # `n8n execute`, no input
+    assert bare.returncode != 0, bare.describe()
+    assert "No job created" in bare.stdout + bare.stderr, bare.describe()
+    after = stack.gateway.get("/v1/jobs?limit=500")["jobs"]
+    assert after == before
+    assert stack.gateway.calls("PUT", "/v1/jobs/null") == []
+    assert stack.gateway.calls("PUT", "/v1/jobs/no-token") == []
+    TIMES["missing payload"] = time.monotonic() - t0
+
+
+def test_a_bad_article_is_refused_before_any_upload(stack):
+    """Row 5: a corrupt base64 image, a ``{{ $json.title }}`` leftover, ``{{media:nope}}``:
+    the gateway checks the whole article first (``POST /v1/articles/validate``, once: a 422 is
+    not retried), the webhook answers 422 with the gateway's problem, and nothing exists
+    afterwards: no job, no upload, no attachment in WordPress, nothing to resume."""
+    t0 = time.monotonic()
+    png = base64.b64decode(SAMPLE["images"][0]["content_base64"])
+    corrupt = [{**SAMPLE["images"][0], "content_base64": base64.b64encode(png[:60]).decode()},
+               *SAMPLE["images"][1:]]  # fmt: skip
+    cases = {
+        "corrupt": ({**SAMPLE, "images": corrupt}, "/media/0/content_base64"),
+        "leftover": (
+            {**SAMPLE, "article": {**SAMPLE["article"], "title": "{{ $json.title }}"}},
+            "/draft/title",
+        ),
+        "nope": (
+            {
+                **SAMPLE,
+                "article": {
+                    **SAMPLE["article"],
+                    "content": SAMPLE["article"]["content"] + "{{media:nope}}",
+                },
+            },
+            "/draft/content",
+        ),  # fmt: skip
+    }
+    checks = len(stack.gateway.calls("POST", "/v1/articles/validate"))
+    for name, (payload, pointer) in cases.items():
+        job_id = f"bad-{name}-{uuid.uuid4().hex[:8]}"
+        answer = stack.post("article-pipeline", {**payload, "job_id": job_id})
+        assert answer.status_code == 422, (name, answer.text)
+        problem = answer.json()
+        assert problem["job_created"] is False, problem
+        assert pointer in [e["pointer"] for e in problem["errors"]], problem
+        assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}") == []
+        assert stack.counts(job_id, slots_of(payload)) == (0, 0)
+        assert requests.get(
+            f"{stack.gateway.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer "
+            f"{stack.gateway.token}"}, timeout=30
+        ).status_code == 404  # fmt: skip
+    refused = stack.gateway.calls("POST", "/v1/articles/validate")[checks:]
+    assert refused == ["422"] * 3  # once each: a definite refusal is not sent again
+    uploads = [r for r in stack.gateway.requests_logged() if "/media/" in r.get("path", "")]
+    assert not [r for r in uploads if "bad-" in r["path"]]
+    TIMES["bad article"] = time.monotonic() - t0
+
+
+def test_an_article_wordpress_refuses_goes_to_a_person_not_to_resume(stack):
+    """Row 5, the part only WordPress can judge: a category that does not exist passes the
+    check and is refused by the draft (422, after the uploads). The run stops at once (not
+    retried); its error workflow asks to resume and the gateway sends the job to a person:
+    the editors are told why, once, and the draft is never sent again."""
+    t0 = time.monotonic()
+    job_id = f"nocat-{uuid.uuid4().hex[:8]}"
+    missing = f"No such category {uuid.uuid4().hex[:6]}"
+    payload = {**SAMPLE, "job_id": job_id,
+               "article": {**SAMPLE["article"], "categories": [missing]}}  # fmt: skip
+    answer = stack.post("article-pipeline", payload)
+    assert answer.status_code == 202, answer.text
+    told = wait_for(lambda: stack.told(job_id, "needs_attention"), 120, "editors were not told")
+    assert missing in told[0]["reason"] and "422" in told[0]["reason"], told
+    assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/draft") == ["422"]
+    done = stack.readme(RECOVER)  # again later: still a person's, not resumed
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/draft") == ["422"]
+    assert len(stack.told(job_id, "needs_attention")) == 1
+    TIMES["refused by WordPress"] = time.monotonic() - t0
 
 
 def test_a_404_image_leaves_a_job_recover_job_finishes_once_the_url_works(stack):
@@ -495,10 +678,7 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     job_id = f"restart-{uuid.uuid4().hex[:8]}"
     # by URL: an image sent as base64 and not yet uploaded could not be resumed (the gateway
     # keeps no image bytes; that job goes to a person)
-    images = [
-        {"slot": name.split(".")[0], "url": stack.images.url(name), "alt_text": name}
-        for name in ("hero.png", "diagram.jpg", "ledger.png")
-    ]
+    images = by_url(stack)
     stack.images.hold("hero.png")
     seen = len(stack.images.requests)
     answer = stack.post("article-pipeline", article(job_id, images))
@@ -520,21 +700,150 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     TIMES["gateway restart, recovered"] = time.monotonic() - t0
 
 
+def test_gateway_killed_while_wordpress_saves_the_draft_recover_finishes_it(stack, proxy):
+    """Row 1: ``kill -9`` of the whole gateway while the draft request waits for WordPress,
+    which has saved the post. The run fails (the gateway is down); once it is back,
+    ``/recover`` finds the post and attaches the three images to it, and ``recover_job``,
+    acting on ``next_allowed_actions`` (``request_approval``: verified is not done), resumes
+    the job to approval: one post, three attachments on it, the editors told once."""
+    t0 = time.monotonic()
+    job_id = f"draftkill-{uuid.uuid4().hex[:8]}"
+    slots = slots_of(SAMPLE)
+    stack.site_at(proxy.url)
+    try:
+        # WordPress answers the draft's create 8 s late (the gateway waits up to 10 s)
+        proxy.add_fault(Fault(kind="delay", seconds=8, method="POST", path=POSTS, times=1))
+        answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
+        assert answer.status_code == 202, answer.text
+        saved = lambda: proxy.count(method="POST", path=POSTS, fault_kind="delay")  # noqa: E731
+        wait_for(saved, 120, "the draft did not reach WordPress", interval=0.1)
+        stack.gateway.kill()  # kill -9: WordPress has the post, the gateway never hears it
+    finally:
+        stack.site_at(stack.site["url"])
+    try:
+        assert stack.counts(job_id, slots) == (1, 3)
+        assert not any(stack.parents(job_id, slots).values())  # unattached so far
+        time.sleep(12)  # the run's retries (5 tries, 2 s apart) give up while it is down
+    finally:
+        stack.gateway.start()
+    run_recover_job_until(stack, job_id, "approval_pending")
+    post_id = stack.gateway.job(job_id)["post_id"]
+    assert stack.counts(job_id, slots) == (1, 3)
+    assert stack.parents(job_id, slots) == dict.fromkeys(slots, post_id)
+    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert proxy.count(method="POST", path=POSTS, forwarded=True) == 1
+    TIMES["killed while the draft is written"] = time.monotonic() - t0
+
+
+def test_wordpress_down_during_the_uploads_is_resumed_once_idle_from_the_last_request(stack, proxy):
+    """Rows 2 and 3: one upload is sent and lost (nothing behind the web server): the run
+    stops, and WordPress goes down (nothing listens: connection refused). A re-run of the
+    same article meanwhile is answered 503 "WordPress cannot be reached" for that upload,
+    never 409 "without the companion plugin's guard" (the plugin is there). ``recover_job``
+    and the sweep look the job up while WordPress is down, which counts as no client request:
+    once WordPress is back, the first ``recover-job`` ``GATEWAY_RESUME_AFTER`` seconds after
+    the last run's last request resumes the job to approval."""
+    t0 = time.monotonic()
+    job_id = f"wpdown-{uuid.uuid4().hex[:8]}"
+    images = by_url(stack)
+    payload = article(job_id, images)
+    media = [f"/v1/jobs/{job_id}/media/{image['slot']}" for image in images]
+    uploads = lambda: {path: stack.gateway.calls("PUT", path) for path in media}  # noqa: E731
+    recovered = lambda: len(stack.gateway.calls("POST", f"/v1/jobs/{job_id}/recover"))  # noqa: E731
+    stack.site_at(proxy.url)
+    proxy.add_fault(
+        Fault(kind="status_without_forward", status=502, method="POST", path=MEDIA, times=1)
+    )
+    answer = stack.post("article-pipeline", payload)
+    assert answer.status_code == 202, answer.text
+    lost = lambda: proxy.count(fault_kind="status_without_forward")  # noqa: E731
+    wait_for(lost, 120, "no upload was sent", interval=0.1)
+    stack.site_at(f"http://127.0.0.1:{free_port()}")  # WordPress down: connection refused
+    try:
+        wait_for(recovered, 120, "the run did not stop and go to recover_job")
+        seen, before = uploads(), recovered()
+        again = stack.post("article-pipeline", payload)  # a re-run while WordPress is down
+        assert again.status_code == 202, again.text
+        wait_for(lambda: recovered() > before, 120, "the re-run did not stop")
+        last_request = time.monotonic()
+        answers = uploads()
+        rerun = [status for path in media for status in answers[path][len(seen[path]) :]]
+        assert "503" in rerun, answers  # the lost upload: WordPress cannot be reached
+        assert "409" not in sum(answers.values(), []), answers
+        # the recovery workflow and the sweep look it up while WordPress is down
+        time.sleep(RESUME_AFTER + 1)
+        assert stack.readme(RECOVER).returncode == 0
+        swept = json.loads(stack.gateway.cli("reconcile", "--older-than", "0"))
+        assert swept["unreachable"] >= 1, swept
+        assert stack.gateway.job(job_id)["status"] == "unknown"
+    finally:
+        stack.site_at(stack.site["url"])  # WordPress back
+    assert time.monotonic() - last_request > RESUME_AFTER
+    done = stack.readme(RECOVER)  # recovers (absent: to send again), then resumes at once
+    assert done.returncode == 0, done.stdout + done.stderr
+    stack.wait_phase(job_id, "approval_pending", seconds=30)
+    slots = slots_of({"images": images})
+    assert stack.counts(job_id, slots) == (1, 3)
+    assert set(stack.parents(job_id, slots).values()) == {stack.gateway.job(job_id)["post_id"]}
+    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    TIMES["WordPress down during uploads"] = time.monotonic() - t0
+
+
+def test_gateway_killed_right_after_the_202_ends_with_a_next_step(stack):
+    """Row 6: the gateway killed right after the webhook's 202. The run fails ("the service
+    refused the connection"), its error workflow too - and that failure reaches the alert URL
+    without the gateway. Once the gateway is back, the job ends resumed to approval or, when
+    the run had not saved its resume point, with the editors told to send the article
+    again: never left in progress without a next step."""
+    t0 = time.monotonic()
+    job_id = f"after202-{uuid.uuid4().hex[:8]}"
+    alerts = len(stack.alerted("recover_job"))
+    answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
+    stack.gateway.kill()
+    try:
+        assert answer.status_code == 202, answer.text
+        more = lambda: len(stack.alerted("recover_job")) > alerts  # noqa: E731
+        wait_for(more, 120, "recover_job's failure reached no alert")
+    finally:
+        stack.gateway.start()
+    alert = stack.alerted("recover_job")[-1]
+    assert alert["event"] == "n8n_workflow_failed" and alert["execution_id"], alert
+    key = f"n8n/{WORKFLOW_IDS['recover_job']}/{alert['execution_id']}"
+    assert stack.alerts.keys()[-1] == key == alert["idempotency_key"]
+    for _ in range(4):
+        time.sleep(RESUME_AFTER + 0.5)
+        assert stack.readme(RECOVER).returncode == 0
+        if stack.gateway.job(job_id)["phase"] == "approval_pending" or stack.told(
+            job_id, "needs_attention"
+        ):
+            break
+    if stack.gateway.job(job_id)["phase"] == "approval_pending":
+        assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
+    else:
+        (told,) = stack.told(job_id, "needs_attention")
+        assert "send the article again" in told["reason"], told
+    TIMES["killed right after the 202"] = time.monotonic() - t0
+
+
+def test_the_alert_path_needs_no_gateway(stack):
+    """The README's test of ``workflow_alert``: one alert at the alert URL, under its key."""
+    before = len(stack.alerts.messages)
+    done = stack.readme(f'curl -sS --fail-with-body -X POST {AUTH} {HOOKS}/workflow-alert-test"')
+    assert done.returncode == 0, done.stdout + done.stderr
+    (alert,) = stack.alerts.messages[before:]
+    assert alert["workflow"] == "workflow_alert" and "test" in alert["error"], alert
+    assert stack.alerts.headers[-1]["idempotency-key"] == alert["idempotency_key"]
+
+
 def test_a_lost_draft_response_is_retried_after_retry_after_and_reconciled(stack, proxy):
     """The draft's response is lost after WordPress committed it and the gateway's first
     lookup fails: 503 ``outcome-unknown`` (retryable, ``Retry-After``); the pipeline waits and
     calls again, reconciliation finds the post: one post, not two."""
     t0 = time.monotonic()
     job_id = f"lost-{uuid.uuid4().hex[:8]}"
-    site = stack.site
-    add_site = ("sites", "add", "--tenant", stack.tenant, "--name", SITE_NAME,
-                "--username", site["users"]["author"]["username"],
-                "--app-password-env", AUTHOR_PASSWORD_ENV)  # fmt: skip
-    stack.gateway.cli(*add_site, "--url", proxy.url)
+    stack.site_at(proxy.url)
     try:
-        proxy.add_fault(
-            Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$", times=1)
-        )
+        proxy.add_fault(Fault(kind="drop_response", method="POST", path=POSTS, times=1))
         proxy.add_fault(
             Fault(kind="status_without_forward", status=503, method="GET",
                   path=r"^/wp-json/publishing-gateway/v1/objects", times=1)
@@ -543,8 +852,8 @@ def test_a_lost_draft_response_is_retried_after_retry_after_and_reconciled(stack
         assert answer.status_code == 202, answer.text
         stack.wait_phase(job_id, "approval_pending")
     finally:
-        stack.gateway.cli(*add_site, "--url", site["url"])
-    creates = proxy.count(method="POST", path=r"^/wp-json/wp/v2/posts/?$", forwarded=True)
+        stack.site_at(stack.site["url"])
+    creates = proxy.count(method="POST", path=POSTS, forwarded=True)
     assert creates == 1, f"post creations that reached WordPress: {creates}"
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
     statuses = stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/draft")
@@ -553,30 +862,44 @@ def test_a_lost_draft_response_is_retried_after_retry_after_and_reconciled(stack
     TIMES["lost draft response"] = time.monotonic() - t0
 
 
-def test_a_wrong_token_fails_both_scheduled_workflows(stack):
-    """Last: it replaces the credential."""
+def test_a_wrong_token_is_not_retried_and_alerts_without_the_gateway(stack):
+    """Row 4 (last: it replaces the credential). ``recover-job`` and ``publish-approved``
+    fail at the first 401 (one request each, not five), their error workflow
+    (``workflow_alert``) posts one alert each to the alert URL, and ``recover_job`` is not
+    started again by its own failure. The pipeline's webhook answers 502 and creates
+    nothing."""
     t0 = time.monotonic()
-    wrong = [{"id": "pgwGatewayToken1", "name": "Publishing Gateway token",
-              "type": "httpHeaderAuth", "data": {"name": "Authorization",
-                                                 "value": "Bearer not-a-valid-token"}}]  # fmt: skip
+    wrong = [{"id": CREDENTIAL_ID, "name": CREDENTIAL_NAME, "type": CREDENTIAL_TYPE,
+              "data": {"token": "not-a-valid-token"}}]  # fmt: skip
     stack.n8n.import_credentials(wrong)
-    for name in ("recover-job", "publish-approved"):
-        command = f'curl -sS --fail-with-body -X POST "http://127.0.0.1:${{N8N_PORT:-5678}}/webhook/{name}"'
+    lists = lambda: [s for s in stack.gateway.calls("GET", "/v1/jobs") if s == "401"]  # noqa: E731
+    for name, command, workflow in (
+        ("recover-job", RECOVER, "recover_job"),
+        ("publish-approved", PUBLISH, "publish_approved"),
+    ):
+        before, alerts = len(lists()), len(stack.alerted(workflow))
         done = stack.readme(command)
         assert done.returncode == 22, (name, done.returncode, done.stdout, done.stderr)
         assert "500" in done.stderr or "Error" in done.stdout, (done.stdout, done.stderr)
-    refused = [s for s in stack.gateway.calls("GET", "/v1/jobs") if s == "401"]
-    assert len(refused) >= 2, "both lists should have been refused"
-    # the pipeline stops at the first 401 (retryable: false): the job is asked for once
+        wait_for(
+            lambda w=workflow, n=alerts: len(stack.alerted(w)) > n,
+            60,
+            f"{workflow}'s failure reached no alert",
+        )
+        alert = stack.alerted(workflow)[-1]
+        assert "401" in alert["error"] or "401" in alert["text"], alert
+        time.sleep(4)  # a self-started error run would list again meanwhile
+        assert len(lists()) == before + 1, f"{name}: the 401 was sent again"
+        assert len(stack.alerted(workflow)) == alerts + 1
+    # the pipeline stops at the first 401 (the article check): nothing is created
     job_id = f"wrong-token-{uuid.uuid4().hex[:8]}"
     answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
     assert answer.status_code == 502, answer.text
     assert answer.json()["gateway_status"] == 401 and answer.json()["job_created"] is False
     # the request line is written as the answer goes out: wait for it
-    logged = wait_for(
-        lambda: stack.gateway.calls("PUT", f"/v1/jobs/{job_id}"), 15, "the refused PUT logged"
-    )
-    assert logged == ["401"]
+    checked = lambda: stack.gateway.calls("POST", "/v1/articles/validate")[-1:]  # noqa: E731
+    assert wait_for(checked, 15, "the refused check logged") == ["401"]
+    assert stack.gateway.calls("PUT", f"/v1/jobs/{job_id}") == []
     TIMES["wrong token"] = time.monotonic() - t0
 
 

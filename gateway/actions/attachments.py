@@ -108,6 +108,17 @@ def attach_all(
     return pending
 
 
+def attach_media_ids(target: Target, post_id: int, media_ids: list[int]) -> list[str]:
+    """Attach the job's CONFIRMED attachments ``media_ids`` (a draft receipt's featured and
+    body images) to ``post_id`` once: :func:`attach_all` for their slots. Ids that are no
+    CONFIRMED media of the job are left out. Returns the slots still not attached."""
+    if not media_ids:
+        return []
+    media = jobs.confirmed_media(target.job)
+    slots = [slot for slot, row in media.items() if row.remote_id in set(media_ids)]
+    return attach_all(target, post_id, slots, media)
+
+
 def _send_request(target: Target, request: dict) -> None:
     """Registry ``send``: ``request`` is ``{"post_id", "slots"}``; the outcomes are the
     ``attach`` rows (slots not attached stay UNKNOWN/FAILED)."""

@@ -309,6 +309,20 @@ def settle(target: Target, row: Operation) -> None:
         jobs.touch(job, post_id=row.remote_id)
 
 
+def settle_and_attach(target: Target, row: Operation) -> None:
+    """Registry ``settle``: a draft CONFIRMED outside its own request (found by
+    reconciliation, ``/recover``, the sweep, or adopted by an editor) finishes what the
+    request would have done: :func:`settle`, then the post's images attached to it
+    (:func:`gateway.actions.attachments.attach_media_ids`, one ledger query when they all
+    are). An earlier version's row attaches nothing: the current version's draft does."""
+    settle(target, row)
+    if row.task_version != target.job.task_version or row.remote_id is None:
+        return
+    expected = (row.intent or {}).get("expected") or {}
+    media_ids = [expected.get("featured_media") or 0, *(expected.get("body_media") or [])]
+    attachments.attach_media_ids(target, row.remote_id, [i for i in media_ids if i])
+
+
 def put_draft(target: Target, body: dict) -> Outcome:
     """Create the job's draft once (or update the same post under a new task version),
     then read it back.
@@ -327,6 +341,10 @@ def put_draft(target: Target, body: dict) -> Outcome:
     digest = request_digest(body)
     replayed = operations.replay(key, digest)  # a changed body is refused before any term
     if replayed is not None:
+        if (replayed.row.receipt or {}).get("reconciled"):
+            # Confirmed by a lookup, not by the request that wrote it, which may have stopped
+            # before attaching the images (and an attach may have failed since): finish that.
+            attachments.attach_all(target, replayed.row.remote_id, _slots(body))
         return replayed
     checkpoints.check_body(job, body["content"])  # before anything is claimed
     media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
@@ -516,7 +534,7 @@ actions.register(
         step="create_draft",
         object_type="post",
         phases=frozenset({jobs.DRAFTING}),
-        settle=settle,
+        settle=settle_and_attach,
         tool=actions.AgentTool(
             "put_draft",
             "Create the job's WordPress post as a draft, once, and verify it by read-back. "

@@ -296,11 +296,13 @@ def deliver_forever(config: Config, stop: threading.Event) -> None:
 
 def attention_for_idle_jobs(config: Config, idle_seconds: float) -> int:
     """Decide ``needs_attention`` for every unfinished job (status ``in_progress`` or
-    ``unknown``) no request has touched for ``idle_seconds``; returns how many were decided
-    now (a job already told about for its version counts once, ever)."""
+    ``unknown``, or verified without an approval request: :func:`jobs.run_unfinished`) no
+    client has asked anything of for ``idle_seconds`` (:func:`jobs.idle_seconds`: what the
+    sweep itself writes does not count); returns how many were decided now (a job already
+    told about for its version counts once, ever)."""
     decided = 0
     for job in Job.select().where(Job.cancelled == False):  # noqa: E712 (peewee expression)
-        if jobs.status_of(job) not in ("in_progress", "unknown"):
+        if not jobs.run_unfinished(job):
             continue
         idle = jobs.idle_seconds(job)
         if idle < idle_seconds:

@@ -237,6 +237,8 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
         ValidationFailed (422) and everything the domain function raises.
     """
     tool = all_tools()[name]
+    if name != "recover":  # the agent asks something of the job, as an HTTP client does
+        jobs.record_request(target.job.tenant, target.job.job_id)
     args = validation.check(_validator(name), arguments_of(arguments), tool.schema)
     jobs.ensure_active(target.job)
     return tool.run(target, args, actor)

@@ -128,6 +128,13 @@ JOB_QUERY = {
         "needs_review, cancelled",
     },
     "phase": {"type": "string", "description": "one phase, e.g. approval_pending"},
+    "unfinished": {
+        "type": "string",
+        "enum": ["true", "false"],
+        "default": "false",
+        "description": "true: only jobs a run still has work on (in_progress or unknown, "
+        "or completed in phase verified without an approval request)",
+    },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
     "after": {
         "type": "integer",
@@ -298,6 +305,7 @@ OPERATIONS: dict[str, Contract] = {
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),
     "POST /v1/jobs/{job_id}/resume": Contract(body="empty", returns="Resume"),
+    "POST /v1/articles/validate": Contract(body="article_validation", returns="ArticleValidation"),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(

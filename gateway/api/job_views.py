@@ -52,10 +52,17 @@ def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
 
 
 def list_jobs(
-    tenant: str, statuses: list[str] | None, phase: str | None, limit: int, after: int | None
+    tenant: str,
+    statuses: list[str] | None,
+    phase: str | None,
+    limit: int,
+    after: int | None,
+    unfinished: bool = False,
 ) -> dict:
     """Cursor-paged jobs of ``tenant`` (cursor: the job's internal id), filtered by status
-    (derived) and phase. Returns ``{"jobs": [...], "next_after": int | None}``."""
+    (derived), phase and, with ``unfinished``, to the jobs a run still has work on
+    (:func:`gateway.jobs.records.run_unfinished`: in progress or unknown, or verified without
+    an approval request). Returns ``{"jobs": [...], "next_after": int | None}``."""
     query = Job.select().where(Job.tenant == tenant).order_by(Job.id)
     if phase:
         query = query.where(Job.phase == phase)
@@ -66,6 +73,8 @@ def list_jobs(
         last_id = job.id
         view = job_view(job, with_rows=False)
         if statuses and view["status"] not in statuses:
+            continue
+        if unfinished and not jobs.run_unfinished(job, view["status"]):
             continue
         found.append(
             {

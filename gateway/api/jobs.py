@@ -40,7 +40,7 @@ MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
 @bp.get("/jobs")
 @roles("workflow", "editor", "admin")
 def list_jobs():
-    """Cursor-paged jobs: ``?status=a,b&phase=&limit=&after=``."""
+    """Cursor-paged jobs: ``?status=a,b&phase=&unfinished=true&limit=&after=``."""
     statuses = [s for s in request.args.get("status", "").split(",") if s]
     unknown = [s for s in statuses if s not in jobs.STATUSES]
     if unknown:
@@ -54,8 +54,19 @@ def list_jobs():
         raise exc.ValidationFailed(
             "invalid query", errors=[{"pointer": "/limit", "message": "limit 1..500"}]
         )
+    unfinished = request.args.get("unfinished", "false")
+    if unfinished not in ("true", "false"):
+        raise exc.ValidationFailed(
+            "invalid query",
+            errors=[{"pointer": "/unfinished", "message": "true or false"}],
+        )
     return job_views.list_jobs(
-        g.principal.tenant, statuses, request.args.get("phase") or None, limit, after
+        g.principal.tenant,
+        statuses,
+        request.args.get("phase") or None,
+        limit,
+        after,
+        unfinished=unfinished == "true",
     )
 
 

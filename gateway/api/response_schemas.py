@@ -337,6 +337,26 @@ SCHEMAS: dict[str, dict] = {
     ),
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
+    "ArticleValidation": obj(
+        ("ok", "draft", "media"),
+        ok={"enum": [True]},
+        draft=obj(
+            ("featured_slot", "body_media", "placeholders"),
+            featured_slot=NSTR,
+            body_media=arr(STR),
+            placeholders=arr(STR),
+        ),
+        media=arr(
+            obj(
+                ("slot", "source"),
+                slot=STR,
+                source={"enum": ["content_base64", "url", "none"]},
+                mime_type=STR,
+                bytes=INT,
+                sha256=STR,
+            )
+        ),
+    ),
     "Resume": obj(
         ("job_id", "task_version", "action", "reason", "attempts", "budget"),
         job_id=STR,

@@ -17,6 +17,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import IntegerConverter
 
 from gateway.api import agents
+from gateway.api import articles
 from gateway.api import budgets
 from gateway.api import editorial
 from gateway.api import follow_up
@@ -26,6 +27,7 @@ from gateway.api import report
 from gateway.api import request_keys
 from gateway.api import review_page
 from gateway.api import reviews
+from gateway.api import run_activity
 from gateway.api import spec
 from gateway.api.http import REQUEST_ID
 from gateway.api.http import config
@@ -115,7 +117,9 @@ def _start_request():
 
 
 def _finish_request(response):
-    """Echo the request id, count the request and write its one log line."""
+    """Note what the answer says about its job's run (:mod:`gateway.api.run_activity`), echo
+    the request id, count the request and write its one log line."""
+    run_activity.note(response)
     response.headers["X-Request-Id"] = g.get("request_id") or logs.start()
     route = request.url_rule.rule if request.url_rule is not None else "unmatched"
     seconds = time.perf_counter() - g.get("started", time.perf_counter())
@@ -160,6 +164,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(spec.bp)
     app.register_blueprint(agents.bp)
     app.register_blueprint(budgets.bp)
+    app.register_blueprint(articles.bp)
     wordpress_client.add_observer(metrics.observe_wordpress)
     wordpress_client.add_observer(logs.log_wordpress_call)
 

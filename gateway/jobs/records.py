@@ -6,11 +6,8 @@ Status (docs/api.md, "Job status and phases") is derived from the ledger, never 
 
 from __future__ import annotations
 
-import datetime as dt
-
 from peewee import JOIN
 from peewee import IntegrityError
-from peewee import fn
 
 from gateway.core import exceptions as exc
 from gateway.jobs import guards
@@ -19,11 +16,9 @@ from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
-from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
-from gateway.ledger.models import ResumePoint
 from gateway.ledger.models import Review
 from gateway.ledger.models import Site
 from gateway.tenancy import sites
@@ -228,25 +223,32 @@ def confirmed_media(job: Job) -> dict[str, Operation]:
     return {row.slot: row for row in rows}
 
 
-def _as_datetime(value) -> dt.datetime | None:
-    if isinstance(value, str):  # SQLite answers MAX() over timestamps as text
-        return dt.datetime.fromisoformat(value)
-    return value
+def record_request(tenant: str, job_id: str) -> None:
+    """Note that a client asked something of the job now (``job.last_request_at``, one
+    UPDATE): what :func:`idle_seconds` counts from. The API calls it for every request a run
+    makes (:mod:`gateway.api.run_activity`), the agent worker for every tool call; lookups
+    made by reconciliation, the sweep or a recovery's own ``/recover`` never do."""
+    Job.update(last_request_at=db.utcnow()).where(
+        Job.tenant == tenant, Job.job_id == job_id
+    ).execute()
 
 
 def idle_seconds(job: Job) -> float:
-    """Seconds since anything touched the job: the job row, an operation, a checkpoint, its
-    resume point being saved or resumed (the latest of their timestamps)."""
-    mine = (Operation.tenant == job.tenant) & (Operation.job_id == job.job_id)
-    stamps = [
-        job.updated_at,
-        Operation.select(fn.MAX(Operation.updated_at)).where(mine).scalar(),
-        Checkpoint.select(fn.MAX(Checkpoint.created_at))
-        .where(Checkpoint.tenant == job.tenant, Checkpoint.job_id == job.job_id)
-        .scalar(),
-        ResumePoint.select(fn.MAX(ResumePoint.updated_at))
-        .where(ResumePoint.tenant == job.tenant, ResumePoint.job_id == job.job_id)
-        .scalar(),
-    ]
-    latest = max(stamp for stamp in map(_as_datetime, stamps) if stamp is not None)
+    """Seconds since a client last asked something of the job (``job.last_request_at``;
+    its creation for a job no request touched since). What reconciliation, the sweep or a
+    notification wrote does not count: a job whose run stopped grows idle even while they
+    look its writes up (docs/api.md, "Resuming a stopped job")."""
+    latest = job.last_request_at or job.created_at
     return (db.utcnow() - latest).total_seconds()
+
+
+def run_unfinished(job: Job, status: str | None = None) -> bool:
+    """Whether a run still has work on the job: status ``in_progress`` or ``unknown``, or
+    ``completed`` in phase ``verified`` (a verified draft without an approval request: the
+    run stopped before asking editors). ``failed``, ``needs_review`` and ``cancelled`` jobs
+    wait for a person; from ``approval_pending`` on, editors and the clock act.
+    ``status``: the job's status when already derived (:func:`status_of`)."""
+    status = status_of(job) if status is None else status
+    return status in ("in_progress", "unknown") or (
+        status == "completed" and job.phase == "verified"
+    )

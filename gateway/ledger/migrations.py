@@ -208,6 +208,23 @@ def _agent_permissions(migrator: SchemaMigrator) -> None:
     ledger.AgentWorkerState.create_table(safe=True)
 
 
+def _run_activity(migrator: SchemaMigrator) -> None:
+    """Version 13 (no n8n job left stuck, issue 30): ``job.last_request_at``, when a client
+    last asked something of the job (existing jobs start from their ``updated_at``), and
+    ``resume_point.refusal``, the gateway's refusal of a version's content. Self-contained:
+    it reads and writes only these two columns, whatever versions 9-12 did."""
+    from playhouse.migrate import migrate as run
+
+    columns = {c.name for c in database.get_columns(ledger.Job._meta.table_name)}
+    if "last_request_at" not in columns:  # idempotent, as every step
+        run(migrator.add_column("job", "last_request_at", DateTimeField(null=True)))
+    Job = ledger.Job
+    Job.update(last_request_at=Job.updated_at).where(Job.last_request_at.is_null()).execute()
+    columns = {c.name for c in database.get_columns(ledger.ResumePoint._meta.table_name)}
+    if "refusal" not in columns:
+        run(migrator.add_column("resume_point", "refusal", TextField(null=True)))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -257,6 +274,12 @@ MIGRATIONS: list[Migration] = [
         "agent sessions: the token that bound each, its poll schedule, environment and "
         "evidence; webhook events retried after an outage; the agent workers' shared pause",
         _agent_permissions,
+    ),
+    Migration(
+        13,
+        "job.last_request_at: idle time counts from a client's last request; "
+        "resume_point.refusal: a version refused for its content goes to a person",
+        _run_activity,
     ),
 ]
 

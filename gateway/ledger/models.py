@@ -112,6 +112,10 @@ class Job(BaseModel):
     cancel_reason = TextField(null=True)
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow, index=True)
+    # When a client last asked something of the job that a run asks (schema version 13): a
+    # job's idle time counts from here, never from what the sweep or a recovery's lookups
+    # wrote (gateway.jobs.records.idle_seconds).
+    last_request_at = DateTimeField(default=utcnow, null=True)
 
     class Meta:
         indexes = ((("tenant", "job_id"), True),)
@@ -448,6 +452,10 @@ class ResumePoint(BaseModel):
     attempts = IntegerField(default=0)
     last_attempt_at = DateTimeField(null=True)
     updated_at = DateTimeField(default=utcnow)
+    # The gateway's refusal of this version's content (a 413, 415 or 422 answer to its media
+    # or draft), kept until the resume point is saved again (schema version 13): resuming
+    # cannot help, so the job goes to a person.
+    refusal = JSONField(null=True)
 
     class Meta:
         indexes = ((("tenant", "job_id", "task_version"), True),)

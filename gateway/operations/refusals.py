@@ -78,3 +78,19 @@ def cannot_read(error: WordPressError) -> exc.GatewayError:
     if isinstance(error, UpstreamRefused):
         return upstream_problem(error)
     return exc.WordPressUnavailable(f"cannot read the post back: {error.message}", retry_after=2)
+
+
+def unreachable(error: WordPressError) -> exc.GatewayError:
+    """The problem when WordPress cannot be asked at all (its companion plugin's detection
+    found no connection, a timeout or a 5xx): 503 ``wordpress-unavailable`` saying so, or
+    502 ``upstream-refused`` for a page from in front of WordPress. Whatever the request
+    was about to do waits: the next identical request looks up what was sent before
+    sending anything again."""
+    if isinstance(error, UpstreamRefused):
+        return upstream_problem(error)
+    return exc.WordPressUnavailable(
+        f"WordPress cannot be reached now ({error.message}); nothing more was looked up or "
+        "sent: retry shortly (the next identical request looks up what was sent before "
+        "sending anything again)",
+        retry_after=error.retry_after or 5,
+    )

@@ -7,11 +7,13 @@ from functools import cached_property
 from gateway.core.config import Config
 from gateway.ledger.models import Job
 from gateway.ledger.models import Site
+from gateway.operations import refusals
 from gateway.tenancy import site_slots
 from gateway.tenancy import sites
 from gateway.tenancy import tenant_shares
 from gateway.tenancy.sites import Companion
 from gateway.wordpress import Transport
+from gateway.wordpress.errors import WordPressError
 
 
 class Target:
@@ -71,8 +73,17 @@ class Target:
 
     @cached_property
     def companion(self) -> Companion:
-        """What the site guarantees (companion plugin detection, cached per process)."""
-        return sites.companion(self.site, self.client)
+        """What the site guarantees (companion plugin detection, cached per process).
+
+        Raises:
+            WordPressUnavailable (503) / UpstreamRefused (502): WordPress could not be asked
+                (:func:`gateway.operations.refusals.unreachable`); never a guess that the
+                plugin is absent.
+        """
+        try:
+            return sites.companion(self.site, self.client, strict=True)
+        except WordPressError as error:
+            raise refusals.unreachable(error) from error
 
 
 def target_for(

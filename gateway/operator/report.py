@@ -8,6 +8,7 @@ import logging
 from collections import Counter as Tally
 
 from gateway.actions import scheduling
+from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import models as ledger
@@ -48,7 +49,7 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
                 since=min(r.created_at for r in site_rows),
                 types=sorted(set(keyed.values())),
             )
-        except WordPressError as error:
+        except (WordPressError, exc.WordPressUnavailable, exc.UpstreamRefused) as error:
             log.warning("report: site %s unreachable: %s", site_name, error)
             counts["sites_unreachable"].append(site_name)
             continue

@@ -291,7 +291,7 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
                 since=min(r.created_at for r in keyed),  # a scanning transport stops there
                 types=sorted({types[r.action] for r in keyed}),
             )
-    except WordPressError as error:
+    except (WordPressError, exc.WordPressUnavailable, exc.UpstreamRefused) as error:
         log.warning("sweep: site %s unreachable: %s", target.site.name, error)
         counts["unreachable"] += len(pairs)
         return

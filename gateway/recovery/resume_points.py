@@ -10,12 +10,18 @@ answer names). The saved JSON is capped at :data:`MAX_BYTES`.
 
 * ``resume``: run the pipeline again with ``input`` (uploaded images marked ``uploaded``);
   counts one attempt of the version's budget (``GATEWAY_RESUME_BUDGET``);
-* ``wait``: a request touched the job less than ``GATEWAY_RESUME_AFTER`` seconds ago (a run is
-  probably still going);
-* ``none``: nothing to finish (the job reached approval, or is neither in progress nor
-  unknown: failed, cancelled and needs-review jobs wait for a person);
-* ``needs_person``: past the budget, no resume point, or a base64 image never uploaded: the
-  gateway decides ``needs_attention`` (editors told once, with the reason) and answers it.
+* ``wait``: a client asked something of the job less than ``GATEWAY_RESUME_AFTER`` seconds ago
+  (a run is probably still going; :func:`gateway.jobs.records.idle_seconds`: reconciliation,
+  the sweep and the recovery workflow's own ``/recover`` and ``/resume`` do not count);
+* ``none``: nothing to finish (the job reached approval, or waits for a person: failed,
+  cancelled and needs-review jobs);
+* ``needs_person``: the gateway refused this version's content (:func:`record_refusal`: the
+  same article would be refused again), past the budget, no resume point, or a base64 image
+  never uploaded: the gateway decides ``needs_attention`` (editors told once, with the
+  reason) and answers it.
+
+A job still in progress or unknown, or ``completed`` in phase ``verified`` without an
+approval request (:func:`gateway.jobs.records.run_unfinished`), has something to finish.
 
 Source: docs/api.md, "Resuming a stopped job".
 """
@@ -34,7 +40,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import ResumePoint
 
 MAX_BYTES = 256 * 1024  # the article and image references; images themselves are never kept
-DONE_PHASES = ("approval_pending", "published")
+DONE_PHASES = ("approval_pending", "scheduled", "published")
 
 
 def _point(job: Job) -> ResumePoint | None:
@@ -47,7 +53,8 @@ def _point(job: Job) -> ResumePoint | None:
 
 def save(job: Job, body: dict) -> tuple[ResumePoint, bool]:
     """Keep ``body`` (validated ``schemas/resume_point.json``) as the current version's resume
-    point; a later save replaces the payload and keeps the attempt count.
+    point; a later save replaces the payload, keeps the attempt count and forgets a refusal
+    of the earlier payload (:func:`record_refusal`).
 
     Returns ``(row, created)``.
 
@@ -72,10 +79,41 @@ def save(job: Job, body: dict) -> tuple[ResumePoint, bool]:
     except IntegrityError:
         pass
     row = _point(job)
-    ResumePoint.update(payload=body, updated_at=db.utcnow()).where(
+    ResumePoint.update(payload=body, refusal=None, updated_at=db.utcnow()).where(
         ResumePoint.id == row.id
     ).execute()
     return ResumePoint.get_by_id(row.id), False
+
+
+def record_refusal(tenant: str, job_id: str, problem: dict) -> None:
+    """Keep ``problem`` (``{"route", "status", "type", "title", "detail", "errors"}``: the
+    gateway's 413, 415 or 422 answer to the job's media or draft) on the resume point of the
+    job's current version, if it has one: its content was refused, so :func:`resume` sends the
+    job to a person instead of running the same content again. One UPDATE; no-op without a
+    resume point."""
+    job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
+    if job is None:
+        return
+    ResumePoint.update(refusal=problem).where(
+        ResumePoint.tenant == tenant,
+        ResumePoint.job_id == job_id,
+        ResumePoint.task_version == job.task_version,
+    ).execute()
+
+
+def _refusal_reason(refusal: dict) -> str:
+    errors = "; ".join(
+        f"{e.get('pointer', '')}: {e.get('message', '')}"
+        for e in refusal.get("errors") or []
+        if isinstance(e, dict)
+    )
+    return (
+        f"the gateway refused this article's content ({refusal.get('route')}: HTTP "
+        f"{refusal.get('status')} {refusal.get('title', '')}: {refusal.get('detail', '')}"
+        + (f" [{errors}]" if errors else "")
+        + "); resuming would send the same content again: correct it and send the article "
+        "again (a new task_version to change a draft already written)"
+    )
 
 
 def _input(job: Job, point: ResumePoint) -> tuple[dict | None, str | None]:
@@ -131,13 +169,15 @@ def resume(config: Config, job: Job) -> dict:
         "budget": config.resume_budget,
     }
     status = jobs.status_of(job)
-    if job.phase in DONE_PHASES or status not in ("in_progress", "unknown"):
+    if job.phase in DONE_PHASES or not jobs.run_unfinished(job, status):
         reason = f"nothing to resume: the job is {status} in phase {job.phase or 'none'}"
         return {**answer, "action": "none", "reason": reason}
+    if point is not None and point.refusal:
+        return _needs_person(job, _refusal_reason(point.refusal), answer)
     idle = jobs.idle_seconds(job)
     if idle < config.resume_after:
         wait = max(1, int(config.resume_after - idle))
-        reason = f"a request for this job ran {int(idle)} s ago; a run may still be going"
+        reason = f"a client asked something of this job {int(idle)} s ago; a run may still be going"
         return {**answer, "action": "wait", "reason": reason, "retry_after": wait}
     if point is None:
         reason = (

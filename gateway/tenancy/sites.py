@@ -275,10 +275,19 @@ def client_for(site: Site, secret_key: str, timeout: float) -> Transport:
     return connect(site.transport, site.url, site.username, password, timeout)
 
 
-def companion(site: Site, client: Transport) -> Companion:
+def companion(site: Site, client: Transport, strict: bool = False) -> Companion:
     """What ``site`` guarantees over its transport: fixed for XML-RPC; for REST, the
     companion plugin as detected (cached per process for :data:`COMPANION_TTL` seconds). A
-    site that cannot be reached counts as absent for this call and is not cached."""
+    site that cannot be reached counts as absent for this call and is not cached, unless
+    ``strict``: then a detection that could not ask (no answer at all, a timeout, a 5xx or a
+    429, from WordPress or from in front of it) raises, because "absent" would be a guess (on
+    the side-effect path a resend decided on a guessed absence would wait out an in-flight
+    window instead of saying that WordPress is down). A 4xx answer (the route is not there,
+    or is refused) still counts as absent.
+
+    Raises:
+        WordPressError: only with ``strict``, when WordPress could not be asked.
+    """
     if client.transport == "xmlrpc":
         return XMLRPC
     key = (site.id, site.url, site.credential_version)
@@ -291,6 +300,8 @@ def companion(site: Site, client: Transport) -> Companion:
         status = client.companion_status()
     except WordPressError as exc:
         log.warning("companion detection failed for site %s: %s", site.name, exc)
+        if strict and (exc.status is None or exc.status >= 500 or exc.status == 429):
+            raise
         return ABSENT
     found = (
         ABSENT

@@ -1,0 +1,191 @@
+"""Checking a whole article before anything is written (``POST /v1/articles/validate``).
+
+A pipeline uploads images first and writes the draft last, so a draft refused for its text
+leaves attachments nobody uses, and a corrupt image is found only after the others were
+uploaded. :func:`check_article` runs, on the whole article at once, every check of the media
+and draft routes that does not depend on WordPress or on the ledger:
+
+* the draft body as ``PUT /v1/jobs/{job_id}/draft`` validates it (``schemas/draft.json``,
+  then template leftovers, :func:`gateway.core.validation.check_template_leftovers`);
+* media references: every slot the draft names (``featured_media``, ``body_media``,
+  ``{{media:SLOT}}`` placeholders) is one of the article's images, and every placeholder is
+  in ``body_media`` (:func:`gateway.actions.drafts.resolve_media`'s rule); each slot once;
+* each image sent as base64 decodes as base64 and as an image WordPress takes
+  (:func:`gateway.actions.media.sniff`: PNG, JPEG, GIF or WebP, decoded whole); an image
+  given by URL is checked for its form only (an ``http(s)`` URL with a host), not fetched.
+
+It reads no ledger row and writes none, and makes no WordPress call: the answer is the same
+whoever asks and however often. Source: docs/api.md, ``POST /v1/articles/validate``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from urllib.parse import urlsplit
+
+from gateway.actions import drafts
+from gateway.actions import media
+from gateway.core import exceptions as exc
+from gateway.core import validation
+
+
+def check_article(body: dict) -> dict:
+    """Check an article (validated ``schemas/article_validation.json``: ``{"draft",
+    "media"}``) as the draft and media routes would, all at once.
+
+    Returns ``{"ok": true, "draft": {"featured_slot", "body_media", "placeholders"},
+    "media": [{"slot", "source", "mime_type"?, "bytes"?, "sha256"?}]}`` (``source``:
+    ``content_base64``, ``url`` or ``none``: only referenced, e.g. uploaded before).
+
+    Raises:
+        ValidationFailed (422): every problem found, each ``{"pointer", "message",
+            "problem"}`` with its pointer in this body (``/draft/content``,
+            ``/media/1/content_base64``) and the problem type the write route would answer
+            (``validation-failed``, ``template-leftover``, ``unsupported-media-type``,
+            ``image-unreadable``). Nothing was written anywhere.
+    """
+    errors: list[dict] = []
+    draft = _check_draft(body["draft"], errors)
+    images = body.get("media") or []
+    checked = [_check_image(i, image, errors) for i, image in enumerate(images)]
+    references = _check_references(draft, images, errors)
+    if errors:
+        raise exc.ValidationFailed(
+            f"{len(errors)} problem(s) in the article; nothing was written (no ledger row, "
+            "no WordPress request): correct them before uploading anything",
+            errors=errors,
+        )
+    return {"ok": True, "draft": references, "media": checked}
+
+
+def _under(prefix: str, error: exc.GatewayError) -> list[dict]:
+    """``error``'s entries with their pointers under ``prefix`` and the problem type named."""
+    found = error.extensions.get("errors") or [{"pointer": "", "message": error.detail}]
+    return [
+        {**entry, "pointer": prefix + entry.get("pointer", ""), "problem": error.slug}
+        for entry in found
+    ]
+
+
+def _check_draft(draft: dict, errors: list[dict]) -> dict:
+    """The draft validated as the draft route does; on a schema refusal its leftovers are
+    still looked for, so one answer names both."""
+    try:
+        return validation.validate("draft", draft)
+    except exc.TemplateLeftover as leftover:
+        errors.extend(_under("/draft", leftover))
+    except exc.ValidationFailed as refused:
+        errors.extend(_under("/draft", refused))
+        try:
+            validation.check_template_leftovers(draft, validation.TEMPLATE_FIELDS["draft"])
+        except exc.TemplateLeftover as leftover:
+            errors.extend(_under("/draft", leftover))
+    return draft
+
+
+def _check_image(index: int, image: dict, errors: list[dict]) -> dict:
+    where = f"/media/{index}"
+    entry = {"slot": image["slot"], "source": "none"}
+    if "content_base64" in image and "url" in image:
+        errors.append(
+            {
+                "pointer": where,
+                "message": "give content_base64 or url, not both",
+                "problem": exc.ValidationFailed.slug,
+            }
+        )
+        return entry
+    if "url" in image:
+        entry["source"] = "url"
+        parts = urlsplit(image["url"])
+        if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+            errors.append(
+                {
+                    "pointer": f"{where}/url",
+                    "message": "an http(s) URL with a host and no user info is expected",
+                    "problem": exc.ValidationFailed.slug,
+                }
+            )
+    if "content_base64" in image:
+        entry["source"] = "content_base64"
+        entry.update(_decoded(f"{where}/content_base64", image["content_base64"], errors))
+    return entry
+
+
+def _decoded(pointer: str, text: str, errors: list[dict]) -> dict:
+    """What the media route would learn from ``text``: type, size, SHA-256; or its refusal
+    appended to ``errors``."""
+    try:
+        content = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        errors.append(
+            {
+                "pointer": pointer,
+                "message": "invalid base64",
+                "problem": exc.ValidationFailed.slug,
+            }
+        )
+        return {}
+    if not content:
+        errors.append({"pointer": pointer, "message": "empty", "problem": "validation-failed"})
+        return {}
+    try:
+        mime_type, _ext = media.sniff(content)
+    except (exc.UnsupportedMediaType, exc.ImageUnreadable) as refused:
+        errors.append({"pointer": pointer, "message": refused.detail, "problem": refused.slug})
+        return {}
+    return {
+        "mime_type": mime_type,
+        "bytes": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(),
+    }
+
+
+def _check_references(draft: dict, images: list[dict], errors: list[dict]) -> dict:
+    """Every slot the draft names is an image of the article; placeholders are in
+    ``body_media``; no slot twice."""
+    slots: dict[str, int] = {}
+    for i, image in enumerate(images):
+        if image["slot"] in slots:
+            errors.append(
+                {
+                    "pointer": f"/media/{i}/slot",
+                    "message": f"slot {image['slot']!r} is given twice (first at "
+                    f"/media/{slots[image['slot']]})",
+                    "problem": exc.ValidationFailed.slug,
+                }
+            )
+        slots.setdefault(image["slot"], i)
+    # the draft may have failed its schema: read what is there, as it is
+    featured = draft.get("featured_media")
+    featured_slot = featured.get("slot") if isinstance(featured, dict) else None
+    listed = draft.get("body_media")
+    body_media = [s for s in listed if isinstance(s, str)] if isinstance(listed, list) else []
+    content = draft.get("content")
+    placeholders = drafts.PLACEHOLDER.findall(content) if isinstance(content, str) else []
+    named = [("/draft/featured_media/slot", featured_slot)] if featured_slot else []
+    named += [(f"/draft/body_media/{i}", slot) for i, slot in enumerate(body_media)]
+    for pointer, slot in named:
+        if slot not in slots:
+            errors.append(
+                {
+                    "pointer": pointer,
+                    "message": f"no image for slot {slot!r} in media",
+                    "problem": exc.ValidationFailed.slug,
+                }
+            )
+    for slot in sorted(set(placeholders) - set(body_media)):
+        errors.append(
+            {
+                "pointer": "/draft/content",
+                "message": f"unknown placeholder slot {slot!r}: not in body_media",
+                "problem": exc.ValidationFailed.slug,
+            }
+        )
+    return {
+        "featured_slot": featured_slot,
+        "body_media": body_media,
+        "placeholders": list(dict.fromkeys(placeholders)),
+    }
