@@ -11,6 +11,7 @@ its peer dependency).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -45,12 +46,15 @@ def build() -> Path:
     Raises:
         RuntimeError: a step failed (its output is in the message).
     """
-    if not (PACKAGE / "node_modules" / ".bin" / "tsc").exists():
-        _run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], PACKAGE)
-    _run(["npm", "run", "build"], PACKAGE)
-    packed = _run(["npm", "pack", "--ignore-scripts", "--json"], PACKAGE)
-    name = json.loads(packed.stdout)[0]["filename"]
-    return PACKAGE / name
+    # One build at a time per checkout: test processes running side by side share the folder.
+    with open(PACKAGE.parent / ".n8n-node-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (PACKAGE / "node_modules" / ".bin" / "tsc").exists():
+            _run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], PACKAGE)
+        _run(["npm", "run", "build"], PACKAGE)
+        packed = _run(["npm", "pack", "--ignore-scripts", "--json"], PACKAGE)
+        name = json.loads(packed.stdout)[0]["filename"]
+        return PACKAGE / name
 
 
 def lint() -> subprocess.CompletedProcess:
