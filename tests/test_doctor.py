@@ -46,6 +46,7 @@ def _scratch_drafts(gw) -> list[dict]:
 
 
 @both_transports
+@pytest.mark.site_exclusive  # no other run's doctor may have its scratch draft up meanwhile
 def test_a_healthy_site_passes_every_check_and_leaves_no_scratch_draft(gw, transport):
     checks = _run(gw)
     result = checks.pop("_result")

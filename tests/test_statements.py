@@ -223,17 +223,19 @@ def test_ledger_statements_per_request(gw, monkeypatch):
     text_job = new_job_id()
     assert gw.put_job(text_job).status_code == 201
     counts["text-only draft"] = statements_of(lambda: gw.put_draft(text_job, draft_body()), 201)
+    # Each count holds one UPDATE of the job's last_request_at (issue 30: idle time counts from
+    # the last client request, replays included).
     assert counts == {
-        "job": 3,  # token, site, INSERT job
+        "job": 4,  # token, site, INSERT job, last request
         # token, job+site+lease, key, INSERT, SENT, budget spend (one upsert), CONFIRMED
-        "media": 7,
-        "media replay": 3,  # token, job+site+lease, key
+        "media": 8,
+        "media replay": 4,  # token, job+site+lease, key, last request
         # + checkpoint, media, job UPDATE, and the attach operation (INSERT, SENT, CONFIRMED),
         # one budget upsert per write
-        "draft": 14,
-        "draft replay": 3,
+        "draft": 15,
+        "draft replay": 4,
         # token, job+site+lease, key, checkpoint, 3 operation, budget spend, job
-        "text-only draft": 9,
+        "text-only draft": 10,
     }
     monkeypatch.undo()
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
