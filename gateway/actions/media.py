@@ -249,26 +249,21 @@ def put_media(
     mime, ext = sniff_type(content)  # 415 now; the whole image is decoded before it is sent
     name = safe_filename(filename, slot, ext)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
-    digest = request_digest(
-        {"sha256": sha256_hex(content), "filename": name, "mime_type": mime, **fields}
-    )
+    sha = sha256_hex(content)  # once: the digest, the metadata-only update and the intent
+    digest = request_digest({"sha256": sha, "filename": name, "mime_type": mime, **fields})
     key = operations.operation_key(target.job, ACTION, slot)
-    replayed = operations.replay(key, digest)  # also after a switch of transport
-    if replayed is not None:
-        return replayed
     alive: dict[int, bool] = {}  # earlier attachments read back by this request
-    reused = _reuse_earlier_version(target, key, slot, digest, alive)
-    if reused is not None:
-        return reused
-    check_transport(target, alt_text)
+    answered = _answered_without_sending(target, key, slot, digest, alt_text, alive)
+    if answered is not None:  # also after a switch of transport
+        return answered
     sent = {k: v for k, v in fields.items() if v is not None}
-    updated = _update_metadata(target, key, slot, digest, sha256_hex(content), name, sent, alive)
+    updated = _update_metadata(target, key, slot, digest, sha, name, sent, alive)
     if updated is not None:
         return updated
     # 422 for bytes that do not decode or declare too many pixels, before any row or upload
     sniff(content, target.config.media_max_pixels)
     intent = {
-        "sha256": sha256_hex(content),
+        "sha256": sha,
         "filename": name,
         "bytes": len(content),
         "metadata": sent,
@@ -276,6 +271,27 @@ def put_media(
     }
     effect = _media_effect(target, key, intent, _upload(target, key, content, name, mime, sent))
     return operations.perform(target, key, digest, effect, slot=slot)
+
+
+def _answered_without_sending(
+    target: Target, key: str, slot: str, digest: str, alt_text: str | None, alive: dict
+) -> Outcome | None:
+    """What both upload paths do before they touch an image's bytes: the replay check, the
+    reuse of an earlier version's attachment (read back first; ``alive`` keeps what this
+    request read), and the transport's refusal of alt text. The outcome that answers the
+    request, or None to go on.
+
+    Raises:
+        OperationKeyReused (422), TransportLimit (422).
+    """
+    replayed = operations.replay(key, digest)
+    if replayed is not None:
+        return replayed
+    reused = _reuse_earlier_version(target, key, slot, digest, alive)
+    if reused is not None:
+        return reused
+    check_transport(target, alt_text)
+    return None
 
 
 def check_transport(target: Target, alt_text: str | None) -> None:
@@ -407,14 +423,10 @@ def put_media_from_url(
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest({"source_url": source_url, "filename": filename, **fields})
     key = operations.operation_key(target.job, "media", slot)
-    replayed = operations.replay(key, digest)  # before anything is downloaded
-    if replayed is not None:
-        return replayed
     alive: dict[int, bool] = {}  # earlier attachments read back by this request
-    reused = _reuse_earlier_version(target, key, slot, digest, alive)
-    if reused is not None:
-        return reused
-    check_transport(target, alt_text)
+    answered = _answered_without_sending(target, key, slot, digest, alt_text, alive)
+    if answered is not None:  # before anything is downloaded
+        return answered
     got = media_sources.download(source_url, target.config)
     mime, ext = sniff(got.content, target.config.media_max_pixels)
     name = safe_filename(filename or got.filename, slot, ext)
