@@ -164,8 +164,11 @@ class Probe:
 
     @cached_property
     def wordpress_version(self) -> str:
-        """The version WordPress reports (the companion's status over REST,
-        ``software_version`` over XML-RPC), or ``unknown`` when it cannot be read."""
+        """The version WordPress reports (over REST the companion's status, read once with
+        :attr:`companion`; ``software_version`` over XML-RPC), or ``unknown`` when it cannot
+        be read."""
+        if self.transport != "xmlrpc":
+            return self.companion.wordpress_version or "unknown"
         try:
             return self.client.wordpress_version() or "unknown"
         except WordPressError:

@@ -52,7 +52,8 @@ class Companion:
     ``alt_text`` (image alt text writable), ``new_terms`` (an author may create tags: REST
     yes, XML-RPC no, ``wp.newTerm`` needs ``edit_terms``), the ``transport``, and
     ``key_index`` (the companion's postmeta index for lookups by operation key exists; None:
-    a plugin older than 1.2.0 does not say)."""
+    a plugin older than 1.2.0 does not say), ``wordpress_version`` (what WordPress says it is,
+    from the companion's status; None before companion 1.3.0)."""
 
     present: bool
     guard: bool
@@ -62,6 +63,7 @@ class Companion:
     alt_text: bool = True
     new_terms: bool = True
     key_index: bool | None = None
+    wordpress_version: str | None = None
 
 
 ABSENT = Companion(present=False, guard=False, seo_meta=False)
@@ -312,6 +314,7 @@ def companion(site: Site, client: Transport, strict: bool = False) -> Companion:
             seo_meta=bool(status.get("seo_meta")),
             version=status.get("version"),
             key_index=status.get("key_index"),
+            wordpress_version=status.get("wordpress") or None,
         )
     )
     with _cache_lock:
