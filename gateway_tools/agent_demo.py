@@ -56,9 +56,10 @@ class AgentDemo(Demo):
     def serve_args(self) -> list[str]:
         return ["--no-agent-worker"]  # the demo runs (and kills) the worker itself
 
-    def worker(self, crash_point: str = "") -> dict | None:
-        """One ``gateway worker --once`` process; None when it was killed."""
-        env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point}
+    def worker(self, crash_point: str = "", **settings: str) -> dict | None:
+        """One ``gateway worker --once`` process (``settings``: more ``GATEWAY_*`` variables);
+        its counts, or None when it was killed at ``crash_point``."""
+        env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point, **settings}
         done = subprocess.run(
             [sys.executable, "-m", "gateway.cli", "worker", "--once"],
             env=env,
@@ -89,18 +90,7 @@ class AgentDemo(Demo):
 
     def polling_worker(self) -> dict:
         """One ``gateway worker --once`` whose poll retrieves sessions seen a second ago."""
-        env = {**self.env, "GATEWAY_AGENT_STALE_AFTER": "1", "GATEWAY_AGENT_RETRY_AFTER": "1"}
-        done = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", "worker", "--once"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"gateway worker failed: {done.stderr[-2000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return self.worker(GATEWAY_AGENT_STALE_AFTER="1", GATEWAY_AGENT_RETRY_AFTER="1")
 
     def bind(self, gw, job_id: str, token: str | None = None) -> str:
         tools = gw.call("GET", "/v1/agent-tools").json()["tools"]
