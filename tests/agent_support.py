@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from support import SECRET_KEY
 from support import SITE_NAME
 from support import gateway_command
@@ -15,6 +16,7 @@ from support import gateway_command
 import gateway
 from gateway.agents import worker
 from gateway.ledger.db import database
+from gateway_tools.openai_standin import OpenAIStandIn
 
 
 def agent_app(ledger_url: str, standin, **overrides):
@@ -93,3 +95,21 @@ def tool_output(standin, session_id: str, call_id: str) -> dict:
     found = [e for e in found if e["call_id"] == call_id]
     assert len(found) == 1, found
     return found[0]
+
+
+# Fixtures of the agent tests (imported by their modules, which pytest then offers them in):
+# the OpenAI stand-in, and the app bound to it on the test's own ledger.
+@pytest.fixture
+def standin():
+    """A running OpenAI Agents-API stand-in (:mod:`gateway_tools.openai_standin`)."""
+    with OpenAIStandIn() as service:
+        yield service
+
+
+@pytest.fixture
+def app(ledger_url, standin):
+    """The gateway app on the test's ledger, its OpenAI client pointed at :func:`standin`."""
+    application = agent_app(ledger_url, standin)
+    yield application
+    if not database.is_closed():
+        database.close()

@@ -46,20 +46,6 @@ ACTION = "agent.session.action_required"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-@pytest.fixture
-def standin():
-    with S() as service:
-        yield service
-
-
-@pytest.fixture
-def app(ledger_url, standin):
-    application = agent_app(ledger_url, standin)
-    yield application
-    if not database.is_closed():
-        database.close()
-
-
 def _session(gw, standin, token=None, environment: str = "none") -> tuple[str, str]:
     job_id = new_job_id()
     sid = standin.create_session(tools=tools.definitions(), environment=environment)
@@ -361,6 +347,10 @@ def test_the_agents_checkpoint_binds_its_digests_and_matching_work_goes_on(gw, s
 
 HOOK = """
 import json, sys
+
+# The agent tests' fixtures (agent_support.py): the OpenAI stand-in and the app bound to it.
+standin = agent_support.standin
+app = agent_support.app
 payload = json.load(sys.stdin)
 with open({record!r}, "a") as out:
     out.write(json.dumps(payload) + "\\n")

@@ -10,9 +10,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import agent_support
 import pytest
 import requests
-from agent_support import agent_app
 from agent_support import bind
 from agent_support import run_worker
 from agent_support import tool_output
@@ -33,22 +33,12 @@ from gateway.ledger.db import database
 from gateway.ledger.models import WebhookEvent
 from gateway_tools.openai_standin import OpenAIStandIn as S
 
+# The agent tests' fixtures (agent_support.py): the OpenAI stand-in and the app bound to it.
+standin = agent_support.standin
+app = agent_support.app
+
 ACTION = "agent.session.action_required"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-@pytest.fixture
-def standin():
-    with S() as service:
-        yield service
-
-
-@pytest.fixture
-def app(ledger_url, standin):
-    application = agent_app(ledger_url, standin)
-    yield application
-    if not database.is_closed():
-        database.close()
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import datetime as dt
 import json
 import re
 
+import agent_support
 import pytest
-from agent_support import agent_app
 from agent_support import bind
 from agent_support import run_worker
 from agent_support import tool_output
@@ -35,22 +35,12 @@ from gateway.ledger.models import SiteSlot
 from gateway.tenancy import sites
 from gateway_tools.openai_standin import OpenAIStandIn as S
 
+# The agent tests' fixtures (agent_support.py): the OpenAI stand-in and the app bound to it.
+standin = agent_support.standin
+app = agent_support.app
+
 POST_WRITE = r"^/wp-json/wp/v2/posts(/\d+)?/?$"
 TOOL_RESULT = "agent.session.input.tool_result"
-
-
-@pytest.fixture
-def standin():
-    with S() as service:
-        yield service
-
-
-@pytest.fixture
-def app(ledger_url, standin):
-    application = agent_app(ledger_url, standin)
-    yield application
-    if not database.is_closed():
-        database.close()
 
 
 def _session(gw, standin, job_id: str | None = None) -> tuple[str, str]:
