@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -312,3 +313,123 @@ class Receiver:
     def keys(self) -> list[str]:
         """The ``Idempotency-Key`` header of every POST received, in order."""
         return [h.get("idempotency-key", "") for h in self.headers]
+
+
+def wait_for(check, seconds: float, message: str, interval: float = 0.5):
+    """Poll ``check`` until it answers something true (returned), or fail after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(interval)
+
+
+class N8nGateway:
+    """``gateway serve`` for a real n8n: its own port, ledger and tenant on the shared test
+    WordPress, a workflow token named ``token_name``, the editors' receiver at
+    ``editors_url``; restartable on the same ledger (killed mid-run, started again)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        site: dict,
+        tenant: str,
+        editors_url: str,
+        token_name: str = "n8n",
+        env: dict | None = None,
+    ) -> None:
+        from support import AUTHOR_PASSWORD_ENV
+        from support import SECRET_KEY
+        from support import SITE_NAME
+        from support import free_port
+
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = folder / "gateway-serve.log"
+        self.env = {
+            **os.environ,
+            "GATEWAY_DATABASE_URL": f"sqlite:///{folder / 'ledger.db'}",
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "GATEWAY_WP_TIMEOUT": "10",
+            "GATEWAY_INFLIGHT_WINDOW": "3",
+            # the editors' receiver is on loopback: listed, so the address guard lets it pass
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": editors_url.split("/")[2],
+            # one tenant drives every thread here (n8n and the test's own looks at the job)
+            "GATEWAY_TENANT_REQUESTS": "0",
+            "GATEWAY_TENANT_SITE_CALLS": "0",
+            AUTHOR_PASSWORD_ENV: site["users"]["author"]["app_password"],
+            **(env or {}),
+        }
+        self.process: subprocess.Popen | None = None
+        self.cli("init-db")
+        self.cli(
+            "sites", "add", "--tenant", tenant, "--name", SITE_NAME, "--url", site["url"],
+            "--username", site["users"]["author"]["username"],
+            "--app-password-env", AUTHOR_PASSWORD_ENV,
+        )  # fmt: skip
+        self.token = self.cli(
+            "tokens", "create", "--tenant", tenant, "--role", "workflow", "--name", token_name
+        ).split()[-1]
+        self.cli("notifications", "set-url", "--tenant", tenant, "--url", editors_url)
+
+    def cli(self, *args: str) -> str:
+        """``gateway ARGS`` with this gateway's environment; its stdout (asserts exit 0)."""
+        from support import gateway_command
+
+        done = subprocess.run(
+            [*gateway_command(), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"gateway {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def start(self) -> None:
+        from support import gateway_command
+
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*gateway_command(), "serve", "--port", str(self.port), "--workers", "2",
+                 "--sweep-interval", "0"],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        wait_for(self._healthy, 60, "gateway serve did not answer /healthz")
+
+    def _healthy(self) -> bool:
+        import requests
+
+        assert self.process.poll() is None, self.log()
+        try:
+            return requests.get(self.url + "/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=20)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def get(self, path: str, token: str | None = None) -> dict:
+        import requests
+
+        answer = requests.get(
+            self.url + path, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=60
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+    def job(self, job_id: str) -> dict:
+        return self.get(f"/v1/jobs/{job_id}")

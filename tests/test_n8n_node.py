@@ -38,13 +38,13 @@ from n8n_node_support import openai_credential
 from n8n_node_support import package_descriptions
 from n8n_node_support import run_data
 from n8n_node_support import trigger_workflow
-from n8n_node_support import wait_for
 from n8n_support import INSTALL_SCRIPT
 from n8n_support import N8n
 from n8n_support import Receiver
 from n8n_support import installed
 from n8n_support import node_descriptions
 from n8n_support import validate_offline
+from n8n_support import wait_for
 from support import ROOT
 from support import admin_session
 from support import free_port

@@ -52,9 +52,11 @@ from n8n_support import N8N_VERSION
 from n8n_support import ROOT
 from n8n_support import WORKFLOW_IDS
 from n8n_support import N8n
+from n8n_support import N8nGateway
 from n8n_support import Receiver
 from n8n_support import install
 from n8n_support import installed
+from n8n_support import wait_for
 from support import AUTHOR_PASSWORD_ENV
 from support import SECRET_KEY
 from support import SITE_NAME
@@ -175,91 +177,17 @@ class Images:
         self.server.server_close()
 
 
-class Gateway:
-    """``gateway serve`` on a fixed port (n8n's ``GATEWAY_URL``), restartable on one ledger."""
+class Gateway(N8nGateway):
+    """``gateway serve`` on a fixed port (n8n's ``GATEWAY_URL``), restartable on one ledger,
+    with an editor token besides the workflow one."""
 
     def __init__(self, folder: Path, site: dict, tenant: str, editors_url: str) -> None:
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = folder / "gateway-serve.log"
-        self.env = {
-            **os.environ,
-            "GATEWAY_DATABASE_URL": f"sqlite:///{folder / 'ledger.db'}",
-            "GATEWAY_SECRET_KEY": SECRET_KEY,
-            "GATEWAY_WP_TIMEOUT": "10",
-            "GATEWAY_INFLIGHT_WINDOW": "3",
-            "GATEWAY_RESUME_AFTER": str(RESUME_AFTER),
-            # the editors' receiver is on loopback: listed, so the address guard lets it pass
-            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": editors_url.split("/")[2],
-            # one tenant drives every thread here (n8n and the test's own looks at the job)
-            "GATEWAY_TENANT_REQUESTS": "0",
-            "GATEWAY_TENANT_SITE_CALLS": "0",
-            AUTHOR_PASSWORD_ENV: site["users"]["author"]["app_password"],
-        }
-        self.process: subprocess.Popen | None = None
-        self.cli("init-db")
-        self.cli(
-            "sites", "add", "--tenant", tenant, "--name", SITE_NAME, "--url", site["url"],
-            "--username", site["users"]["author"]["username"],
-            "--app-password-env", AUTHOR_PASSWORD_ENV,
-        )  # fmt: skip
-        self.token = self.cli(
-            "tokens", "create", "--tenant", tenant, "--role", "workflow", "--name", "n8n"
-        ).split()[-1]
+        super().__init__(
+            folder, site, tenant, editors_url, env={"GATEWAY_RESUME_AFTER": str(RESUME_AFTER)}
+        )
         self.editor = self.cli(
             "tokens", "create", "--tenant", tenant, "--role", "editor", "--name", "ed"
         ).split()[-1]
-        self.cli("notifications", "set-url", "--tenant", tenant, "--url", editors_url)
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [*gateway_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, f"gateway {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [*gateway_command(), "serve", "--port", str(self.port), "--workers", "2",
-                 "--sweep-interval", "0"],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        wait_for(lambda: self._healthy(), 60, "gateway serve did not answer /healthz")
-
-    def _healthy(self) -> bool:
-        assert self.process.poll() is None, self.log()
-        try:
-            return requests.get(self.url + "/healthz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=20)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-6000:]
-
-    def get(self, path: str, token: str | None = None) -> dict:
-        answer = requests.get(
-            self.url + path, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=60
-        )
-        answer.raise_for_status()
-        return answer.json()
-
-    def job(self, job_id: str) -> dict:
-        return self.get(f"/v1/jobs/{job_id}")
 
     def requests_logged(self) -> list[dict]:
         """The gateway's JSON ``request`` lines (one per answered request), in order."""
@@ -280,17 +208,6 @@ class Gateway:
             for r in self.requests_logged()
             if r.get("method") == method and r.get("path") == path
         ]
-
-
-def wait_for(check, seconds: float, message: str, interval: float = 0.5):
-    deadline = time.monotonic() + seconds
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------- the stack
@@ -323,6 +240,10 @@ class Stack:
             "GATEWAY_URL": self.gateway.url,
             "ALERT_URL": self.alerts.url,
             "EDITORS_URL": self.editors.url,
+            # the editors' receiver is on loopback: the CLI's address guard needs it listed too
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": self.gateway.env[
+                "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
+            ],
             "EXECUTE_BROKER_PORT": str(free_port()),
         }
         return subprocess.run(
