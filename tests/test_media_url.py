@@ -104,6 +104,16 @@ def test_private_addresses_in_every_spelling_are_refused_before_any_connection(
         assert answer.get_json()["errors"][0]["pointer"] == "/source_url"
     assert image_server.connections == 0
     assert gw.operations(job_id) == []
+    # Issue 31: the loopback refusal says how to allow a local image server; link-local and
+    # metadata addresses, which no listing allows, get no such hint
+    local = _put(gw, job_id, f"http://127.0.0.1:{port}/img.png").get_json()["detail"]
+    assert f"add '127.0.0.1:{port}' to GATEWAY_MEDIA_URL_ALLOW_HOSTS" in local, local
+    private = _put(gw, job_id, "http://10.0.0.1/img.png").get_json()["detail"]
+    assert "add '10.0.0.1:80' to GATEWAY_MEDIA_URL_ALLOW_HOSTS" in private, private
+    for never in ("http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/img.png"):
+        detail = _put(gw, job_id, never).get_json()["detail"]
+        assert "GATEWAY_MEDIA_URL_ALLOW_HOSTS" not in detail, detail
+    assert image_server.connections == 0
 
 
 def test_a_temporary_dns_failure_is_a_retryable_503_a_missing_name_stays_422(
@@ -153,6 +163,14 @@ def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refus
     first = _put(gw, job_id, url, alt_text="From a URL")
     assert first.status_code == 201, first.get_json()
     assert image_server.connections == 1
+    # issue 31: source_url stays WordPress's URL of the upload; the URLs sent and downloaded
+    # from are their own members
+    answer = first.get_json()
+    assert answer["requested_url"] == url and answer["downloaded_from"] == url
+    assert (
+        answer["source_url"].startswith(gw.wp_url)
+        and "/wp-content/uploads/" in answer["source_url"]
+    ), answer["source_url"]
     assert gw.count_objects(op_key(job_id, "media", "hero"), "attachment") == 1
     row = gw.operations(job_id)[0]
     assert row["receipt"]["sha256"] == hashlib.sha256(IMAGE).hexdigest()
@@ -191,6 +209,11 @@ def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refus
     assert moved.status_code == 200, moved.get_json()
     assert moved.get_json()["media_id"] == first.get_json()["media_id"]
     assert gw.count_objects(op_key(job_id, "media", "hero", version=3)) == 0
+    # followed through a redirect: the answer tells the URL sent from the URL downloaded
+    hop = f"http://{listed}/redirect?to={url}"
+    via = _put(gw, job_id, hop, slot="via")
+    assert via.status_code == 201, via.get_json()
+    assert via.get_json()["requested_url"] == hop and via.get_json()["downloaded_from"] == url
 
 
 @pytest.mark.wordpress

@@ -185,8 +185,9 @@ def resolve(
     resolve to what they mean and are judged by it.
 
     Raises:
-        Refused: see :func:`target`; an address refused; the host does not resolve
-            (``EAI_NONAME``, ``EAI_NODATA``).
+        Refused: see :func:`target`; an address refused (a loopback or private one, which
+            listing would allow, with the hint to add ``host:port`` to ``setting``); the host
+            does not resolve (``EAI_NONAME``, ``EAI_NODATA``).
         ResolverUnavailable: a temporary resolver failure (``EAI_AGAIN``, getaddrinfo(3)).
     """
     scheme, host, port, path, listed = target(url, schemes, allow_hosts, setting)
@@ -201,6 +202,9 @@ def resolve(
     addresses = [_address(info[4][0]) for info in infos]
     for address in addresses:
         why = check_address(address, listed)
+        if why and not listed and check_address(address, True) is None:
+            # loopback or private: a local server the operator may list on purpose
+            why += f"; to allow a local server, add '{host}:{port}' to {setting}"
         if why:
             raise Refused(why)
     return Resolved(scheme, host, port, str(addresses[0]), path)

@@ -409,9 +409,11 @@ def put_media_from_url(
     """Download the image at ``source_url`` (:mod:`gateway.actions.media_sources`) and upload it for
     ``slot`` once. The request digest covers the URL, the file name and the metadata, so a
     replay (and a later version asking the same) is answered from the ledger without
-    downloading; the downloaded bytes' SHA-256 and final URL go into the receipt
-    (``sha256``, ``downloaded_from``). A download whose bytes (and file name) equal an earlier
-    version's attachment of the slot reuses it, updating only changed metadata.
+    downloading; the URL as sent, the downloaded bytes' SHA-256 and the final URL (after
+    redirects) go into the receipt (``requested_url``, ``sha256``, ``downloaded_from``);
+    ``source_url`` stays WordPress's URL of the upload. A download whose bytes (and file
+    name) equal an earlier version's attachment of the slot reuses it, updating only changed
+    metadata.
 
     Raises:
         OperationKeyReused (422) and TransportLimit (422: alt text over XML-RPC) before
@@ -434,6 +436,7 @@ def put_media_from_url(
         "sha256": sha256_hex(got.content),
         "filename": name,
         "bytes": len(got.content),
+        "requested_url": source_url,  # as sent; WordPress's URL of the upload is source_url
         "downloaded_from": got.final_url,
         **_finishing_fields(title, caption),
     }

@@ -30,8 +30,12 @@ def outcome_body(outcome: Outcome, id_name: str, *receipt_fields: str) -> dict:
 
 
 def media_body(outcome: Outcome) -> dict:
-    """``PUT /v1/jobs/{id}/media/{slot}``."""
-    return outcome_body(outcome, "media_id", "source_url", "mime_type")
+    """``PUT /v1/jobs/{id}/media/{slot}``: ``source_url`` is WordPress's URL of the upload;
+    ``requested_url`` and ``downloaded_from`` are the URL sent and the URL the gateway finally
+    downloaded from (redirects followed) for an image sent by URL, else None."""
+    return outcome_body(
+        outcome, "media_id", "source_url", "mime_type", "requested_url", "downloaded_from"
+    )
 
 
 def draft_body(outcome: Outcome) -> dict:

@@ -264,11 +264,13 @@ SCHEMAS: dict[str, dict] = {
         next_cursor=NSTR,
     ),
     "Media": obj(
-        (*OUTCOME, "media_id", "source_url", "mime_type"),
+        (*OUTCOME, "media_id", "source_url", "mime_type", "requested_url", "downloaded_from"),
         **OUTCOME,
         media_id=NINT,
         source_url=NSTR,
         mime_type=NSTR,
+        requested_url=NSTR,
+        downloaded_from=NSTR,
         **PRUNED,
     ),
     "Draft": obj(
