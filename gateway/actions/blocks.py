@@ -1,26 +1,18 @@
 """Named HTML blocks: insert a block (e.g. a resource-pack recommendation) into the job's post
 exactly once (WordPress REST API, ``POST /wp/v2/posts/{id}`` with the whole new ``content``).
 
-Each block is wrapped in markers that name it and carry the digest of its HTML::
-
-    <!-- gateway:block name=resources digest=0123456789abcdef -->
-    <!-- wp:html -->
-    ...html...
-    <!-- /wp:html -->
-    <!-- /gateway:block name=resources -->
-
-WordPress keeps HTML comments for authors (kses re-emits ``<!--...-->``, collapsing runs of
-``-``; a name containing ``--`` is therefore written with ``%2D`` for ``-``). The markers are
-looked up in the *live* content, which is what makes the insert exactly-once across repeats, a
+Each block is wrapped in markers that name it and carry the digest of its HTML (the format
+and its kses caveats: :mod:`gateway.operations.block_markers`). The markers are looked up in
+the *live* content, which is what makes the insert exactly-once across repeats, a
 crash between the WordPress write and the ledger update (``find`` sees the marker: CONFIRMED),
 and a new task version (a new operation key, but the marker with this digest is already there:
 no write). New HTML under the same name replaces the marked block in place; ``position`` is
 ``end`` (the default and only value) for a block not yet present.
 
 Verification ignores gateway-marked blocks when it compares content with the draft baseline
-(:func:`gateway.operations.block_markers.strip_blocks`): a block insert is not drift. The approval
-digest covers the whole live
-content, blocks included, so an editor approves exactly what will be published.
+(:func:`gateway.operations.block_markers.strip_blocks`): a block insert is not drift. The
+approval digest covers the whole live content, blocks included, so an editor approves exactly
+what will be published.
 """
 
 from __future__ import annotations
