@@ -23,6 +23,11 @@ peewee's exception (``IntegrityError``, ``OperationalError``...) exactly as befo
 converted with each field's ``db_value`` and columns back with its ``python_value``, as
 peewee does; rows come back as the models' instances (``Model(**columns)``), the same values
 peewee's own ``SELECT`` gives (``tests/test_statements.py`` compares them on both databases).
+
+Errors: every function raises what ``execute_sql`` raises, peewee's ``DatabaseError`` family
+(``OperationalError`` when the ledger cannot serve: :func:`gateway.ledger.db.is_unavailable`),
+and nothing else. Statements are counted at the driver (``tests/test_statements.py``), so
+these count exactly like peewee's.
 """
 
 from __future__ import annotations
@@ -194,15 +199,16 @@ def insert_operation(values: dict) -> Operation:
 
 
 def _update_text(kind: str, names: tuple, where: str) -> tuple:
+    """``(concrete database, UPDATE operation SET <names> WHERE <where>)``, ``{p}`` in
+    ``where`` standing for the parameter marker; one text per set of column names."""
     concrete = database.obj
     key = (concrete.param, kind, names)
     sql = _SHAPED.get(key)
     if sql is None:
         p = concrete.param
         assignments = ", ".join(f"{_column(Operation, n)} = {p}" for n in names)
-        sql = _SHAPED[key] = f"UPDATE {_table(Operation)} SET {assignments} WHERE " + where.format(
-            p=p
-        )
+        condition = where.format(p=p)
+        sql = _SHAPED[key] = f"UPDATE {_table(Operation)} SET {assignments} WHERE {condition}"
     return concrete, sql
 
 
@@ -241,6 +247,7 @@ def spend_budget(
     (:func:`gateway.jobs.budgets.spend`)."""
     limited = default > 0
     concrete, sql = _text("spend_limited" if limited else "spend_unlimited")
+    now = Budget.updated_at.db_value(now)
     params = [tenant, job_id, name, amount, now, amount, now, amount]
     if limited:
         params.append(default)
@@ -251,4 +258,5 @@ def note_request(tenant: str, job_id: str, now: dt.datetime) -> int:
     """``UPDATE job SET last_request_at = now`` of the job ``(tenant, job_id)``; returns the
     rows updated (0: no such job)."""
     concrete, sql = _text("request")
-    return concrete.execute_sql(sql, (now, tenant, job_id)).rowcount
+    params = (Job.last_request_at.db_value(now), tenant, job_id)
+    return concrete.execute_sql(sql, params).rowcount
