@@ -126,7 +126,9 @@ def claim(
     slot: str | None = None,
     intent: dict | None = None,
 ) -> Operation:
-    """Insert the PREPARED row for ``key`` or return the existing one.
+    """Insert the PREPARED row for ``key`` or return the existing one. The INSERT is plain
+    SQL (:func:`gateway.ledger.hot_sql.insert_operation`); the key's unique constraint is the
+    lock, and the row of a request that lost is read back with peewee.
 
     Raises:
         OperationKeyReused: the key exists with a different request digest.
