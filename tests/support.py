@@ -140,6 +140,69 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
 
 
+class DriverStatements:
+    """Every statement the ledger's database driver executes, counted below peewee and below
+    the gateway's plain SQL (so nothing reaches the database uncounted): pass
+    :meth:`options` to :func:`gateway.ledger.db.bind`, and each new connection reports its
+    statements here (SQLite: ``sqlite3``'s trace callback, which sees every statement the
+    engine runs; PostgreSQL: a ``psycopg2`` cursor class counting ``execute``)."""
+
+    CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+    def __init__(self):
+        self.log: list[str] = []
+
+    def options(self, url: str) -> dict:
+        """The driver options of ``db.bind(url, **options)`` that count into :attr:`log`."""
+        log = self.log
+        if url.startswith("sqlite"):
+            import sqlite3
+
+            class TracedConnection(sqlite3.Connection):
+                def __init__(self, *args, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.set_trace_callback(log.append)
+
+            return {"factory": TracedConnection}
+        import psycopg2.extensions
+
+        class CountingCursor(psycopg2.extensions.cursor):
+            def execute(self, query, vars=None):
+                log.append(str(query))
+                return super().execute(query, vars)
+
+            def executemany(self, query, vars_list):
+                vars_list = list(vars_list)
+                log.extend([str(query)] * len(vars_list))
+                return super().executemany(query, vars_list)
+
+        return {"cursor_factory": CountingCursor}
+
+    def clear(self) -> None:
+        self.log.clear()
+
+    def _kind(self, sql: str) -> str:
+        return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+
+    def transactions(self) -> list[str]:
+        """The transaction-control statements (BEGIN, COMMIT, ROLLBACK, savepoints)."""
+        return [s for s in self.log if self._kind(s) in self.CONTROL]
+
+    def probes(self) -> list[str]:
+        """``SELECT 1``: peewee's PostgreSQL pool checks each connection it hands out again
+        with one (``/healthz`` asks it too); never a ledger statement."""
+        return [s for s in self.log if s.strip() == "SELECT 1"]
+
+    def data(self) -> list[str]:
+        """The ledger's own statements: not transaction control, not a probe, not a new
+        connection's set-up (``PRAGMA``)."""
+        return [
+            s
+            for s in self.log
+            if self._kind(s) not in (*self.CONTROL, "PRAGMA") and s.strip() != "SELECT 1"
+        ]
+
+
 class Gateway:
     """Drives the gateway through Flask's test client like n8n would, for tenant ``acme``
     whose site ``blog`` uses the WordPress **author** user over ``transport``."""

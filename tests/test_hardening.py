@@ -105,6 +105,25 @@ def test_token_names_are_unique_per_tenant(offline_gw, ledger_url):
     assert done.returncode == 2 and "already has a token named 'alice'" in done.stderr
 
 
+def test_a_token_revoked_by_the_cli_is_refused_at_the_very_next_request(offline_gw, ledger_url):
+    """No process remembers a token (issue 32: a token memo would have to keep this, and the
+    agent worker relies on it): ``gateway tokens revoke``, another process on the same ledger,
+    refuses this app's very next request, its pooled connection and everything else warm
+    from the requests the token just made."""
+    gw = offline_gw
+    token = gw.make_token("workflow", name="memo")
+    job_id = new_job_id()
+    assert gw.put_job(job_id, token=token).status_code == 201
+    for _ in range(3):
+        assert gw.client.get(f"/v1/jobs/{job_id}", headers=gw.headers(token)).status_code == 200
+    revoked = cli(ledger_url, "tokens", "revoke", "--tenant", TENANT, "--name", "memo")
+    assert json.loads(revoked.stdout)["revoked"] == 1, revoked.stderr
+    refused = gw.client.get(f"/v1/jobs/{job_id}", headers=gw.headers(token))
+    assert refused.status_code == 401, refused.get_json()
+    assert gw.put_job(new_job_id(), token=token).status_code == 401  # writes too
+    assert gw.client.get(f"/v1/jobs/{job_id}", headers=gw.headers()).status_code == 200
+
+
 def test_the_migration_renames_duplicate_token_names_and_says_so(tmp_path):
     path = tmp_path / "ledger-0.1.0.db"
     with sqlite3.connect(path) as connection:

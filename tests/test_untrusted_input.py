@@ -10,6 +10,7 @@ import logging
 import uuid
 
 import pytest
+from support import DriverStatements
 from support import metric_value
 from support import new_job_id
 from support import problem_slug
@@ -17,6 +18,7 @@ from support import problem_slug
 from gateway.api import contract
 from gateway.core import logs
 from gateway.core import validation
+from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import EditorSession
 
@@ -133,7 +135,7 @@ WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE", "UPSERT"}
 
 
 def test_200_calls_without_a_valid_token_write_nothing_and_are_limited_per_address(
-    offline_gw, monkeypatch
+    offline_gw, ledger_url
 ):
     """Issue 29, row 7: 50 cookie-less sign-in pages, 50 sign-ins with an unknown token, 60
     API calls with a bad token (the token rate limit on) and 40 without one, all from one
@@ -147,15 +149,8 @@ def test_200_calls_without_a_valid_token_write_nothing_and_are_limited_per_addre
     scrape = gw.client.get("/metrics").get_data(as_text=True)
     before = {a: metric_value(scrape, "gateway_unauthenticated_calls_total", answer=a)
               for a in ("refused", "limited")}  # fmt: skip
-    concrete = database.obj
-    seen: list[str] = []
-    plain = concrete.execute_sql
-
-    def counting(sql, params=None, *args, **kwargs):
-        seen.append(sql)
-        return plain(sql, params, *args, **kwargs)
-
-    monkeypatch.setattr(concrete, "execute_sql", counting)
+    driver = DriverStatements()  # every statement, counted at the database driver
+    db.bind(ledger_url, **driver.options(ledger_url))  # the same ledger
     statuses = []
     for _ in range(50):
         page = gw.app.test_client().get("/review/login", environ_base=environ)
@@ -175,8 +170,8 @@ def test_200_calls_without_a_valid_token_write_nothing_and_are_limited_per_addre
         if answer.status_code == 429:
             assert problem_slug(answer) == "unauthenticated-rate-limited"
             assert 1 <= int(answer.headers["Retry-After"]) <= 60
-    monkeypatch.setattr(concrete, "execute_sql", plain)
-    assert _writes(seen) == []
+    seen = list(driver.log)
+    assert seen and _writes(seen) == []
     assert statuses[:50] == [200] * 50
     assert statuses[50:].count(401) == 30 and statuses[50:].count(429) == 120, statuses
     with gw.app.app_context(), database.connection_context():

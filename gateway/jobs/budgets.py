@@ -25,8 +25,7 @@ from peewee import fn
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import db
-from gateway.ledger import statements
-from gateway.ledger.db import database
+from gateway.ledger import hot_sql
 from gateway.ledger.models import Budget
 
 WRITE_ATTEMPTS = "write_attempts"
@@ -86,36 +85,10 @@ def _ensure_row(tenant: str, job_id: str, name: str) -> None:
     Budget.insert(tenant=tenant, job_id=job_id, name=name, used=0).on_conflict_ignore().execute()
 
 
-def _spend_statement(limited: bool) -> statements.Prepared:
-    """``INSERT ... ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = used + amount
-    WHERE <room> RETURNING id``; ``limited``: a default ceiling applies (``COALESCE(allowed,
-    default)``), else only an editor's ``allowed`` limits."""
-
-    def build(tenant, job_id, name, amount, now, update_amount, update_now, *ceiling):
-        if limited:
-            room = Budget.used + ceiling[0] <= fn.COALESCE(Budget.allowed, ceiling[1])
-        else:
-            room = Budget.allowed.is_null() | (Budget.used + ceiling[0] <= Budget.allowed)
-        return (
-            Budget.insert(tenant=tenant, job_id=job_id, name=name, used=amount, updated_at=now)
-            .on_conflict(
-                conflict_target=[Budget.tenant, Budget.job_id, Budget.name],
-                update={Budget.used: Budget.used + update_amount, Budget.updated_at: update_now},
-                where=room,
-            )
-            .returning(Budget.id)
-        )
-
-    return statements.Prepared(build)
-
-
-_SPEND = {True: _spend_statement(True), False: _spend_statement(False)}
-
-
 def spend(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) -> None:
     """Spend ``amount`` of budget ``name`` of the job, or refuse without spending.
 
-    One statement, compiled once per process (:class:`gateway.ledger.statements.Prepared`):
+    One plain-SQL statement (:func:`gateway.ledger.hot_sql.spend_budget`):
     ``INSERT ... ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = used + amount WHERE
     used + amount <= ceiling RETURNING id`` (SQLite 3.35+ and PostgreSQL both take it). The
     job's first spend inserts its row; a later one updates it only while there is room, and
@@ -129,10 +102,7 @@ def spend(config: Config, tenant: str, job_id: str, name: str, amount: int = 1) 
     limited = default > 0
     if limited and amount > default and Budget.get_or_none(_where(tenant, job_id, name)) is None:
         raise _exhausted(config, tenant, job_id, name)  # the insert would pass the ceiling
-    now = db.utcnow()
-    values = (tenant, job_id, name, amount, now, amount, now, amount)
-    cursor = _SPEND[limited].execute(database.obj, *values, *((default,) if limited else ()))
-    if cursor.fetchone() is None:
+    if not hot_sql.spend_budget(tenant, job_id, name, amount, db.utcnow(), default):
         raise _exhausted(config, tenant, job_id, name)
 
 

@@ -6,21 +6,19 @@ Status (docs/api.md, "Job status and phases") is derived from the ledger, never 
 
 from __future__ import annotations
 
-from peewee import JOIN
 from peewee import IntegrityError
 
 from gateway.core import exceptions as exc
 from gateway.jobs import guards
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
-from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
-from gateway.ledger.models import Site
 from gateway.tenancy import sites
 
 PHASES = (
@@ -46,37 +44,17 @@ DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
 STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
 
 
-def job_select(with_site: bool = False):
-    """The unfiltered ``SELECT`` of :func:`get_job`: the job alone, or with ``with_site`` the
-    job LEFT JOIN its site (``site_row``) LEFT JOIN its lease (``lease_row``)."""
-    if not with_site:
-        return Job.select()
-    return (
-        Job.select(Job, Site, Lease)
-        .join(
-            Site,
-            JOIN.LEFT_OUTER,
-            on=(Site.tenant == Job.tenant) & (Site.name == Job.site),
-            attr="site_row",
-        )
-        .switch(Job)
-        .join(
-            Lease,
-            JOIN.LEFT_OUTER,
-            on=(Lease.tenant == Job.tenant) & (Lease.job_id == Job.job_id),
-            attr="lease_row",
-        )
-    )
-
-
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
     """The job, or :class:`JobNotFound`. ``with_site``: the job's site row and lease row are
     read in the same statement (a join) as ``job.site_row`` (None when the site was removed)
     and ``job.lease_row`` (None: no lease), for a side-effect call's :func:`target_for` and
     its fencing check in the same request (:func:`gateway.jobs.leases.check_fencing` uses the
-    joined lease row once, then reads the lease again)."""
-    query = job_select(with_site).where(Job.tenant == tenant, Job.job_id == job_id)
-    job = next(iter(query.paginate(1, 1)), None)
+    joined lease row once, then reads the lease again); that join is plain SQL
+    (:func:`gateway.ledger.hot_sql.job_with_site`), the job alone a peewee query."""
+    if with_site:
+        job = hot_sql.job_with_site(tenant, job_id)
+    else:
+        job = Job.get_or_none(Job.tenant == tenant, Job.job_id == job_id)
     if job is None:
         raise exc.JobNotFound(f"no job {job_id!r} for this tenant")
     return job
@@ -228,9 +206,7 @@ def record_request(tenant: str, job_id: str) -> None:
     UPDATE): what :func:`idle_seconds` counts from. The API calls it for every request a run
     makes (:mod:`gateway.api.run_activity`), the agent worker for every tool call; lookups
     made by reconciliation, the sweep or a recovery's own ``/recover`` never do."""
-    Job.update(last_request_at=db.utcnow()).where(
-        Job.tenant == tenant, Job.job_id == job_id
-    ).execute()
+    hot_sql.note_request(tenant, job_id, db.utcnow())
 
 
 def idle_seconds(job: Job) -> float:

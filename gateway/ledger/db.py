@@ -17,8 +17,6 @@ from peewee import PostgresqlDatabase
 from peewee import SqliteDatabase
 from playhouse.db_url import connect
 
-from gateway.ledger import statements
-
 database = DatabaseProxy()
 
 SQLITE_PRAGMAS = {
@@ -32,12 +30,15 @@ SQLITE_PRAGMAS = {
 POOL = {"max_connections": 16, "stale_timeout": 300, "timeout": 30}
 
 
-def bind(url: str):
+def bind(url: str, **driver_options):
     """Bind :data:`database` to ``url`` (``sqlite:///path`` or ``postgresql://...``).
 
     Connections are pooled (peewee's ``playhouse.pool``): a request's ``close()`` hands its
     connection back for the next request of the same process instead of reconnecting.
-    Returns the concrete peewee database. Opens no connection.
+    ``driver_options`` go to the driver's ``connect`` for every new connection
+    (``sqlite3.connect``, ``psycopg2.connect``): e.g. a connection ``factory`` or a
+    ``cursor_factory`` that counts statements (tests/test_statements.py). Returns the
+    concrete peewee database. Opens no connection.
     """
     scheme, rest = url.split("://", 1)
     pooled = scheme if scheme.endswith("+pool") else scheme + "+pool"
@@ -47,8 +48,7 @@ def bind(url: str):
         if scheme.startswith("sqlite")
         else {}
     )
-    db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra)
-    statements.install(db)  # each SELECT shape compiled once (gateway/ledger/statements.py)
+    db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra, **driver_options)
     if database.obj is not None:
         database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
     database.initialize(db)

@@ -32,6 +32,7 @@ from gateway.jobs import budgets
 from gateway.jobs import leases
 from gateway.jobs.guards import refuse_cancelled
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import PREPARED
@@ -125,26 +126,30 @@ def claim(
     slot: str | None = None,
     intent: dict | None = None,
 ) -> Operation:
-    """Insert the PREPARED row for ``key`` or return the existing one.
+    """Insert the PREPARED row for ``key`` or return the existing one. The INSERT is plain
+    SQL (:func:`gateway.ledger.hot_sql.insert_operation`); the key's unique constraint is the
+    lock, and the row of a request that lost is read back with peewee.
 
     Raises:
         OperationKeyReused: the key exists with a different request digest.
     """
     try:
         with db.atomic():
-            row = Operation.create(
-                operation_key=key,
-                tenant=target.job.tenant,
-                job_id=target.job.job_id,
-                task_version=target.job.task_version,
-                action=action,
-                slot=slot,
-                request_hash=request_hash,
-                state=PREPARED,
-                intent=intent,
-                binds=_binds_of(action),
-                credential_version=target.site.credential_version,
-                fencing_token=target.fencing_token,
+            row = hot_sql.insert_operation(
+                {
+                    "operation_key": key,
+                    "tenant": target.job.tenant,
+                    "job_id": target.job.job_id,
+                    "task_version": target.job.task_version,
+                    "action": action,
+                    "slot": slot,
+                    "request_hash": request_hash,
+                    "state": PREPARED,
+                    "intent": intent,
+                    "binds": _binds_of(action),
+                    "credential_version": target.site.credential_version,
+                    "fencing_token": target.fencing_token,
+                }
             )
         crash_point(target.config, "after_prepared")
     except IntegrityError:
@@ -185,7 +190,7 @@ def replay(key: str, request_hash: str | None) -> Outcome | None:
             state. Raised before anything of this request is resolved, downloaded or sent,
             so nothing of a refused request reaches WordPress.
     """
-    existing = Operation.get_or_none(Operation.operation_key == key)
+    existing = hot_sql.operation_by_key(key)
     if existing is None:
         return None
     if request_hash is not None and existing.request_hash != request_hash:
@@ -198,15 +203,10 @@ def replay(key: str, request_hash: str | None) -> Outcome | None:
 def _transition(row: Operation, to_state: str, **fields) -> bool:
     """Move ``row`` from its current state to ``to_state`` if nobody moved it first; on
     success ``row`` holds what was written (the condition proves nobody else moved it, so
-    it is not read again)."""
+    it is not read again). One plain-SQL UPDATE (:func:`gateway.ledger.hot_sql.move_operation`).
+    """
     fields.setdefault("updated_at", db.utcnow())
-    updated = (
-        Operation.update(state=to_state, **fields)
-        .where(
-            Operation.id == row.id, Operation.state == row.state, Operation.attempts == row.attempts
-        )
-        .execute()
-    )
+    updated = hot_sql.move_operation(row.id, row.state, row.attempts, {"state": to_state, **fields})
     if updated != 1:
         return False
     row.state = to_state
@@ -523,11 +523,7 @@ def confirm(
         "problem": None,
         "updated_at": db.utcnow(),
     }
-    updated = (
-        Operation.update(**fields)
-        .where(Operation.id == row.id, Operation.state != CONFIRMED)
-        .execute()
-    )
+    updated = hot_sql.confirm_operation(row.id, fields)
     crash_point(target.config, "after_ledger_update")
     if updated == 1 and reconciled:
         ownership.undo_if_raced(target, row, int(remote_id))

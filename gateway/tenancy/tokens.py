@@ -13,6 +13,7 @@ from peewee import IntegrityError
 from gateway.core import validation
 from gateway.core.digests import sha256_hex
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger.db import utcnow
 from gateway.ledger.models import Token
 from gateway.tenancy import review_sessions
@@ -65,11 +66,15 @@ def authenticate(token: str) -> Principal | None:
 
 def authenticate_hash(token_hash: str) -> Principal | None:
     """The principal for a token's SHA-256 (an editor's session keeps only that, so a
-    revoked token ends its sessions at the next request), or None."""
-    row = Token.get_or_none(Token.token_hash == token_hash)
-    if row is None or row.revoked_at is not None:
+    revoked token ends its sessions at the next request), or None (unknown or revoked). Read
+    from the ledger on every call, never remembered: a token revoked by another process (the
+    CLI's ``gateway tokens revoke``) is refused from the very next request on. One plain-SQL
+    statement (:func:`gateway.ledger.hot_sql.live_token`)."""
+    row = hot_sql.live_token(token_hash)
+    if row is None:
         return None
-    return Principal(row.tenant, row.role, row.name, row.token_hash)
+    tenant, role, name = row
+    return Principal(tenant, role, name, token_hash)
 
 
 def rate_key(token: str) -> str:

@@ -1,0 +1,262 @@
+"""The hot path's ledger statements in plain SQL (issue 32): the few statements that every
+side-effect request runs, written out once instead of built by peewee on every call.
+
+Which: the token lookup (:func:`live_token`), the job with its site and lease in one join
+(:func:`job_with_site`), the operation by key (:func:`operation_by_key`), the claim's INSERT
+(:func:`insert_operation`), the conditional UPDATEs of a send and of a confirmation
+(:func:`move_operation`, :func:`confirm_operation`), the budget spend's upsert
+(:func:`spend_budget`) and the job's last client request (:func:`note_request`). Everything
+else goes through peewee's query builder, as before.
+
+Why: building a statement's SQL text is most of what the ledger costs. peewee walks the
+query tree on every call (each selected column, each condition, each joined model) and maps
+each row back through the same tree; the database then executes an indexed lookup in a few
+microseconds. These statements are always the same shapes, so their text is written here,
+built once per parameter style from the models' own table and column names.
+
+How, on both databases: the text uses the database's parameter style (peewee's
+``database.param``: ``?`` for SQLite, ``%s`` for psycopg2) and standard SQL that SQLite 3.35+
+and PostgreSQL both run (``RETURNING``, ``INSERT ... ON CONFLICT ... DO UPDATE``). Statements
+run through ``database.execute_sql``, peewee's own entry to the driver: the connection is the
+request's pooled one, inside or outside ``db.atomic()``, and a driver error arrives as
+peewee's exception (``IntegrityError``, ``OperationalError``...) exactly as before. Values are
+converted with each field's ``db_value`` and columns back with its ``python_value``, as
+peewee does; rows come back as the models' instances (``Model(**columns)``), the same values
+peewee's own ``SELECT`` gives (``tests/test_statements.py`` compares them on both databases).
+
+Errors: every function raises what ``execute_sql`` raises, peewee's ``DatabaseError`` family
+(``OperationalError`` when the ledger cannot serve: :func:`gateway.ledger.db.is_unavailable`),
+and nothing else. Statements are counted at the driver (``tests/test_statements.py``), so
+these count exactly like peewee's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from peewee import AutoField
+from peewee import IntegerField
+from peewee import TextField
+
+from gateway.ledger.db import database
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import Budget
+from gateway.ledger.models import Job
+from gateway.ledger.models import Lease
+from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
+from gateway.ledger.models import Token
+
+# Field types whose values both drivers already hand back as peewee's python_value would
+# make them (str, int, None): no conversion. Others (DateTimeField on SQLite's text,
+# BooleanField on SQLite's 0/1, JSONField's text) go through the field's python_value.
+_AS_RETURNED = (TextField, IntegerField, AutoField)
+
+
+def _q(name: str) -> str:
+    return f'"{name}"'
+
+
+class _Columns:
+    """How one model's columns are selected and its rows rebuilt: every field, in the
+    model's order, under table alias ``alias``."""
+
+    def __init__(self, model, alias: str):
+        self.model = model
+        fields = model._meta.sorted_fields
+        self.names = tuple(f.name for f in fields)
+        self.width = len(fields)
+        self.sql = ", ".join(f"{_q(alias)}.{_q(f.column_name)}" for f in fields)
+        self.converters = tuple(
+            (i, f.python_value) for i, f in enumerate(fields) if type(f) not in _AS_RETURNED
+        )
+
+    def build(self, row, start: int = 0):
+        """The model instance of ``row[start:start + width]``."""
+        values = list(row[start : start + self.width])
+        for i, convert in self.converters:
+            if values[i] is not None:
+                values[i] = convert(values[i])
+        return self.model(**dict(zip(self.names, values, strict=True)))
+
+
+_JOB = _Columns(Job, "j")
+_SITE = _Columns(Site, "s")
+_LEASE = _Columns(Lease, "l")
+_OPERATION = _Columns(Operation, "o")
+
+
+def _table(model) -> str:
+    return _q(model._meta.table_name)
+
+
+def _column(model, name: str) -> str:
+    return _q(model._meta.fields[name].column_name)
+
+
+def _build_texts(p: str) -> dict[str, str]:
+    """The fixed statements' SQL text for parameter marker ``p``."""
+    job, site, lease, op = (_table(m) for m in (Job, Site, Lease, Operation))
+    budget = _table(Budget)
+    spend = (
+        f"INSERT INTO {budget} (tenant, job_id, name, used, updated_at) VALUES ({p}, {p}, {p}, "
+        f"{p}, {p}) ON CONFLICT (tenant, job_id, name) DO UPDATE SET used = {budget}.used + "
+        f"{p}, updated_at = {p} WHERE "
+    )
+    return {
+        "token": f"SELECT tenant, role, name FROM {_table(Token)} "
+        f"WHERE token_hash = {p} AND revoked_at IS NULL",
+        "job": f"SELECT {_JOB.sql}, {_SITE.sql}, {_LEASE.sql} FROM {job} AS j "
+        f"LEFT OUTER JOIN {site} AS s ON s.tenant = j.tenant AND s.name = j.site "
+        f"LEFT OUTER JOIN {lease} AS l ON l.tenant = j.tenant AND l.job_id = j.job_id "
+        f"WHERE j.tenant = {p} AND j.job_id = {p}",
+        "operation": f"SELECT {_OPERATION.sql} FROM {op} AS o WHERE o.operation_key = {p}",
+        "spend_limited": spend
+        + f"{budget}.used + {p} <= COALESCE({budget}.allowed, {p}) RETURNING {budget}.id",
+        "spend_unlimited": spend
+        + f"{budget}.allowed IS NULL OR {budget}.used + {p} <= {budget}.allowed "
+        f"RETURNING {budget}.id",
+        "request": f"UPDATE {job} SET last_request_at = {p} WHERE tenant = {p} AND job_id = {p}",
+    }
+
+
+_TEXTS: dict[str, dict[str, str]] = {}  # parameter marker -> name -> SQL text
+_SHAPED: dict[tuple, str] = {}  # (parameter marker, kind, column names) -> SQL text
+
+
+def _text(name: str) -> tuple:
+    """``(concrete database, SQL text of statement name)`` for the bound database."""
+    concrete = database.obj
+    texts = _TEXTS.get(concrete.param)
+    if texts is None:
+        texts = _TEXTS[concrete.param] = _build_texts(concrete.param)
+    return concrete, texts[name]
+
+
+def _db_values(model, values: dict) -> list:
+    fields = model._meta.fields
+    return [fields[name].db_value(value) for name, value in values.items()]
+
+
+def live_token(token_hash: str) -> tuple[str, str, str] | None:
+    """``(tenant, role, name)`` of the token whose SHA-256 (hex) is ``token_hash``, or None
+    when no token has it or it was revoked. One indexed SELECT (``token.token_hash`` is
+    unique)."""
+    concrete, sql = _text("token")
+    return concrete.execute_sql(sql, (token_hash,)).fetchone()
+
+
+def job_with_site(tenant: str, job_id: str) -> Job | None:
+    """The job ``(tenant, job_id)`` with its site and lease read in the same statement (two
+    LEFT JOINs), or None when the tenant has no such job. The site row is ``job.site_row``
+    (None when the site was removed) and the lease row ``job.lease_row`` (None: the job was
+    never leased), as peewee's join with ``attr=`` gives them."""
+    concrete, sql = _text("job")
+    row = concrete.execute_sql(sql, (tenant, job_id)).fetchone()
+    if row is None:
+        return None
+    job = _JOB.build(row)
+    offset = _JOB.width
+    job.site_row = _SITE.build(row, offset) if row[offset] is not None else None
+    offset += _SITE.width
+    job.lease_row = _LEASE.build(row, offset) if row[offset] is not None else None
+    return job
+
+
+def operation_by_key(key: str) -> Operation | None:
+    """The ledger row of operation key ``key`` (unique), or None."""
+    concrete, sql = _text("operation")
+    row = concrete.execute_sql(sql, (key,)).fetchone()
+    return None if row is None else _OPERATION.build(row)
+
+
+def insert_operation(values: dict) -> Operation:
+    """Insert a ledger row and return it, with its ``id``: ``values`` by field name, and each
+    field that has a default and is not in ``values`` gets it, as ``Operation.create`` does
+    (the columns of fields without either are left to the database: NULL).
+
+    Raises:
+        peewee.IntegrityError: the operation key exists (the claim's lock).
+    """
+    row = Operation(**values)  # the model's defaults, evaluated as Operation.create does
+    names = tuple(
+        f.name
+        for f in Operation._meta.sorted_fields
+        if f.name in values or (f.default is not None and not f.primary_key)
+    )
+    concrete = database.obj
+    key = (concrete.param, "insert", names)
+    sql = _SHAPED.get(key)
+    if sql is None:
+        columns = ", ".join(_column(Operation, n) for n in names)
+        marks = ", ".join([concrete.param] * len(names))
+        sql = _SHAPED[key] = (
+            f"INSERT INTO {_table(Operation)} ({columns}) VALUES ({marks}) RETURNING id"
+        )
+    params = _db_values(Operation, {n: getattr(row, n) for n in names})
+    row.id = concrete.execute_sql(sql, params).fetchone()[0]
+    return row
+
+
+def _update_text(kind: str, names: tuple, where: str) -> tuple:
+    """``(concrete database, UPDATE operation SET <names> WHERE <where>)``, ``{p}`` in
+    ``where`` standing for the parameter marker; one text per set of column names."""
+    concrete = database.obj
+    key = (concrete.param, kind, names)
+    sql = _SHAPED.get(key)
+    if sql is None:
+        p = concrete.param
+        assignments = ", ".join(f"{_column(Operation, n)} = {p}" for n in names)
+        condition = where.format(p=p)
+        sql = _SHAPED[key] = f"UPDATE {_table(Operation)} SET {assignments} WHERE {condition}"
+    return concrete, sql
+
+
+def move_operation(row_id: int, state: str, attempts: int, values: dict) -> int:
+    """``UPDATE operation SET <values> WHERE id = row_id AND state = state AND attempts =
+    attempts``: a transition that happens only when nobody moved the row since it was read
+    (its state and attempt count). Returns the rows updated (1: this caller won; 0: not)."""
+    concrete, sql = _update_text(
+        "move", tuple(values), "id = {p} AND state = {p} AND attempts = {p}"
+    )
+    params = [*_db_values(Operation, values), row_id, state, attempts]
+    return concrete.execute_sql(sql, params).rowcount
+
+
+def confirm_operation(row_id: int, values: dict) -> int:
+    """``UPDATE operation SET <values> WHERE id = row_id AND state != 'CONFIRMED'``: the
+    confirmation, which only the first confirmer writes. Returns the rows updated (0: the row
+    was CONFIRMED already)."""
+    concrete, sql = _update_text("confirm", tuple(values), "id = {p} AND state != {p}")
+    params = [*_db_values(Operation, values), row_id, CONFIRMED]
+    return concrete.execute_sql(sql, params).rowcount
+
+
+def spend_budget(
+    tenant: str, job_id: str, name: str, amount: int, now: dt.datetime, default: int
+) -> bool:
+    """Spend ``amount`` of the job's budget ``name`` in one upsert; True when spent, False
+    when the ceiling refused it (nothing changed).
+
+    ``INSERT INTO budget ... VALUES (..., used = amount) ON CONFLICT (tenant, job_id, name)
+    DO UPDATE SET used = used + amount, updated_at = now WHERE <room> RETURNING id``, where
+    room is ``used + amount <= COALESCE(allowed, default)`` when ``default`` > 0 (a configured
+    ceiling), else ``allowed IS NULL OR used + amount <= allowed`` (only an editor's ceiling
+    limits). A returned row means the spend happened. The first spend of a job inserts its row
+    whatever the amount: a caller checks an amount above ``default`` first
+    (:func:`gateway.jobs.budgets.spend`)."""
+    limited = default > 0
+    concrete, sql = _text("spend_limited" if limited else "spend_unlimited")
+    now = Budget.updated_at.db_value(now)
+    params = [tenant, job_id, name, amount, now, amount, now, amount]
+    if limited:
+        params.append(default)
+    return concrete.execute_sql(sql, params).fetchone() is not None
+
+
+def note_request(tenant: str, job_id: str, now: dt.datetime) -> int:
+    """``UPDATE job SET last_request_at = now`` of the job ``(tenant, job_id)``; returns the
+    rows updated (0: no such job)."""
+    concrete, sql = _text("request")
+    params = (Job.last_request_at.db_value(now), tenant, job_id)
+    return concrete.execute_sql(sql, params).rowcount
