@@ -12,6 +12,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import agent_support
 import pytest
 from agent_support import agent_app
 from agent_support import bind
@@ -42,6 +43,11 @@ from gateway_tools.fault_proxy import Fault
 from gateway_tools.openai_standin import OpenAIStandIn as S
 
 POST_WRITE = r"^/wp-json/wp/v2/(posts|media)(/\d+)?/?$"
+
+# The agent tests' fixtures (agent_support.py): the OpenAI stand-in and the app bound to it.
+standin = agent_support.standin
+app = agent_support.app
+
 ACTION = "agent.session.action_required"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -347,10 +353,6 @@ def test_the_agents_checkpoint_binds_its_digests_and_matching_work_goes_on(gw, s
 
 HOOK = """
 import json, sys
-
-# The agent tests' fixtures (agent_support.py): the OpenAI stand-in and the app bound to it.
-standin = agent_support.standin
-app = agent_support.app
 payload = json.load(sys.stdin)
 with open({record!r}, "a") as out:
     out.write(json.dumps(payload) + "\\n")
