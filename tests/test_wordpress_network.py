@@ -118,6 +118,14 @@ def test_read_timeout_is_unknown_and_sent_once(wp_site, proxy):
     assert len(_titled(wp_site, title)) == 1
 
 
+def test_a_host_name_without_address_is_definite_and_names_the_host(wp_site):
+    """``.invalid`` never resolves (RFC 6761): urllib3's ``NameResolutionError``."""
+    with pytest.raises(WordPressUnavailable) as raised:
+        _client(wp_site, "http://gateway-test.invalid").create_post({"title": _title()})
+    assert (raised.value.sent, raised.value.origin) == (False, "network")
+    assert "cannot resolve the host name 'gateway-test.invalid'" in raised.value.message
+
+
 class _CutShort(socketserver.StreamRequestHandler):
     """Answers any request with a 200 whose body ends long before its ``Content-Length``."""
 
