@@ -28,6 +28,9 @@ are hard to trigger on purpose against a real server:
   HTTPS outside a local environment, or a security plugin switched them off), without
   forwarding.
 
+Two failures come before any request: a stopped proxy refuses connections, and inside
+:meth:`FaultProxy.unanswered_connects` a client's connect times out (nothing is sent).
+
 Every request is recorded in :attr:`FaultProxy.requests` so tests can assert how many requests
 actually reached upstream (see :meth:`FaultProxy.count`).
 
@@ -58,6 +61,8 @@ import time
 import zlib
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from dataclasses import field
 from http import HTTPStatus
@@ -484,6 +489,52 @@ class FaultProxy:
         """
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @contextmanager
+    def unanswered_connects(self) -> Iterator[None]:
+        """While inside, no new connection to the proxy is established: the client's connect
+        times out, as toward a host behind a firewall that drops packets. Nothing is sent, so
+        nothing reaches upstream and nothing is recorded.
+
+        How: the proxy stops accepting, closes the client connections it holds (so a client's
+        pool has to connect anew), shrinks its listening backlog to nothing and fills it with
+        one connection of its own; Linux then drops every further SYN (a full accept queue),
+        so ``connect()`` waits until the client's timeout. On leaving, the backlog and the
+        serving thread are restored on the same port.
+
+        Raises:
+            RuntimeError: if the proxy is not started.
+        """
+        with self._lock:
+            server = self._server
+            connections = list(self._connections)
+        if server is None:
+            raise RuntimeError("FaultProxy is not started")
+        server.shutdown()  # the accept loop ends; the listening socket stays open
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.socket.listen(0)
+        fillers = [socket.socket(server.address_family) for _ in range(2)]
+        for filler in fillers:  # the first fills the queue, the second's SYN is dropped
+            filler.setblocking(False)
+            filler.connect_ex(server.server_address[:2])
+        try:
+            yield
+        finally:
+            for filler in fillers:
+                filler.close()
+            if self._server is server:  # not stopped meanwhile
+                server.socket.listen(server.request_queue_size)
+                self._thread = threading.Thread(
+                    target=server.serve_forever,
+                    kwargs={"poll_interval": 0.1},
+                    name=f"FaultProxy:{server.server_port}",
+                    daemon=True,
+                )
+                self._thread.start()
 
     # ----------------------------------------------------------------- faults
 

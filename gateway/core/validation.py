@@ -14,6 +14,16 @@ pointer (RFC 6901) as ``{"pointer": "/seo/title", "message": "..."}``.
   not validated twice (:func:`validate_body`). Only passes are remembered; a refused body is
   checked, and refused, every time.
 
+**Two validators per schema** (issue 32): the verdict comes first from the compiled one
+(``jsonschema_rs``, Rust: a draft body's verdict in about 0.004 ms against 0.6 ms,
+``docs/performance.md``), and only a body it does not pass is checked by ``jsonschema``, which
+alone writes the errors, so an answer's errors are exactly what they were. The two agree on
+every schema file and on the fuzz corpus (``tests/test_validation_differential.py``, which also
+compares each pattern of the schema files in both regex dialects over the whole Basic
+Multilingual Plane); a body the compiled one refuses that ``jsonschema`` passes (an integer
+past 64 bits, which ``jsonschema_rs`` cannot hold; a ``\S`` field of only U+FEFF, a space in
+ECMA-262's regex dialect) still passes, as before.
+
 Identifiers match as a whole: path parameters with :meth:`re.Pattern.fullmatch` (``$`` in
 Python's ``re`` also matches before a trailing newline, so ``"nl1\n"`` would pass), and the
 JSON Schema patterns end with ``(?![\s\S])`` ("no character follows"), which means end of input
@@ -32,6 +42,7 @@ import threading
 from functools import cache
 from importlib import resources
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing import Resource
@@ -87,6 +98,15 @@ def validator(name: str) -> Draft202012Validator:
     document = schema(name)
     Draft202012Validator.check_schema(document)
     return Draft202012Validator(document, registry=_registry())
+
+
+@cache
+def fast_validator(name: str) -> jsonschema_rs.Draft202012Validator:
+    """The ``jsonschema_rs`` validator of ``schemas/{name}.json`` (``text.json`` resolvable,
+    formats not asserted, as :func:`validator`): a verdict only, never the errors (module
+    docstring)."""
+    registry = jsonschema_rs.Registry([(TEXT_SCHEMA_ID, schema("text"))])
+    return jsonschema_rs.Draft202012Validator(schema(name), registry=registry)
 
 
 def inline_shared(node):
@@ -161,30 +181,50 @@ def validate(name: str, document) -> dict:
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
         TemplateLeftover: a draft field holds an unevaluated template expression.
     """
-    return check(validator(name), document, name)
+    return check(validator(name), document, name, fast=fast_validator(name))
 
 
-def check(compiled: Draft202012Validator, document, name: str | None = None):
+def check(
+    compiled: Draft202012Validator,
+    document,
+    name: str | None = None,
+    fast: jsonschema_rs.Draft202012Validator | None = None,
+):
     """Validate ``document`` with a compiled validator (e.g. an agent tool's parameters,
     generated from these schema files) and return it as :func:`validate` does; ``name`` is
-    the schema file the validator was made from (its template-leftover rules apply).
+    the schema file the validator was made from (its template-leftover rules apply). ``fast``,
+    the same schema's :func:`fast_validator`, lets a body it passes skip ``jsonschema``
+    (module docstring).
 
     Raises:
         ValidationFailed: with ``errors``, one entry per problem, sorted by pointer.
         TemplateLeftover: a draft field holds an unevaluated template expression.
     """
     check_storable(document)
-    found = []
-    for error in compiled.iter_errors(document):
-        found.extend(_errors(error))
-    if found:
-        found = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in found)]
-        found.sort(key=lambda e: e["pointer"])
-        raise exc.ValidationFailed(f"{len(found)} problem(s) in the request body", errors=found)
+    if not _passes(fast, document):
+        found = []
+        for error in compiled.iter_errors(document):
+            found.extend(_errors(error))
+        if found:
+            found = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in found)]
+            found.sort(key=lambda e: e["pointer"])
+            raise exc.ValidationFailed(f"{len(found)} problem(s) in the request body", errors=found)
     document = _integers(compiled.schema, document)
     if name in TEMPLATE_FIELDS:
         check_template_leftovers(document, TEMPLATE_FIELDS[name])
     return document
+
+
+def _passes(fast: jsonschema_rs.Draft202012Validator | None, document) -> bool:
+    """Whether ``fast`` passes ``document`` (False without one). ``document`` holds what
+    parsed JSON holds (dict, list, str, int, float, bool, None); a value ``jsonschema_rs``
+    cannot take (ValueError) is left to ``jsonschema``."""
+    if fast is None:
+        return False
+    try:
+        return fast.is_valid(document)
+    except ValueError:
+        return False
 
 
 # A lone UTF-16 surrogate: JSON's "\ud800" escape decodes to it (a pair decodes to one code

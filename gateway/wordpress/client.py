@@ -2,7 +2,8 @@
 
 Follows the WordPress REST API handbook: ``/wp/v2/posts``, ``/wp/v2/media``, ``context=edit``
 for raw fields, and the companion plugin's ``/publishing-gateway/v1`` routes. It knows nothing
-of Flask or the ledger. One keep-alive ``requests.Session`` is kept per site and thread.
+of Flask or the ledger. One keep-alive session (:mod:`gateway.wordpress.http_session`: requests'
+adapter pool, urllib3 underneath, no retries) is kept per site, user and thread.
 Every failure becomes a :mod:`gateway.wordpress.errors` exception that says whether the outcome
 is definite.
 """
@@ -15,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from urllib.parse import quote
-from urllib.parse import urlsplit
 
 import orjson
 import requests
@@ -31,7 +31,6 @@ from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import is_wordpress_error_body
 from gateway.wordpress.errors import parse_retry_after
-from gateway.wordpress.errors import shortened
 from gateway.wordpress.errors import upstream_refusal
 from gateway.wordpress.identifiers import attachment_slug
 
@@ -82,15 +81,13 @@ def notify(
         observer(method, route, status, outcome_of(error), seconds)
 
 
-def _session(base_url: str, username: str) -> requests.Session:
+def _session(base_url: str, username: str) -> http_session.Session:
     sessions = getattr(_local, "sessions", None)
     if sessions is None:
         sessions = _local.sessions = {}
     key = (base_url, username)
     if key not in sessions:
-        session = http_session.Session()
-        session.headers["User-Agent"] = "publishing-gateway/0.1"
-        sessions[key] = session
+        sessions[key] = http_session.Session()
     return sessions[key]
 
 
@@ -283,7 +280,7 @@ class WordPressClient:
     def _send(self, method, route, params, json_body, data, headers) -> requests.Response:
         url = self.url(route)
         try:
-            return _session(self.base_url, self.username).request(
+            return _session(self.base_url, self.username).call(
                 method,
                 url,
                 params=params,
@@ -292,38 +289,9 @@ class WordPressClient:
                 headers=headers,
                 auth=self._auth,
                 timeout=self.timeout,
-                allow_redirects=False,
             )
-        except requests.ConnectTimeout as exc:  # no connection: nothing was sent
-            raise WordPressUnavailable(
-                f"connect timeout: {exc}", method=method, url=url, origin="network", sent=False
-            ) from exc
-        except requests.ConnectionError as exc:
-            text = str(exc)
-            host = urlsplit(url).hostname
-            if "NameResolutionError" in text or "Failed to resolve" in text:
-                raise WordPressUnavailable(
-                    f"cannot resolve the host name {host!r}: no address for it (a DNS "
-                    "failure or a misspelt site URL)",
-                    method=method,
-                    url=url,
-                    origin="network",
-                    sent=False,
-                ) from exc
-            if "NewConnectionError" in text or "Connection refused" in text:
-                raise WordPressUnavailable(
-                    "connection refused", method=method, url=url, origin="network", sent=False
-                ) from exc
-            raise WordPressOutcomeUnknown(
-                "connection lost: " + shortened(text, 200),
-                method=method,
-                url=url,
-                origin="network",
-            ) from exc
-        except requests.Timeout as exc:
-            raise WordPressOutcomeUnknown(
-                "read timeout", method=method, url=url, origin="network"
-            ) from exc
+        except requests.RequestException as exc:
+            raise http_session.network_error(method, url, exc) from exc
 
     def _decode(self, method: str, route: str, response: requests.Response, write: bool):
         url = self.url(route)
@@ -434,8 +402,8 @@ class WordPressClient:
             WordPressUnavailable / WordPressRefused: as for :meth:`call`.
         """
         try:
-            response = _session(self.base_url, self.username).get(
-                url, auth=self._auth, timeout=self.timeout, stream=True, allow_redirects=False
+            response = _session(self.base_url, self.username).call(
+                "GET", url, auth=self._auth, timeout=self.timeout, stream=True
             )
         except requests.RequestException as exc:
             raise WordPressUnavailable(
