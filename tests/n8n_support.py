@@ -262,6 +262,66 @@ class N8n:
         return Execution(done.returncode, seconds, done.stdout, done.stderr, result)
 
 
+# --------------------------------------------------------------------------- image server
+
+
+class Images:
+    """Images by URL for n8n's runs: ``/img/{name}`` answers ``files[name]`` (any other name
+    ``fallback``, else 404), 404 while ``name`` is in ``missing``, and waits while ``name`` is
+    in ``held`` (until :meth:`release`: the gateway is then in the middle of a download when a
+    test kills it)."""
+
+    def __init__(self, files: dict[str, bytes], fallback: bytes | None = None) -> None:
+        self.files = files
+        self.fallback = fallback
+        self.missing: set[str] = set()
+        self.held: dict[str, threading.Event] = {}
+        self.requests: list[str] = []
+        images = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                name = self.path.strip("/").split("/")[-1]
+                images.requests.append(name)
+                if name in images.held:
+                    images.held[name].wait(120)
+                body = images.files.get(name, images.fallback)
+                if name in images.missing or body is None:
+                    self.send_response(404)
+                    self.send_header("Content-Type", "text/html")
+                    self.end_headers()
+                    self.wfile.write(b"<html><title>Not Found</title></html>")
+                    return
+                self.send_response(200)
+                self.send_header(
+                    "Content-Type", "image/png" if name.endswith("png") else "image/jpeg"
+                )
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/img/{name}"
+
+    def hold(self, name: str) -> None:
+        self.held[name] = threading.Event()
+
+    def release(self, name: str) -> None:
+        self.held.pop(name).set()
+
+    def close(self) -> None:
+        for event in self.held.values():
+            event.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 # --------------------------------------------------------------------------- editors' webhook
 
 

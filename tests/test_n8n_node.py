@@ -20,8 +20,6 @@ import subprocess
 import threading
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -39,6 +37,7 @@ from n8n_node_support import package_descriptions
 from n8n_node_support import run_data
 from n8n_node_support import trigger_workflow
 from n8n_support import INSTALL_SCRIPT
+from n8n_support import Images
 from n8n_support import N8n
 from n8n_support import Receiver
 from n8n_support import installed
@@ -89,47 +88,6 @@ def n8n_binary(version: str) -> Path:
     return cache / "node_modules" / ".bin" / "n8n"
 
 
-class Images:
-    """Images by URL; ``hold(name)`` keeps its answer until :meth:`release` (so the gateway is
-    in the middle of a call when the test kills it)."""
-
-    def __init__(self) -> None:
-        self.files = {
-            "hero.png": base64.b64decode(SAMPLE["images"][0]["content_base64"]),
-        }
-        self.held: dict[str, threading.Event] = {}
-        self.requests: list[str] = []
-        images = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                name = self.path.rsplit("/", 1)[-1]
-                images.requests.append(name)
-                if name in images.held:
-                    images.held[name].wait(120)
-                body = images.files["hero.png"]
-                self.send_response(200)
-                self.send_header("Content-Type", "image/png")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}/img/{name}"
-
-    def close(self) -> None:
-        for event in self.held.values():
-            event.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @dataclass
 class Stack:
     version: str
@@ -171,7 +129,11 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     binary = n8n_binary(version)
     folder = tmp_path_factory.mktemp(f"n8n-node-{version}")
     tenant = f"node-{uuid.uuid4().hex[:8]}"
-    editors, events, images = Receiver(), Receiver(), Images()
+    editors, events, images = (
+        Receiver(),
+        Receiver(),
+        Images({}, fallback=base64.b64decode(SAMPLE["images"][0]["content_base64"])),
+    )
     editors.__enter__()
     events.__enter__()
     images_host = f"127.0.0.1:{images.server.server_port}"

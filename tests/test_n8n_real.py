@@ -34,12 +34,9 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -51,6 +48,7 @@ from n8n_support import N8N_MAJOR
 from n8n_support import N8N_VERSION
 from n8n_support import ROOT
 from n8n_support import WORKFLOW_IDS
+from n8n_support import Images
 from n8n_support import N8n
 from n8n_support import N8nGateway
 from n8n_support import Receiver
@@ -121,60 +119,11 @@ def n8n_binary():
 
 # --------------------------------------------------------------------------- local servers
 
-
-class Images:
-    """Images by URL: ``/{name}`` answers the demo image, 404 while ``name`` is in
-    ``missing``, and waits while ``name`` is in ``held`` (until :meth:`release`)."""
-
-    def __init__(self) -> None:
-        data = ROOT / "gateway_tools" / "demo_data"
-        self.files = {p.name: p.read_bytes() for p in data.iterdir() if p.suffix != ".json"}
-        self.missing: set[str] = set()
-        self.held: dict[str, threading.Event] = {}
-        self.requests: list[str] = []
-        images = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                name = self.path.strip("/").split("/")[-1]
-                images.requests.append(name)
-                if name in images.held:
-                    images.held[name].wait(120)
-                if name in images.missing or name not in images.files:
-                    self.send_response(404)
-                    self.send_header("Content-Type", "text/html")
-                    self.end_headers()
-                    self.wfile.write(b"<html><title>Not Found</title></html>")
-                    return
-                body = images.files[name]
-                self.send_response(200)
-                self.send_header(
-                    "Content-Type", "image/png" if name.endswith("png") else "image/jpeg"
-                )
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}/img/{name}"
-
-    def hold(self, name: str) -> None:
-        self.held[name] = threading.Event()
-
-    def release(self, name: str) -> None:
-        self.held.pop(name).set()
-
-    def close(self) -> None:
-        for event in self.held.values():
-            event.set()
-        self.server.shutdown()
-        self.server.server_close()
+DEMO_IMAGES = {
+    p.name: p.read_bytes()
+    for p in (ROOT / "gateway_tools" / "demo_data").iterdir()
+    if p.suffix != ".json"
+}
 
 
 class Gateway(N8nGateway):
@@ -330,7 +279,7 @@ def stack(n8n_binary, wp_site, tmp_path_factory):
     started = time.monotonic()
     folder = tmp_path_factory.mktemp("n8n-stack")
     tenant = f"n8n-{uuid.uuid4().hex[:8]}"
-    editors, alerts, images = Receiver(), Receiver(), Images()
+    editors, alerts, images = Receiver(), Receiver(), Images(DEMO_IMAGES)
     editors.__enter__()
     alerts.__enter__()
     gateway = Gateway(folder, wp_site, tenant, editors.url)
