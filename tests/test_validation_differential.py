@@ -38,6 +38,9 @@ from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.ledger.db import database
 
+# Pure validation, no ledger: once per CI run, in the SQLite pass.
+pytestmark = pytest.mark.sqlite_pass
+
 EXAMPLES = int(os.environ.get("GATEWAY_DIFF_EXAMPLES", "6"))  # per operation and mode
 NAMES = validation.schema_names()
 POSITIONS = ("{}", "a{}", "{}a", "https://a{}", "0" * 64 + "{}")
