@@ -199,8 +199,6 @@ def main(argv=None) -> int:
         f"\nmachine: nproc {machine.get('nproc')} ({machine.get('cpu')}), PHP workers "
         f"{machine.get('php_workers')}, load avg at start {machine.get('loadavg_at_start')}\n"
     )
-    print("| figure | compared | measured | goal | met |")
-    print("|---|---|---|---|---|")
     print(table(rows))
     if args.doc:
         write_doc(args.doc, machine, rows)
