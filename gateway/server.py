@@ -26,9 +26,10 @@ and connection handling are Rust, outside the GIL): ``benchmarks/stack_floor.py`
   request. What bounds one instead is every wait a request can make: each WordPress call
   (connect and read, ``GATEWAY_WP_TIMEOUT``, REST and XML-RPC), the download of a media source
   or a notification (``actions/egress.py``: a deadline for the whole transfer, not per read),
-  the ledger's busy timeout (SQLite) and the per-site slot's wait
-  (:mod:`gateway.tenancy.site_slots`). A request killed halfway would leave a SENT row for
-  reconciliation; one that runs out of time ends with UNKNOWN itself.
+  the ledger's busy timeout (SQLite, 15 s) and its connection pool's wait (30 s); a busy site
+  slot is refused at once (:mod:`gateway.tenancy.site_slots`), never waited for. A request
+  killed halfway would leave a SENT row for reconciliation; one that runs out of time ends
+  with UNKNOWN itself.
 
 Logs: one line per request and per WordPress call (:mod:`gateway.core.logs`), JSON by default,
 granian's own lines (start, workers, stop) in the same format; granian's access log stays off
