@@ -1,4 +1,4 @@
-# The Publishing Gateway: gunicorn serving the Flask app. The ledger lives on a volume at /data
+# The Publishing Gateway: granian serving the Flask app (WSGI). The ledger lives on a volume at /data
 # (SQLite by default; set GATEWAY_DATABASE_URL=postgresql://... for several instances).
 FROM python:3.11-slim
 

@@ -1,5 +1,5 @@
 """Batch scale: ``--jobs`` (1,000) jobs of job + one image + draft, ``--clients`` (32)
-concurrent clients, a gateway with ``--workers`` (4) gunicorn workers, on each ledger of
+concurrent clients, a gateway with ``--workers`` (4) workers, on each ledger of
 ``--databases`` (SQLite and PostgreSQL); then the same jobs replayed; and the same WordPress
 work sent directly.
 
@@ -287,7 +287,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--workers", type=int, default=4, help="gateway (gunicorn) workers")
+    ap.add_argument("--workers", type=int, default=4, help="gateway (server) workers")
     ap.add_argument("--databases", default="sqlite,postgresql")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out")

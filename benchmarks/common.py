@@ -246,7 +246,7 @@ class DirectWordPress:
 
 # --------------------------------------------------------------------------- the gateway
 class Gateway:
-    """A real ``gateway serve`` (gunicorn) on its own ledger, with site ``wordpress`` (and any
+    """A real ``gateway serve`` on its own ledger, with site ``wordpress`` (and any
     ``extra_sites``) registered for tenant ``bench`` and a workflow token.
 
     ``database``: ``sqlite`` (a temp file) or ``postgresql`` (a scratch database, dropped on

@@ -1,13 +1,16 @@
-"""The stack floor's app (``benchmarks/stack_floor.py``): the gateway's web stack (Flask on
-gunicorn's gthread worker, ``requests`` with one keep-alive session to WordPress) doing the
-job's WordPress work and nothing else: no ledger, no validation, no logs, no metrics.
+"""The stack floor's app (``benchmarks/stack_floor.py``): a bare Flask app doing the job's
+WordPress work and nothing else: no ledger, no validation, no logs, no metrics.
 
 * ``PUT /v1/jobs/<id>``: parse the JSON body, answer 201.
 * ``PUT /v1/jobs/<id>/draft``: ``POST /wp/v2/posts`` + ``GET /wp/v2/posts/{id}?context=edit``
   with the body's fields, answer 201 with the post id.
 * ``PUT /v1/jobs/<id>/replay``: parse the body, answer 200 with a stored dict.
 
-Reads the test site's ``site.json`` named in ``FLOOR_SITE_JSON``.
+Reads the test site's ``site.json`` named in ``FLOOR_SITE_JSON``. ``FLOOR_CLIENT`` picks the
+WordPress client: ``requests`` (one keep-alive ``requests.Session``, issue 18's floor) or
+``gateway`` (the gateway's own REST client, :class:`gateway.wordpress.client.WordPressClient`,
+whatever it is built on: the floor follows the gateway's client when that changes). The server
+is whatever runs this module (``stack_floor.py`` starts gunicorn or granian).
 """
 
 from __future__ import annotations
@@ -23,10 +26,31 @@ from flask import request
 site = json.loads(open(os.environ["FLOOR_SITE_JSON"]).read())  # noqa: SIM115
 author = site["users"]["author"]
 base = site["url"].rstrip("/") + "/wp-json"
-wordpress = requests.Session()
-wordpress.auth = (author["username"], author["app_password"])
 stored: dict[str, dict] = {}
 app = Flask(__name__)
+
+if os.environ.get("FLOOR_CLIENT", "requests") == "gateway":
+    from gateway.wordpress.client import WordPressClient
+
+    client = WordPressClient(site["url"], author["username"], author["app_password"], timeout=60)
+
+    def create_and_read(fields: dict) -> tuple[int, str]:
+        post_id = client.create_post(fields)["id"]
+        return post_id, client.get_post(post_id)["title"]["raw"]
+
+else:
+    wordpress = requests.Session()
+    wordpress.auth = (author["username"], author["app_password"])
+
+    def create_and_read(fields: dict) -> tuple[int, str]:
+        created = wordpress.post(base + "/wp/v2/posts", json=fields, timeout=60)
+        created.raise_for_status()
+        post_id = created.json()["id"]
+        read = wordpress.get(
+            f"{base}/wp/v2/posts/{post_id}", params={"context": "edit"}, timeout=60
+        )
+        read.raise_for_status()
+        return post_id, read.json()["title"]["raw"]
 
 
 @app.put("/v1/jobs/<job_id>")
@@ -39,12 +63,8 @@ def put_job(job_id: str):
 def put_draft(job_id: str):
     body = request.get_json()
     fields = {"title": body["title"], "content": body["content"], "status": "draft"}
-    created = wordpress.post(base + "/wp/v2/posts", json=fields, timeout=60)
-    created.raise_for_status()
-    post_id = created.json()["id"]
-    read = wordpress.get(f"{base}/wp/v2/posts/{post_id}", params={"context": "edit"}, timeout=60)
-    read.raise_for_status()
-    stored[job_id] = {"post_id": post_id, "title": read.json()["title"]["raw"]}
+    post_id, title = create_and_read(fields)
+    stored[job_id] = {"post_id": post_id, "title": title}
     return jsonify(stored[job_id]), 201
 
 

@@ -30,7 +30,7 @@ from gateway.actions.drafts import post_fields
 
 def cpu_seconds(pgrp: int) -> float:
     """utime + stime of every live process in process group ``pgrp`` (the gateway is started
-    in its own session: master and gunicorn workers), from /proc, in seconds."""
+    in its own session: main process and workers), from /proc, in seconds."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in os.listdir("/proc"):
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--clients", type=int, default=8, help="2 x the PHP workers keeps WordPress busy"
     )
-    ap.add_argument("--workers", type=int, default=8, help="gateway (gunicorn) workers")
+    ap.add_argument("--workers", type=int, default=8, help="gateway (server) workers")
     ap.add_argument("--database", default="sqlite")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out")

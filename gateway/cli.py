@@ -1,6 +1,6 @@
 """The ``gateway`` command line (README, "Command line"), built on Flask's click integration.
 
-Machine-readable results go to stdout, messages to stderr. ``gateway serve`` runs gunicorn
+Machine-readable results go to stdout, messages to stderr. ``gateway serve`` runs granian
 (never Flask's development server) with the app loaded in each worker after the fork, so no
 database connection is opened before it.
 """
@@ -525,7 +525,7 @@ def report_command(tenant):
 @click.option("--host", default="127.0.0.1", help="The address to listen on (loopback by default).")
 @click.option("--port", default=8000, type=int, help="The TCP port to listen on.")
 @click.option(
-    "--workers", default=4, type=int, help="gunicorn worker processes (each with --threads)."
+    "--workers", default=4, type=int, help="granian worker processes (each with --threads)."
 )
 @click.option(
     "--threads",
@@ -553,7 +553,7 @@ def report_command(tenant):
     help="One JSON object per line (for log collectors), or text for a terminal.",
 )
 def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format):
-    """Serve the gateway with gunicorn (several workers, one background sweep, one agent
+    """Serve the gateway with granian (several workers, one background sweep, one agent
     worker)."""
     from gateway.server import run
 

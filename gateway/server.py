@@ -1,21 +1,41 @@
-"""``gateway serve``: gunicorn with the app factory loaded in each worker after the fork.
+"""``gateway serve``: granian (a Rust HTTP server) running the app factory as a WSGI app in
+each worker process, on a pool of Python threads per worker.
 
-Follows gunicorn's "Custom Application" pattern (``gunicorn.app.base.BaseApplication``). The
-worker timeout stays above ``GATEWAY_WP_TIMEOUT`` so that gunicorn never kills a worker that is
-still waiting for WordPress (which would leave a SENT row for reconciliation). One background
-reconciliation sweep runs in the master process for the whole server, not one per worker, and
-so does one agent worker (``gateway worker``, a child process) when ``GATEWAY_OPENAI_API_KEY`` is
-set. Each worker also runs one notification delivery thread
-(:func:`gateway.actions.notifications.deliver_forever`, started by ``post_worker_init``), so
-no API request ever waits for a tenant's receiver. ``GATEWAY_WORKER_THREADS`` tells each worker
-its thread count, from which the per-tenant request share is set
-(:mod:`gateway.tenancy.tenant_shares`).
+Why granian and not gunicorn: on this stack it costs less CPU per request (its HTTP parsing
+and connection handling are Rust, outside the GIL): ``benchmarks/stack_floor.py`` measures it
+(docs/performance.md). Follows granian's embedding API (``granian.server.Server``, its
+``on_startup``/``on_shutdown`` hooks and ``serve(target_loader=...)``).
+
+* **Workers.** ``workers`` processes forked from this one, each loading
+  :func:`gateway.app.create_app` after the fork (no ledger connection crosses it), each
+  serving at most ``threads`` requests at once on its blocking threads (more wait in the
+  worker); a worker that dies is replaced. ``GATEWAY_WORKER_THREADS`` tells each worker its
+  thread count, from which the per-tenant request share is set
+  (:mod:`gateway.tenancy.tenant_shares`). Each worker also runs one notification delivery
+  thread (:func:`gateway.actions.notifications.deliver_forever`, started as the worker loads
+  the app), so no API request ever waits for a tenant's receiver.
+* **The main process** runs one background reconciliation sweep for the whole server (a
+  short child process every ``sweep_interval``) and, when ``GATEWAY_OPENAI_API_KEY`` is set,
+  one agent worker (``gateway worker``, a child process): both started by the server's
+  startup hook and stopped by its shutdown hook, after the workers have stopped.
+* **Stopping.** SIGTERM or SIGINT: the workers stop accepting, finish the requests they are
+  serving and exit; a worker still busy after ``GATEWAY_WP_TIMEOUT + 5`` seconds is killed
+  (granian's ``workers_kill_timeout``, gunicorn's ``graceful_timeout`` before).
+* **What bounds a stuck request.** granian has no equivalent of gunicorn's worker ``timeout``
+  (which killed a worker silent for that long): nothing kills a worker in the middle of a
+  request. What bounds one instead is every wait a request can make: each WordPress call
+  (connect and read, ``GATEWAY_WP_TIMEOUT``, REST and XML-RPC), the download of a media source
+  or a notification (``actions/egress.py``: a deadline for the whole transfer, not per read),
+  the ledger's busy timeout (SQLite, 15 s) and its connection pool's wait (30 s); a busy site
+  slot is refused at once (:mod:`gateway.tenancy.site_slots`), never waited for. A request
+  killed halfway would leave a SENT row for reconciliation; one that runs out of time ends
+  with UNKNOWN itself.
 
 Logs: one line per request and per WordPress call (:mod:`gateway.core.logs`), JSON by default,
-gunicorn's own lines in the same format; gunicorn's access log is off because the gateway's
-request line replaces it (with request id, tenant, job and operation key). Metrics: a fresh
-prometheus_client multiprocess directory per server start (:mod:`gateway.operator.metrics`), removed
-when the server stops.
+granian's own lines (start, workers, stop) in the same format; granian's access log stays off
+(the gateway's request line replaces it, with request id, tenant, job and operation key).
+Metrics: a fresh prometheus_client multiprocess directory per server start
+(:mod:`gateway.operator.metrics`), removed when the server stops.
 """
 
 from __future__ import annotations
@@ -29,39 +49,48 @@ import sys
 import tempfile
 import threading
 
-from gunicorn.app.base import BaseApplication
-from gunicorn.config import KNOWN_SETTINGS
+from granian.constants import HTTPModes
+from granian.constants import Interfaces
+from granian.server import Server
 
 from gateway.core import config as config_module
 from gateway.core import logs
 
+#: The server ``gateway serve`` runs on (the stack floor of ``benchmarks/stack_floor.py`` uses
+#: the same).
+SERVER = "granian"
+APP_FACTORY = "gateway.app:create_app"
 
-class GatewayServer(BaseApplication):
-    """A gunicorn application serving :func:`gateway.app.create_app`."""
 
-    def __init__(
-        self,
-        options: dict,
-        sweep_interval: float,
-        agent_worker: bool = False,
-        metrics_dir: str | None = None,
-    ):
-        self.options = options
+class Background:
+    """What the main process runs beside the workers: the sweep thread and the agent worker.
+
+    :meth:`start` is the server's startup hook, :meth:`stop` its shutdown hook (called after
+    the workers have stopped)."""
+
+    def __init__(self, sweep_interval: float, agent_worker: bool, metrics_dir: str | None):
         self.sweep_interval = sweep_interval
         self.agent_worker = agent_worker
-        self._worker: subprocess.Popen | None = None
         self.metrics_dir = metrics_dir
+        self._worker: subprocess.Popen | None = None
         self._stop = threading.Event()
-        super().__init__()
 
-    def load_config(self):
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-        self.cfg.set("when_ready", self._when_ready)
-        self.cfg.set("on_exit", self._on_exit)
-        self.cfg.set("post_worker_init", _start_delivery)
+    def start(self) -> None:
+        """Start the agent worker (a child process) and the sweep thread, as configured."""
+        if self.agent_worker:
+            # Its own process, like the sweep: the main process never holds a ledger connection.
+            self._worker = subprocess.Popen([sys.executable, "-m", "gateway.cli", "worker"])
+        if self.sweep_interval > 0:
+            threading.Thread(
+                target=sweep_forever,
+                args=(self.sweep_interval, self._stop),
+                name="gateway-sweep",
+                daemon=True,
+            ).start()
 
-    def _on_exit(self, _server):
+    def stop(self) -> None:
+        """Stop the sweep, the agent worker (SIGTERM, SIGKILL after 15 s) and remove the
+        metrics directory."""
         self._stop.set()
         if self._worker is not None and self._worker.poll() is None:
             self._worker.terminate()
@@ -72,45 +101,35 @@ class GatewayServer(BaseApplication):
         if self.metrics_dir:
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
-    def _when_ready(self, _server):
-        if self.agent_worker:
-            # Its own process, like the sweep: the master never holds a ledger connection.
-            self._worker = subprocess.Popen([sys.executable, "-m", "gateway.cli", "worker"])
-        if self.sweep_interval > 0:
-            threading.Thread(
-                target=sweep_forever,
-                args=(self.sweep_interval, self._stop),
-                name="gateway-sweep",
-                daemon=True,
-            ).start()
 
-    def load(self):
-        from gateway.app import create_app
+def load_worker_app(_target: str):
+    """granian's target loader, called in each worker process after the fork (``_target``:
+    :data:`APP_FACTORY`): the app from :func:`gateway.app.create_app`, and the worker's notification
+    delivery thread on the app's own configuration (a daemon: it ends with the worker; a
+    delivery cut short is resent with the same ``Idempotency-Key`` once its claim expires).
 
-        return create_app()
-
-
-def _start_delivery(worker) -> None:
-    """gunicorn's ``post_worker_init``: the worker's notification delivery thread, on the
-    worker's own configuration (a daemon: it ends with the worker; a delivery cut short is
-    resent with the same ``Idempotency-Key`` once its claim expires)."""
+    Raises:
+        ConfigError, LedgerError: as :func:`gateway.app.create_app` (the worker exits).
+    """
     from gateway.actions import notifications
+    from gateway.app import create_app
 
-    config = worker.wsgi.config["GATEWAY"]
+    app = create_app()
     threading.Thread(
         target=notifications.deliver_forever,
-        args=(config, threading.Event()),
+        args=(app.config["GATEWAY"], threading.Event()),
         name="gateway-notifications",
         daemon=True,
     ).start()
+    return app
 
 
 def sweep_forever(interval: float, stop: threading.Event) -> None:
     """Run ``gateway reconcile`` every ``interval`` seconds until ``stop`` is set.
 
-    Each sweep is a short child process, so the master - which forks the workers - never
-    holds a database connection (a connection carried across fork() corrupts SQLite and
-    confuses PostgreSQL)."""
+    Each sweep is a short child process, so the main process - which forks the workers -
+    never holds a database connection (a connection carried across fork() corrupts SQLite
+    and confuses PostgreSQL)."""
     log = logging.getLogger("gateway.sweep")
     command = [sys.executable, "-m", "gateway.cli", "reconcile"]
     while not stop.wait(interval):
@@ -151,9 +170,9 @@ def run(
     log_format: str = "json",
     threads: int = 4,
 ) -> None:
-    """Run gunicorn until stopped: ``workers`` processes of ``threads`` threads each, so at
-    most ``workers * threads`` requests are served at once (the rest wait in the socket's
-    backlog); ``log_format`` is ``json`` or ``text``.
+    """Run granian until stopped (SIGTERM or SIGINT): ``workers`` processes of ``threads``
+    threads each, so at most ``workers * threads`` requests are served at once (the rest
+    wait); ``sweep_interval`` in seconds (0: no sweep); ``log_format`` is ``json`` or ``text``.
 
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
@@ -167,24 +186,25 @@ def run(
     db.bind(cfg.database_url)
     migrations.check(cfg.database_url)  # refuse before any worker starts: one line, no traceback
     db.close_all()  # no connection may cross the fork into the workers
-    options = {
-        "bind": f"{host}:{port}",
-        "workers": workers,
-        "worker_class": "gthread",  # keep-alive for n8n and clients; a few threads per worker
-        "threads": threads,
-        "keepalive": 5,
-        "timeout": int(cfg.wp_timeout * 2 + 30),
-        "graceful_timeout": int(cfg.wp_timeout + 5),
-        "preload_app": False,
-        "accesslog": None,  # the gateway's own request line replaces it
-        "errorlog": "-",
-        "loglevel": "info",
-        "logconfig_dict": logs.gunicorn_logconfig(log_format),
-    }
-    if "control_socket_disable" in {setting.name for setting in KNOWN_SETTINGS}:
-        # gunicorn >= 25.1 opens one control socket per user by default: several gateway
-        # servers on one host would fight over its path.
-        options["control_socket_disable"] = True
     agent = agent_worker and bool(cfg.openai_api_key)
     os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
-    GatewayServer(options, sweep_interval, agent, metrics_directory()).run()
+    background = Background(sweep_interval, agent, metrics_directory())
+    server = Server(
+        APP_FACTORY,
+        address=host,
+        port=port,
+        interface=Interfaces.WSGI,
+        http=HTTPModes.http1,
+        websockets=False,
+        workers=workers,
+        blocking_threads=threads,
+        # threads live as long as allowed: each keeps its keep-alive WordPress sessions
+        blocking_threads_idle_timeout=600,
+        respawn_failed_workers=True,
+        workers_kill_timeout=int(cfg.wp_timeout + 5),
+        log_dictconfig=logs.server_logconfig(log_format),
+        log_access=False,  # the gateway's own request line replaces it
+    )
+    server.on_startup(background.start)
+    server.on_shutdown(background.stop)
+    server.serve(target_loader=load_worker_app)

@@ -138,7 +138,7 @@ class Demo:
             stderr=log,
         )
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90  # a busy two-core machine starts gunicorn slowly
+        deadline = time.monotonic() + 90  # a busy two-core machine starts the server slowly
         while not self._healthy(base):
             if time.monotonic() > deadline or self.server.poll() is not None:
                 raise DemoUnavailable(
@@ -146,7 +146,7 @@ class Demo:
                 )
             time.sleep(0.2)
         say(
-            f"  gateway serve (gunicorn, 2 workers) at {base}, ledger {self.workdir}/ledger.db "
+            f"  gateway serve (granian, 2 workers) at {base}, ledger {self.workdir}/ledger.db "
             "(removed at the end unless --keep)"
         )
         return GatewayClient(

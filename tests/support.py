@@ -458,7 +458,7 @@ def gateway_command() -> list[str]:
 
 @dataclass
 class GatewayServer:
-    """A running ``gateway serve`` (gunicorn, several workers) and its workflow token."""
+    """A running ``gateway serve`` (several workers) and its workflow token."""
 
     url: str
     token: str

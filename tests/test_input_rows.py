@@ -1,4 +1,4 @@
-"""The issue's input rows, each through a real ``gateway serve`` (gunicorn) in front of the
+"""The issue's input rows, each through a real ``gateway serve`` in front of the
 real test WordPress: what must never reach WordPress is refused with a clear problem+json,
 leaves no ledger row and makes no WordPress call; the HTTP details RFC 9110 asks for."""
 

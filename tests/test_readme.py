@@ -60,7 +60,7 @@ def reader_for(tmp_path: Path, ledger_url: str) -> Reader:
 
 
 def serving_gateways(port: int) -> list[int]:
-    """Pids of the ``gateway serve`` master processes listening on ``port`` (gunicorn's
+    """Pids of the ``gateway serve`` main processes listening on ``port`` (the server's
     workers are forks with the same command line; only processes whose parent is not one
     count)."""
     marker = f"serve\0--port\0{port}\0"

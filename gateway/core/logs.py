@@ -119,7 +119,7 @@ def formatter(kind: str) -> logging.Formatter:
 
 
 def configure(kind: str = "text", stream=None) -> logging.Handler:
-    """Send every log line (the gateway's, gunicorn's, libraries') to ``stream`` (stderr) in
+    """Send every log line (the gateway's, the server's, libraries') to ``stream`` (stderr) in
     format ``kind``, replacing the root logger's handlers. Returns the handler.
 
     Raises:
@@ -138,9 +138,10 @@ def configure(kind: str = "text", stream=None) -> logging.Handler:
     return handler
 
 
-def gunicorn_logconfig(kind: str) -> dict:
-    """gunicorn's ``logconfig_dict``: its own lines (boot, worker exits, errors) go through
-    the same formatter, so a JSON log stays one JSON document per line."""
+def server_logconfig(kind: str) -> dict:
+    """The HTTP server's (granian's) ``log_dictconfig``: its own lines (start, workers, stop)
+    go through the same formatter, so a JSON log stays one JSON document per line; its access
+    logger writes nowhere (the gateway's own request line, ``gateway.http``, replaces it)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -156,10 +157,8 @@ def gunicorn_logconfig(kind: str) -> dict:
         },
         "root": {"level": "INFO", "handlers": ["console"]},
         "loggers": {
-            "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
-            # gunicorn turns its access log on whenever a logconfig_dict is given: the
-            # gateway's own request line (gateway.http) replaces it, so it writes nowhere.
-            "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
+            "_granian": {"level": "INFO", "handlers": [], "propagate": True},
+            "granian.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
         },
     }
 

@@ -1,9 +1,9 @@
 """The ledger database: one peewee ``DatabaseProxy`` bound once from ``GATEWAY_DATABASE_URL``.
 
-SQLite (the embedded default) runs in WAL mode with a busy timeout so that several gunicorn
+SQLite (the embedded default) runs in WAL mode with a busy timeout so that several server
 workers on one host can share the file; PostgreSQL serves several gateway processes or hosts.
-Database differences live here and nowhere else. No connection is opened at bind time, so a
-gunicorn master can bind before it forks its workers.
+Database differences live here and nowhere else. No connection is opened at bind time, so the
+server's main process can bind before it forks its workers.
 """
 
 from __future__ import annotations

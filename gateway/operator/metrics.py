@@ -4,7 +4,7 @@
   items, acceptance counters. The ledger is shared by every worker and instance, so these are
   whole-system figures whichever worker answers.
 * **this server's traffic**: requests by route, method and status with a latency histogram,
-  and WordPress calls by outcome with a latency histogram. These happen in the gunicorn
+  and WordPress calls by outcome with a latency histogram. These happen in the server's
   workers, each its own process, so they use prometheus_client's *multiprocess mode*:
   ``gateway serve`` creates an empty directory per server start and names it in
   ``PROMETHEUS_MULTIPROC_DIR`` before any worker imports this module; each worker writes its

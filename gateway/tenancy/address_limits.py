@@ -6,7 +6,7 @@ Only refusals count: an address whose calls carry a valid token is never limited
 clients may share one address behind a proxy), and past the limit a call without a valid
 token is answered 429 ``unauthenticated-rate-limited`` with ``Retry-After`` instead of 401.
 The window is the ``limits`` library's fixed window over its in-memory storage (the library
-Flask-Limiter is built on), created on first use, after gunicorn forked the worker.
+Flask-Limiter is built on), created on first use, after the server forked the worker.
 """
 
 from __future__ import annotations

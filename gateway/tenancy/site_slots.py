@@ -50,7 +50,8 @@ _held: contextvars.ContextVar[dict[int, int] | None] = contextvars.ContextVar(
 
 def slot_ttl(config: Config) -> float:
     """Seconds after which a held slot counts as abandoned: longer than any caller that
-    waits for WordPress (gunicorn's worker timeout is ``2 * wp_timeout + 30``)."""
+    waits for WordPress (each call is bounded by ``wp_timeout``); a worker killed while holding
+    one (SIGKILL, a crash) leaves it to expire."""
     return config.wp_timeout * 2 + 60
 
 
