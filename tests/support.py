@@ -451,6 +451,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def serve_tls(server, folder: Path) -> str:
+    """Serve ``server`` (an ``http.server`` server bound on 127.0.0.1) over TLS with a fresh
+    self-signed certificate for ``localhost`` (made by openssl in ``folder``), on a daemon
+    thread. Returns the certificate's path: the CA bundle a client must trust."""
+    import ssl
+    import threading
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return str(cert)
+
+
 def gateway_command() -> list[str]:
     script = shutil.which("gateway")
     return [script] if script else [sys.executable, "-m", "gateway.cli"]

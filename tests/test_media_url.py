@@ -15,6 +15,7 @@ from support import new_job_id
 from support import op_key
 from support import png_bytes
 from support import problem_slug
+from support import serve_tls
 
 IMAGE = png_bytes((12, 34, 56), 5)
 
@@ -223,26 +224,10 @@ def test_https_download_is_pinned_to_the_checked_address_and_verifies_the_host_n
     """A local HTTPS image server with a certificate for ``localhost``: the download connects
     to the resolved loopback address (allowed: ``localhost:PORT`` is listed verbatim) and TLS
     is verified for the name in the URL; the same server under another name fails TLS."""
-    import shutil
-    import ssl
-    import subprocess
-
     from gateway.actions import media_sources
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
     server = ImageServer(("127.0.0.1", 0), _Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cert = serve_tls(server, tmp_path)
     try:
         port = server.server_address[1]
         monkeypatch.setattr(media_sources.certifi, "where", lambda: str(cert))

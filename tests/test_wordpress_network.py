@@ -9,10 +9,7 @@ created), a reset after sending and a read timeout are UNKNOWN (the write happen
 
 from __future__ import annotations
 
-import shutil
 import socketserver
-import ssl
-import subprocess
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler
@@ -25,6 +22,7 @@ from hypothesis import strategies as st
 from support import draft_body
 from support import new_job_id
 from support import problem_slug
+from support import serve_tls
 
 from gateway.wordpress import client as client_module
 from gateway.wordpress import http_session
@@ -220,21 +218,9 @@ class _Me(BaseHTTPRequestHandler):
 @pytest.fixture
 def tls_site(tmp_path):
     """An HTTPS server with a self-signed certificate for ``localhost``: (URL, cert path)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Me)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"https://localhost:{server.server_address[1]}", str(cert)
+    cert = serve_tls(server, tmp_path)
+    yield f"https://localhost:{server.server_address[1]}", cert
     server.shutdown()
     server.server_close()
 
