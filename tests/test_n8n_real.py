@@ -682,7 +682,8 @@ def test_gateway_killed_right_after_the_202_ends_with_a_next_step(stack):
     alert = stack.alerted("recover_job")[-1]
     assert alert["event"] == "n8n_workflow_failed" and alert["execution_id"], alert
     key = f"n8n/{WORKFLOW_IDS['recover_job']}/{alert['execution_id']}"
-    assert stack.alerts.keys()[-1] == key == alert["idempotency_key"]
+    # its own idempotency key (another workflow failing at the same kill may alert after it)
+    assert key == alert["idempotency_key"] and key in stack.alerts.keys()
     for _ in range(4):
         time.sleep(RESUME_AFTER + 0.5)
         assert stack.readme(RECOVER).returncode == 0
