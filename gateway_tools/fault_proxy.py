@@ -425,6 +425,11 @@ class FaultProxy:
             self._stopping.clear()
             server = _ProxyServer((self.host, self._requested_port), _ProxyHandler, self)
             self._server = server
+        self._serve(server)
+        return self
+
+    def _serve(self, server) -> None:
+        """Serve ``server`` on a daemon thread (kept as ``self._thread``)."""
         self._thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -432,7 +437,6 @@ class FaultProxy:
             daemon=True,
         )
         self._thread.start()
-        return self
 
     def stop(self) -> None:
         """Stop serving, close client connections and wake pending delays; idempotent."""
@@ -528,13 +532,7 @@ class FaultProxy:
                 filler.close()
             if self._server is server:  # not stopped meanwhile
                 server.socket.listen(server.request_queue_size)
-                self._thread = threading.Thread(
-                    target=server.serve_forever,
-                    kwargs={"poll_interval": 0.1},
-                    name=f"FaultProxy:{server.server_port}",
-                    daemon=True,
-                )
-                self._thread.start()
+                self._serve(server)
 
     # ----------------------------------------------------------------- faults
 
