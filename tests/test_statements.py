@@ -20,6 +20,7 @@ from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import migrations
 from gateway.ledger.models import Budget
+from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
@@ -128,7 +129,38 @@ def test_reads_return_what_peewee_returns(ledger):
     ).execute()
     for key in ("acme/j1/v1/draft", "absent"):
         ours = hot_sql.operation_by_key(key)
-        assert _fields(ours) == _fields(Operation.get_or_none(Operation.operation_key == key))
+        theirs = Operation.get_or_none(Operation.operation_key == key)
+        assert _fields(ours) == _fields(theirs)
+        if theirs is not None:  # nothing dirty: a save() writes what peewee's row would
+            assert ours._dirty == theirs._dirty == set()
+
+    Site.update(install_url="http://x/", updated_at=dt.datetime(2026, 3, 4, 5, 6, 7, 8)).where(
+        Site.name == "blog"
+    ).execute()
+    for tenant, name in (("acme", "blog"), ("acme", "absent"), ("other", "blog")):
+        ours = hot_sql.site_by_name(tenant, name)
+        assert _fields(ours) == _fields(Site.get_or_none(Site.tenant == tenant, Site.name == name))
+    assert hot_sql.site_by_name("acme", "blog").install_url == "http://x/"
+
+    artifacts = [{"role": "body", "uri": "s3://b/é", "sha256": "a" * 64}]
+    Checkpoint.create(
+        tenant="acme",
+        job_id="plain",
+        task_version=2,
+        phase="body_generated",
+        artifacts=artifacts,
+        data={"words": 1200},
+    )
+    for version, phase in ((2, "body_generated"), (1, "body_generated"), (2, "images_ready")):
+        ours = hot_sql.checkpoint_of("acme", "plain", version, phase)
+        theirs = Checkpoint.get_or_none(
+            Checkpoint.tenant == "acme",
+            Checkpoint.job_id == "plain",
+            Checkpoint.task_version == version,
+            Checkpoint.phase == phase,
+        )
+        assert _fields(ours) == _fields(theirs), (version, phase)
+    assert hot_sql.checkpoint_of("acme", "plain", 2, "body_generated").artifacts == artifacts
 
 
 def test_writes_store_what_peewee_stores(ledger):
@@ -174,10 +206,44 @@ def test_writes_store_what_peewee_stores(ledger):
     )
     assert Operation.select().where(Operation.receipt == receipt).count() == 1  # same JSON text
 
+    ours = hot_sql.insert_job({"tenant": "acme", "job_id": "j2", "site": "blog", "task_version": 3})
+    theirs = Job.create(tenant="acme", job_id="j3", site="blog", task_version=3)
+    stored, expected = _fields(Job.get_by_id(ours.id)), _fields(Job.get_by_id(theirs.id))
+    assert _fields(ours) == stored  # the returned row is the stored one, defaults included
+    for name in ("id", "job_id", "created_at", "updated_at", "last_request_at"):
+        stored.pop(name), expected.pop(name)
+    assert stored == expected
+    with pytest.raises(IntegrityError):  # job_id is unique per tenant
+        with db.atomic():
+            hot_sql.insert_job({"tenant": "acme", "job_id": "j2", "site": "blog"})
+    assert (
+        hot_sql.update_job(ours.id, {"phase": "draft_confirmed", "post_id": 12, "updated_at": when})
+        == 1
+    )
+    assert hot_sql.update_job(10**9, {"phase": "verified"}) == 0
+    again = Job.get_by_id(ours.id)
+    assert (again.phase, again.post_id, again.updated_at, again.task_version) == (
+        "draft_confirmed",
+        12,
+        when,
+        3,
+    )
+
     Job.create(tenant="acme", job_id="j1", site="blog", last_request_at=None)
     assert hot_sql.note_request("acme", "j1", when) == 1
     assert hot_sql.note_request("acme", "absent", when) == 0
     assert Job.get(Job.job_id == "j1").last_request_at == when
+    # Within a second of the last note: the row is left as it is; a second later it moves.
+    soon = when + dt.timedelta(milliseconds=999)
+    assert hot_sql.note_request("acme", "j1", soon) == 0
+    assert Job.get(Job.job_id == "j1").last_request_at == when
+    later = when + dt.timedelta(seconds=1, microseconds=1)
+    assert hot_sql.note_request("acme", "j1", later) == 1
+    assert Job.get(Job.job_id == "j1").last_request_at == later
+    whole = dt.datetime(2026, 1, 2, 3, 4, 9)  # no microseconds: SQLite's text has no fraction
+    assert hot_sql.note_request("acme", "j1", whole) == 1
+    assert hot_sql.note_request("acme", "j1", whole + dt.timedelta(microseconds=500)) == 0
+    assert hot_sql.note_request("acme", "j1", whole + dt.timedelta(seconds=1)) == 1
 
 
 def test_budget_spend_upsert(ledger):

@@ -27,6 +27,7 @@ from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
 from gateway.jobs import records as jobs
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
@@ -172,12 +173,7 @@ def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
 
 def _get(job: Job, phase: str, task_version: int | None = None) -> Checkpoint | None:
     version = job.task_version if task_version is None else task_version
-    return Checkpoint.get_or_none(
-        Checkpoint.tenant == job.tenant,
-        Checkpoint.job_id == job.job_id,
-        Checkpoint.task_version == version,
-        Checkpoint.phase == phase,
-    )
+    return hot_sql.checkpoint_of(job.tenant, job.job_id, version, phase)
 
 
 def body_digest(job: Job) -> str | None:

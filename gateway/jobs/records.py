@@ -78,14 +78,10 @@ def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job
         StaleTaskVersion: the job already has a higher task version.
     """
     sites.get_site(tenant, site)
+    values = {"tenant": tenant, "job_id": job_id, "site": site, "task_version": task_version}
     try:
         with db.atomic():
-            return Job.create(
-                tenant=tenant,
-                job_id=job_id,
-                site=site,
-                task_version=task_version,
-            ), True
+            return hot_sql.insert_job(values), True
     except IntegrityError:
         pass
     job = get_job(tenant, job_id)
@@ -142,8 +138,9 @@ def ensure_active(job: Job) -> None:
 
 
 def touch(job: Job, **fields) -> None:
-    """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``."""
-    Job.update(updated_at=db.utcnow(), **fields).where(Job.id == job.id).execute()
+    """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``: one plain-SQL
+    UPDATE by id (:func:`gateway.ledger.hot_sql.update_job`)."""
+    hot_sql.update_job(job.id, {"updated_at": db.utcnow(), **fields})
     for name, value in fields.items():
         setattr(job, name, value)
 
@@ -203,9 +200,11 @@ def confirmed_media(job: Job) -> dict[str, Operation]:
 
 def record_request(tenant: str, job_id: str) -> None:
     """Note that a client asked something of the job now (``job.last_request_at``, one
-    UPDATE): what :func:`idle_seconds` counts from. The API calls it for every request a run
-    makes (:mod:`gateway.api.run_activity`), the agent worker for every tool call; lookups
-    made by reconciliation, the sweep or a recovery's own ``/recover`` never do."""
+    UPDATE, which changes the row at most once a second:
+    :func:`gateway.ledger.hot_sql.note_request`): what :func:`idle_seconds` counts from.
+    The API calls it for every request a run makes (:mod:`gateway.api.run_activity`), the
+    agent worker for every tool call; lookups made by reconciliation, the sweep or a
+    recovery's own ``/recover`` never do."""
     hot_sql.note_request(tenant, job_id, db.utcnow())
 
 

@@ -28,6 +28,7 @@ from gateway.core.exceptions import SecretKeyMismatch
 from gateway.core.exceptions import SiteNotFound
 from gateway.core.exceptions import TransportSwitchRefused
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
@@ -204,12 +205,13 @@ def _check_switch(site: Site, transport: str) -> None:
 
 
 def get_site(tenant: str, name: str) -> Site:
-    """The site ``name`` of ``tenant``.
+    """The site ``name`` of ``tenant``: one plain-SQL SELECT
+    (:func:`gateway.ledger.hot_sql.site_by_name`; every job PUT reads it).
 
     Raises:
         SiteNotFound: no such site for this tenant.
     """
-    site = Site.get_or_none(Site.tenant == tenant, Site.name == name)
+    site = hot_sql.site_by_name(tenant, name)
     if site is None:
         raise SiteNotFound(
             f"site {name!r} is not configured for tenant {tenant!r}",
