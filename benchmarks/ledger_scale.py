@@ -1,6 +1,8 @@
-"""Ledger scale: operation lookup (``Operation.get_or_none(Operation.operation_key == key)``,
-the query behind every replay and claim) at 10k, 100k and 1M rows, on SQLite and PostgreSQL,
-with the RSS of the process doing the lookups. WordPress is not involved.
+"""Ledger scale: operation lookup (``gateway.ledger.hot_sql.operation_by_key``, the plain-SQL
+query behind every replay and claim since issue 32; peewee's
+``Operation.get_or_none(Operation.operation_key == key)``, which it replaced, is timed too) at
+10k, 100k and 1M rows, on SQLite and PostgreSQL, with the RSS of the process doing the
+lookups. WordPress is not involved.
 
 The table grows in place (10k -> 100k -> 1M). Rows are realistic in shape (keys
 ``bench/job-0000042/v1/draft``, a 64-hex request digest, CONFIRMED, ~300-byte JSON receipt):
@@ -129,6 +131,7 @@ def fill(database, start: int, stop: int, postgres: bool) -> None:
 def lookup_main(url: str, size: int, lookups: int) -> None:
     """Subprocess: time ``lookups`` lookups and print a JSON line."""
     from gateway.ledger import db
+    from gateway.ledger import hot_sql
     from gateway.ledger.models import Operation
 
     db.bind(url)
@@ -139,14 +142,20 @@ def lookup_main(url: str, size: int, lookups: int) -> None:
         return key(size + rnd.randrange(1000)) if rnd.random() < 0.1 else key(rnd.randrange(size))
 
     for _ in range(200):
+        hot_sql.operation_by_key(pick())
         Operation.get_or_none(Operation.operation_key == pick())
-    times, hits = [], 0
+    times, orm, hits = [], [], 0
     for _ in range(lookups):
         k = pick()
         t0 = time.perf_counter()
-        found = Operation.get_or_none(Operation.operation_key == k)
+        found = hot_sql.operation_by_key(k)
         times.append(time.perf_counter() - t0)
         hits += found is not None
+    for _ in range(lookups):
+        k = pick()
+        t0 = time.perf_counter()
+        Operation.get_or_none(Operation.operation_key == k)
+        orm.append(time.perf_counter() - t0)
     sql = f"SELECT id, state, request_hash FROM operation WHERE operation_key = {db.database.param}"
     raw = []
     for _ in range(lookups):
@@ -164,6 +173,7 @@ def lookup_main(url: str, size: int, lookups: int) -> None:
         json.dumps(
             {
                 "lat": common.summary(times),
+                "orm": common.summary(orm),
                 "raw": common.summary(raw),
                 "hits": hits,
                 "rss_kb": mem["VmRSS"],
@@ -221,6 +231,8 @@ def run_backend(kind: str, sizes: list[int], lookups: int) -> list[dict]:
                 "lookup_p99_ms": m["lat"]["p99_ms"],
                 "lookup_mean_ms": m["lat"]["mean_ms"],
                 "lookups": m["lat"]["n"],
+                "peewee_p50_ms": m["orm"]["median_ms"],
+                "peewee_p99_ms": m["orm"]["p99_ms"],
                 "sql_only_p50_ms": m["raw"]["median_ms"],
                 "sql_only_p99_ms": m["raw"]["p99_ms"],
                 "rss_mb": round(m["rss_kb"] / 1024, 1),
@@ -230,7 +242,8 @@ def run_backend(kind: str, sizes: list[int], lookups: int) -> list[dict]:
             say(
                 f"  {kind:10} {size:>9,} rows  insert {insert_s:6.1f} s  "
                 f"{entry['bytes'] / 2**20:7.1f} MiB  lookup p50 {entry['lookup_p50_ms']:.3f} ms "
-                f"p99 {entry['lookup_p99_ms']:.3f} ms (SQL alone p50 {entry['sql_only_p50_ms']:.3f} "
+                f"p99 {entry['lookup_p99_ms']:.3f} ms (peewee p50 {entry['peewee_p50_ms']:.3f} p99 "
+                f"{entry['peewee_p99_ms']:.3f}; SQL alone p50 {entry['sql_only_p50_ms']:.3f} "
                 f"p99 {entry['sql_only_p99_ms']:.3f} ms)  RSS {entry['rss_mb']} MiB"
             )
     finally:

@@ -50,6 +50,9 @@ def classify(path: str, method: str) -> str:
 
 
 def scenario(site: dict, proxy: FaultProxy, rows: int, found: int, rid: str, database: str) -> dict:
+    # The sweep runs here without the app: the composition root fills the action registry
+    # (without it every row is "no registered action": unreachable, 0 WordPress queries).
+    from gateway import composition  # noqa: F401
     from gateway.core.config import Config
     from gateway.ledger import db
     from gateway.ledger import migrations
@@ -201,6 +204,15 @@ def main(argv=None) -> int:
         f"({m['sweep_s']:.2f} s) with {m['found_in_wordpress']} found  goal <= 20"
     )
     common.write_json(args.out, result)
+    wrong = [
+        f"{label}: {s['confirmed_rows']} of {s['found_in_wordpress']} found rows confirmed, "
+        f"{s['sweep_counts'].get('unreachable', 0)} unreachable"
+        for label, s in (("all_absent", a), ("mixed", m))
+        if s["confirmed_rows"] != s["found_in_wordpress"] or s["sweep_counts"].get("unreachable")
+    ]
+    if wrong:  # the query count means nothing when the sweep did not do its work
+        say("reconcile did not reconcile: " + "; ".join(wrong))
+        return 1
     return 0
 
 
