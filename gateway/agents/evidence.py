@@ -33,10 +33,9 @@ import binascii
 import json
 import logging
 
-import openai
-
 from gateway.agents import sessions
 from gateway.agents import stops
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json

@@ -38,8 +38,6 @@ from __future__ import annotations
 import json
 import logging
 
-import openai
-
 from gateway.actions import drafts
 from gateway.agents import evidence
 from gateway.agents import openai_key
@@ -47,6 +45,7 @@ from gateway.agents import permissions
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json

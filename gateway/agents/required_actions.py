@@ -30,14 +30,13 @@ import json
 import logging
 from dataclasses import dataclass
 
-import openai
-
 from gateway.agents import environments
 from gateway.agents import evidence
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
 from gateway.agents import tools
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.editorial import resolution

@@ -20,12 +20,12 @@ import datetime as dt
 import logging
 from functools import lru_cache
 
-import openai
 from peewee import IntegrityError
 
 from gateway.agents import openai_key
 from gateway.agents import permissions
 from gateway.agents import tools
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.jobs import records as jobs

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import logging
 
-import openai
-
 from gateway.agents import sessions
 from gateway.agents import submissions
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import db

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 
-import openai
 from peewee import IntegrityError
 
 from gateway.agents import openai_key
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import request_digest

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
-import openai
 from peewee import IntegrityError
 
 from gateway.agents import sessions
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import db

@@ -32,8 +32,6 @@ import os
 import socket
 import threading
 
-import openai
-
 from gateway.agents import environments
 from gateway.agents import evidence
 from gateway.agents import openai_key
@@ -43,6 +41,7 @@ from gateway.agents import required_actions
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
+from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.jobs import leases
