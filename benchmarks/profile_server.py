@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import re
 import shutil
 import subprocess
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="profile-server-"))
     with common.Gateway(site, "sqlite", workers=1) as gw:
         client = gw.session()
-        counter = iter(range(10**9))
+        counter = itertools.count()
 
         def job() -> tuple[str, dict]:
             job_id = f"{rid}-s{next(counter)}"

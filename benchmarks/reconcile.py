@@ -203,13 +203,14 @@ def main(argv=None) -> int:
         f"({a['sweep_s']:.2f} s) when all absent; {m['wordpress_queries']} "
         f"({m['sweep_s']:.2f} s) with {m['found_in_wordpress']} found  goal <= 20"
     )
-    common.write_json(args.out, result)
     wrong = [
         f"{label}: {s['confirmed_rows']} of {s['found_in_wordpress']} found rows confirmed, "
         f"{s['sweep_counts'].get('unreachable', 0)} unreachable"
         for label, s in (("all_absent", a), ("mixed", m))
         if s["confirmed_rows"] != s["found_in_wordpress"] or s["sweep_counts"].get("unreachable")
     ]
+    result["reconciled"] = not wrong  # summarize.py's row needs it as well as the query count
+    common.write_json(args.out, result)
     if wrong:  # the query count means nothing when the sweep did not do its work
         say("reconcile did not reconcile: " + "; ".join(wrong))
         return 1

@@ -150,8 +150,7 @@ def main(argv=None) -> int:
                 "≤ 20 queries, every found row confirmed",
                 a["wordpress_queries"] <= 20
                 and m["wordpress_queries"] <= 20
-                and m["confirmed_rows"] == m["found_in_wordpress"]
-                and a["confirmed_rows"] == 0,
+                and rec.get("reconciled", False),
             )
         )
     bs = parts["batch_scale"]
