@@ -119,6 +119,25 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles(graph) == [["a", "b"], ["c", "d", "e"]]
 
 
+def test_an_import_under_type_checking_counts():
+    """A circle behind ``if TYPE_CHECKING:`` is still found: the action registry's import of
+    ``perform``'s types back (issue 37) made one of two modules that this test skipped."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import typing\n"
+        "if TYPE_CHECKING:\n"
+        "    from gateway.operations.perform import Effect\n"
+        "if typing.TYPE_CHECKING:\n"
+        "    from . import target\n"
+        "def later():\n"
+        "    from gateway.ledger import db\n"
+    )
+    names = [name for name, _line in imported_names(ast.parse(source), "gateway.operations")]
+    assert "gateway.operations.perform.Effect" in names
+    assert "gateway.operations.target" in names
+    assert "gateway.ledger.db" in names
+
+
 def test_no_import_cycle_between_the_gateways_modules():
     graph = import_graph()
     assert len(graph) > 60  # every module was read
