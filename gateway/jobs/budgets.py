@@ -3,10 +3,10 @@ have stopped (an n8n error branch wired back into itself once made 20,000 calls 
 
 A budget is a named counter per job (a :class:`Budget` row). Every kind is a constant here,
 declared once in :data:`KINDS` with the configuration default that applies until an editor
-raises it for one job. Spending is one conditional UPDATE whose row count decides (``used + n <=
-ceiling``), so racing workers can never overspend. Past the ceiling the caller gets 429
-``budget-exhausted`` naming the budget, and the job is listed on the review page as needing a
-person; only an editor or admin raises it (:func:`raise_ceiling`).
+raises it for one job. Spending is one conditional UPDATE whose row count decides
+(``used + n <= ceiling``), so racing workers can never overspend. Past the ceiling the caller
+gets 429 ``budget-exhausted`` naming the budget, and the job is listed on the review page as
+needing a person; only an editor or admin raises it (:func:`raise_ceiling`).
 
 Kinds today: ``write_attempts`` (WordPress writes; replays and refusals answered from the
 ledger do not spend). Adding one (resume attempts, tool calls, tokens of an agent session):
