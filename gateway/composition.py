@@ -8,6 +8,10 @@ registry below it, so that each registry is complete in every process.
 * Review deciders (:mod:`gateway.editorial.resolution`): the agents package decides its
   ``agent_action`` items (:mod:`gateway.agents.required_actions`) and its
   ``artifact_mismatch`` items (:mod:`gateway.agents.evidence`).
+* Doctor checks (:mod:`gateway.operator.doctor_registry`): :mod:`gateway.operator.doctor_checks`.
+
+Each registry is a :class:`gateway.core.registry.Registry`: a module that registered twice
+would raise :class:`~gateway.core.registry.NameTaken` at import.
 
 The app factory (:mod:`gateway.app`: ``gateway serve``, and every CLI command, which runs in
 the app: ``gateway reconcile``, ``gateway sweep``, ``gateway worker``) imports this module;
@@ -30,6 +34,7 @@ from gateway.actions import terms
 from gateway.agents import evidence
 from gateway.agents import required_actions
 from gateway.agents import submissions
+from gateway.operator import doctor_checks
 
 REGISTERING = (
     media,
@@ -45,4 +50,5 @@ REGISTERING = (
     notifications,
     required_actions,
     evidence,
+    doctor_checks,
 )

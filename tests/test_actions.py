@@ -15,7 +15,7 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 from gateway.operations import registry as actions
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.recovery import reconciliation
 
 

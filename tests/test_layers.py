@@ -5,8 +5,11 @@ package (demos, fault proxy, OpenAI stand-in) out of the runtime.
 import-linter (``.importlinter``, run by ``scripts/test.sh`` and by the last test here)
 enforces which layer may import which; it counts a package's imports as a whole, so it
 neither sees a cycle between two modules of one layer nor an import made by ``importlib``.
-This file reads every module's imports with :mod:`ast` (a function-level import counts: it
-runs, only later; an import under ``if TYPE_CHECKING:`` does not: it never runs)."""
+This file reads every module's imports with :mod:`ast`: a function-level import counts (it
+runs, only later), and so does one under ``if TYPE_CHECKING:`` (it never runs, but a reader
+follows it, and a circle behind it is still a circle: issue 37 found the action registry
+importing ``perform``'s types back that way). import-linter counts them too
+(``exclude_type_checking_imports = False``)."""
 
 from __future__ import annotations
 
@@ -33,25 +36,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking_block(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
 def imported_names(tree: ast.Module, package: str) -> list[tuple[str, int]]:
-    """``[(dotted name, line)]`` of every import that runs (``from a import b`` gives
-    ``a.b``: a module or a name in ``a``; relative imports resolved against ``package``)."""
+    """``[(dotted name, line)]`` of every import, wherever it stands (in a function, under
+    ``if TYPE_CHECKING:``) (``from a import b`` gives ``a.b``: a module or a name in ``a``;
+    relative imports resolved against ``package``)."""
     found = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
         for child in ast.iter_child_nodes(node):
-            if _type_checking_block(child):
-                pending.extend(child.orelse)
-                continue
             if isinstance(child, ast.Import):
                 found += [(alias.name, child.lineno) for alias in child.names]
             elif isinstance(child, ast.ImportFrom):
@@ -124,6 +117,25 @@ def test_the_cycle_finder_finds_a_cycle():
     """The check below can fail: a two-module and a three-module cycle are both found."""
     graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
     assert cycles(graph) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_an_import_under_type_checking_counts():
+    """A circle behind ``if TYPE_CHECKING:`` is still found: the action registry's import of
+    ``perform``'s types back (issue 37) made one of two modules that this test skipped."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import typing\n"
+        "if TYPE_CHECKING:\n"
+        "    from gateway.operations.perform import Effect\n"
+        "if typing.TYPE_CHECKING:\n"
+        "    from . import target\n"
+        "def later():\n"
+        "    from gateway.ledger import db\n"
+    )
+    names = [name for name, _line in imported_names(ast.parse(source), "gateway.operations")]
+    assert "gateway.operations.perform.Effect" in names
+    assert "gateway.operations.target" in names
+    assert "gateway.ledger.db" in names
 
 
 def test_no_import_cycle_between_the_gateways_modules():

@@ -20,7 +20,7 @@ from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 

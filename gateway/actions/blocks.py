@@ -30,8 +30,9 @@ from gateway.operations import registry as actions
 from gateway.operations.block_markers import has_block
 from gateway.operations.block_markers import html_digest
 from gateway.operations.block_markers import with_block
-from gateway.operations.perform import Effect
-from gateway.operations.perform import Outcome
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.effects import lookup_only
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
@@ -78,7 +79,7 @@ def _block_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Eff
 def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The block effect of ``row`` from its stored intent (registry ``rebuild``; blocks are
     found by reading their post, so batched lookups do not apply)."""
-    return _block_effect(target, row.intent or {}, operations.lookup_only)
+    return _block_effect(target, row.intent or {}, lookup_only)
 
 
 def put_block(target: Target, name: str, html: str, position: str = "end") -> Outcome:
@@ -132,5 +133,6 @@ actions.register(
             "block",
             path=(("name", "the block's name, e.g. resources"),),
         ),
+        answer=actions.Answer("post_id", ("name", "digest")),
     )
 )

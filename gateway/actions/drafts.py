@@ -32,8 +32,9 @@ from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
 from gateway.operations import verification
-from gateway.operations.perform import Effect
-from gateway.operations.perform import Outcome
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.effects import lookup_only
 from gateway.operations.target import Target
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress import SEO_META
@@ -292,7 +293,7 @@ def rebuild(
 ) -> Effect:
     """The draft effect of ``row`` from its stored intent (registry ``rebuild``)."""
     return _draft_effect(
-        target, row.operation_key, row.intent or {}, operations.lookup_only, found, prefetched
+        target, row.operation_key, row.intent or {}, lookup_only, found, prefetched
     )
 
 
@@ -542,5 +543,6 @@ actions.register(
             "under the same task version is refused: call bump_task_version first.",
             "draft",
         ),
+        answer=actions.Answer("post_id", ("link", "verification")),
     )
 )

@@ -33,8 +33,9 @@ from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
 from gateway.operations import verification
-from gateway.operations.perform import Effect
-from gateway.operations.perform import Outcome
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.effects import lookup_only
 from gateway.operations.target import Target
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
@@ -222,7 +223,7 @@ def rebuild(
 ) -> Effect:
     """The upload effect of ``row`` from its stored intent (registry ``rebuild``)."""
     return _media_effect(
-        target, row.operation_key, row.intent or {}, operations.lookup_only, found, prefetched
+        target, row.operation_key, row.intent or {}, lookup_only, found, prefetched
     )
 
 
@@ -556,6 +557,12 @@ actions.register(
             "media id and URL; the same slot and bytes again returns the stored receipt.",
             "media",
             path=(("slot", "the media slot, e.g. hero"),),
+        ),
+        # source_url: WordPress's URL of the upload; requested_url, downloaded_from: the URL
+        # sent and the one finally downloaded from (redirects followed) for an image sent by
+        # URL, else None.
+        answer=actions.Answer(
+            "media_id", ("source_url", "mime_type", "requested_url", "downloaded_from")
         ),
     )
 )

@@ -16,7 +16,7 @@ from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import verification
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 

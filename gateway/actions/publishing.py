@@ -34,8 +34,9 @@ from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import verification
-from gateway.operations.perform import Effect
-from gateway.operations.perform import Outcome
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.effects import lookup_only
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
@@ -157,8 +158,8 @@ def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effe
             "published_by": intent.get("published_by"),
         }
         effect = scheduling.schedule_effect(target, intent["update_of"], when, extra)
-        return dataclasses.replace(effect, send=operations.lookup_only)
-    return _publish_effect(target, intent, operations.lookup_only)
+        return dataclasses.replace(effect, send=lookup_only)
+    return _publish_effect(target, intent, lookup_only)
 
 
 def settle(target: Target, row: Operation) -> None:
@@ -225,5 +226,8 @@ actions.register(
         phases=frozenset({"approval_pending"}),
         settle=settle,
         sweep_pass=scheduling.sweep_scheduled,
+        answer=actions.Answer(
+            "post_id", ("status", "link", "slug", "approval_id", "scheduled_for")
+        ),
     )
 )

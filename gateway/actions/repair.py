@@ -44,8 +44,9 @@ from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
 from gateway.operations import verification
-from gateway.operations.perform import Effect
-from gateway.operations.perform import Outcome
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.effects import lookup_only
 from gateway.operations.target import Target
 from gateway.wordpress import SEO_META
 from gateway.wordpress.errors import WordPressError
@@ -136,7 +137,7 @@ def _repair_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Ef
 
 def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effect:
     """The repair effect of ``row`` from its stored intent (registry ``rebuild``)."""
-    return _repair_effect(target, row.intent or {}, operations.lookup_only)
+    return _repair_effect(target, row.intent or {}, lookup_only)
 
 
 def settle(target: Target, row: Operation) -> None:

@@ -43,7 +43,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError

@@ -46,7 +46,7 @@ from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressRefused

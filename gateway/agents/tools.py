@@ -9,13 +9,12 @@ generated from the JSON Schema file the HTTP API validates the same call with
 :func:`all_tools` maps a tool name to what runs it. The side-effect tools come from the action
 registry (:func:`gateway.operations.registry.agent_tools`: each registered action with an
 :class:`~gateway.operations.registry.AgentTool` - today media, draft and block), run through the
-action's
-``send`` and answered with the HTTP call's body (:func:`gateway.api.answers.for_action`); the
-others are reads and steps that are not ledger actions (verification, approval requests, the
-job's version bump, recover). Operation keys are made by the domain from job, task version,
-action and slot - never from a ``call_id`` - so an agent that calls put-draft again under a
-new call id gets the stored receipt. No tool approves or publishes (no registered action with
-a tool does).
+action's ``send`` and answered with the body its registration carries, the HTTP call's
+(:class:`~gateway.operations.registry.Answer`); the others are reads and steps that are not
+ledger actions (verification, approval requests, the job's version bump, recover). Operation
+keys are made by the domain from job, task version, action and slot - never from a ``call_id`` -
+so an agent that calls put-draft again under a new call id gets the stored receipt. No tool
+approves or publishes (no registered action with a tool does).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from functools import cache
 from jsonschema import Draft202012Validator
 
 from gateway.actions import drafts
-from gateway.api import answers
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.editorial import approvals
@@ -70,10 +68,11 @@ def _slot_schema(what: str) -> dict:
 
 def _performer(action: actions.Action) -> Callable[[Target, dict, str], dict]:
     """A tool's ``run`` for a registered action: its ``send`` with the arguments as the
-    request (path parameters included), answered with the HTTP call's body."""
+    request (path parameters included), answered with the HTTP call's body (the action's
+    :class:`~gateway.operations.registry.Answer`)."""
 
     def run(target: Target, args: dict, _actor: str) -> dict:
-        return answers.for_action(action.name, action.send(target, args))
+        return action.answer.body(action.send(target, args))
 
     return run
 
@@ -98,7 +97,7 @@ def _verify(target: Target, _args: dict, _actor: str) -> dict:
 
 
 def _request_approval(target: Target, _args: dict, actor: str) -> dict:
-    return answers.approval_request_body(target.job, approvals.request_approval(target, actor))
+    return approvals.request_view(target.job, approvals.request_approval(target, actor))
 
 
 def _bump(target: Target, args: dict, _actor: str) -> dict:

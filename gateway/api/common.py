@@ -1,7 +1,8 @@
 """What the blueprints share: the job named in the path, the WordPress target of a
 side-effect call (its ``X-Fencing-Token`` header), and the status codes and headers of
-side-effect answers. The domain returns outcomes; this layer (with :mod:`gateway.api.answers`, the
-bodies it shares with the agent tools) turns them into responses.
+side-effect answers. The domain returns outcomes; this layer turns them into responses, with
+the body each action's registration carries (:class:`gateway.operations.registry.Answer`, the
+one the agent tools answer with too) or the bodies of :mod:`gateway.api.answers`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from gateway.core import validation
 from gateway.jobs import records as jobs
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Job
-from gateway.operations.perform import Outcome
+from gateway.operations import registry
+from gateway.operations.effects import Outcome
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
 
@@ -63,3 +65,20 @@ def answer(body: dict, outcome: Outcome | None):
     status = 201 if outcome.created else 200
     headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
     return body, status, headers
+
+
+def action_body(action: str, outcome: Outcome) -> dict:
+    """The body registered for ``action``'s answer (``media``, ``draft``, ``block``,
+    ``publish``: its :class:`~gateway.operations.registry.Answer`; docs/api.md, "Response
+    shapes"), the one its agent tool answers with too.
+
+    Raises:
+        UnknownAction: ``action`` is not registered. AttributeError: it was registered without
+            an answer shape (a bug of the view, which its tests find).
+    """
+    return registry.get(action).answer.body(outcome)
+
+
+def action_answer(action: str, outcome: Outcome):
+    """:func:`answer` with :func:`action_body`: ``(body, status, headers)``."""
+    return answer(action_body(action, outcome), outcome)

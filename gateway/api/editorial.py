@@ -17,10 +17,8 @@ from gateway.actions import repair
 from gateway.actions import scheduling
 from gateway.agents import stops
 from gateway.api import job_views
-from gateway.api.answers import approval_request_body
-from gateway.api.answers import block_body
-from gateway.api.answers import publish_body
 from gateway.api.answers import repair_body
+from gateway.api.common import action_answer
 from gateway.api.common import answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
@@ -99,7 +97,7 @@ def put_block(job_id: str, name: str):
     outcome = blocks.put_block(
         side_effect_target(job), name, body["html"], body.get("position", "end")
     )
-    return answer(block_body(outcome), outcome)
+    return action_answer(blocks.ACTION, outcome)
 
 
 @bp.post("/jobs/<job_id>/approval-requests")
@@ -109,7 +107,7 @@ def request_approval(job_id: str):
     job = _job(job_id)
     json_body("empty")
     requested = approvals.request_approval(side_effect_target(job), g.principal.name)
-    return approval_request_body(job, requested), 201 if requested.created else 200
+    return approvals.request_view(job, requested), 201 if requested.created else 200
 
 
 @bp.post("/jobs/<job_id>/approvals")
@@ -138,7 +136,7 @@ def publish(job_id: str):
     job = _job(job_id)
     json_body("empty")
     outcome = publishing.publish(side_effect_target(job), g.principal.name)
-    return answer(publish_body(outcome), outcome)
+    return action_answer(publishing.ACTION, outcome)
 
 
 @bp.post("/jobs/<job_id>/operations/retry")

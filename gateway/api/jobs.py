@@ -14,9 +14,7 @@ from gateway.actions import media
 from gateway.actions import publishing
 from gateway.agents import sessions
 from gateway.api import job_views
-from gateway.api.answers import draft_body
-from gateway.api.answers import media_body
-from gateway.api.common import answer
+from gateway.api.common import action_answer
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
 from gateway.api.http import config
@@ -146,7 +144,7 @@ def put_media(job_id: str, slot: str):
                 target, slot, fields["source_url"], fields.get("filename"),
                 fields.get("alt_text"), fields.get("caption"), fields.get("title"),
             )  # fmt: skip
-            return answer(media_body(outcome), outcome)
+            return action_answer(media.ACTION, outcome)
         try:
             content = base64.b64decode(fields["content_base64"], validate=True)
         except (binascii.Error, ValueError):
@@ -168,7 +166,7 @@ def put_media(job_id: str, slot: str):
         fields.get("caption"),
         fields.get("title"),
     )
-    return answer(media_body(outcome), outcome)
+    return action_answer(media.ACTION, outcome)
 
 
 @bp.put("/jobs/<job_id>/draft")
@@ -178,7 +176,7 @@ def put_draft(job_id: str):
     job = _job(job_id, with_site=True)
     body = json_body("draft")
     outcome = drafts.put_draft(side_effect_target(job), body)
-    return answer(draft_body(outcome), outcome)
+    return action_answer(drafts.ACTION, outcome)
 
 
 @bp.get("/jobs/<job_id>/verification")

@@ -34,7 +34,7 @@ from flask_wtf.csrf import CSRFProtect
 from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.api import session_store
-from gateway.api.answers import publish_body
+from gateway.api.common import action_body
 from gateway.api.common import job_of_path as _job
 from gateway.api.common import side_effect_target
 from gateway.api.http import config
@@ -320,7 +320,7 @@ def revoke(job_id: str, approval_id: int):
 def publish(job_id: str):
     """Publish under a valid approval (the same ledger operation as the JSON API)."""
     outcome = publishing.publish(side_effect_target(_job(job_id)), g.principal.name)
-    view = publish_body(outcome)
+    view = action_body(publishing.ACTION, outcome)
     again = " (already published: nothing sent)" if view["replayed"] else ""
     flash(
         f"Job {job_id}: post {view['post_id']} is now "

@@ -1,2 +1,3 @@
 """The gateway's foundation: configuration, problem types (RFC 9457), digests, request
-validation and structured logs. Imports nothing of the gateway but itself."""
+validation, structured logs and the one registry type (:mod:`gateway.core.registry`). Imports
+nothing of the gateway but itself."""

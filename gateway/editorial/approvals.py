@@ -50,6 +50,22 @@ class Request:
     unchecked_fields: list[str] = dataclasses.field(default_factory=list)
 
 
+def request_view(job: Job, requested: Request) -> dict:
+    """An approval request as JSON, the answer to requesting one (the HTTP call and the
+    agents' ``request_approval`` tool; docs/api.md, "Response shapes"):
+    ``{"job_id", "task_version", "post_id", "content_sha256", "phase", "unchecked_fields",
+    "verification"}``."""
+    return {
+        "job_id": job.job_id,
+        "task_version": job.task_version,
+        "post_id": requested.post_id,
+        "content_sha256": requested.content_sha256,
+        "phase": job.phase,
+        "unchecked_fields": requested.unchecked_fields,
+        "verification": requested.verification,
+    }
+
+
 def request_approval(target: Target, requested_by: str) -> Request:
     """Put a verified job in front of editors (repeat-safe: one request per task version).
 

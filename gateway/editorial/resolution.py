@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.core.registry import Registry
+from gateway.core.registry import UnknownName
 from gateway.editorial import reviews
 from gateway.jobs import records as jobs
 from gateway.ledger.models import Operation
@@ -36,13 +38,31 @@ class Decider:
     decide: Callable[..., dict]
 
 
-_deciders: dict[str, Decider] = {}
+class UnknownDecider(UnknownName):
+    """No decider is registered for this kind of review item."""
 
 
-def register_decider(kind: str, decider: Decider) -> None:
+_deciders: Registry[Decider] = Registry("review decider", UnknownDecider)
+
+
+def register_decider(kind: str, decider: Decider) -> Decider:
     """Decide review items of ``kind`` with ``decider`` (called once, at import, by the
-    package that opens such items)."""
-    _deciders[kind] = decider
+    package that opens such items) and return it.
+
+    Raises:
+        NameTaken: a decider for ``kind`` is registered already (the first one stays).
+    """
+    return _deciders.add(kind, decider)
+
+
+def decider_for(kind: str) -> Decider:
+    """The decider registered for review items of ``kind``.
+
+    Raises:
+        UnknownDecider: none is (``same_as``/``distinct`` items about a WordPress object are
+            decided here, without one).
+    """
+    return _deciders.get(kind)
 
 
 def resolve_review(
@@ -73,7 +93,7 @@ def resolve_review(
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
     review = reviews.get_open(tenant, review_id)
-    decider = _deciders.get(review.kind)
+    decider = decider_for(review.kind) if review.kind in _deciders else None
     allowed = decider.decisions if decider is not None else OPERATION_DECISIONS
     if decision not in allowed:
         raise exc.ValidationFailed(

@@ -1,18 +1,19 @@
 """Per-job budgets: counters with a ceiling that stop a job which keeps going after it should
 have stopped (an n8n error branch wired back into itself once made 20,000 calls in two hours).
 
-A budget is a named counter per job (a :class:`Budget` row). Every kind is declared once in
-:data:`KINDS` with the configuration default that applies until an editor raises it for one
-job. Spending is one conditional UPDATE whose row count decides (``used + n <= ceiling``), so
-racing workers can never overspend. Past the ceiling the caller gets 429
-``budget-exhausted`` naming the budget, and the job is listed on the review page as needing a
-person; only an editor or admin raises it (:func:`raise_ceiling`).
+A budget is a named counter per job (a :class:`Budget` row). Every kind is a constant here,
+declared once in :data:`KINDS` with the configuration default that applies until an editor
+raises it for one job. Spending is one conditional UPDATE whose row count decides
+(``used + n <= ceiling``), so racing workers can never overspend. Past the ceiling the caller
+gets 429 ``budget-exhausted`` naming the budget, and the job is listed on the review page as
+needing a person; only an editor or admin raises it (:func:`raise_ceiling`).
 
 Kinds today: ``write_attempts`` (WordPress writes; replays and refusals answered from the
 ledger do not spend). Adding one (resume attempts, tool calls, tokens of an agent session):
-``register(Kind(name, description, default=lambda config: ...))`` and call :func:`spend` where
-the thing happens, or :func:`check` before work that must not start past the ceiling. A
-deadline is a budget of seconds: spend the seconds a step took.
+a name constant and its ``Kind(name, description, default=lambda config: ...)`` in
+:data:`KINDS` (a fixed set, no registry: nothing outside this module declares one), and call
+:func:`spend` where the thing happens, or :func:`check` before work that must not start past
+the ceiling. A deadline is a budget of seconds: spend the seconds a step took.
 """
 
 from __future__ import annotations
@@ -40,22 +41,14 @@ class Kind:
     default: Callable[[Config], int]
 
 
-KINDS: dict[str, Kind] = {}
-
-
-def register(kind: Kind) -> Kind:
-    """Declare a budget kind (idempotent per name)."""
-    KINDS[kind.name] = kind
-    return kind
-
-
-register(
-    Kind(
+# Every budget kind, by name.
+KINDS: dict[str, Kind] = {
+    WRITE_ATTEMPTS: Kind(
         WRITE_ATTEMPTS,
         "WordPress write attempts of the job (replays and ledger refusals do not count)",
         lambda config: config.job_write_budget,
-    )
-)
+    ),
+}
 
 
 def _kind(name: str) -> Kind:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
 
 from peewee import IntegrityError
 
@@ -31,9 +30,6 @@ from gateway.ledger import hot_sql
 from gateway.ledger import models as ledger
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
-
-if TYPE_CHECKING:  # the caller builds it (operations sit above jobs)
-    from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
@@ -116,11 +112,12 @@ def _artifacts_key(artifacts: list[dict]) -> str:
     return canonical_json(sorted(canonical_json(a) for a in artifacts))
 
 
-def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
+def post_checkpoint(target: guards.Writer, body: dict) -> tuple[Checkpoint, bool]:
     """Record a client phase of the job's current task version (no WordPress call).
 
     Args:
-        target: the job's target (cancellation and fencing are checked first).
+        target: the job's target (a :class:`gateway.operations.target.Target`, built by the
+            caller; cancellation and fencing are checked first).
         body: validated ``{"phase", "artifacts": [{role, uri, sha256}], "data"?}``.
 
     Returns ``(checkpoint, created)``.

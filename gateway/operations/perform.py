@@ -19,9 +19,6 @@ import datetime as dt
 import logging
 import os
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass
-from dataclasses import field
 
 from peewee import IntegrityError
 
@@ -45,6 +42,8 @@ from gateway.operations import ownership
 from gateway.operations import refusals
 from gateway.operations import registry
 from gateway.operations import review_items
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
 from gateway.operations.target import Target
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
@@ -57,49 +56,6 @@ log = logging.getLogger(__name__)
 
 CRASH_POINTS = ("after_prepared", "after_sent", "after_wordpress_response", "after_ledger_update")
 MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
-
-
-@dataclass
-class Effect:
-    """What one operation does in WordPress.
-
-    Attributes:
-        action: ``media``, ``draft``, ``block``, ``repair``, ``publish``...
-        send: performs the write and returns WordPress's object (``context=edit``).
-        find: looks the operation up in WordPress; returns the objects that carry it (a list:
-            0 = absent, 1 = done, 2+ = needs an editor).
-        read_back: ``(object_id, sent_object or None) -> receipt``: reads the object back
-            (``context=edit``) and returns the receipt to store; ``sent_object`` is what
-            WordPress returned to the write, the baseline later verification compares with.
-        creates: True when the write creates an object carrying the operation key (so the
-            companion plugin's guard protects a resend); updates are idempotent by nature.
-        title: the post title a suspected-duplicate search uses when no identifier exists.
-        intent: stored with the PREPARED row: what a later reconciliation needs to read the
-            object back without the original request (no secrets).
-    """
-
-    action: str
-    send: Callable[[], dict]
-    find: Callable[[], list[dict]]
-    read_back: Callable[[int, dict | None], dict]
-    creates: bool = True
-    title: str | None = None
-    intent: dict = field(default_factory=dict)
-
-
-def lookup_only() -> dict:
-    """The ``send`` of an effect rebuilt for a lookup: reconciliation never writes."""
-    raise RuntimeError("an effect rebuilt from a ledger row for a lookup is never sent")
-
-
-@dataclass
-class Outcome:
-    """The result of :func:`perform`: the ledger row and how it was reached."""
-
-    row: Operation
-    replayed: bool = False  # the stored receipt, no WordPress write
-    created: bool = False  # this request made the write (HTTP 201)
-    reconciled: bool = False  # found in WordPress by lookup
 
 
 def crash_point(config: Config, name: str) -> None:

@@ -18,20 +18,20 @@ How to use it (e.g. from the agent worker)::
     effect = action.rebuild(target, row)     # the effect of a ledger row, without the request
     action.recovery                          # LOOKUP, RESEND or PERSON
 
-* ``send(target, request)`` takes a :class:`gateway.operations.perform.Target` (whose job, task
-  version
-  and fencing token decide the operation key ``{tenant}/{job_id}/v{n}/{action}[/{slot}]``, see
-  :func:`gateway.operations.perform.operation_key`) and the request as the HTTP API takes it (the
-  JSON body plus the path's ``slot``/``name``); it returns the
-  :class:`gateway.operations.perform.Outcome`
-  (``replayed``, ``created``, ``reconciled``), or None when there was nothing to do. Cancellation
-  and fencing are checked inside. The same request under the same key is a replay. Requests:
-  ``media`` ``{"slot", "content_base64" | "source_url", "filename"?, "alt_text"?, "caption"?,
-  "title"?}``, ``draft`` the draft body (``schemas/draft.json``), ``block`` ``{"name",
-  "html", "position"?}``, ``repair`` ``{}``, ``publish`` ``{"by": who publishes}``,
+* ``send(target, request)`` takes a :class:`gateway.operations.target.Target` (whose job,
+  task version and fencing token decide the operation key
+  ``{tenant}/{job_id}/v{n}/{action}[/{slot}]``, see
+  :func:`gateway.operations.perform.operation_key`) and the request as the HTTP API takes it
+  (the JSON body plus the path's ``slot``/``name``); it returns the
+  :class:`gateway.operations.effects.Outcome` (``replayed``, ``created``, ``reconciled``), or
+  None when there was nothing to do. Cancellation and fencing are checked inside. The same
+  request under the same key is a replay. Requests: ``media`` ``{"slot", "content_base64" |
+  "source_url", "filename"?, "alt_text"?, "caption"?, "title"?}``, ``draft`` the draft body
+  (``schemas/draft.json``), ``block`` ``{"name", "html", "position"?}``, ``repair`` ``{}``,
+  ``publish`` ``{"by": who publishes}``,
   ``notify`` ``{"event", "reason"?}``.
 * ``rebuild(target, row, found=None, prefetched=None)`` returns an
-  :class:`gateway.operations.perform.Effect` built from the row's stored ``intent`` alone (after a
+  :class:`gateway.operations.effects.Effect` built from the row's stored ``intent`` alone (after a
   restart), whose ``find`` looks the operation up in WordPress and whose ``read_back`` builds the
   receipt. ``found`` and ``prefetched`` are results of batched queries (the sweep).
 * ``recovery``: :data:`LOOKUP` (the object is found in WordPress and read back), :data:`RESEND`
@@ -43,19 +43,22 @@ How to use it (e.g. from the agent worker)::
   agent-session inputs resent by the agent worker; ``recover`` only reports it, the sweep
   leaves it alone).
 * ``tool``: the :class:`AgentTool` through which an agent performs the action, if any.
+* ``answer``: the :class:`Answer`, the body its call answers with (the HTTP view and the agent
+  tool present the same one: ``action.answer.body(outcome)``); every action with a ``tool``
+  has one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # gateway.operations.perform asks the registry (via gateway.operations.ownership)
-    from gateway.ledger.models import Operation
-    from gateway.operations.perform import Effect
-    from gateway.operations.perform import Outcome
-    from gateway.operations.target import Target
+from gateway.core.registry import Registry
+from gateway.core.registry import UnknownName
+from gateway.ledger.models import Operation
+from gateway.operations.effects import Effect
+from gateway.operations.effects import Outcome
+from gateway.operations.target import Target
 
 LOOKUP = "lookup"
 RESEND = "idempotent_resend"
@@ -66,7 +69,7 @@ SITE = "site"
 WORKER = "worker"
 
 
-class UnknownAction(LookupError):
+class UnknownAction(UnknownName):
     """No action of this name is registered."""
 
 
@@ -88,6 +91,36 @@ class AgentTool:
     description: str
     schema: str
     path: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The body an action's call answers with, from its :class:`Outcome` (docs/api.md,
+    "Response shapes"): the HTTP view and the agent tool both build it here.
+
+    Attributes:
+        id_name: the member that carries the row's ``remote_id`` (``media_id``, ``post_id``).
+        receipt: the receipt fields shown, in order (None when the receipt lacks one).
+    """
+
+    id_name: str
+    receipt: tuple[str, ...] = ()
+
+    def body(self, outcome: Outcome) -> dict:
+        """``{"operation_key", "state", id_name, *receipt, "replayed", "reconciled"}`` plus
+        ``"pruned": true`` when retention dropped the receipt's bulky parts
+        (:mod:`gateway.operator.retention`)."""
+        row = outcome.row
+        stored = row.receipt or {}
+        return {
+            "operation_key": row.operation_key,
+            "state": row.state,
+            self.id_name: row.remote_id,
+            **{name: stored.get(name) for name in self.receipt},
+            "replayed": outcome.replayed,
+            "reconciled": outcome.reconciled,
+            **({"pruned": True} if row.pruned_at is not None else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -126,6 +159,9 @@ class Action:
             and owned by none (:mod:`gateway.operations.ownership`).
         tool: the :class:`AgentTool` by which an agent performs it, or None when agents may
             not (no tool approves or publishes).
+        answer: the :class:`Answer` its call answers with, or None when its call answers
+            otherwise (repair, notifications) or it has no call of its own; required with a
+            ``tool``.
     """
 
     name: str
@@ -144,27 +180,32 @@ class Action:
     sweep_pass: Callable[..., dict] | None = None
     binds: str | None = "post"
     tool: AgentTool | None = None
+    answer: Answer | None = None
 
     def __post_init__(self):
         if self.recovery not in RECOVERY_KINDS:
             raise ValueError(f"action {self.name}: unknown recovery kind {self.recovery!r}")
         if self.scope not in (JOB, SITE, WORKER):
             raise ValueError(f"action {self.name}: unknown scope {self.scope!r}")
+        if self.tool is not None and self.answer is None:
+            raise ValueError(f"action {self.name}: a tool needs the answer it gives")
 
 
-_registry: dict[str, Action] = {}
+_registry: Registry[Action] = Registry("action", UnknownAction)
 
 
 def register(action: Action) -> Action:
-    """Add ``action`` (an action module calls this once, at import). Registering the same
-    name again replaces the entry (a reloaded module)."""
-    _registry[action.name] = action
-    return action
+    """Add ``action`` (an action module calls this once, at import) and return it.
+
+    Raises:
+        NameTaken: an action of that name is registered already (the first one stays).
+    """
+    return _registry.add(action.name, action)
 
 
 def unregister(name: str) -> None:
     """Remove an entry (tests that register an action of their own)."""
-    _registry.pop(name, None)
+    _registry.remove(name)
 
 
 def get(name: str) -> Action:
@@ -173,15 +214,12 @@ def get(name: str) -> Action:
     Raises:
         UnknownAction: nothing of that name is registered.
     """
-    try:
-        return _registry[name]
-    except KeyError:
-        raise UnknownAction(f"no action {name!r} is registered") from None
+    return _registry.get(name)
 
 
 def all_actions() -> list[Action]:
     """Every registered action, in registration order."""
-    return list(_registry.values())
+    return list(_registry)
 
 
 def for_row(row: Operation) -> Action:

@@ -7,7 +7,8 @@ Preflight of a WordPress site (``gateway doctor``): one registry of named checks
 plain explanation of what it looks at and the fix when it fails, run over the site's transport
 (REST or XML-RPC).
 
-A check is a function ``run(probe) -> (ok, detail)`` registered with :func:`register`:
+A check is a function ``run(probe) -> (ok, detail)`` registered with :func:`register` (a
+taken name is refused: :class:`gateway.core.registry.NameTaken`):
 ``ok`` is True (fine), False (the gateway will fail or misbehave on this site) or None (a
 warning: a weaker guarantee, or the check could not run). ``transports`` names the transports
 it applies to (a REST-only check such as ``authorization_header`` is left out of an XML-RPC
@@ -37,6 +38,8 @@ from dataclasses import field
 from functools import cached_property
 
 from gateway.core.config import Config
+from gateway.core.registry import Registry
+from gateway.core.registry import UnknownName
 from gateway.tenancy import sites
 from gateway.wordpress import TRANSPORTS
 from gateway.wordpress import Transport
@@ -64,13 +67,29 @@ class Check:
     transports: tuple[str, ...] = TRANSPORTS
 
 
-CHECKS: dict[str, Check] = {}
+class UnknownCheck(UnknownName):
+    """No doctor check of this name is registered."""
+
+
+CHECKS: Registry[Check] = Registry("doctor check", UnknownCheck)
 
 
 def register(check: Check) -> Check:
-    """Add ``check`` to the registry (a later registration under the same name replaces it)."""
-    CHECKS[check.name] = check
-    return check
+    """Add ``check`` to the registry and return it.
+
+    Raises:
+        NameTaken: a check of that name is registered already (the first one stays).
+    """
+    return CHECKS.add(check.name, check)
+
+
+def get(name: str) -> Check:
+    """The registered check ``name``.
+
+    Raises:
+        UnknownCheck: nothing of that name is registered.
+    """
+    return CHECKS.get(name)
 
 
 def check(
@@ -80,7 +99,8 @@ def check(
     needs: tuple[str, ...] = (),
     transports: tuple[str, ...] = TRANSPORTS,
 ):
-    """Decorator form of :func:`register` for a ``run(probe)`` function."""
+    """Decorator form of :func:`register` for a ``run(probe)`` function (raises
+    :class:`~gateway.core.registry.NameTaken` for a taken name)."""
 
     def decorate(run):
         register(Check(name, explains, fix, run, needs, transports))
@@ -91,7 +111,7 @@ def check(
 
 def checks_for(transport: str) -> list[Check]:
     """The registered checks that apply to a site on ``transport``, in registration order."""
-    return [c for c in CHECKS.values() if transport in c.transports]
+    return [c for c in CHECKS if transport in c.transports]
 
 
 def firewall_detail(error: UpstreamRefused, endpoint: str = "/wp-json/") -> str:

@@ -25,7 +25,7 @@ from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import review_items
-from gateway.operations.perform import Effect
+from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
 from gateway.tenancy import site_slots
