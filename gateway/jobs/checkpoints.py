@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # the caller builds it (operations sit above jobs)
     from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
-CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
 REJECTED_ADVANCES = "rejected_checkpoint_advances"
 MAX_DATA_BYTES = 1024 * 1024  # 1 MiB of canonical JSON per checkpoint
 
