@@ -11,7 +11,7 @@ person; only an editor or admin raises it (:func:`raise_ceiling`).
 Kinds today: ``write_attempts`` (WordPress writes; replays and refusals answered from the
 ledger do not spend). Adding one (resume attempts, tool calls, tokens of an agent session):
 ``register(Kind(name, description, default=lambda config: ...))`` and call :func:`spend` where
-the thing happens, or :func:`check` before work that must not start past the ceiling. A
+the thing happens (it refuses, spending nothing, when the ceiling would be passed). A
 deadline is a budget of seconds: spend the seconds a step took.
 """
 
