@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         headers = {"Authorization": f"Bearer {token}"}
         rid = common.run_id()
 
-        def one(i: int, profiled: bool):
+        def one(i: int):
             job_id = f"{rid}-p{i}"
             client.put(
                 f"/v1/jobs/{job_id}", json={"site": "wordpress", "task_version": 1}, headers=headers
@@ -83,12 +83,12 @@ def main(argv=None) -> int:
             assert r.status_code == 200
 
         for i in range(2):  # warm-up: imports, schema compilation, companion detection
-            one(-1 - i, False)
+            one(-1 - i)
         profiler = Profiler(interval=0.0005)
         t0 = time.perf_counter()
         profiler.start()
         for i in range(args.drafts):
-            one(i, True)
+            one(i)
         profiler.stop()
         elapsed = time.perf_counter() - t0
         say(profiler.output_text(unicode=True, color=False, show_all=False))

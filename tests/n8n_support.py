@@ -90,10 +90,6 @@ def install(timeout: float = 900) -> tuple[Path, float]:
     return Path(done.stdout.strip().splitlines()[-1]), time.monotonic() - started
 
 
-def load_workflow(name: str) -> dict:
-    return json.loads((WORKFLOWS / f"{name}.json").read_text("utf-8"))
-
-
 def workflow_files() -> list[Path]:
     return sorted(WORKFLOWS.glob("*.json"))
 
@@ -178,12 +174,6 @@ class Execution:
             f"exit {self.returncode} after {self.seconds:.1f} s\n"
             f"{self.stdout[-6000:]}\n{self.stderr[-4000:]}"
         )
-
-    def node_error(self) -> str | None:
-        if not self.result:
-            return None
-        error = self.result.get("data", {}).get("resultData", {}).get("error")
-        return json.dumps(error)[:2000] if error else None
 
 
 @dataclass

@@ -20,8 +20,6 @@ from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
-FIELDS = ("alt_text", "caption", "title")
-
 
 def _stored(attachment: dict) -> dict:
     """The attachment's metadata as stored; ``alt_text`` is None when the transport cannot

@@ -181,7 +181,7 @@ def publish(target: Target, by: str) -> Outcome:
 
     Raises:
         OperationInProgress (409): the unschedule ending this round is still in flight.
-        plus everything :func:`operations.check_writable`, :func:`valid_approval` and
+        plus everything :func:`gateway.jobs.guards.check_writable`, :func:`valid_approval` and
         :func:`operations.perform` raise.
     """
     guards.check_writable(target)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Checked by gateway.operations.perform.check_writable (first thing in every action's domain
+# Checked by gateway.jobs.guards.check_writable (first thing in every action's domain
 # function) before any ledger claim or WordPress call; the header is parsed by the view.
 FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
 # What gateway.operations.perform.perform answers besides the stored receipt.

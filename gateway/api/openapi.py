@@ -230,7 +230,7 @@ def _parameters(rule, contract: Contract, keyed: bool = False) -> list:
         found.append({"$ref": "#/components/parameters/Idempotency-Key"})
     converters = {name: converter for converter, name in VARIABLE.findall(rule.rule)}
     for name in sorted(rule.arguments):
-        if converters.get(name) == "int":  # gateway.api.LedgerIdConverter
+        if converters.get(name) == "int":  # gateway.api.routes.LedgerIdConverter
             schema = {"type": "integer", "minimum": 1, "maximum": validation.MAX_DB_INT}
         elif name in PATH_PATTERNS:
             schema = {"type": "string", "pattern": PATH_PATTERNS[name].pattern}

@@ -395,17 +395,6 @@ def parse_int(value: str | None, pointer: str, *, default: int | None = None) ->
     return int(text)
 
 
-def check_db_id(value: int, pointer: str, what: str) -> int:
-    """A path id (``<int:...>``) the ledger can hold; a larger one names nothing.
-
-    Raises:
-        NotFound: ``value`` is beyond :data:`MAX_DB_INT`.
-    """
-    if value > MAX_DB_INT:
-        raise exc.NotFound(f"no {what} {value}")
-    return value
-
-
 PASSED_BODIES = 1024  # per worker process: schema name + 32-byte digest each
 _passed: dict[tuple[str, bytes], None] = {}
 _passed_lock = threading.Lock()

@@ -12,8 +12,8 @@ Kinds today: ``write_attempts`` (WordPress writes; replays and refusals answered
 ledger do not spend). Adding one (resume attempts, tool calls, tokens of an agent session):
 a name constant and its ``Kind(name, description, default=lambda config: ...)`` in
 :data:`KINDS` (a fixed set, no registry: nothing outside this module declares one), and call
-:func:`spend` where the thing happens, or :func:`check` before work that must not start past
-the ceiling. A deadline is a budget of seconds: spend the seconds a step took.
+:func:`spend` where the thing happens (it refuses, spending nothing, when the ceiling would
+be passed). A deadline is a budget of seconds: spend the seconds a step took.
 """
 
 from __future__ import annotations

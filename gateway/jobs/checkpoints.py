@@ -32,7 +32,6 @@ from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 
 log = logging.getLogger(__name__)
-CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
 REJECTED_ADVANCES = "rejected_checkpoint_advances"
 MAX_DATA_BYTES = 1024 * 1024  # 1 MiB of canonical JSON per checkpoint
 

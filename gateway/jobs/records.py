@@ -47,10 +47,11 @@ STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
     """The job, or :class:`JobNotFound`. ``with_site``: the job's site row and lease row are
     read in the same statement (a join) as ``job.site_row`` (None when the site was removed)
-    and ``job.lease_row`` (None: no lease), for a side-effect call's :func:`target_for` and
-    its fencing check in the same request (:func:`gateway.jobs.leases.check_fencing` uses the
-    joined lease row once, then reads the lease again); that join is plain SQL
-    (:func:`gateway.ledger.hot_sql.job_with_site`), the job alone a peewee query."""
+    and ``job.lease_row`` (None: no lease), for a side-effect call's
+    :func:`gateway.operations.target.target_for` and its fencing check in the same request
+    (:func:`gateway.jobs.leases.check_fencing` uses the joined lease row once, then reads the
+    lease again); that join is plain SQL (:func:`gateway.ledger.hot_sql.job_with_site`), the
+    job alone a peewee query."""
     if with_site:
         job = hot_sql.job_with_site(tenant, job_id)
     else:

@@ -370,7 +370,7 @@ class Budget(BaseModel):
 
 class RateWindow(BaseModel):
     """Requests of one API token (its hash) in one fixed time window
-    (:mod:`gateway.tenancy.limits`)."""
+    (:mod:`gateway.tenancy.rate_limits`)."""
 
     key = TextField()
     window = IntegerField()

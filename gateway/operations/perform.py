@@ -134,7 +134,8 @@ def _reused(row: Operation) -> exc.GatewayError:
 
 
 def replay(key: str, request_hash: str | None) -> Outcome | None:
-    """The replay check, the first thing every action does after :func:`check_writable`.
+    """The replay check, the first thing every action does after
+    :func:`gateway.jobs.guards.check_writable`.
 
     Returns the stored receipt (``Outcome(replayed=True)``, no WordPress call) when ``key`` is
     CONFIRMED for the same request digest (``request_hash`` None: any request, for an action

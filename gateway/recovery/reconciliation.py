@@ -25,7 +25,6 @@ from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import review_items
-from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
 from gateway.tenancy import site_slots
@@ -42,22 +41,6 @@ IN_FLIGHT = "in_flight"
 REVIEW = "needs_review"
 UNREACHABLE = "unreachable"
 REFUSED = "refused"  # the object found is not provably the operation's (ownership)
-
-
-def effect_for_row(
-    target: Target,
-    row: Operation,
-    found: list[dict] | None = None,
-    prefetched: dict[int, dict] | None = None,
-) -> Effect:
-    """The effect of ``row`` rebuilt by its registered action from the stored intent alone
-    (the original request is not needed). ``found`` short-cuts a lookup by key and
-    ``prefetched`` the read-back with the results of batched queries.
-
-    Raises:
-        UnknownAction: the row's action is not registered.
-    """
-    return actions.for_row(row).rebuild(target, row, found=found, prefetched=prefetched)
 
 
 def reconcile_row(

@@ -122,9 +122,3 @@ def release_sites() -> None:
     _held_sites.set(None)
     for key in held or ():
         _give(_site_calls, key)
-
-
-def in_flight() -> dict[str, int]:
-    """This worker's requests in flight per tenant (a copy; for tests and diagnostics)."""
-    with _lock:
-        return dict(_requests)
