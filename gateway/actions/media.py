@@ -21,11 +21,11 @@ from PIL import UnidentifiedImageError
 from gateway.actions import drafts
 from gateway.actions import media_sources
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import DEFAULT_MEDIA_MAX_PIXELS
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
@@ -549,7 +549,7 @@ actions.register(
         rebuild=rebuild,
         step="upload_media",
         object_type="attachment",
-        phases=frozenset({jobs.DRAFTING}),
+        phases=frozenset({states.DRAFTING}),
         tool=actions.AgentTool(
             "upload_media",
             "Upload one image of the job into a named slot, once (base64 bytes). Returns the "

@@ -27,6 +27,7 @@ from gateway.agents import permissions
 from gateway.agents import tools
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import db
@@ -262,7 +263,7 @@ def rebuild(config: Config, job: Job, oai: openai.OpenAI | None = None) -> dict 
         "last_turn": last or None,
         "pending_actions": [a.type for a in session.required_actions],
         "stopped_reason": row.stopped_reason,
-        "business_success": job.phase in jobs.COMPLETED_PHASES,
+        "business_success": job.phase in states.COMPLETED_PHASES,
         "note": "an idle session or a finished turn is not business success; "
         "only read-back verification is",
     }

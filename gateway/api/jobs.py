@@ -23,6 +23,7 @@ from gateway.api.http import config
 from gateway.api.http import json_body
 from gateway.api.http import roles
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import budgets
@@ -42,7 +43,7 @@ MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
 def list_jobs():
     """Cursor-paged jobs: ``?status=a,b&phase=&unfinished=true&limit=&after=``."""
     statuses = [s for s in request.args.get("status", "").split(",") if s]
-    unknown = [s for s in statuses if s not in jobs.STATUSES]
+    unknown = [s for s in statuses if s not in states.STATUSES]
     if unknown:
         raise exc.ValidationFailed(
             "invalid query",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from peewee import IntegrityError
 
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # the caller builds it (operations sit above jobs)
     from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
-CLIENT_PHASES = tuple(p for p in jobs.PHASES if p not in jobs.GATEWAY_PHASES)
+CLIENT_PHASES = tuple(p for p in states.PHASES if p not in states.GATEWAY_PHASES)
 REJECTED_ADVANCES = "rejected_checkpoint_advances"
 MAX_DATA_BYTES = 1024 * 1024  # 1 MiB of canonical JSON per checkpoint
 
@@ -133,7 +134,7 @@ def post_checkpoint(target: Target, body: dict) -> tuple[Checkpoint, bool]:
     guards.check_writable(target)
     job = target.job
     phase = body["phase"]
-    if phase in jobs.GATEWAY_PHASES:
+    if phase in states.GATEWAY_PHASES:
         ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
         log.warning("job_id=%s: client tried to set gateway phase %s", job.job_id, phase)
         raise exc.PhaseOwnedByGateway(
@@ -223,5 +224,5 @@ def checkpoints_of(job: Job) -> list[dict]:
         Checkpoint.job_id == job.job_id,
         Checkpoint.task_version == job.task_version,
     )
-    ordered = sorted(rows, key=lambda c: jobs.PHASES.index(c.phase))
+    ordered = sorted(rows, key=lambda c: states.PHASES.index(c.phase))
     return [{"phase": c.phase, "artifacts": c.artifacts} for c in ordered]

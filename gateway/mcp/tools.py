@@ -32,6 +32,7 @@ from mcp.types import TextContent
 from mcp.types import ToolAnnotations
 
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core import validation
 from gateway.mcp.client import Answer
 from gateway.mcp.client import GatewayAPI
@@ -42,7 +43,6 @@ REQUEST_KEY_ARGUMENT = "idempotency_key"
 # proposed field (SEP-3182, "Request Idempotency": ``idempotencyKey`` on tools/call).
 REQUEST_KEY_META = "idempotencyKey"
 MAX_PATH_BYTES = 15 * 1024 * 1024  # base64 of it stays under GATEWAY_MAX_CONTENT_LENGTH
-LEDGER_STATES = ("PREPARED", "SENT", "CONFIRMED", "FAILED", "UNKNOWN")
 
 OUTPUT_SCHEMA = {
     "type": "object",
@@ -57,9 +57,10 @@ OUTPUT_SCHEMA = {
         },
         "state": {
             "type": "string",
-            "description": "the operation's ledger state (PREPARED, SENT, CONFIRMED, FAILED, "
-            "UNKNOWN); for other calls the job's status (start_job, get_job, recover), "
-            "verified or not_verified (verify), the job's phase (request_approval)",
+            "description": f"the operation's ledger state ({', '.join(states.STATES)}); for "
+            f"other calls the job's status (start_job, get_job, recover: "
+            f"{', '.join(states.STATUSES)}), verified or not_verified (verify), the job's "
+            "phase (request_approval)",
         },
         "replayed": {
             "type": "boolean",
