@@ -32,6 +32,7 @@ from mcp.types import TextContent
 from mcp.types import ToolAnnotations
 
 from gateway.core import exceptions as exc
+from gateway.core import media_request
 from gateway.core import states
 from gateway.core import validation
 from gateway.mcp.client import Answer
@@ -416,16 +417,29 @@ class Runner:
         if spec.schema is None:
             return None
         if spec.name == "upload_media":
-            given = [name for name in ("content_base64", "source_url", "path") if name in args]
-            if len(given) != 1:
-                raise _local_problem(
-                    "send exactly one of content_base64, source_url and path", "/content_base64"
-                )
-            if "path" in args:
-                content, name = read_local_image(args.pop("path"), self.roots)
-                args["content_base64"] = base64.b64encode(content).decode("ascii")
-                args.setdefault("filename", name)
+            try:
+                _check_media(args, self.roots)
+                if "path" in args:
+                    content, name = read_local_image(args.pop("path"), self.roots)
+                    media_request.not_empty(content, "/path")
+                    args["content_base64"] = base64.b64encode(content).decode("ascii")
+                    args.setdefault("filename", name)
+            except exc.GatewayError as error:  # refused as the gateway would: nothing sent
+                raise Problem(error.problem()) from None
         return args
+
+
+def _check_media(args: dict, roots: tuple[Path, ...]) -> None:
+    """``upload_media``'s arguments through the gateway's media request parser
+    (:mod:`gateway.core.media_request`): exactly one source (a local ``path`` is one when
+    ``roots`` allow them), base64 that decodes to bytes.
+
+    Raises:
+        ValidationFailed (422): the parser's problem, as the gateway would answer it.
+    """
+    sources = (*media_request.SOURCES, "path") if roots else media_request.SOURCES
+    if media_request.one_source(args, sources) != "path":
+        media_request.parse(args)
 
 
 def result(spec: Spec, job_id: str, answer: Answer) -> dict:
