@@ -26,6 +26,7 @@ from gateway.agents import openai_key
 from gateway.agents import permissions
 from gateway.agents import tools
 from gateway.agents.openai_sdk import openai
+from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core.config import Config
@@ -155,7 +156,7 @@ def openai_error(error: openai.APIError, what: str) -> exc.GatewayError:
     (this session), anything else :class:`AgentUnavailable` (try again later). The message
     names the SDK's error class and status only: never a header, never the key."""
     status = getattr(error, "status_code", None)
-    if status in openai_key.REFUSED_STATUSES:
+    if answers.verdict(answers.OPENAI, status) == answers.KEY_REFUSED:
         detail = getattr(error, "message", "") or type(error).__name__
         return exc.AgentKeyRefused(f"{what}: {detail}"[:500], openai_status=status)
     if status == 404:
