@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.core import config
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -32,13 +34,9 @@ def env_example() -> dict[str, str]:
 
 
 def gateway_reads() -> set[str]:
-    """The ``GATEWAY_*`` names ``gateway/core/config.py`` reads from the environment."""
-    source = (ROOT / "gateway" / "core" / "config.py").read_text()
-    return set(re.findall(r"""env(?:\.get\(|\[)\s*["'](GATEWAY_[A-Z_]+)["']""", source)) | set(
-        re.findall(
-            r"""_(?:number|count|rate|public_url)\(\s*env,\s*["'](GATEWAY_[A-Z_]+)["']""", source
-        )
-    )
+    """The ``GATEWAY_*`` names ``gateway/core/config.py`` reads from the environment (its
+    table of settings, :data:`gateway.core.config.SETTINGS`)."""
+    return {setting.env for setting in config.SETTINGS if setting.env}
 
 
 def compose(tmp_path, *args: str) -> str:

@@ -17,6 +17,7 @@ from support import png_bytes
 from gateway.actions import media
 from gateway.actions import repair
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.jobs import checkpoints
 from gateway.jobs import records as jobs
 from gateway.ledger.models import Job
@@ -321,7 +322,7 @@ def test_next_allowed_actions_for_every_job_state(job, report, expected):
 
 def test_the_table_covers_every_phase_and_every_status():
     phases = {jobs.stage(job) for job, _, _ in NEXT_ACTIONS}
-    assert phases == {jobs.DRAFTING, *jobs.GATEWAY_PHASES}
+    assert phases == {states.DRAFTING, *states.GATEWAY_PHASES}
     kinds = {"cancelled", "needs_review", "unknown", "failed"}
     seen = set()
     for job, report, _ in NEXT_ACTIONS:

@@ -20,6 +20,7 @@ from gateway.actions import attachments
 from gateway.actions import media_metadata
 from gateway.actions import terms
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.digests import request_digest
 from gateway.jobs import checkpoints
 from gateway.jobs import guards
@@ -534,7 +535,7 @@ actions.register(
         rebuild=rebuild,
         step="create_draft",
         object_type="post",
-        phases=frozenset({jobs.DRAFTING}),
+        phases=frozenset({states.DRAFTING}),
         settle=settle_and_attach,
         tool=actions.AgentTool(
             "put_draft",

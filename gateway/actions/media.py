@@ -9,8 +9,6 @@ trash) since is uploaded again instead (proudcity/wp-proudcity#2184).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import re
 from collections.abc import Callable
@@ -21,11 +19,12 @@ from PIL import UnidentifiedImageError
 from gateway.actions import drafts
 from gateway.actions import media_sources
 from gateway.core import exceptions as exc
+from gateway.core import media_request
+from gateway.core import states
 from gateway.core.config import DEFAULT_MEDIA_MAX_PIXELS
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
@@ -451,44 +450,29 @@ def put_media_from_url(
 
 
 def send_request(target: Target, request: dict) -> Outcome:
-    """Registry ``send``: ``request`` is the JSON media body (``content_base64``, ``filename``,
-    ``alt_text``, ``caption``, ``title``) plus the path's ``slot``.
+    """Registry ``send`` (the agents' ``upload_media``): ``request`` is the JSON media body
+    (``content_base64`` or ``source_url``, ``filename``, ``alt_text``, ``caption``,
+    ``title``) plus the path's ``slot``, parsed as the HTTP view parses it
+    (:func:`gateway.core.media_request.parse`).
 
     Raises:
-        ValidationFailed: ``content_base64`` is not valid base64 or decodes to nothing.
-        plus everything :func:`put_media` (or, with ``source_url``, :func:`put_media_from_url`)
-        raises.
+        ValidationFailed (422): both or neither source, ``content_base64`` not valid base64 or
+            empty; nothing is claimed.
+        plus everything :func:`put_request` raises.
     """
-    if request.get("source_url"):
-        return put_media_from_url(
-            target,
-            request["slot"],
-            request["source_url"],
-            request.get("filename"),
-            request.get("alt_text"),
-            request.get("caption"),
-            request.get("title"),
-        )
-    try:
-        content = base64.b64decode(request["content_base64"], validate=True)
-    except (binascii.Error, ValueError):
-        raise exc.ValidationFailed(
-            "content_base64 is not valid base64",
-            errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
-        ) from None
-    if not content:
-        raise exc.ValidationFailed(
-            "the file is empty", errors=[{"pointer": "/content_base64", "message": "empty"}]
-        )
-    return put_media(
-        target,
-        request["slot"],
-        content,
-        request.get("filename"),
-        request.get("alt_text"),
-        request.get("caption"),
-        request.get("title"),
-    )
+    return put_request(target, request["slot"], media_request.parse(request))
+
+
+def put_request(target: Target, slot: str, parsed: media_request.MediaRequest) -> Outcome:
+    """Upload the image of ``slot`` that a parsed request names: its bytes
+    (:func:`put_media`) or its URL (:func:`put_media_from_url`).
+
+    Raises: what :func:`put_media` or :func:`put_media_from_url` raises.
+    """
+    metadata = (parsed.alt_text, parsed.caption, parsed.title)
+    if parsed.source_url is not None:
+        return put_media_from_url(target, slot, parsed.source_url, parsed.filename, *metadata)
+    return put_media(target, slot, parsed.content, parsed.filename, *metadata)
 
 
 def still_there(target: Target, media_id: int, alive: dict[int, bool]) -> bool:
@@ -550,7 +534,7 @@ actions.register(
         rebuild=rebuild,
         step="upload_media",
         object_type="attachment",
-        phases=frozenset({jobs.DRAFTING}),
+        phases=frozenset({states.DRAFTING}),
         tool=actions.AgentTool(
             "upload_media",
             "Upload one image of the job into a named slot, once (base64 bytes). Returns the "

@@ -50,9 +50,9 @@ import subprocess
 
 import requests
 
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
-from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Checkpoint
@@ -115,7 +115,7 @@ def checkpointed_artifacts(job: Job) -> list[dict]:
         Checkpoint.job_id == job.job_id,
         Checkpoint.task_version == job.task_version,
     )
-    ordered = sorted(rows, key=lambda c: jobs.PHASES.index(c.phase))
+    ordered = sorted(rows, key=lambda c: states.PHASES.index(c.phase))
     return [{"phase": c.phase, **a} for c in ordered for a in c.artifacts]
 
 

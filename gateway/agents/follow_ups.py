@@ -47,6 +47,7 @@ from gateway.agents import stops
 from gateway.agents import submissions
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
@@ -82,7 +83,7 @@ def facts(job: Job) -> dict:
         Checkpoint.job_id == job.job_id,
         Checkpoint.task_version == job.task_version,
     )
-    ordered = sorted(checkpoints, key=lambda c: jobs.PHASES.index(c.phase))
+    ordered = sorted(checkpoints, key=lambda c: states.PHASES.index(c.phase))
     return {
         "job_id": job.job_id,
         "task_version": job.task_version,

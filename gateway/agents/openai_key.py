@@ -27,7 +27,7 @@ from gateway.ledger.models import AgentWorkerState
 
 log = logging.getLogger(__name__)
 NAME = "openai"
-REFUSED_STATUSES = (401, 403)
+# Which answers refuse the key (401, 403): gateway.core.answers, verdict KEY_REFUSED.
 
 
 def fingerprint(config: Config) -> str:

@@ -26,7 +26,9 @@ from gateway.agents import openai_key
 from gateway.agents import permissions
 from gateway.agents import tools
 from gateway.agents.openai_sdk import openai
+from gateway.core import answers
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import db
@@ -154,7 +156,7 @@ def openai_error(error: openai.APIError, what: str) -> exc.GatewayError:
     (this session), anything else :class:`AgentUnavailable` (try again later). The message
     names the SDK's error class and status only: never a header, never the key."""
     status = getattr(error, "status_code", None)
-    if status in openai_key.REFUSED_STATUSES:
+    if answers.verdict(answers.OPENAI, status) == answers.KEY_REFUSED:
         detail = getattr(error, "message", "") or type(error).__name__
         return exc.AgentKeyRefused(f"{what}: {detail}"[:500], openai_status=status)
     if status == 404:
@@ -262,7 +264,7 @@ def rebuild(config: Config, job: Job, oai: openai.OpenAI | None = None) -> dict 
         "last_turn": last or None,
         "pending_actions": [a.type for a in session.required_actions],
         "stopped_reason": row.stopped_reason,
-        "business_success": job.phase in jobs.COMPLETED_PHASES,
+        "business_success": job.phase in states.COMPLETED_PHASES,
         "note": "an idle session or a finished turn is not business success; "
         "only read-back verification is",
     }

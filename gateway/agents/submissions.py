@@ -23,6 +23,7 @@ from peewee import IntegrityError
 
 from gateway.agents import openai_key
 from gateway.agents.openai_sdk import openai
+from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import request_digest
@@ -138,11 +139,11 @@ def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
             intent["session_id"], events=[intent["event"]], idempotency_key=key
         )
     except openai.APIStatusError as error:
-        if error.status_code in openai_key.REFUSED_STATUSES:  # the key, not this event
+        found = answers.verdict(answers.OPENAI, error.status_code)
+        if found == answers.KEY_REFUSED:  # the key, not this event
             openai_key.refused(config, error.status_code, error.message)
             return _settle(row, UNKNOWN, error)
-        definite = 400 <= error.status_code < 500 and error.status_code not in (408, 429)
-        return _settle(row, FAILED if definite else UNKNOWN, error)
+        return _settle(row, FAILED if found == answers.REFUSED else UNKNOWN, error)
     except openai.APIError as error:  # connection, timeout: the event may have arrived
         return _settle(row, UNKNOWN, error)
     operations.crash_point(config, "after_session_input_sent")

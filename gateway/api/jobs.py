@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 from flask import Blueprint
 from flask import g
 from flask import request
@@ -21,6 +18,8 @@ from gateway.api.http import config
 from gateway.api.http import json_body
 from gateway.api.http import roles
 from gateway.core import exceptions as exc
+from gateway.core import media_request
+from gateway.core import states
 from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import budgets
@@ -40,7 +39,7 @@ MEDIA_FORM_FIELDS = ("alt_text", "caption", "title")
 def list_jobs():
     """Cursor-paged jobs: ``?status=a,b&phase=&unfinished=true&limit=&after=``."""
     statuses = [s for s in request.args.get("status", "").split(",") if s]
-    unknown = [s for s in statuses if s not in jobs.STATUSES]
+    unknown = [s for s in statuses if s not in states.STATUSES]
     if unknown:
         raise exc.ValidationFailed(
             "invalid query",
@@ -116,7 +115,8 @@ def get_job(job_id: str):
 @roles("workflow")
 def put_media(job_id: str, slot: str):
     """One image: multipart ``file`` (+ ``alt_text``, ``caption``, ``title``; any other field
-    is 422) or JSON with ``content_base64`` or ``source_url``."""
+    is 422) or JSON with ``content_base64`` or ``source_url``, parsed by the one media request
+    parser (:mod:`gateway.core.media_request`) as the agent and MCP tools are."""
     validation.check_identifier(slot, validation.SLOT, "/slot", "slot")
     job = _job(job_id, with_site=True)
     if request.mimetype == "multipart/form-data":
@@ -129,43 +129,10 @@ def put_media(job_id: str, slot: str):
             )
         fields = {k: request.form[k] for k in MEDIA_FORM_FIELDS if k in request.form}
         fields = validation.validate("media", {"content_base64": "-", **fields})
-        content, filename = upload.read(), upload.filename or None
+        parsed = media_request.parse_upload(upload.read(), upload.filename or None, fields)
     else:
-        fields = json_body("media")
-        if ("source_url" in fields) == ("content_base64" in fields):
-            raise exc.ValidationFailed(
-                "send exactly one of content_base64 and source_url",
-                errors=[{"pointer": "/content_base64", "message": "exactly one of "
-                         "content_base64 and source_url is required"}],
-            )  # fmt: skip
-        if "source_url" in fields:  # downloaded by the gateway (gateway/actions/media_sources.py)
-            target = side_effect_target(job)
-            outcome = media.put_media_from_url(
-                target, slot, fields["source_url"], fields.get("filename"),
-                fields.get("alt_text"), fields.get("caption"), fields.get("title"),
-            )  # fmt: skip
-            return action_answer(media.ACTION, outcome)
-        try:
-            content = base64.b64decode(fields["content_base64"], validate=True)
-        except (binascii.Error, ValueError):
-            raise exc.ValidationFailed(
-                "content_base64 is not valid base64",
-                errors=[{"pointer": "/content_base64", "message": "invalid base64"}],
-            ) from None
-        filename = fields.get("filename")  # absent: named {slot}.{ext} from the bytes
-    if not content:
-        raise exc.ValidationFailed(
-            "the file is empty", errors=[{"pointer": "/file", "message": "empty"}]
-        )
-    outcome = media.put_media(
-        side_effect_target(job),
-        slot,
-        content,
-        filename,
-        fields.get("alt_text"),
-        fields.get("caption"),
-        fields.get("title"),
-    )
+        parsed = media_request.parse(json_body("media"))
+    outcome = media.put_request(side_effect_target(job), slot, parsed)
     return action_answer(media.ACTION, outcome)
 
 

@@ -6,14 +6,16 @@ responses against them, so a view that changes its shape fails there.
 
 from __future__ import annotations
 
+from gateway.core import states
+
 STR = {"type": "string"}
 INT = {"type": "integer"}
 BOOL = {"type": "boolean"}
 NSTR = {"type": ["string", "null"]}
 NINT = {"type": ["integer", "null"]}
 TIME = {"type": ["string", "null"], "format": "date-time"}
-STATE = {"enum": ["PREPARED", "SENT", "CONFIRMED", "FAILED", "UNKNOWN"]}
-STATUS = {"enum": ["in_progress", "completed", "failed", "unknown", "needs_review", "cancelled"]}
+STATE = {"enum": list(states.STATES)}  # an operation's ledger state
+STATUS = {"enum": list(states.STATUSES)}  # a job's status
 
 
 def obj(required: tuple[str, ...], **properties) -> dict:
@@ -330,7 +332,7 @@ SCHEMAS: dict[str, dict] = {
         event={"enum": ["ready_for_approval", "needs_attention", "published"]},
         reason=NSTR,
         text=NSTR,
-        state={"enum": ["PENDING", "DELIVERED"]},
+        state={"enum": list(states.NOTIFICATION_STATES)},
         attempts=INT,
         last_error=NSTR,
         decided_at=TIME,

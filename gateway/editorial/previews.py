@@ -31,6 +31,8 @@ from gateway.core.config import Config
 from gateway.core.exceptions import NotFound
 from gateway.core.exceptions import WordPressUnavailable
 from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import SENT
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations.target import target_for
@@ -185,7 +187,7 @@ def problem_in_words(row: dict) -> dict:
         what = f"the image '{row['slot']}'"
     problem = row.get("problem") or {}
     summary, next_step = _what_happened(row, problem, what), LOOKUP_FIRST
-    if row["state"] == "FAILED":
+    if row["state"] == FAILED:
         next_step = (
             "Nothing is sent again by itself: fix the cause, then allow a retry (or renew the "
             "site's application password after a 401 or 403)."
@@ -208,11 +210,11 @@ def problem_in_words(row: dict) -> dict:
 def _what_happened(row: dict, problem: dict, what: str) -> str:
     status, detail = problem.get("wordpress_status"), str(problem.get("detail") or "")
     upstream = problem.get("upstream") or {}
-    if row["state"] == "FAILED":
+    if row["state"] == FAILED:
         message = detail.removeprefix("WordPress refused: ")
         code = f" (HTTP {status})" if status else ""
         return f"WordPress refused {what}{code}: {message}"
-    if row["state"] == "SENT":
+    if row["state"] == SENT:
         return (
             f"The request for {what} was sent to WordPress at {minute(row.get('sent_at'))}; "
             "its answer has not been recorded yet."

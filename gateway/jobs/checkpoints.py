@@ -21,6 +21,7 @@ import re
 from peewee import IntegrityError
 
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
@@ -129,7 +130,7 @@ def post_checkpoint(target: guards.Writer, body: dict) -> tuple[Checkpoint, bool
     guards.check_writable(target)
     job = target.job
     phase = body["phase"]
-    if phase in jobs.GATEWAY_PHASES:
+    if phase in states.GATEWAY_PHASES:
         ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
         log.warning("job_id=%s: client tried to set gateway phase %s", job.job_id, phase)
         raise exc.PhaseOwnedByGateway(
@@ -219,5 +220,5 @@ def checkpoints_of(job: Job) -> list[dict]:
         Checkpoint.job_id == job.job_id,
         Checkpoint.task_version == job.task_version,
     )
-    ordered = sorted(rows, key=lambda c: jobs.PHASES.index(c.phase))
+    ordered = sorted(rows, key=lambda c: states.PHASES.index(c.phase))
     return [{"phase": c.phase, "artifacts": c.artifacts} for c in ordered]

@@ -9,6 +9,16 @@ from __future__ import annotations
 from peewee import IntegrityError
 
 from gateway.core import exceptions as exc
+from gateway.core.states import CANCELLED
+from gateway.core.states import COMPLETED
+from gateway.core.states import COMPLETED_PHASES
+from gateway.core.states import DRAFTING
+from gateway.core.states import GATEWAY_PHASES
+from gateway.core.states import IN_PROGRESS
+from gateway.core.states import JOB_FAILED
+from gateway.core.states import JOB_UNKNOWN
+from gateway.core.states import NEEDS_REVIEW
+from gateway.core.states import PHASES
 from gateway.jobs import guards
 from gateway.ledger import db
 from gateway.ledger import hot_sql
@@ -21,24 +31,7 @@ from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 from gateway.tenancy import sites
 
-PHASES = (
-    "sources_collected",
-    "body_generated",
-    "structure_checked",
-    "images_prepared",
-    "draft_confirmed",
-    "verified",
-    "approval_pending",
-    "scheduled",
-    "published",
-)
-GATEWAY_PHASES = frozenset(
-    ("draft_confirmed", "verified", "approval_pending", "scheduled", "published")
-)
-COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
 EXPECTED_STATUS = {"published": "publish", "scheduled": "future"}  # post status by phase
-STATUSES = ("in_progress", "completed", "failed", "unknown", "needs_review", "cancelled")
-DRAFTING = "drafting"  # the stage of a job before its draft is confirmed
 # What a job needs next at a stage that is no ledger action (each registered action names its
 # own stages: :attr:`gateway.operations.registry.Action.phases`).
 STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
@@ -172,16 +165,16 @@ def status_of(
     reviews = open_reviews(job) if reviews is None else reviews
     current = [r for r in rows if r.task_version == job.task_version]
     if job.cancelled:
-        return "cancelled"
+        return CANCELLED
     if reviews:
-        return "needs_review"
+        return NEEDS_REVIEW
     if any(r.state in (UNKNOWN, SENT) for r in current):
-        return "unknown"
+        return JOB_UNKNOWN
     if any(r.state == FAILED for r in current):
-        return "failed"
+        return JOB_FAILED
     if job.phase in COMPLETED_PHASES:
-        return "completed"
-    return "in_progress"
+        return COMPLETED
+    return IN_PROGRESS
 
 
 def confirmed_media(job: Job) -> dict[str, Operation]:
@@ -225,6 +218,4 @@ def run_unfinished(job: Job, status: str | None = None) -> bool:
     wait for a person; from ``approval_pending`` on, editors and the clock act.
     ``status``: the job's status when already derived (:func:`status_of`)."""
     status = status_of(job) if status is None else status
-    return status in ("in_progress", "unknown") or (
-        status == "completed" and job.phase == "verified"
-    )
+    return status in (IN_PROGRESS, JOB_UNKNOWN) or (status == COMPLETED and job.phase == "verified")

@@ -16,17 +16,18 @@ from peewee import IntegerField
 from peewee import Model
 from peewee import TextField
 
+# The operation states are gateway.core.states's; importable from here too, where the 23
+# modules that compare a row's state import them (``as`` marks the re-export).
+from gateway.core.states import CONFIRMED as CONFIRMED
+from gateway.core.states import FAILED as FAILED
+from gateway.core.states import PENDING
+from gateway.core.states import PREPARED as PREPARED
+from gateway.core.states import SENT as SENT
+from gateway.core.states import STATES as STATES
+from gateway.core.states import UNKNOWN as UNKNOWN
 from gateway.ledger.db import database
 from gateway.ledger.db import rfc3339
 from gateway.ledger.db import utcnow
-
-# Operation states (docs/api.md, "The ledger").
-PREPARED = "PREPARED"
-SENT = "SENT"
-CONFIRMED = "CONFIRMED"
-FAILED = "FAILED"
-UNKNOWN = "UNKNOWN"
-STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN)
 
 
 class JSONField(TextField):
@@ -421,7 +422,8 @@ class Notification(BaseModel):
     """One notification to editors, decided once per job version and event (schema version
     6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
     ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
-    answered 2xx, then DELIVERED; ``claimed_until`` lets one sender at a time deliver."""
+    answered 2xx, then DELIVERED (:data:`gateway.core.states.NOTIFICATION_STATES`);
+    ``claimed_until`` lets one sender at a time deliver."""
 
     key = TextField(unique=True)
     tenant = TextField()
@@ -429,7 +431,7 @@ class Notification(BaseModel):
     task_version = IntegerField()
     event = TextField()
     payload = JSONField()
-    state = TextField(default="PENDING", index=True)
+    state = TextField(default=PENDING, index=True)
     attempts = IntegerField(default=0)
     claimed_until = DateTimeField(null=True)
     last_error = TextField(null=True)

@@ -32,6 +32,8 @@ from mcp.types import TextContent
 from mcp.types import ToolAnnotations
 
 from gateway.core import exceptions as exc
+from gateway.core import media_request
+from gateway.core import states
 from gateway.core import validation
 from gateway.mcp.client import Answer
 from gateway.mcp.client import GatewayAPI
@@ -42,7 +44,6 @@ REQUEST_KEY_ARGUMENT = "idempotency_key"
 # proposed field (SEP-3182, "Request Idempotency": ``idempotencyKey`` on tools/call).
 REQUEST_KEY_META = "idempotencyKey"
 MAX_PATH_BYTES = 15 * 1024 * 1024  # base64 of it stays under GATEWAY_MAX_CONTENT_LENGTH
-LEDGER_STATES = ("PREPARED", "SENT", "CONFIRMED", "FAILED", "UNKNOWN")
 
 OUTPUT_SCHEMA = {
     "type": "object",
@@ -57,9 +58,10 @@ OUTPUT_SCHEMA = {
         },
         "state": {
             "type": "string",
-            "description": "the operation's ledger state (PREPARED, SENT, CONFIRMED, FAILED, "
-            "UNKNOWN); for other calls the job's status (start_job, get_job, recover), "
-            "verified or not_verified (verify), the job's phase (request_approval)",
+            "description": f"the operation's ledger state ({', '.join(states.STATES)}); for "
+            f"other calls the job's status (start_job, get_job, recover: "
+            f"{', '.join(states.STATUSES)}), verified or not_verified (verify), the job's "
+            "phase (request_approval)",
         },
         "replayed": {
             "type": "boolean",
@@ -415,16 +417,29 @@ class Runner:
         if spec.schema is None:
             return None
         if spec.name == "upload_media":
-            given = [name for name in ("content_base64", "source_url", "path") if name in args]
-            if len(given) != 1:
-                raise _local_problem(
-                    "send exactly one of content_base64, source_url and path", "/content_base64"
-                )
-            if "path" in args:
-                content, name = read_local_image(args.pop("path"), self.roots)
-                args["content_base64"] = base64.b64encode(content).decode("ascii")
-                args.setdefault("filename", name)
+            try:
+                _check_media(args, self.roots)
+                if "path" in args:
+                    content, name = read_local_image(args.pop("path"), self.roots)
+                    media_request.not_empty(content, "/path")
+                    args["content_base64"] = base64.b64encode(content).decode("ascii")
+                    args.setdefault("filename", name)
+            except exc.GatewayError as error:  # refused as the gateway would: nothing sent
+                raise Problem(error.problem()) from None
         return args
+
+
+def _check_media(args: dict, roots: tuple[Path, ...]) -> None:
+    """``upload_media``'s arguments through the gateway's media request parser
+    (:mod:`gateway.core.media_request`): exactly one source (a local ``path`` is one when
+    ``roots`` allow them), base64 that decodes to bytes.
+
+    Raises:
+        ValidationFailed (422): the parser's problem, as the gateway would answer it.
+    """
+    sources = (*media_request.SOURCES, "path") if roots else media_request.SOURCES
+    if media_request.one_source(args, sources) != "path":
+        media_request.parse(args)
 
 
 def result(spec: Spec, job_id: str, answer: Answer) -> dict:

@@ -9,6 +9,7 @@ from collections import Counter as Tally
 
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import models as ledger
@@ -78,7 +79,7 @@ def report(config: Config, tenant: str) -> dict:
         **{name: ledger.counter(name, tenant) for name in REFUSAL_COUNTERS},
         "unknown_operations": unknown,
         "missed_schedules": scheduling.missed_schedules(tenant),
-        "jobs_by_status": {s: statuses.get(s, 0) for s in jobs.STATUSES},
+        "jobs_by_status": {s: statuses.get(s, 0) for s in states.STATUSES},
     }
 
 

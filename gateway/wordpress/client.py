@@ -22,13 +22,12 @@ import requests
 
 from gateway.wordpress import http_session
 from gateway.wordpress.errors import UpstreamRefused
-from gateway.wordpress.errors import WordPressAuthError
-from gateway.wordpress.errors import WordPressDuplicate
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.errors import answer_error
 from gateway.wordpress.errors import is_wordpress_error_body
 from gateway.wordpress.errors import parse_retry_after
 from gateway.wordpress.errors import upstream_refusal
@@ -135,7 +134,8 @@ def lookup_batches(keys: list[str]) -> list[list[str]]:
 
 def error_for(method: str, url: str, response: requests.Response) -> WordPressError:
     """Map a non-2xx response to the right error class, by origin first: only a WordPress
-    REST error body (JSON ``code`` + ``message``) can be a definite refusal; an HTML or
+    REST error body (JSON ``code`` + ``message``) can be a definite refusal, and its class is
+    the row of :data:`gateway.wordpress.errors.REST_ANSWERS` it falls under; an HTML or
     empty page is :class:`UpstreamRefused` (4xx, 429, 503) or an unknown outcome (other
     5xx, which a proxy also sends after forwarding)."""
     status = response.status_code
@@ -160,19 +160,7 @@ def error_for(method: str, url: str, response: requests.Response) -> WordPressEr
         data=data,
         retry_after=parse_retry_after(response.headers.get("Retry-After")),
     )
-    if status in (401, 403):
-        return WordPressAuthError(message, **facts)
-    if status == 409 and code == "gateway_duplicate_operation":
-        return WordPressDuplicate(message, **facts)
-    if status == 404:
-        return WordPressNotFound(message, **facts)
-    if status in (429, 503):
-        return WordPressUnavailable(message, **facts)
-    if 400 <= status < 500:
-        return WordPressRefused(message, **facts)
-    if status == 500 and code == "rest_upload_sideload_error":
-        return WordPressRefused(message, **facts)  # upload refused: nothing was created
-    return WordPressOutcomeUnknown(message, **facts)
+    return answer_error(status, code)(message, **facts)  # the table: errors.REST_ANSWERS
 
 
 def _json_of(method: str, url: str, response: requests.Response, write: bool):

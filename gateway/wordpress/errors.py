@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Container
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 
@@ -137,6 +139,74 @@ class UpstreamRefused(WordPressOutcomeUnknown):
             "content_type": self.content_type,
             "title": self.title,
         }
+
+
+# --------------------------------------------------------------------------- WordPress's answers
+# Which error an answer *from WordPress itself* is: a REST error body (JSON ``code`` +
+# ``message``, ``data.status``) or an XML-RPC fault. The error class's ``definite`` is the
+# verdict on the answer (gateway.core.answers.is_definite reads these tables for upstream
+# "wordpress"); an answer from in front of WordPress is never definite (upstream_refusal).
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of an answer table: answers whose status is in ``statuses`` (and whose error
+    code is ``code``, when given) are ``error``; ``why`` says what the answer proves."""
+
+    statuses: Container
+    error: type[WordPressError]
+    why: str
+    code: str | None = None
+
+
+class _Any:
+    def __contains__(self, status) -> bool:
+        return True
+
+
+ANY_STATUS: Container = _Any()
+
+#: A REST error body, first matching row wins; no row: WordPressOutcomeUnknown (another 5xx:
+#: WordPress may have acted before it failed). The one definite 500: WordPress's
+#: ``WP_REST_Attachments_Controller::upload_from_data`` answers ``rest_upload_sideload_error``
+#: when ``wp_handle_sideload`` fails, after deleting the temporary file and before any
+#: attachment exists.
+REST_ANSWERS: tuple[Case, ...] = (
+    Case((401, 403), WordPressAuthError, "the application password or the user's capability "
+         "was refused: nothing was done"),
+    Case((409,), WordPressDuplicate, "the companion plugin's guard: an object with this "
+         "operation key exists (existing_id)", code="gateway_duplicate_operation"),
+    Case((404,), WordPressNotFound, "no such object or route: nothing was done"),
+    Case((429, 503), WordPressUnavailable, "WordPress asks to back off; try again later"),
+    Case(range(400, 500), WordPressRefused, "WordPress refused the request before acting"),
+    Case((500,), WordPressRefused, "the upload could not be stored (wp_handle_sideload "
+         "failed): no attachment was created", code="rest_upload_sideload_error"),
+)  # fmt: skip
+
+#: An XML-RPC fault, by its fault code (:mod:`gateway.wordpress.xmlrpc_errors`): every fault
+#: is WordPress's own answer (an ``IXR_Error``), hence definite.
+FAULT_ANSWERS: tuple[Case, ...] = (
+    Case((401, 403), WordPressAuthError, "the credentials or the capability were refused"),
+    Case((404,), WordPressNotFound, "no such object"),
+    Case(ANY_STATUS, WordPressRefused, "a fault: WordPress answered before acting"),
+)
+
+
+def answer_case(status: int | None, code: str | None, fault: bool = False) -> Case | None:
+    """The row of :data:`REST_ANSWERS` (``fault``: :data:`FAULT_ANSWERS`) that an answer of
+    WordPress with ``status`` (for a fault: its fault code when it is an integer, else None)
+    and error ``code`` falls under; None when no row does (an unknown outcome)."""
+    for case in FAULT_ANSWERS if fault else REST_ANSWERS:
+        if status in case.statuses and case.code in (None, code):
+            return case
+    return None
+
+
+def answer_error(status: int | None, code: str | None, fault: bool = False) -> type[WordPressError]:
+    """The error class of WordPress's own answer (:func:`answer_case`'s, or
+    :class:`WordPressOutcomeUnknown` when no row matches)."""
+    case = answer_case(status, code, fault)
+    return WordPressOutcomeUnknown if case is None else case.error
 
 
 # --------------------------------------------------------------------------- classification

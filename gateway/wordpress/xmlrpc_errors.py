@@ -10,10 +10,10 @@ import xmlrpc.client
 
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
-from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
+from gateway.wordpress.errors import answer_error
 from gateway.wordpress.errors import shortened
 from gateway.wordpress.errors import upstream_refusal
 from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
@@ -83,13 +83,12 @@ def classify(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPre
         return WordPressRefused(str(error), status=405, code="xmlrpc_fault_405", **facts)
     if isinstance(error, xr_errors.UnsupportedXmlrpcMethodError):
         return WordPressRefused(f"unsupported: {error}", code="xmlrpc_unsupported", **facts)
-    if isinstance(error, xmlrpc.client.Fault):
+    if isinstance(error, xmlrpc.client.Fault):  # the table: errors.FAULT_ANSWERS
         code, text = error.faultCode, error.faultString
-        cls = {401: WordPressAuthError, 403: WordPressAuthError, 404: WordPressNotFound}
-        return cls.get(code, WordPressRefused)(
-            text, status=code if isinstance(code, int) else None, code=f"xmlrpc_fault_{code}",
-            **facts,
-        )  # fmt: skip
+        status = code if isinstance(code, int) else None
+        return answer_error(status, None, fault=True)(
+            text, status=status, code=f"xmlrpc_fault_{code}", **facts
+        )
     if isinstance(error, xmlrpc.client.ProtocolError):
         return _upstream(rpc_method, url, error)
     if isinstance(error, NotXmlRpcAnswer):

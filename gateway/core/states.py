@@ -1,0 +1,61 @@
+"""The names of the gateway's states, in one place: an operation's ledger state, a job's status
+and phases, a notification's state.
+
+Everything that stores, derives, shows or documents one of them imports it from here: the
+ledger's models (:mod:`gateway.ledger.models` re-exports the operation states for its callers),
+the job records (:mod:`gateway.jobs.records` derives a status), the HTTP API's response
+schemas (:mod:`gateway.api.response_schemas`) and the MCP server's tool descriptions
+(:mod:`gateway.mcp.tools`, which may import only ``gateway.core``). Which move between states
+is legal is not decided here. Source: docs/api.md, "The ledger" and "Job status and phases".
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------- operations
+# An operation (one side effect, a ledger row) is PREPARED (intent stored) before the remote
+# call, SENT just before it, then CONFIRMED on read-back evidence, FAILED on a definite
+# refusal, or UNKNOWN (anything else after SENT) until reconciliation proves what happened.
+PREPARED = "PREPARED"
+SENT = "SENT"
+CONFIRMED = "CONFIRMED"
+FAILED = "FAILED"
+UNKNOWN = "UNKNOWN"
+STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN)
+
+# --------------------------------------------------------------------------- jobs
+# A job's status is derived from its ledger rows, never stored; by precedence
+# (gateway.jobs.records.status_of): cancelled > needs_review > unknown > failed > completed >
+# in_progress.
+IN_PROGRESS = "in_progress"
+COMPLETED = "completed"
+JOB_FAILED = "failed"
+JOB_UNKNOWN = "unknown"
+NEEDS_REVIEW = "needs_review"
+CANCELLED = "cancelled"
+STATUSES = (IN_PROGRESS, COMPLETED, JOB_FAILED, JOB_UNKNOWN, NEEDS_REVIEW, CANCELLED)
+
+# A job's phases, in order: the first four posted by clients as checkpoints, the others set
+# only by the gateway on its own evidence. A phase never moves backwards.
+PHASES = (
+    "sources_collected",
+    "body_generated",
+    "structure_checked",
+    "images_prepared",
+    "draft_confirmed",
+    "verified",
+    "approval_pending",
+    "scheduled",
+    "published",
+)
+GATEWAY_PHASES = frozenset(
+    ("draft_confirmed", "verified", "approval_pending", "scheduled", "published")
+)
+COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
+DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no phase)
+
+# --------------------------------------------------------------------------- notifications
+# A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED
+# (gateway.actions.notifications).
+PENDING = "PENDING"
+DELIVERED = "DELIVERED"
+NOTIFICATION_STATES = (PENDING, DELIVERED)
