@@ -35,6 +35,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
+from gateway.operations import transitions
 from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,5 @@ def settle_cancel(config: Config, oai: openai.OpenAI, row: Operation) -> Operati
 
 def _confirm_unsent(row: Operation, reason: str) -> Operation:
     receipt = {"sent": False, "reason": reason}
-    Operation.update(state=CONFIRMED, receipt=receipt, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.state != CONFIRMED
-    ).execute()
+    transitions.move(row, CONFIRMED, transitions.NOT_CONFIRMED, receipt=receipt)
     return Operation.get_by_id(row.id)

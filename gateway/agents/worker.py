@@ -55,7 +55,7 @@ from gateway.recovery import reconciliation
 from gateway.tenancy import site_slots
 
 log = logging.getLogger(__name__)
-RESEND_AFTER = 5.0
+RESEND_AFTER = submissions.IN_FLIGHT_SECONDS
 GONE = "the session no longer exists at OpenAI (404 on retrieve)"
 # Failures after which a session's work waits for a later pass (nothing is lost: the call
 # stays unanswered, the event pending, the session due again after a backoff).
