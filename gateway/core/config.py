@@ -77,6 +77,9 @@ class Config:
         notification_max_bytes: the most bytes of a receiver's answer read.
         notification_poll_interval: seconds between a worker's looks for pending
             notifications (a decision in the same worker wakes it at once).
+        notification_max_refusals: definite refusals (the receiver's 4xx but 408/425/429)
+            after which a notification is REFUSED and no longer resent; it backs off after
+            each earlier one.
         worker_threads: the threads of this ``gateway serve`` worker process (set by
             ``gateway serve`` from ``--threads``); 0 outside a server (no request share).
         tenant_requests: requests one tenant may have in flight in one worker process; None =
@@ -142,6 +145,7 @@ class Config:
     notification_timeout: float = DEFAULT_NOTIFICATION_TIMEOUT
     notification_max_bytes: int = DEFAULT_NOTIFICATION_MAX_BYTES
     notification_poll_interval: float = 2.0
+    notification_max_refusals: int = 5
     worker_threads: int = 0
     tenant_requests: int | None = None
     tenant_site_calls: int = DEFAULT_TENANT_SITE_CALLS
@@ -286,6 +290,7 @@ def load(env: dict | None = None, testing: bool = False) -> Config:
             _number(env, "GATEWAY_NOTIFICATION_MAX_BYTES", DEFAULT_NOTIFICATION_MAX_BYTES, int)
         ),
         notification_poll_interval=_number(env, "GATEWAY_NOTIFICATION_POLL_INTERVAL", 2.0),
+        notification_max_refusals=_count(env, "GATEWAY_NOTIFICATION_MAX_REFUSALS", 5),
         worker_threads=_count(env, "GATEWAY_WORKER_THREADS", 0),
         tenant_requests=_optional_count(env, "GATEWAY_TENANT_REQUESTS"),
         tenant_site_calls=_count(env, "GATEWAY_TENANT_SITE_CALLS", DEFAULT_TENANT_SITE_CALLS),

@@ -265,9 +265,10 @@ def release_delivery(
 ) -> str:
     """After a failed delivery attempt of ``row`` (claimed by this sender): record ``error``
     and, for a definite refusal (``refused``), count it; the ``max_refusals``-th definite
-    refusal moves the row to REFUSED (no more resends), an earlier one holds the row back
-    ``backoff_seconds`` by the database's clock (``claimed_until``, which the next claim must
-    pass). Anything else (unreachable, a 5xx, no URL) frees the row for the next pass.
+    refusal moves the row to REFUSED (no more resends; ``max_refusals`` 0: never), an earlier
+    one holds the row back ``backoff_seconds`` by the database's clock (``claimed_until``,
+    which the next claim must pass). Anything else (unreachable, a 5xx, no URL) frees the row
+    for the next pass.
 
     Returns the state the row is in afterwards (PENDING or REFUSED)."""
     if not refused:
@@ -276,8 +277,10 @@ def release_delivery(
         ).execute()
         return PENDING
     refusals = (row.refusals or 0) + 1
-    if refusals >= max_refusals and move(
-        row, REFUSED, PENDING, refusals=refusals, claimed_until=None, last_error=error
+    if (
+        max_refusals
+        and refusals >= max_refusals
+        and move(row, REFUSED, PENDING, refusals=refusals, claimed_until=None, last_error=error)
     ):
         return REFUSED
     until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
