@@ -282,7 +282,8 @@ def resend_pending(config: Config, limit: int = 200) -> dict:
     """One delivery pass: one attempt for each PENDING notification not held by a sender,
     oldest first; after a tenant's first failure in the pass its other rows wait for the next
     pass (one slow receiver costs at most one ``notification_timeout`` per pass). Returns
-    ``{"delivered", "pending"}`` counts after the pass."""
+    ``{"delivered", "pending"}`` counts after the pass (a row refused for the last time in
+    the pass is neither; a row waiting out its back-off is pending)."""
     counts = {"delivered": 0, "pending": 0}
     failing: set[str] = set()
     rows = Notification.select().where(Notification.state == PENDING).order_by(Notification.id)
@@ -294,9 +295,10 @@ def resend_pending(config: Config, limit: int = 200) -> dict:
         if row.tenant in failing:
             counts["pending"] += 1
             continue
-        delivered = deliver(config, row).state == DELIVERED
-        counts["delivered" if delivered else "pending"] += 1
-        if not delivered:
+        state = deliver(config, row).state
+        if state in (DELIVERED, PENDING):  # a row REFUSED now is neither: never resent
+            counts["delivered" if state == DELIVERED else "pending"] += 1
+        if state != DELIVERED:
             failing.add(row.tenant)
     return counts
 
