@@ -10,6 +10,7 @@ import hashlib
 import json
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 import agent_support
@@ -80,8 +81,10 @@ def _reviews(gw, job_id: str, kind: str) -> list[dict]:
     return [r for r in listed if r["job_id"] == job_id and r["kind"] == kind]
 
 
-def _continue(gw, job_id: str, token=None, **body):
-    return gw.client.post(f"/v1/jobs/{job_id}/agent/continue", json=body, headers=gw.headers(token))
+def _continue(gw, job_id: str, token=None, client=None, **body):
+    return (client or gw.client).post(
+        f"/v1/jobs/{job_id}/agent/continue", json=body, headers=gw.headers(token)
+    )
 
 
 # ------------------------------------------------------------------ section 11: the poll
@@ -461,6 +464,44 @@ def test_a_follow_up_is_refused_while_an_operation_is_unknown_and_sent_once_when
     [post] = standin.event_posts(sid)  # sent once, with the key of its ledger operation
     assert post["key"] == submissions.idempotency_key(answer["operation"]["operation_key"])
     assert gw.count_objects(key, "post") == 1
+
+
+@pytest.mark.wordpress
+def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw, standin):
+    """Issue 37: two concurrent first follow-ups of the same facts. The gateway's own claim
+    decides (not OpenAI's idempotency key): the event is POSTed to OpenAI once, one answer is
+    201 ``replayed: false``, the other 200 ``replayed: true`` with the same operation, both
+    ``sent``. The stand-in answers the event slowly, so the second request arrives while the
+    first one's call is in flight."""
+    job_id, sid = _session(gw, standin)
+    standin.event_delay = 1.0
+    barrier, answers = threading.Barrier(2), []
+
+    def follow_up():
+        client = gw.app.test_client()  # one client per thread, as two callers
+        barrier.wait(timeout=10)
+        answers.append(_continue(gw, job_id, client=client))
+
+    threads = [threading.Thread(target=follow_up) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == 2
+    bodies = sorted((a.status_code, a.get_json()) for a in answers)
+    assert [status for status, _ in bodies] == [200, 201], bodies
+    (_, replay), (_, first) = bodies
+    assert (first["replayed"], replay["replayed"]) == (False, True)
+    assert first["sent"] is True and replay["sent"] is True
+    assert first["operation"]["operation_key"] == replay["operation"]["operation_key"]
+    assert replay["operation"]["state"] == first["operation"]["state"] == "CONFIRMED"
+    assert first["facts"] == replay["facts"] and first["message"] == replay["message"]
+    assert len(standin.event_posts(sid)) == 1  # posted once: the gateway's claim decided
+    assert len(standin.events(sid, "agent.session.input.message")) == 1
+    assert first["operation"]["attempts"] == 1
+    # the agents' claim writes what perform's does: the lease grant and the site's credentials
+    assert first["operation"]["fencing_token"] is not None
+    assert first["operation"]["credential_version"] is not None
 
 
 @pytest.mark.wordpress
