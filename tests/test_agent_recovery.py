@@ -306,13 +306,20 @@ def test_an_artifact_digest_mismatch_stops_opens_a_review_and_writes_nothing(
             {"phase": "body_generated", "artifacts": claimed},
             {"job_id": job_id, "task_version": 1, "phase": "body_generated"},
         )
-    standin.require(sid, S.function_call("put_draft", body))
+    [call] = standin.require(sid, S.function_call("put_draft", body))
     proxy.reset_log()
     for _ in range(2):
         run_worker(gw.app)
     assert proxy.count("POST", POST_WRITE) == 0
     assert gw.count_objects(op_key(job_id, "draft")) == 0
-    assert standin.events(sid) == []  # nothing answered from unproven content
+    if found_in == "content":  # the refused call is answered with the refusal: the turn ends
+        refused = tool_output(standin, sid, call["call_id"])
+        problem = json.loads(refused["error"])
+        assert refused["success"] is False and problem["type"].endswith("artifact-digest-mismatch")
+        assert problem["mismatches"][0]["call_id"] == call["call_id"]
+        assert len(standin.events(sid)) == 1  # that result only: nothing from unproven content
+    else:
+        assert standin.events(sid) == []  # nothing answered from unproven content
     agent = _agent(gw, job_id)
     assert agent["stopped_reason"].startswith("artifact digest mismatch")
     [review] = _reviews(gw, job_id, "artifact_mismatch")
@@ -329,6 +336,12 @@ def test_an_artifact_digest_mismatch_stops_opens_a_review_and_writes_nothing(
     assert closed.status_code == 200, closed.get_json()
     run_worker(gw.app)
     assert proxy.count("POST", POST_WRITE) == 0  # still stopped: an editor continues it
+    if found_in == "content":  # no call left open: an editor's checked follow-up lifts the stop
+        lifted = _continue(gw, job_id, token=editor, reason="the agent redoes the body")
+        assert lifted.status_code == 201, lifted.get_json()
+        assert lifted.get_json()["lifted_stop"]["stopped_reason"].startswith("artifact digest")
+        assert _agent(gw, job_id)["stopped_reason"] is None
+        assert len(standin.events(sid, "agent.session.input.message")) == 1
 
 
 @pytest.mark.wordpress
