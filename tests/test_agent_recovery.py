@@ -316,7 +316,8 @@ def test_an_artifact_digest_mismatch_stops_opens_a_review_and_writes_nothing(
         refused = tool_output(standin, sid, call["call_id"])
         problem = json.loads(refused["error"])
         assert refused["success"] is False and problem["type"].endswith("artifact-digest-mismatch")
-        assert problem["mismatches"][0]["call_id"] == call["call_id"]
+        assert problem["expected_sha256"] == artifacts[0]["sha256"]
+        assert problem["actual_sha256"] not in (None, artifacts[0]["sha256"])
         assert len(standin.events(sid)) == 1  # that result only: nothing from unproven content
     else:
         assert standin.events(sid) == []  # nothing answered from unproven content

@@ -194,7 +194,8 @@ def _refuse_mismatch(ctx: Context, action, found: list[dict]) -> None:
         f"{action.name} would write content ({found[0]['role']}) other than the job's "
         "checkpointed digest; nothing was written and the session is stopped until an editor "
         "continues it",
-        mismatches=found,
+        expected_sha256=found[0]["expected_sha256"],
+        actual_sha256=found[0]["actual_sha256"],
     )
     event = {
         "type": "agent.session.input.tool_result",
