@@ -11,6 +11,7 @@ import json
 import sqlite3
 import sys
 import threading
+import time
 from pathlib import Path
 
 import agent_support
@@ -485,26 +486,38 @@ def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw
     """Issue 37: two concurrent first follow-ups of the same facts. The gateway's own claim
     decides (not OpenAI's idempotency key): the event is POSTed to OpenAI once, one answer is
     201 ``replayed: false``, the other 200 ``replayed: true`` with the same operation, both
-    ``sent``. The stand-in answers the event slowly, so the second request arrives while the
-    first one's call is in flight."""
+    ``sent``. The stand-in answers the event slowly (1 s), so the second request may arrive
+    while the first one's call is in flight; a third one is sent exactly then (the row SENT)
+    and answers the same replay."""
     job_id, sid = _session(gw, standin)
     standin.event_delay = 1.0
     barrier, answers = threading.Barrier(2), []
 
-    def follow_up():
-        client = gw.app.test_client()  # one client per thread, as two callers
-        barrier.wait(timeout=10)
+    def follow_up(wait_for_sent: bool = False):
+        client = gw.app.test_client()  # one client per thread, as separate callers
+        if wait_for_sent:
+            for _ in range(200):
+                if {o["action"]: o["state"] for o in gw.operations(job_id)}.get("follow_up") in (
+                    "SENT",
+                    "CONFIRMED",
+                ):
+                    break
+                time.sleep(0.02)
+        else:
+            barrier.wait(timeout=10)
         answers.append(_continue(gw, job_id, client=client))
 
     threads = [threading.Thread(target=follow_up) for _ in range(2)]
+    threads.append(threading.Thread(target=follow_up, args=(True,)))
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
-    assert len(answers) == 2
-    bodies = sorted((a.status_code, a.get_json()) for a in answers)
-    assert [status for status, _ in bodies] == [200, 201], bodies
-    (_, replay), (_, first) = bodies
+        thread.join(timeout=90)
+    assert len(answers) == 3
+    bodies = sorted(((a.status_code, a.get_json()) for a in answers), key=lambda b: b[0])
+    assert [status for status, _ in bodies] == [200, 200, 201], bodies
+    (_, replay), (_, late), (_, first) = bodies
+    assert late == replay  # the same stored operation, answered alike
     assert (first["replayed"], replay["replayed"]) == (False, True)
     assert first["sent"] is True and replay["sent"] is True
     assert first["operation"]["operation_key"] == replay["operation"]["operation_key"]
