@@ -2,10 +2,11 @@
 
 A stop is never a retry: a revoked WordPress password, a revoked binding token, a cancelled
 job, a removed site, a session that failed or no longer exists at OpenAI, an artifact digest
-mismatch, an exhausted limit or a passed deadline leaves the session's actions unanswered and
-the job shown with ``agent.stopped_reason`` until a person acts (an editor's checked follow-up,
-:mod:`gateway.agents.follow_ups`). A credentials stop lifts itself once the site's credentials
-were updated: ``gateway sites add`` bumps ``credential_version``.
+mismatch, an exhausted limit or a passed deadline leaves the session's actions unanswered (but
+a call refused for a digest mismatch, which is answered with the refusal so that the turn ends)
+and the job shown with ``agent.stopped_reason`` until a person acts (an editor's checked
+follow-up, :mod:`gateway.agents.follow_ups`). A credentials stop lifts itself once the site's
+credentials were updated: ``gateway sites add`` bumps ``credential_version``.
 
 Counters (stored with the session row): resume attempts (worker passes that found actions to
 answer), tool calls answered, tokens used (the session's best-effort ``usage``), and a deadline.
