@@ -116,6 +116,8 @@ class OpenAIStandIn:
         api_key: the key clients must send (``Authorization: Bearer``); others get 401.
         webhook_secret: ``whsec_...`` the deliveries are signed with.
         down: while True every API call answers 503 (OpenAI unreachable).
+        event_delay: seconds a POST of events waits before it is handled (a slow answer, so
+            that a second sender arrives while the first one's call is in flight).
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class OpenAIStandIn:
         raw = secrets.token_bytes(24)
         self.webhook_secret = webhook_secret or "whsec_" + base64.b64encode(raw).decode()
         self.down = False
+        self.event_delay = 0.0
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._sessions: dict[str, dict] = {}
@@ -622,6 +625,8 @@ class OpenAIStandIn:
         if parts[:3] != ["v1", "agents", "sessions"] or len(parts) < 4:
             return _error(404, "not_found", "unknown path")
         sid = parts[3]
+        if parts[4:] == ["events"] and request.method == "POST" and self.event_delay:
+            time.sleep(self.event_delay)
         with self._lock:
             session = self._sessions.get(sid)
             if session is None:

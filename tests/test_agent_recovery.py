@@ -10,6 +10,8 @@ import hashlib
 import json
 import sqlite3
 import sys
+import threading
+import time
 from pathlib import Path
 
 import agent_support
@@ -80,8 +82,10 @@ def _reviews(gw, job_id: str, kind: str) -> list[dict]:
     return [r for r in listed if r["job_id"] == job_id and r["kind"] == kind]
 
 
-def _continue(gw, job_id: str, token=None, **body):
-    return gw.client.post(f"/v1/jobs/{job_id}/agent/continue", json=body, headers=gw.headers(token))
+def _continue(gw, job_id: str, token=None, client=None, **body):
+    return (client or gw.client).post(
+        f"/v1/jobs/{job_id}/agent/continue", json=body, headers=gw.headers(token)
+    )
 
 
 # ------------------------------------------------------------------ section 11: the poll
@@ -303,13 +307,21 @@ def test_an_artifact_digest_mismatch_stops_opens_a_review_and_writes_nothing(
             {"phase": "body_generated", "artifacts": claimed},
             {"job_id": job_id, "task_version": 1, "phase": "body_generated"},
         )
-    standin.require(sid, S.function_call("put_draft", body))
+    [call] = standin.require(sid, S.function_call("put_draft", body))
     proxy.reset_log()
     for _ in range(2):
         run_worker(gw.app)
     assert proxy.count("POST", POST_WRITE) == 0
     assert gw.count_objects(op_key(job_id, "draft")) == 0
-    assert standin.events(sid) == []  # nothing answered from unproven content
+    if found_in == "content":  # the refused call is answered with the refusal: the turn ends
+        refused = tool_output(standin, sid, call["call_id"])
+        problem = json.loads(refused["error"])
+        assert refused["success"] is False and problem["type"].endswith("artifact-digest-mismatch")
+        assert problem["expected_sha256"] == artifacts[0]["sha256"]
+        assert problem["actual_sha256"] not in (None, artifacts[0]["sha256"])
+        assert len(standin.events(sid)) == 1  # that result only: nothing from unproven content
+    else:
+        assert standin.events(sid) == []  # nothing answered from unproven content
     agent = _agent(gw, job_id)
     assert agent["stopped_reason"].startswith("artifact digest mismatch")
     [review] = _reviews(gw, job_id, "artifact_mismatch")
@@ -326,6 +338,12 @@ def test_an_artifact_digest_mismatch_stops_opens_a_review_and_writes_nothing(
     assert closed.status_code == 200, closed.get_json()
     run_worker(gw.app)
     assert proxy.count("POST", POST_WRITE) == 0  # still stopped: an editor continues it
+    if found_in == "content":  # no call left open: an editor's checked follow-up lifts the stop
+        lifted = _continue(gw, job_id, token=editor, reason="the agent redoes the body")
+        assert lifted.status_code == 201, lifted.get_json()
+        assert lifted.get_json()["lifted_stop"]["stopped_reason"].startswith("artifact digest")
+        assert _agent(gw, job_id)["stopped_reason"] is None
+        assert len(standin.events(sid, "agent.session.input.message")) == 1
 
 
 @pytest.mark.wordpress
@@ -461,6 +479,56 @@ def test_a_follow_up_is_refused_while_an_operation_is_unknown_and_sent_once_when
     [post] = standin.event_posts(sid)  # sent once, with the key of its ledger operation
     assert post["key"] == submissions.idempotency_key(answer["operation"]["operation_key"])
     assert gw.count_objects(key, "post") == 1
+
+
+@pytest.mark.wordpress
+def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw, standin):
+    """Issue 37: two concurrent first follow-ups of the same facts. The gateway's own claim
+    decides (not OpenAI's idempotency key): the event is POSTed to OpenAI once, one answer is
+    201 ``replayed: false``, the other 200 ``replayed: true`` with the same operation, both
+    ``sent``. The stand-in answers the event slowly (1 s), so the second request may arrive
+    while the first one's call is in flight; a third one is sent exactly then (the row SENT)
+    and answers the same replay."""
+    job_id, sid = _session(gw, standin)
+    standin.event_delay = 1.0
+    barrier, answers = threading.Barrier(2), []
+
+    def follow_up(wait_for_sent: bool = False):
+        client = gw.app.test_client()  # one client per thread, as separate callers
+        if wait_for_sent:
+            for _ in range(200):
+                if {o["action"]: o["state"] for o in gw.operations(job_id)}.get("follow_up") in (
+                    "SENT",
+                    "CONFIRMED",
+                ):
+                    break
+                time.sleep(0.02)
+        else:
+            barrier.wait(timeout=10)
+        answers.append(_continue(gw, job_id, client=client))
+
+    threads = [threading.Thread(target=follow_up) for _ in range(2)]
+    threads.append(threading.Thread(target=follow_up, args=(True,)))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    assert len(answers) == 3
+    bodies = sorted(((a.status_code, a.get_json()) for a in answers), key=lambda b: b[0])
+    assert [status for status, _ in bodies] == [200, 200, 201], bodies
+    (_, replay), (_, late), (_, first) = bodies
+    assert late == replay  # the same stored operation, answered alike
+    assert (first["replayed"], replay["replayed"]) == (False, True)
+    assert first["sent"] is True and replay["sent"] is True
+    assert first["operation"]["operation_key"] == replay["operation"]["operation_key"]
+    assert replay["operation"]["state"] == first["operation"]["state"] == "CONFIRMED"
+    assert first["facts"] == replay["facts"] and first["message"] == replay["message"]
+    assert len(standin.event_posts(sid)) == 1  # posted once: the gateway's claim decided
+    assert len(standin.events(sid, "agent.session.input.message")) == 1
+    assert first["operation"]["attempts"] == 1
+    # the agents' claim writes what perform's does: the lease grant and the site's credentials
+    assert first["operation"]["fencing_token"] is not None
+    assert first["operation"]["credential_version"] is not None
 
 
 @pytest.mark.wordpress

@@ -21,6 +21,7 @@ from gateway.ledger import db
 from gateway.ledger import migrations
 from gateway.ledger.db import database
 from gateway.ledger.models import Job
+from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
 from gateway.operations import ownership
@@ -214,3 +215,28 @@ def test_migration_13_adds_the_last_request_time_and_the_content_refusal(release
         assert jobs.idle_seconds(job) == pytest.approx(since_update, abs=5)
     again = cli(release_0_1_0_ledger, "init-db")
     assert again.returncode == 0 and again.stderr.count("up to date") == 1
+
+
+def test_migration_14_counts_a_notifications_definite_refusals(ledger_url):
+    """Version 14 (issue 37): ``notification.refusals`` added to a ledger that version 13
+    left (its notification table without the column, a notification in it), existing rows
+    at 0; a rerun changes nothing."""
+    db.bind(ledger_url)
+    assert migrations.migrate()[1] == migrations.latest_version()
+    with database.connection_context():  # back to version 13, as the previous code left it
+        database.execute_sql("ALTER TABLE notification DROP COLUMN refusals")
+        database.execute_sql("DELETE FROM schema_version WHERE version >= 14")
+        database.execute_sql(
+            "INSERT INTO notification (key, tenant, job_id, task_version, event, payload, "
+            "state, attempts, created_at) VALUES ('acme/j/v1/notify/published', 'acme', 'j', 1, "
+            "'published', '{}', 'PENDING', 2, '2026-01-01 00:00:00')"
+        )
+    with pytest.raises(migrations.LedgerError, match="init-db"):
+        migrations.check(ledger_url)
+    assert migrations.migrate() == (13, migrations.latest_version())
+    assert migrations.migrate() == (migrations.latest_version(),) * 2  # a rerun: nothing
+    with database.connection_context():
+        assert "refusals" in {c.name for c in database.get_columns("notification")}
+        [row] = Notification.select()
+        assert (row.state, row.attempts, row.refusals) == ("PENDING", 2, 0)
+    database.close()

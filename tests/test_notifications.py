@@ -32,6 +32,7 @@ from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
+from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import ResumePoint
 from gateway.recovery import reconciliation
@@ -133,6 +134,53 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         assert again.status_code == 200 and again.get_json()["state"] == "DELIVERED"
         listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
         assert [n["idempotency_key"] for n in listed.get_json()["notifications"]] == [key]
+
+
+def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(offline_gw):
+    """A receiver's 404 is a definite refusal: counted, the next pass waits out the back-off
+    (nothing sent), and the GATEWAY_NOTIFICATION_MAX_REFUSALS-th refusal makes it REFUSED:
+    never sent again. A 503 before it was not counted (an answer that may change)."""
+    gw = offline_gw
+    job_id = new_job_id()
+    gw.put_job(job_id)
+    set_phase(gw, job_id, "published")
+    assert notify(gw, job_id, "published").status_code == 201
+    config = gw.app.config["GATEWAY"]
+    gw.app.config["GATEWAY"] = config.with_overrides(notification_max_refusals=2)
+    key = f"{TENANT}/{job_id}/v1/notify/published"
+
+    def stored() -> Notification:
+        return in_ledger(gw, Notification.get, Notification.key == key)
+
+    def back_off_passed() -> None:  # the back-off's time, passed
+        in_ledger(
+            gw,
+            lambda: (
+                Notification.update(claimed_until=None).where(Notification.key == key).execute()
+            ),
+        )
+
+    with Receiver(statuses=[503, 404, 410, 200]) as editors:
+        receive_at(gw, editors)
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # 503: resent at the next pass
+        assert stored().refusals == 0 and stored().claimed_until is None
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # 404: refused once
+        first = stored()
+        assert (first.state, first.refusals) == ("PENDING", 1) and "HTTP 404" in first.last_error
+        wait = (first.claimed_until - in_ledger(gw, db.db_now)).total_seconds()
+        assert notifications.BACKOFF_SECONDS - 5 < wait <= notifications.BACKOFF_SECONDS
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # backing off: nothing sent
+        assert len(editors.messages) == 2
+        back_off_passed()
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # 410: the second refusal
+        assert len(editors.messages) == 3
+        back_off_passed()
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # REFUSED: never resent
+        assert len(editors.messages) == 3 and editors.keys() == [key] * 3
+    again = notify(gw, job_id, "published")
+    assert again.status_code == 200
+    view = again.get_json()
+    assert (view["state"], view["attempts"]) == ("REFUSED", 3) and "HTTP 410" in view["last_error"]
 
 
 def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(offline_gw):

@@ -25,12 +25,13 @@ from gateway.core.config import DEFAULT_MEDIA_MAX_PIXELS
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
-from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import PREPARED
 from gateway.ledger.models import Operation
 from gateway.operations import perform as operations
 from gateway.operations import refusals
 from gateway.operations import registry as actions
+from gateway.operations import transitions
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -506,7 +507,7 @@ def _reuse_earlier_version(
     earlier = _confirmed_of_slot_query(
         target, slot, Operation.request_hash == digest, Operation.operation_key != key
     ).first()
-    if earlier is None or Operation.select().where(Operation.operation_key == key).exists():
+    if earlier is None:
         return None
     if not still_there(target, earlier.remote_id, alive):
         return None
@@ -514,15 +515,25 @@ def _reuse_earlier_version(
 
 
 def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Operation):
-    """Record ``earlier``'s attachment as this version's receipt (a replay, no write)."""
+    """Record ``earlier``'s attachment as this version's receipt (a replay, no write): the
+    claimed row moves PREPARED -> CONFIRMED by one conditional UPDATE
+    (:func:`gateway.operations.transitions.move`). None when the key's row is past PREPARED
+    and not CONFIRMED (another request sends it: :func:`gateway.operations.perform.perform`
+    decides)."""
     row = operations.claim(target, key, digest, ACTION, slot)
-    Operation.update(
-        state=CONFIRMED,
+    if row.state == CONFIRMED:
+        return Outcome(row, replayed=True)
+    reused = transitions.move(
+        row,
+        CONFIRMED,
+        PREPARED,
         remote_id=earlier.remote_id,
         receipt={**earlier.receipt, "reused_from": earlier.operation_key},
-        updated_at=db.utcnow(),
-    ).where(Operation.id == row.id).execute()
-    return Outcome(Operation.get_by_id(row.id), replayed=True)
+    )
+    if not reused:
+        row = Operation.get_by_id(row.id)
+        return Outcome(row, replayed=True) if row.state == CONFIRMED else None
+    return Outcome(row, replayed=True)
 
 
 actions.register(

@@ -20,10 +20,15 @@ A notification is a side effect like a WordPress write, kept in the ledger (``no
   ``GATEWAY_NOTIFICATION_TIMEOUT`` seconds in all, however slowly the receiver answers, and
   reads at most ``GATEWAY_NOTIFICATION_MAX_BYTES`` of its answer.
 * **recovered by an idempotent resend**: a delivery that failed or whose outcome is unknown
-  (deadline, 5xx, connection lost) stays PENDING and is sent again, same key and same body, by
-  the next pass; the receiver deduplicates on the key. One sender at a time: a conditional
-  UPDATE of ``claimed_until`` decides who sends. A pass gives each tenant's receiver one
-  failure at most, so one slow receiver cannot hold up the other tenants' notifications.
+  (deadline, 5xx, 408/409/425/429, connection lost) stays PENDING and is sent again, same key and
+  same body, by the next pass; the receiver deduplicates on the key. A definite refusal
+  (:func:`gateway.core.answers.is_definite`: a 3xx, any other 4xx) is counted (``refusals``): the
+  row waits out a back-off (:func:`backoff`) before the next attempt, and after
+  ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` of them it is REFUSED and never resent. One sender at a
+  time: a conditional UPDATE of ``claimed_until`` decides who sends, judged by the database's clock.
+  Every state change goes through :mod:`gateway.operations.transitions`. A pass gives each tenant's
+  receiver one failure at most, so one slow receiver cannot hold up the other tenants'
+  notifications.
 
 The sweep also decides ``needs_attention`` for a job no request has touched for
 ``GATEWAY_ATTENTION_AFTER`` seconds (:func:`attention_for_idle_jobs`). Source: docs/api.md,
@@ -32,31 +37,32 @@ The sweep also decides ``needs_attention`` for a job no request has touched for
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import threading
 import time
 from urllib.parse import urlsplit
 
-from peewee import IntegrityError
-
 from gateway.actions import egress
+from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.core.states import DELIVERED
+from gateway.core.states import PENDING
 from gateway.jobs import records as jobs
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import NotificationTarget
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
+from gateway.operations import transitions
 
 log = logging.getLogger(__name__)
 
 EVENTS = ("ready_for_approval", "needs_attention", "published")
-PENDING = "PENDING"
-DELIVERED = "DELIVERED"
+BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
 ACTION = "notify"  # the action part of the key; its registry entry is at the end
 SCHEMES = frozenset({"http", "https"})
 ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
@@ -158,40 +164,34 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
         "text": _text(job, event, reason),
         "idempotency_key": key,
     }
-    try:
-        with db.atomic():
-            row = Notification.create(
-                key=key,
-                tenant=job.tenant,
-                job_id=job.job_id,
-                task_version=job.task_version,
-                event=event,
-                payload=payload,
-            )
+    row, created = unique.insert_or_get(
+        lambda: Notification.create(
+            key=key,
+            tenant=job.tenant,
+            job_id=job.job_id,
+            task_version=job.task_version,
+            event=event,
+            payload=payload,
+        ),
+        lambda: Notification.get(Notification.key == key),
+    )
+    if created:
         log.info("job_id=%s: notification %s decided", job.job_id, key)
         _wake.set()
-        return row, True
-    except IntegrityError:
-        return Notification.get(Notification.key == key), False
+    return row, created
 
 
 def _claim(config: Config, row: Notification) -> bool:
-    """Take the row for one delivery attempt; False when delivered or another sender holds it."""
-    now = db.utcnow()
-    hold = config.notification_timeout + 20  # longer than one attempt can last
-    claimed = (
-        Notification.update(
-            claimed_until=now + dt.timedelta(seconds=hold),
-            attempts=Notification.attempts + 1,
-        )
-        .where(
-            Notification.id == row.id,
-            Notification.state == PENDING,
-            (Notification.claimed_until.is_null()) | (Notification.claimed_until < now),
-        )
-        .execute()
-    )
-    return claimed == 1
+    """Take the row for one delivery attempt (:func:`gateway.operations.transitions.
+    claim_delivery`, the database's clock); False when it is settled, another sender holds
+    it or it waits out a back-off."""
+    return transitions.claim_delivery(row, config.notification_timeout + 20)
+
+
+def backoff(refusals: int) -> float:
+    """Seconds a notification waits after its ``refusals``-th definite refusal:
+    :data:`BACKOFF_SECONDS` doubled after each, at most an hour."""
+    return min(3600.0, BACKOFF_SECONDS * 2 ** max(0, refusals - 1))
 
 
 def deliver(config: Config, row: Notification) -> Notification:
@@ -201,26 +201,43 @@ def deliver(config: Config, row: Notification) -> Notification:
     ``notification_timeout`` seconds and at most ``notification_max_bytes`` of the answer
     read. Never called inside an API request.
 
-    Returns the row as stored afterwards (DELIVERED, or PENDING with ``last_error``). Never
-    raises for the receiver's trouble."""
+    Returns the row as stored afterwards (DELIVERED; PENDING with ``last_error``; REFUSED
+    after the last definite refusal allowed). Never raises for the receiver's trouble."""
     if row.state != PENDING or not _claim(config, row):
         return Notification.get_by_id(row.id)
-    error = _send(config, row)
+    error, refused = _send(config, row)
     if error is None:
-        Notification.update(
-            state=DELIVERED, delivered_at=db.utcnow(), claimed_until=None, last_error=None
-        ).where(Notification.id == row.id).execute()
+        transitions.move(
+            row, DELIVERED, PENDING, delivered_at=db.utcnow(), claimed_until=None, last_error=None
+        )
         log.info("job_id=%s: notification %s delivered", row.job_id, row.key)
     else:
-        Notification.update(claimed_until=None, last_error=error).where(
-            Notification.id == row.id
-        ).execute()
-        log.warning("job_id=%s: notification %s not delivered: %s", row.job_id, row.key, error)
+        state = transitions.release_delivery(
+            row, error, refused, config.notification_max_refusals, backoff(row.refusals + 1)
+        )
+        log.warning(
+            "job_id=%s: notification %s not delivered (%s): %s", row.job_id, row.key, state, error
+        )
     return Notification.get_by_id(row.id)
 
 
-def _send(config: Config, row: Notification) -> str | None:
-    """Why the delivery did not take place, or None when the receiver answered 2xx."""
+def _send(config: Config, row: Notification) -> tuple[str | None, bool]:
+    """``(why the delivery did not take place, whether that is a definite refusal)``;
+    ``(None, False)`` when the receiver answered 2xx. Whether an answer is a definite refusal
+    is :func:`gateway.core.answers.is_definite`'s verdict for a receiver (RFC 9110: the same
+    request would be refused again); an unreachable receiver, a 5xx, a missing or refused URL
+    are not."""
+    error = _attempt(config, row)
+    if isinstance(error, int):
+        url = _origin(url_of(row.tenant) or "")
+        definite = answers.is_definite(answers.RECEIVER, error)
+        return f"{url} answered HTTP {error}", definite
+    return error, False
+
+
+def _attempt(config: Config, row: Notification) -> str | int | None:
+    """Why the delivery did not take place (the receiver's HTTP status for a non-2xx answer),
+    or None when the receiver answered 2xx."""
     url = url_of(row.tenant)
     if url is None:
         return f"no notification URL is set for tenant {row.tenant} (gateway notifications set-url)"
@@ -243,7 +260,7 @@ def _send(config: Config, row: Notification) -> str | None:
             f"{failure}"
         )
     if not 200 <= answer.status < 300:
-        return f"{_origin(url)} answered HTTP {answer.status}"
+        return answer.status
     return None
 
 
@@ -265,17 +282,23 @@ def resend_pending(config: Config, limit: int = 200) -> dict:
     """One delivery pass: one attempt for each PENDING notification not held by a sender,
     oldest first; after a tenant's first failure in the pass its other rows wait for the next
     pass (one slow receiver costs at most one ``notification_timeout`` per pass). Returns
-    ``{"delivered", "pending"}`` counts after the pass."""
+    ``{"delivered", "pending"}`` counts after the pass (a row refused for the last time in
+    the pass is neither; a row waiting out its back-off is pending)."""
     counts = {"delivered": 0, "pending": 0}
     failing: set[str] = set()
     rows = Notification.select().where(Notification.state == PENDING).order_by(Notification.id)
+    now = db.db_now()
     for row in rows.limit(limit):
+        if row.claimed_until is not None and row.claimed_until > now:  # held, or backing off
+            counts["pending"] += 1
+            continue
         if row.tenant in failing:
             counts["pending"] += 1
             continue
-        delivered = deliver(config, row).state == DELIVERED
-        counts["delivered" if delivered else "pending"] += 1
-        if not delivered:
+        state = deliver(config, row).state
+        if state in (DELIVERED, PENDING):  # a row REFUSED now is neither: never resent
+            counts["delivered" if state == DELIVERED else "pending"] += 1
+        if state != DELIVERED:
             failing.add(row.tenant)
     return counts
 

@@ -21,9 +21,12 @@ checked against the job's ledger, and nothing goes on from content nobody can pr
    be there with its digest.
 
 A mismatch stops the session (``stopped_reason`` names it) and opens an ``artifact_mismatch``
-review item with what was claimed and what the ledger holds; no tool runs and no result is
-sent. An editor dismisses the item once the work was redone (a new task version) or proven; the
-stop is lifted only by an editor's checked follow-up (:mod:`gateway.agents.follow_ups`).
+review item with what was claimed and what the ledger holds; no tool runs. A call refused
+for its content (check 2) is answered with the refusal, a tool result carrying the 409
+``artifact-digest-mismatch`` problem (:mod:`gateway.agents.required_actions`), so the turn
+ends; the other checks send nothing. An editor dismisses the item once the work was redone
+(a new task version) or proven; the stop is lifted only by an editor's checked follow-up
+(:mod:`gateway.agents.follow_ups`).
 """
 
 from __future__ import annotations

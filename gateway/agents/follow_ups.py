@@ -63,6 +63,10 @@ from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 
 log = logging.getLogger(__name__)
+# Seconds a follow-up that lost the claim to an identical racing one waits for the winner's
+# send to settle before answering: at most one SDK call (gateway.agents.sessions.client_for's
+# timeout), so both racers answer with the same recorded outcome.
+SETTLE_WAIT = 30.0
 VERIFIED_PHASES = ("verified", "approval_pending", "scheduled", "published")
 NOT_ALLOWED = (
     "do not create a second post for this job: the draft above is the job's post",
@@ -217,8 +221,12 @@ def _checked(config, oai, job: Job, row: AgentSession, actor, editor, reason, le
     target = target_for(config, job, fencing_token=lease.fencing_token, fenced=True)
     done = _sent_before(job, row.session_id)
     if done is not None and not row.stopped_reason:  # these facts were followed up before
-        return _answer(job, row, submissions.send(config, oai, done), True, None), False
+        sent = submissions.settled(submissions.send(config, oai, done), SETTLE_WAIT)
+        return _answer(job, row, sent, True, None), False
     blocking = _blocking(config, oai, job, row, target, editor)
+    done = _sent_before(job, row.session_id) if blocking else None
+    if done is not None:  # a racing identical follow-up claimed these facts meanwhile
+        return _answer(job, row, submissions.settled(done, SETTLE_WAIT), True, None), False
     if blocking:
         log.info("job_id=%s follow-up refused: %s", job.job_id, blocking)
         raise exc.FollowUpRefused(
@@ -235,10 +243,15 @@ def _checked(config, oai, job: Job, row: AgentSession, actor, editor, reason, le
     }
     before = _sent_before(job, row.session_id)
     slot = _slot(row.session_id, found)
-    claimed = submissions.claim(job, submissions.FOLLOW_UP, slot, row.session_id, event)
+    claimed, created = submissions.claim_new(
+        job, submissions.FOLLOW_UP, slot, row.session_id, event, lease.fencing_token
+    )
     sent = submissions.send(config, oai, claimed)
+    if not created:  # a racing identical follow-up claimed it: answer what its send recorded
+        sent = submissions.settled(sent, SETTLE_WAIT)
     log.info("job_id=%s follow-up %s: %s", job.job_id, sent.operation_key, sent.state)
-    return _answer(job, row, sent, before is not None, lifted), before is None
+    first = before is None and created
+    return _answer(job, row, sent, not first, lifted if first else None), first
 
 
 def _slot(session_id: str, found: dict) -> str:

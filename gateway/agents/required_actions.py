@@ -160,7 +160,7 @@ def _function_call(ctx: Context, action) -> str:
     mismatch = evidence.content_mismatch(ctx.job, action.name, action.arguments)
     if mismatch is not None:  # never written from content the checkpoints do not prove
         found = [{"call_id": action.call_id, "tool": action.name, **mismatch}]
-        evidence.stop_on_mismatch(ctx.session, ctx.job, "content against checkpoints", found)
+        _refuse_mismatch(ctx, action, found)
         return "stopped"
     actor = f"agent:{ctx.session.session_id}"
     try:
@@ -183,6 +183,30 @@ def _function_call(ctx: Context, action) -> str:
     ctx.job = ctx.target.job  # a version bump replaced it
     operations.crash_point(ctx.config, "before_tool_result")
     return _submit_tool_result(ctx, action, result)
+
+
+def _refuse_mismatch(ctx: Context, action, found: list[dict]) -> None:
+    """A call refused for an artifact digest mismatch: claim its tool result (the refusal, a
+    409 ``artifact-digest-mismatch`` problem), stop the session and open the review item,
+    then send the result, so that the call does not stay open at OpenAI: the turn ends and
+    an editor's checked follow-up can lift the stop (:mod:`gateway.agents.follow_ups`)."""
+    refusal = exc.ArtifactDigestMismatch(
+        f"{action.name} would write content ({found[0]['role']}) other than the job's "
+        "checkpointed digest; nothing was written and the session is stopped until an editor "
+        "continues it",
+        expected_sha256=found[0]["expected_sha256"],
+        actual_sha256=found[0]["actual_sha256"],
+    )
+    event = {
+        "type": "agent.session.input.tool_result",
+        "call_id": action.call_id,
+        "turn_id": action.turn_id,
+        **_failure(refusal),
+    }
+    session_id = ctx.session.session_id
+    row = submissions.claim(ctx.job, "tool_result", action.call_id, session_id, event)
+    evidence.stop_on_mismatch(ctx.session, ctx.job, "content against checkpoints", found)
+    submissions.send(ctx.config, ctx.oai, row)
 
 
 def _failure(error: exc.GatewayError) -> dict:

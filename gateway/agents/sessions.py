@@ -20,8 +20,6 @@ import datetime as dt
 import logging
 from functools import lru_cache
 
-from peewee import IntegrityError
-
 from gateway.agents import openai_key
 from gateway.agents import permissions
 from gateway.agents import tools
@@ -32,6 +30,7 @@ from gateway.core import states
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import AgentSession
@@ -105,18 +104,21 @@ def bind(config: Config, job: Job, session_id: str, token_hash: str | None = Non
             task_version=job.task_version,
         )
     deadline = db.utcnow() + dt.timedelta(hours=config.agent_deadline_hours)
-    try:
-        with db.atomic():
-            AgentSession.create(
-                session_id=session_id,
-                tenant=job.tenant,
-                job_id=job.job_id,
-                task_version=job.task_version,
-                deadline_at=deadline,
-                bound_token_hash=token_hash,
-            )
-            jobs.touch(job, session_id=session_id)
-    except IntegrityError:  # a racing bind of the same session: judge again
+
+    def insert() -> AgentSession:
+        row = AgentSession.create(
+            session_id=session_id,
+            tenant=job.tenant,
+            job_id=job.job_id,
+            task_version=job.task_version,
+            deadline_at=deadline,
+            bound_token_hash=token_hash,
+        )
+        jobs.touch(job, session_id=session_id)
+        return row
+
+    _row, created = unique.insert_or_get(insert)
+    if not created:  # a racing bind of the same session: judge again
         check_free(job.tenant, job.job_id, session_id)
         return Job.get_by_id(job.id)
     log.info("job_id=%s bound to session %s", job.job_id, session_id)

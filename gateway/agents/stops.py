@@ -2,10 +2,11 @@
 
 A stop is never a retry: a revoked WordPress password, a revoked binding token, a cancelled
 job, a removed site, a session that failed or no longer exists at OpenAI, an artifact digest
-mismatch, an exhausted limit or a passed deadline leaves the session's actions unanswered and
-the job shown with ``agent.stopped_reason`` until a person acts (an editor's checked follow-up,
-:mod:`gateway.agents.follow_ups`). A credentials stop lifts itself once the site's credentials
-were updated: ``gateway sites add`` bumps ``credential_version``.
+mismatch, an exhausted limit or a passed deadline leaves the session's actions unanswered (but
+a call refused for a digest mismatch, which is answered with the refusal so that the turn ends)
+and the job shown with ``agent.stopped_reason`` until a person acts (an editor's checked
+follow-up, :mod:`gateway.agents.follow_ups`). A credentials stop lifts itself once the site's
+credentials were updated: ``gateway sites add`` bumps ``credential_version``.
 
 Counters (stored with the session row): resume attempts (worker passes that found actions to
 answer), tool calls answered, tokens used (the session's best-effort ``usage``), and a deadline.
@@ -35,6 +36,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
+from gateway.operations import transitions
 from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
@@ -131,7 +133,5 @@ def settle_cancel(config: Config, oai: openai.OpenAI, row: Operation) -> Operati
 
 def _confirm_unsent(row: Operation, reason: str) -> Operation:
     receipt = {"sent": False, "reason": reason}
-    Operation.update(state=CONFIRMED, receipt=receipt, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.state != CONFIRMED
-    ).execute()
+    transitions.move(row, CONFIRMED, transitions.NOT_CONFIRMED, receipt=receipt)
     return Operation.get_by_id(row.id)

@@ -18,8 +18,7 @@ definite FAILED.
 from __future__ import annotations
 
 import logging
-
-from peewee import IntegrityError
+import time
 
 from gateway.agents import openai_key
 from gateway.agents.openai_sdk import openai
@@ -28,16 +27,18 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
-from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
+from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
+from gateway.ledger.models import Site
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
+from gateway.operations import transitions
 
 log = logging.getLogger(__name__)
 # The session inputs this module registers (each an *idempotent resend* action, resent by the
@@ -51,6 +52,9 @@ ACTIONS = (
 )
 CANCEL = "session_cancel"
 FOLLOW_UP = "follow_up"  # a checked follow-up message (gateway.agents.follow_ups)
+# Seconds a SENT input counts as in flight (by the database's clock): nobody sends it again
+# before, so racing senders post it once; after, a resend carries the same idempotency key.
+IN_FLIGHT_SECONDS = 5.0
 
 
 def idempotency_key(operation_key: str) -> str:
@@ -74,8 +78,35 @@ def find(job: Job, action: str, slot: str) -> Operation | None:
     )
 
 
-def claim(job: Job, action: str, slot: str, session_id: str, event: dict) -> Operation:
-    """The PREPARED row of this input (the event stored as its intent), or the existing one.
+def claim(
+    job: Job,
+    action: str,
+    slot: str,
+    session_id: str,
+    event: dict,
+    fencing_token: int | None = None,
+) -> Operation:
+    """The PREPARED row of this input (the event stored as its intent), or the existing one:
+    :func:`claim_new`'s row without whether it was new."""
+    return claim_new(job, action, slot, session_id, event, fencing_token)[0]
+
+
+def claim_new(
+    job: Job,
+    action: str,
+    slot: str,
+    session_id: str,
+    event: dict,
+    fencing_token: int | None = None,
+) -> tuple[Operation, bool]:
+    """Claim this input (:func:`gateway.operations.transitions.claim`: the event stored as
+    its intent, no WordPress object bound, the site's ``credential_version`` and a fencing
+    token, as :func:`gateway.operations.perform.claim` writes them). ``fencing_token`` is the
+    lease grant the caller holds (a follow-up's own lease); without one, the job's latest
+    grant is written (the worker answers under no lease of its own), None for a job never
+    leased.
+
+    Returns ``(row, created)``: ``created`` False when the key was claimed before.
 
     Raises:
         OperationKeyReused: the key exists with another event (e.g. an editor's different
@@ -83,32 +114,38 @@ def claim(job: Job, action: str, slot: str, session_id: str, event: dict) -> Ope
     """
     key = operations.operation_key(job, action, slot)
     digest = request_digest(event)
-    try:
-        with db.atomic():
-            row = Operation.create(
-                operation_key=key,
-                tenant=job.tenant,
-                job_id=job.job_id,
-                task_version=job.task_version,
-                action=action,
-                slot=slot,
-                request_hash=digest,
-                state=PREPARED,
-                intent={"session_id": session_id, "event": event},
-            )
-    except IntegrityError:
-        row = Operation.get(Operation.operation_key == key)
+    if fencing_token is None:
+        lease = Lease.get_or_none(Lease.tenant == job.tenant, Lease.job_id == job.job_id)
+        fencing_token = lease.fencing_token if lease is not None else None
+    site = Site.get_or_none(Site.tenant == job.tenant, Site.name == job.site)
+    row, created = transitions.claim(
+        key=key,
+        tenant=job.tenant,
+        job_id=job.job_id,
+        task_version=job.task_version,
+        action=action,
+        slot=slot,
+        request_hash=digest,
+        intent={"session_id": session_id, "event": event},
+        binds=None,  # an input to an OpenAI session: no WordPress object
+        credential_version=site.credential_version if site is not None else None,
+        fencing_token=fencing_token,
+    )
     if row.request_hash != digest:
         raise exc.OperationKeyReused(
             f"operation {key} was first submitted with another event",
             operation_key=key,
             ledger_state=row.state,
         )
-    return row
+    return row, created
 
 
 def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
-    """Send the row's stored event once more (same idempotency key) unless it is settled.
+    """Send the row's stored event once more (same idempotency key) unless it is settled or
+    in flight: the send is claimed by one conditional UPDATE
+    (:func:`gateway.operations.transitions.claim_send`), and a SENT row counts as in flight
+    for :data:`IN_FLIGHT_SECONDS` by the database's clock, so two racing senders post the
+    event once (the loser returns the row as the winner left it).
 
     Returns the row as recorded afterwards. Never raises for OpenAI trouble: the row stays
     UNKNOWN for the worker's next pass.
@@ -121,19 +158,10 @@ def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
     ):
         log.info("not sending %s: job_id=%s was cancelled", row.operation_key, row.job_id)
         return row
-    moved = (
-        Operation.update(state=SENT, attempts=row.attempts + 1, sent_at=db.utcnow())
-        .where(
-            Operation.id == row.id,
-            Operation.attempts == row.attempts,
-            Operation.state.in_((PREPARED, SENT, UNKNOWN)),
-        )
-        .execute()
-    )
-    if not moved:  # another worker sends it right now (with the same key: harmless)
+    if not transitions.claim_send(row, IN_FLIGHT_SECONDS):  # in flight, or another sender won
         return Operation.get_by_id(row.id)
     intent, key = row.intent, idempotency_key(row.operation_key)
-    log.info("submitting %s job_id=%s attempt=%s", row.operation_key, row.job_id, row.attempts + 1)
+    log.info("submitting %s job_id=%s attempt=%s", row.operation_key, row.job_id, row.attempts)
     try:
         client.beta.agents.sessions.events.create(
             intent["session_id"], events=[intent["event"]], idempotency_key=key
@@ -148,9 +176,7 @@ def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
         return _settle(row, UNKNOWN, error)
     operations.crash_point(config, "after_session_input_sent")
     receipt = {"idempotency_key": key, "accepted": True, "session_id": intent["session_id"]}
-    Operation.update(state=CONFIRMED, receipt=receipt, problem=None, updated_at=db.utcnow()).where(
-        Operation.id == row.id
-    ).execute()
+    transitions.move(row, CONFIRMED, transitions.NOT_CONFIRMED, receipt=receipt, problem=None)
     return Operation.get_by_id(row.id)
 
 
@@ -158,10 +184,20 @@ def _settle(row: Operation, state: str, error: Exception) -> Operation:
     status = getattr(error, "status_code", None)
     log.warning("submission %s: %s (%s)", row.operation_key, state, type(error).__name__)
     problem = {"detail": str(error)[:500], "openai_status": status}
-    Operation.update(state=state, problem=problem, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.state == SENT
-    ).execute()
+    transitions.move(row, state, SENT, problem=problem)
     return Operation.get_by_id(row.id)
+
+
+def settled(row: Operation, timeout: float = IN_FLIGHT_SECONDS + 1) -> Operation:
+    """``row`` as stored once no other sender's call is in flight: read again every 0.1 s
+    while it is PREPARED or SENT, for at most ``timeout`` seconds (the racer that lost a
+    claim answers with what the winner recorded)."""
+    deadline = time.monotonic() + timeout
+    current = Operation.get_by_id(row.id)
+    while current.state in (PREPARED, SENT) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        current = Operation.get_by_id(row.id)
+    return current
 
 
 def submit(

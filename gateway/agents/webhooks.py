@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import logging
 
-from peewee import IntegrityError
-
 from gateway.agents import sessions
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
-from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import WebhookEvent
 from gateway.operations import perform as operations
 
@@ -53,17 +51,15 @@ def receive(config: Config, raw: bytes, headers: dict) -> dict:
     event_type = getattr(event, "type", None) or "unknown"
     data = getattr(event, "data", None)
     session_id = getattr(data, "id", None) if event_type.startswith("agent.session.") else None
-    duplicate = False
-    try:
-        with db.atomic():
-            WebhookEvent.create(
-                event_id=event.id,
-                event_type=event_type,
-                session_id=session_id,
-                payload=event.model_dump(mode="json"),
-            )
-    except IntegrityError:
-        duplicate = True
+    _row, stored = unique.insert_or_get(
+        lambda: WebhookEvent.create(
+            event_id=event.id,
+            event_type=event_type,
+            session_id=session_id,
+            payload=event.model_dump(mode="json"),
+        )
+    )
+    duplicate = not stored
     operations.crash_point(config, "after_webhook_stored")
     log.info("webhook %s %s session=%s duplicate=%s", event.id, event_type, session_id, duplicate)
     return {"event_id": event.id, "type": event_type, "duplicate": duplicate}

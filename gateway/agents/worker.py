@@ -55,7 +55,7 @@ from gateway.recovery import reconciliation
 from gateway.tenancy import site_slots
 
 log = logging.getLogger(__name__)
-RESEND_AFTER = 5.0
+RESEND_AFTER = submissions.IN_FLIGHT_SECONDS
 GONE = "the session no longer exists at OpenAI (404 on retrieve)"
 # Failures after which a session's work waits for a later pass (nothing is lost: the call
 # stays unanswered, the event pending, the session due again after a backoff).
@@ -292,6 +292,14 @@ def _send_cancel(config: Config, oai, job: Job, counts: dict) -> bool:
     return True
 
 
+def _refusal(row) -> bool:
+    """True for a tool result that refuses its call (``success: false``, e.g. a call refused
+    for an artifact digest mismatch as the session was stopped): resent even to a stopped
+    session, since it writes nothing and ends the call's wait."""
+    event = (row.intent or {}).get("event") or {}
+    return event.get("type") == "agent.session.input.tool_result" and event.get("success") is False
+
+
 def _resend_unsettled(config: Config, oai, counts: dict) -> None:
     for row in submissions.unsettled(RESEND_AFTER):
         job = Job.get_or_none(Job.tenant == row.tenant, Job.job_id == row.job_id)
@@ -302,7 +310,7 @@ def _resend_unsettled(config: Config, oai, counts: dict) -> None:
         try:
             if row.action == submissions.CANCEL:
                 stops.settle_cancel(config, oai, row)
-            elif job.cancelled or stopped:
+            elif job.cancelled or (stopped and not _refusal(row)):
                 continue  # a stopped session is answered only after a person's decision
             else:
                 submissions.send(config, oai, row)

@@ -222,6 +222,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("notification_poll_interval", float, "GATEWAY_NOTIFICATION_POLL_INTERVAL", _seconds, 2.0,
       "seconds between a worker's looks for pending notifications (a decision in the same "
       "worker wakes it at once)."),
+    S("notification_max_refusals", int, "GATEWAY_NOTIFICATION_MAX_REFUSALS", _count, 5,
+      "definite refusals (:func:`gateway.core.answers.is_definite` for a receiver) after "
+      "which a notification is REFUSED and no longer resent; it backs off after each earlier "
+      "one; 0 = never stop."),
     S("worker_threads", int, "GATEWAY_WORKER_THREADS", _count, 0,
       "the threads of this ``gateway serve`` worker process (set by ``gateway serve`` from "
       "``--threads``); 0 outside a server (no request share)."),

@@ -54,8 +54,10 @@ COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "publ
 DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no phase)
 
 # --------------------------------------------------------------------------- notifications
-# A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED
-# (gateway.actions.notifications).
+# A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or
+# REFUSED after GATEWAY_NOTIFICATION_MAX_REFUSALS definite refusals
+# (gateway.actions.notifications; the moves: gateway.operations.transitions).
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
-NOTIFICATION_STATES = (PENDING, DELIVERED)
+REFUSED = "REFUSED"
+NOTIFICATION_STATES = (PENDING, DELIVERED, REFUSED)

@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 import re
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core.digests import canonical_json
@@ -29,6 +27,7 @@ from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import models as ledger
+from gateway.ledger import unique
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 
@@ -144,26 +143,23 @@ def post_checkpoint(target: guards.Writer, body: dict) -> tuple[Checkpoint, bool
         raise exc.SecretInCheckpoint(
             "checkpoint data must not contain credentials; nothing was stored", errors=secrets
         )
-    try:
-        with db.atomic():
-            checkpoint = Checkpoint.create(
-                tenant=job.tenant,
-                job_id=job.job_id,
-                task_version=job.task_version,
-                phase=phase,
-                artifacts=body["artifacts"],
-                data=body.get("data"),
-            )
-        created = True
-    except IntegrityError:
-        checkpoint = _get(job, phase)
-        if _artifacts_key(checkpoint.artifacts) != _artifacts_key(body["artifacts"]):
-            raise exc.CheckpointConflict(
-                f"phase {phase!r} of task_version {job.task_version} was reached with other "
-                "artifacts; bump the task_version to change them",
-                phase=phase,
-            ) from None
-        created = False
+    checkpoint, created = unique.insert_or_get(
+        lambda: Checkpoint.create(
+            tenant=job.tenant,
+            job_id=job.job_id,
+            task_version=job.task_version,
+            phase=phase,
+            artifacts=body["artifacts"],
+            data=body.get("data"),
+        ),
+        lambda: _get(job, phase),
+    )
+    if not created and _artifacts_key(checkpoint.artifacts) != _artifacts_key(body["artifacts"]):
+        raise exc.CheckpointConflict(
+            f"phase {phase!r} of task_version {job.task_version} was reached with other "
+            "artifacts; bump the task_version to change them",
+            phase=phase,
+        )
     jobs.advance_phase(job, phase)
     return checkpoint, created
 

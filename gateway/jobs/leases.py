@@ -16,10 +16,9 @@ import datetime as dt
 import logging
 import math
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
 
@@ -87,13 +86,14 @@ def acquire(job: Job, owner: str, ttl_seconds: int) -> Lease:
                 return lease
         current = _row(job)
         if current is None:
-            try:
-                with db.atomic():
-                    return Lease.create(
-                        tenant=job.tenant, job_id=job.job_id, owner=owner, expires_at=expires
-                    )
-            except IntegrityError:
-                continue  # another owner inserted first: look again
+            lease, created = unique.insert_or_get(
+                lambda expires=expires: Lease.create(
+                    tenant=job.tenant, job_id=job.job_id, owner=owner, expires_at=expires
+                )
+            )
+            if created:
+                return lease
+            continue  # another owner inserted first: look again
         if current.owner not in (None, owner) and current.expires_at > now:
             wait = max(1, math.ceil((current.expires_at - now).total_seconds()))
             raise exc.LeaseHeld(

@@ -6,8 +6,6 @@ Status (docs/api.md, "Job status and phases") is derived from the ledger, never 
 
 from __future__ import annotations
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.core.states import CANCELLED
 from gateway.core.states import COMPLETED
@@ -22,6 +20,7 @@ from gateway.core.states import PHASES
 from gateway.jobs import guards
 from gateway.ledger import db
 from gateway.ledger import hot_sql
+from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
@@ -73,11 +72,9 @@ def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job
     """
     sites.get_site(tenant, site)
     values = {"tenant": tenant, "job_id": job_id, "site": site, "task_version": task_version}
-    try:
-        with db.atomic():
-            return hot_sql.insert_job(values), True
-    except IntegrityError:
-        pass
+    inserted, created = unique.insert_or_get(lambda: hot_sql.insert_job(values))
+    if created:
+        return inserted, True
     job = get_job(tenant, job_id)
     if task_version < job.task_version:
         raise exc.StaleTaskVersion(

@@ -225,6 +225,17 @@ def _run_activity(migrator: SchemaMigrator) -> None:
         run(migrator.add_column("resume_point", "refusal", TextField(null=True)))
 
 
+def _notification_refusals(migrator: SchemaMigrator) -> None:
+    """Version 14 (issue 37): ``notification.refusals``, the definite refusals a notification
+    met (its receiver's 4xx): it backs off after each and stops (REFUSED) after
+    ``GATEWAY_NOTIFICATION_MAX_REFUSALS``. Existing rows start at 0. Idempotent."""
+    from playhouse.migrate import migrate as run
+
+    table = ledger.Notification._meta.table_name
+    if "refusals" not in {c.name for c in database.get_columns(table)}:
+        run(migrator.add_column(table, "refusals", IntegerField(default=0)))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -280,6 +291,12 @@ MIGRATIONS: list[Migration] = [
         "job.last_request_at: idle time counts from a client's last request; "
         "resume_point.refusal: a version refused for its content goes to a person",
         _run_activity,
+    ),
+    Migration(
+        14,
+        "notification.refusals: a notification backs off after each definite refusal and "
+        "stops after a bounded number",
+        _notification_refusals,
     ),
 ]
 

@@ -422,8 +422,11 @@ class Notification(BaseModel):
     """One notification to editors, decided once per job version and event (schema version
     6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
     ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
-    answered 2xx, then DELIVERED (:data:`gateway.core.states.NOTIFICATION_STATES`);
-    ``claimed_until`` lets one sender at a time deliver."""
+    answered 2xx, then DELIVERED, or REFUSED after ``refusals`` (schema version 14) reached
+    ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals
+    (:data:`gateway.core.states.NOTIFICATION_STATES`); ``claimed_until`` lets one sender at a
+    time deliver, and holds a refused row back (its back-off). States move only through
+    :mod:`gateway.operations.transitions`."""
 
     key = TextField(unique=True)
     tenant = TextField()
@@ -433,6 +436,7 @@ class Notification(BaseModel):
     payload = JSONField()
     state = TextField(default=PENDING, index=True)
     attempts = IntegerField(default=0)
+    refusals = IntegerField(default=0)
     claimed_until = DateTimeField(null=True)
     last_error = TextField(null=True)
     created_at = DateTimeField(default=utcnow)

@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 
 from gateway.core import exceptions as exc
-from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
+from gateway.operations import transitions
 from gateway.tenancy import sites
 from gateway.wordpress import OPERATION_KEY_META
 from gateway.wordpress.errors import WordPressError
@@ -115,9 +115,14 @@ def undo_if_raced(target, row: Operation, object_id: int) -> None:
     holder = held_elsewhere(target, row, object_id)
     if holder is None:
         return
-    Operation.update(state=UNKNOWN, remote_id=None, receipt=None, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.remote_id == object_id
-    ).execute()
+    transitions.move(
+        row,
+        UNKNOWN,
+        CONFIRMED,
+        when=(Operation.remote_id == object_id,),
+        remote_id=None,
+        receipt=None,
+    )
     raise _foreign(row, object_id, f"{holder.operation_key} bound it at the same moment")
 
 

@@ -20,8 +20,6 @@ import logging
 import os
 import signal
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.core.config import Config
@@ -32,7 +30,6 @@ from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
-from gateway.ledger.models import PREPARED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
@@ -42,6 +39,7 @@ from gateway.operations import ownership
 from gateway.operations import refusals
 from gateway.operations import registry
 from gateway.operations import review_items
+from gateway.operations import transitions
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
 from gateway.operations.target import Target
@@ -82,34 +80,29 @@ def claim(
     slot: str | None = None,
     intent: dict | None = None,
 ) -> Operation:
-    """Insert the PREPARED row for ``key`` or return the existing one. The INSERT is plain
-    SQL (:func:`gateway.ledger.hot_sql.insert_operation`); the key's unique constraint is the
-    lock, and the row of a request that lost is read back with peewee.
+    """Insert the PREPARED row for ``key`` or return the existing one
+    (:func:`gateway.operations.transitions.claim`, with what the action binds, the site's
+    credential version and the request's fencing token): the key's unique constraint is the
+    lock.
 
     Raises:
         OperationKeyReused: the key exists with a different request digest.
     """
-    try:
-        with db.atomic():
-            row = hot_sql.insert_operation(
-                {
-                    "operation_key": key,
-                    "tenant": target.job.tenant,
-                    "job_id": target.job.job_id,
-                    "task_version": target.job.task_version,
-                    "action": action,
-                    "slot": slot,
-                    "request_hash": request_hash,
-                    "state": PREPARED,
-                    "intent": intent,
-                    "binds": _binds_of(action),
-                    "credential_version": target.site.credential_version,
-                    "fencing_token": target.fencing_token,
-                }
-            )
+    row, created = transitions.claim(
+        key=key,
+        tenant=target.job.tenant,
+        job_id=target.job.job_id,
+        task_version=target.job.task_version,
+        action=action,
+        slot=slot,
+        request_hash=request_hash,
+        intent=intent,
+        binds=_binds_of(action),
+        credential_version=target.site.credential_version,
+        fencing_token=target.fencing_token,
+    )
+    if created:
         crash_point(target.config, "after_prepared")
-    except IntegrityError:
-        row = Operation.get(Operation.operation_key == key)
     if row.request_hash != request_hash:
         raise _reused(row)
     return row
@@ -158,18 +151,10 @@ def replay(key: str, request_hash: str | None) -> Outcome | None:
 
 
 def _transition(row: Operation, to_state: str, **fields) -> bool:
-    """Move ``row`` from its current state to ``to_state`` if nobody moved it first; on
-    success ``row`` holds what was written (the condition proves nobody else moved it, so
-    it is not read again). One plain-SQL UPDATE (:func:`gateway.ledger.hot_sql.move_operation`).
-    """
-    fields.setdefault("updated_at", db.utcnow())
-    updated = hot_sql.move_operation(row.id, row.state, row.attempts, {"state": to_state, **fields})
-    if updated != 1:
-        return False
-    row.state = to_state
-    for name, value in fields.items():
-        setattr(row, name, value)
-    return True
+    """Move ``row`` from the state and attempt count it was read with to ``to_state`` if
+    nobody moved it first (:func:`gateway.operations.transitions.move`, one plain-SQL
+    UPDATE); on success ``row`` holds what was written."""
+    return transitions.move(row, to_state, same_attempt=True, **fields)
 
 
 def _reload(row: Operation) -> Operation:
@@ -383,14 +368,14 @@ def _not_sent(
     503 ``wordpress-unavailable`` (502 ``upstream-refused`` for a page from in front of
     WordPress)."""
     state, sent_at = before
-    Operation.update(
-        state=state,
+    transitions.move(
+        row,
+        state,
+        SENT,
+        same_attempt=True,
         sent_at=sent_at,
-        updated_at=db.utcnow(),
         problem={"detail": f"not sent: {error.message}", **_wp_facts(error)},
-    ).where(
-        Operation.id == row.id, Operation.state == SENT, Operation.attempts == row.attempts
-    ).execute()
+    )
     log.warning("not sent %s (job_id=%s): %s", row.operation_key, row.job_id, error)
     facts = {"operation_key": row.operation_key, "ledger_state": state}
     if isinstance(error, UpstreamRefused):
@@ -423,9 +408,7 @@ def _after_unknown(
 ) -> Outcome:
     """Record UNKNOWN, then try one lookup at once so that a lost response is usually
     resolved inside this request (n8n retries only 5 times)."""
-    Operation.update(
-        state=UNKNOWN, updated_at=db.utcnow(), problem={"detail": str(error), **_wp_facts(error)}
-    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+    transitions.move(row, UNKNOWN, SENT, problem={"detail": str(error), **_wp_facts(error)})
     log.warning("outcome unknown for %s (job_id=%s): %s", row.operation_key, row.job_id, error)
     row = _reload(row)
     try:
@@ -473,31 +456,29 @@ def confirm(
         log.warning("read-back of %s (object %s) failed: %s", row.operation_key, remote_id, error)
         raise _unknown(row, error) from error
     receipt["reconciled"] = reconciled
-    fields = {
-        "state": CONFIRMED,
-        "remote_id": int(remote_id),
-        "receipt": receipt,
-        "problem": None,
-        "updated_at": db.utcnow(),
-    }
-    updated = hot_sql.confirm_operation(row.id, fields)
+    ours = transitions.move(
+        row,
+        CONFIRMED,
+        transitions.NOT_CONFIRMED,
+        remote_id=int(remote_id),
+        receipt=receipt,
+        problem=None,
+    )
     crash_point(target.config, "after_ledger_update")
-    if updated == 1 and reconciled:
+    if ours and reconciled:
         ownership.undo_if_raced(target, row, int(remote_id))
-    if updated == 1:  # ours: the row now holds exactly these fields
-        for name, value in fields.items():
-            setattr(row, name, value)
-    else:  # another request confirmed it first: answer with what it recorded
+    if not ours:  # another request confirmed it first: answer with what it recorded
         row = _reload(row)
     return Outcome(row, created=created, reconciled=reconciled)
 
 
 def _record_refusal(row: Operation, refusal: WordPressRefused) -> None:
-    Operation.update(
-        state=FAILED,
-        updated_at=db.utcnow(),
+    transitions.move(
+        row,
+        FAILED,
+        SENT,
         problem={"detail": f"WordPress refused: {refusal.message}", **_wp_facts(refusal)},
-    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+    )
 
 
 def _wp_facts(error: WordPressError) -> dict:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 
 from gateway.core import exceptions as exc
-from gateway.ledger import db
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
+from gateway.operations import transitions
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressError
 
@@ -26,15 +26,16 @@ def record_upstream(row: Operation, refusal: UpstreamRefused) -> None:
     """Move ``row`` from SENT to UNKNOWN, reason ``upstream-refused``, with the facts of the
     page (:func:`upstream_facts`): the next identical request reconciles first. No lookup
     now: the same block would most likely answer it."""
-    Operation.update(
-        state=UNKNOWN,
-        updated_at=db.utcnow(),
+    transitions.move(
+        row,
+        UNKNOWN,
+        SENT,
         problem={
             "detail": refusal.message,
             "reason": "upstream-refused",
             **upstream_facts(refusal),
         },
-    ).where(Operation.id == row.id, Operation.state == SENT).execute()
+    )
     log.warning("upstream refused %s job_id=%s: %s", row.operation_key, row.job_id, refusal)
 
 

@@ -14,7 +14,6 @@ import logging
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.jobs import records as jobs
-from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
@@ -25,6 +24,7 @@ from gateway.operations import ownership
 from gateway.operations import perform as operations
 from gateway.operations import registry as actions
 from gateway.operations import review_items
+from gateway.operations import transitions
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
 from gateway.tenancy import site_slots
@@ -98,9 +98,7 @@ def reconcile_row(
     if _in_flight(target, row):
         return IN_FLIGHT, {}
     # Absent in WordPress: mark UNKNOWN so the client's next identical call sends again.
-    Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
-        Operation.id == row.id, Operation.state == row.state
-    ).execute()
+    transitions.move(row, UNKNOWN)
     return ABSENT, {}
 
 
@@ -290,9 +288,7 @@ def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
     for row_target, row in pairs:
         result, _facts = reconcile_row(row_target, row, found_by_row.get(row.id), prefetched)
         if result == IN_FLIGHT:  # a stale row is past its window; count it as absent
-            Operation.update(state=UNKNOWN, updated_at=db.utcnow()).where(
-                Operation.id == row.id, Operation.state == row.state
-            ).execute()
+            transitions.move(row, UNKNOWN)
             result = ABSENT
         counts[result] += 1
         counted_as = getattr(_action(row), "counted_as", None)

@@ -25,6 +25,7 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import OperationRetry
+from gateway.operations import transitions
 from gateway.tenancy.tokens import Principal
 
 log = logging.getLogger(__name__)
@@ -53,21 +54,17 @@ def retry_failed(job: Job, operation_key: str, reason: str, principal: Principal
                 errors=[{"pointer": "/operation_key", "message": "no such operation in the job"}],
             )
         previous = row.problem
-        changed = (
-            Operation.update(
-                state=UNKNOWN,
-                updated_at=db.utcnow(),
-                problem={
-                    "reason": "retry-authorized",
-                    "detail": f"{principal.name} ({principal.role}) allowed a new attempt: "
-                    f"{reason}",
-                    "previous": previous,
-                },
-            )
-            .where(Operation.id == row.id, Operation.state == FAILED)
-            .execute()
+        changed = transitions.move(
+            row,
+            UNKNOWN,
+            FAILED,
+            problem={
+                "reason": "retry-authorized",
+                "detail": f"{principal.name} ({principal.role}) allowed a new attempt: {reason}",
+                "previous": previous,
+            },
         )
-        if changed != 1:
+        if not changed:
             raise exc.OperationNotFailed(
                 f"operation {operation_key} is {row.state}, not FAILED: only a refusal by "
                 "WordPress can be retried this way",

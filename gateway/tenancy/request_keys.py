@@ -29,10 +29,9 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import RequestKey
 
 IN_PROGRESS = "IN_PROGRESS"
@@ -103,21 +102,20 @@ def claim(
     held = now + dt.timedelta(seconds=lease_seconds)
     expires = now + dt.timedelta(hours=retention_hours)
     mine = Claim(token_hash, key, fingerprint)
-    try:
-        with db.atomic():
-            RequestKey.create(
-                token_hash=token_hash,
-                key=key,
-                fingerprint=fingerprint,
-                state=IN_PROGRESS,
-                claimed_until=held,
-                created_at=now,
-                expires_at=expires,
-            )
+    row, created = unique.insert_or_get(
+        lambda: RequestKey.create(
+            token_hash=token_hash,
+            key=key,
+            fingerprint=fingerprint,
+            state=IN_PROGRESS,
+            claimed_until=held,
+            created_at=now,
+            expires_at=expires,
+        ),
+        lambda: RequestKey.get_or_none(RequestKey.token_hash == token_hash, RequestKey.key == key),
+    )
+    if created:
         return mine
-    except IntegrityError:
-        pass
-    row = RequestKey.get_or_none(RequestKey.token_hash == token_hash, RequestKey.key == key)
     if row is None:  # pruned between the insert and the read: rare, ask for a retry
         raise _in_progress(key, 1)
     fresh = {"claimed_until": held, "state": IN_PROGRESS}

@@ -16,10 +16,9 @@ import datetime as dt
 import logging
 import secrets
 
-from peewee import IntegrityError
-
 from gateway.core.digests import sha256_hex
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import EditorSession
 
 log = logging.getLogger(__name__)
@@ -65,18 +64,16 @@ def save(
     )
     if not updated:
         purge(now, idle)
-        try:
-            with db.atomic():
-                EditorSession.create(
-                    sid_hash=sid_hash,
-                    data=data,
-                    token_hash=token_hash,
-                    created_at=now,
-                    last_seen_at=now,
-                    expires_at=now + lifetime,
-                )
-        except IntegrityError:  # the same new id saved twice at once: keep the first
-            pass
+        unique.insert_or_get(  # the same new id saved twice at once: the first is kept
+            lambda: EditorSession.create(
+                sid_hash=sid_hash,
+                data=data,
+                token_hash=token_hash,
+                created_at=now,
+                last_seen_at=now,
+                expires_at=now + lifetime,
+            )
+        )
     return EditorSession.get(EditorSession.sid_hash == sid_hash).expires_at
 
 

@@ -33,11 +33,10 @@ import logging
 import uuid
 from collections.abc import Iterator
 
-from peewee import IntegrityError
-
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import db
+from gateway.ledger import unique
 from gateway.ledger.models import SiteSlot
 from gateway.tenancy import tenant_shares
 
@@ -103,12 +102,12 @@ def hold(config: Config, site_id: int) -> None:
     expires = db.utcnow() + dt.timedelta(seconds=slot_ttl(config))
     for _attempt in range(2):
         for slot in range(config.site_concurrency):
-            try:
-                with db.atomic():
-                    row = SiteSlot.create(
-                        site_id=site_id, slot=slot, holder=holder, expires_at=expires
-                    )
-            except IntegrityError:
+            row, created = unique.insert_or_get(
+                lambda slot=slot: SiteSlot.create(
+                    site_id=site_id, slot=slot, holder=holder, expires_at=expires
+                )
+            )
+            if not created:  # the slot is held
                 continue
             held[site_id] = row.id
             return

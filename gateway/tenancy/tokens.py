@@ -8,12 +8,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from peewee import IntegrityError
-
 from gateway.core import validation
 from gateway.core.digests import sha256_hex
-from gateway.ledger import db
 from gateway.ledger import hot_sql
+from gateway.ledger import unique
 from gateway.ledger.db import utcnow
 from gateway.ledger.models import Token
 from gateway.tenancy import review_sessions
@@ -48,10 +46,10 @@ def create_token(tenant: str, role: str, name: str) -> str:
     validation.check_name(tenant, validation.TENANT, "tenant")
     validation.check_name(name, validation.TOKEN_NAME, "token name")
     token = secrets.token_urlsafe(32)
-    try:
-        with db.atomic():
-            Token.create(token_hash=sha256_hex(token), tenant=tenant, role=role, name=name)
-    except IntegrityError:
+    _row, created = unique.insert_or_get(
+        lambda: Token.create(token_hash=sha256_hex(token), tenant=tenant, role=role, name=name)
+    )
+    if not created:
         raise ValueError(
             f"tenant {tenant!r} already has a token named {name!r} (names are unique per "
             "tenant, revoked ones included, so audit records name one token): choose another"

@@ -1,0 +1,288 @@
+"""Every state change of a ledger row: the state tables, the claim and the mover.
+
+Three kinds of row move here and nowhere else (``tests/test_transitions.py`` scans
+``gateway/`` for a state written anywhere else):
+
+* **operations** (``operation``: every WordPress write, and every agent-session input, whose
+  rows are operations too: :mod:`gateway.agents.submissions`): PREPARED -> SENT -> CONFIRMED /
+  FAILED / UNKNOWN, by :data:`OPERATION_MOVES`;
+* **notifications** (``notification``): PENDING -> DELIVERED, or REFUSED after
+  ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals, by :data:`NOTIFICATION_MOVES`; one
+  sender at a time holds a delivery claim (``claimed_until``, :func:`claim_delivery`).
+
+A move is one conditional UPDATE decided by its row count (:func:`move`: the row is in the
+state it was read in, or one of ``expect``; 1 row = this caller moved it, 0 = somebody else
+did first), never read-then-write; a move the table does not allow is a programming error
+(:class:`IllegalMove`), raised before any statement. A claim is an insert-or-get on the
+operation key (:func:`claim`, :func:`gateway.ledger.unique.insert_or_get`). Claims' expiry
+(a notification's delivery claim, an agent input's in-flight window) is judged by the
+database's clock (:func:`gateway.ledger.db.db_now`), as leases are.
+
+This module sits below ``perform``, ``target``, ``ownership`` and ``refusals``: it imports
+only ``gateway.ledger`` and ``gateway.core`` and takes plain values (what an action binds, the
+credential version, the fencing token), which its callers look up. The hot path's statements
+stay plain SQL (:mod:`gateway.ledger.hot_sql`: the claim's INSERT, the send's and the
+confirmation's UPDATE). Source: docs/api.md ("Ledger states"), docs/architecture.md ("Every
+state change goes through operations/transitions.py").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gateway.core.states import DELIVERED
+from gateway.core.states import PENDING
+from gateway.core.states import REFUSED
+from gateway.ledger import db
+from gateway.ledger import hot_sql
+from gateway.ledger import unique
+from gateway.ledger.models import CONFIRMED
+from gateway.ledger.models import FAILED
+from gateway.ledger.models import PREPARED
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Notification
+from gateway.ledger.models import Operation
+
+# Every state an operation may still leave for CONFIRMED (a confirmation's ``expect``).
+NOT_CONFIRMED = (PREPARED, SENT, UNKNOWN, FAILED)
+
+# from-state -> the states an operation may move to, and who makes each move:
+OPERATION_MOVES: dict[str, frozenset[str]] = {
+    PREPARED: frozenset(
+        {
+            SENT,  # perform's send claim; an agent input's send
+            CONFIRMED,  # unchanged media bytes reused; a cancel no session needed
+        }
+    ),
+    SENT: frozenset(
+        {
+            CONFIRMED,  # read back after the write, or found by lookup
+            FAILED,  # a definite refusal
+            UNKNOWN,  # no proof either way; absent at reconciliation; a page in front of WP
+            PREPARED,  # the call never left the gateway (perform._not_sent: back to before)
+            SENT,  # a resend after the in-flight window; _not_sent restoring a SENT row
+        }
+    ),
+    UNKNOWN: frozenset(
+        {
+            SENT,  # resent after reconciliation proved it absent
+            CONFIRMED,  # found by lookup
+            UNKNOWN,  # reconciliation found it absent again (its clock restarts)
+        }
+    ),
+    FAILED: frozenset(
+        {
+            SENT,  # resent after the site's credentials were renewed (a 401/403 refusal)
+            UNKNOWN,  # an editor's retry (recovery.retries.retry_failed)
+            CONFIRMED,  # found by lookup / adopted by an editor; a cancel not needed
+        }
+    ),
+    CONFIRMED: frozenset(
+        {
+            UNKNOWN,  # an adopted object another job bound at the same moment (ownership)
+        }
+    ),
+}
+
+NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
+    PENDING: frozenset({DELIVERED, REFUSED}),
+    DELIVERED: frozenset(),
+    REFUSED: frozenset(),
+}
+
+_TABLES = {Operation: OPERATION_MOVES, Notification: NOTIFICATION_MOVES}
+
+
+class IllegalMove(RuntimeError):
+    """A move the state table does not allow: a bug in the caller, never a client's error."""
+
+
+def check_move(model, from_states: tuple[str, ...], to: str) -> None:
+    """Raise :class:`IllegalMove` unless ``model``'s table allows ``from -> to`` for every
+    state in ``from_states``."""
+    table = _TABLES[model]
+    for state in from_states:
+        if to not in table.get(state, ()):
+            raise IllegalMove(f"{model.__name__} may not move from {state} to {to}")
+
+
+def claim(
+    *,
+    key: str,
+    tenant: str,
+    job_id: str,
+    task_version: int,
+    action: str,
+    slot: str | None,
+    request_hash: str,
+    intent: dict | None,
+    binds: str | None,
+    credential_version: int | None,
+    fencing_token: int | None,
+) -> tuple[Operation, bool]:
+    """Insert the PREPARED row of operation ``key`` or get the one that holds the key.
+
+    One plain-SQL INSERT (:func:`gateway.ledger.hot_sql.insert_operation`) in its own
+    transaction; the key's unique constraint is the lock, and the row of a caller that lost
+    is read back with peewee. ``binds`` is what the action binds in WordPress (``post``,
+    ``attachment``, None for no WordPress object), ``credential_version`` the site's,
+    ``fencing_token`` the lease grant the caller holds (None: none).
+
+    Returns ``(row, created)``. The caller compares ``row.request_hash`` with its digest (a
+    different one is its 422 ``operation-key-reused``, before anything is sent).
+
+    Raises:
+        peewee.DatabaseError other than the key's IntegrityError (the ledger cannot serve).
+    """
+    values = {
+        "operation_key": key,
+        "tenant": tenant,
+        "job_id": job_id,
+        "task_version": task_version,
+        "action": action,
+        "slot": slot,
+        "request_hash": request_hash,
+        "state": PREPARED,
+        "intent": intent,
+        "binds": binds,
+        "credential_version": credential_version,
+        "fencing_token": fencing_token,
+    }
+    return unique.insert_or_get(
+        lambda: hot_sql.insert_operation(values),
+        lambda: Operation.get(Operation.operation_key == key),
+    )
+
+
+def move(
+    row,
+    to: str,
+    expect: str | tuple[str, ...] | None = None,
+    *,
+    same_attempt: bool = False,
+    when: tuple = (),
+    **fields,
+) -> bool:
+    """Move ``row`` (an :class:`Operation` or a :class:`Notification`) to state ``to`` if it
+    is still in ``expect`` (a state or a tuple of them; default: the state ``row`` was read
+    in), writing ``fields`` (column name -> value) with it.
+
+    Args:
+        same_attempt: also require the attempt count ``row`` was read with (a sender's
+            claim: nobody sent it since).
+        when: further peewee conditions on the row (e.g. the object it holds).
+        fields: an operation's ``updated_at`` defaults to now.
+
+    Returns True when this caller moved it (one row updated: ``row`` then holds what was
+    written, not read again), False when another caller moved it first (zero rows).
+
+    Raises:
+        IllegalMove: the state table does not allow a move from ``expect`` to ``to``
+            (before any statement).
+
+    The operation hot path's moves are plain SQL: a move from the state read at the same
+    attempt (:func:`gateway.ledger.hot_sql.move_operation`) and a confirmation from
+    :data:`NOT_CONFIRMED` (:func:`gateway.ledger.hot_sql.confirm_operation`); other moves
+    are one peewee UPDATE.
+    """
+    model = type(row)
+    states = (row.state,) if expect is None else (expect,) if isinstance(expect, str) else expect
+    check_move(model, tuple(states), to)
+    if model is Operation:
+        fields.setdefault("updated_at", db.utcnow())
+    values = {"state": to, **fields}
+    if model is Operation and not when and same_attempt and len(states) == 1:
+        updated = hot_sql.move_operation(row.id, states[0], row.attempts, values)
+    elif model is Operation and not when and not same_attempt and states == NOT_CONFIRMED:
+        updated = hot_sql.confirm_operation(row.id, values)
+    else:
+        conditions = [model.id == row.id, model.state.in_(states), *when]
+        if same_attempt:
+            conditions.append(model.attempts == row.attempts)
+        updated = model.update(**values).where(*conditions).execute()
+    if updated != 1:
+        return False
+    for name, value in values.items():
+        setattr(row, name, value)
+    return True
+
+
+def in_flight(row: Operation, window: float) -> bool:
+    """True while a SENT ``row`` was sent less than ``window`` seconds ago by the database's
+    clock (another sender's call may still be under way)."""
+    if row.state != SENT or row.sent_at is None:
+        return False
+    return (db.db_now() - row.sent_at).total_seconds() < window
+
+
+def claim_send(row: Operation, window: float, **fields) -> bool:
+    """Move an agent-session input (``row``: PREPARED, UNKNOWN, or SENT longer ago than
+    ``window`` seconds by the database's clock) to SENT for one send, with its attempt count
+    raised and ``sent_at`` set by the database's clock. Decided by one conditional UPDATE on
+    the state and attempt count ``row`` was read with: of two racing senders one wins.
+
+    Returns True when this caller won the send; False when the row is settled, in flight
+    (a SENT row inside ``window``) or another sender moved it first.
+    """
+    if row.state not in (PREPARED, SENT, UNKNOWN) or in_flight(row, window):
+        return False
+    return move(
+        row,
+        SENT,
+        same_attempt=True,
+        attempts=row.attempts + 1,
+        sent_at=db.db_now(),
+        **fields,
+    )
+
+
+def claim_delivery(row: Notification, hold_seconds: float) -> bool:
+    """Take a PENDING notification for one delivery attempt until ``hold_seconds`` from now
+    (the database's clock), counting the attempt. False when it is no longer PENDING, or
+    another sender holds it, or it waits out a back-off (``claimed_until`` not passed yet).
+    One conditional UPDATE decides."""
+    now = db.db_now()
+    claimed = (
+        Notification.update(
+            claimed_until=now + dt.timedelta(seconds=hold_seconds),
+            attempts=Notification.attempts + 1,
+        )
+        .where(
+            Notification.id == row.id,
+            Notification.state == PENDING,
+            (Notification.claimed_until.is_null()) | (Notification.claimed_until < now),
+        )
+        .execute()
+    )
+    return claimed == 1
+
+
+def release_delivery(
+    row: Notification, error: str, refused: bool, max_refusals: int, backoff_seconds: float
+) -> str:
+    """After a failed delivery attempt of ``row`` (claimed by this sender): record ``error``
+    and, for a definite refusal (``refused``), count it; the ``max_refusals``-th definite
+    refusal moves the row to REFUSED (no more resends; ``max_refusals`` 0: never), an earlier
+    one holds the row back ``backoff_seconds`` by the database's clock (``claimed_until``,
+    which the next claim must pass). Anything else (unreachable, a 5xx, no URL) frees the row
+    for the next pass.
+
+    Returns the state the row is in afterwards (PENDING or REFUSED)."""
+    if not refused:
+        Notification.update(claimed_until=None, last_error=error).where(
+            Notification.id == row.id, Notification.state == PENDING
+        ).execute()
+        return PENDING
+    refusals = (row.refusals or 0) + 1
+    if (
+        max_refusals
+        and refusals >= max_refusals
+        and move(row, REFUSED, PENDING, refusals=refusals, claimed_until=None, last_error=error)
+    ):
+        return REFUSED
+    until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
+    Notification.update(
+        refusals=Notification.refusals + 1, claimed_until=until, last_error=error
+    ).where(Notification.id == row.id, Notification.state == PENDING).execute()
+    return PENDING
