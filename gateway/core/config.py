@@ -50,7 +50,8 @@ class Config:
         resume_budget: resumes allowed per job version before editors are told instead.
         attention_after: seconds without any request after which the sweep tells editors
             that an unfinished job needs attention.
-        crash_points: named crash points enabled for fault tests (empty in production).
+        crash_points: crash points enabled for fault tests (empty in production): named
+            ones and counted ones (``commit#3``, ``wp_before#2``: gateway.operations.crashes).
         metrics_token: when set, ``GET /metrics`` requires it as a bearer token; never logged.
         job_write_budget: WordPress write attempts one job may make (``write_attempts``
             budget, see :mod:`gateway.jobs.budgets`); an editor may raise it per job.
