@@ -24,7 +24,9 @@ import re
 import threading
 import time
 
+import agent_support
 import pytest
+import requests
 from n8n_support import Receiver
 from servers import Server
 from support import OFFLINE_SITE
@@ -40,6 +42,9 @@ from support import problem_slug
 
 import gateway
 from gateway.actions import notifications
+from gateway.agents import submissions
+from gateway.agents import tools as agent_tools
+from gateway.agents import worker
 from gateway.jobs import records as jobs
 from gateway.ledger import db
 from gateway.ledger.db import database
@@ -50,6 +55,7 @@ from gateway.operations import crashes
 from gateway.operations.crashes import SimulatedCrash
 from gateway.recovery import reconciliation
 from gateway.tenancy import sites
+from gateway_tools.openai_standin import OpenAIStandIn as S
 
 pytestmark = pytest.mark.wordpress
 
@@ -142,7 +148,9 @@ class Walk:
 
     def rows(self, job_id: str) -> list[Operation]:
         return self.in_ledger(
-            lambda: list(Operation.select().where(Operation.job_id == job_id).order_by(Operation.id))
+            lambda: list(
+                Operation.select().where(Operation.job_id == job_id).order_by(Operation.id)
+            )
         )
 
     def job_state(self, job_id: str) -> tuple[str, str | None]:
@@ -180,9 +188,12 @@ def _drifted_draft(walk: Walk, job_id: str) -> None:
 def _approved_draft(walk: Walk, job_id: str) -> None:
     gw = walk.gw
     _job_and_draft(walk, job_id)
-    assert gw.client.post(
-        f"/v1/jobs/{job_id}/approval-requests", json={}, headers=gw.headers()
-    ).status_code == 201
+    assert (
+        gw.client.post(
+            f"/v1/jobs/{job_id}/approval-requests", json={}, headers=gw.headers()
+        ).status_code
+        == 201
+    )
     check = gw.verification(job_id).get_json()
     granted = gw.client.post(
         f"/v1/jobs/{job_id}/approvals",
@@ -201,15 +212,18 @@ def _media(gw, job_id):
     return gw.put_media(job_id, "hero", IMAGE, "hero.png")
 
 
-def _draft(gw, job_id):
-    body = draft_body(
+def _draft_body(job_id: str) -> dict:
+    return draft_body(
         title=f"Walk {job_id}",
         featured_media={"slot": "hero"},
         body_media=["hero"],
         categories=[1],
         tags=[f"walk {job_id}"],
     )
-    return gw.put_draft(job_id, body)
+
+
+def _draft(gw, job_id):
+    return gw.put_draft(job_id, _draft_body(job_id))
 
 
 def _block(gw, job_id):
@@ -313,7 +327,22 @@ def _run(walk: Walk, path: str, act, point: tuple[str, int] | None) -> dict:
     return {**outcome, "counted": counted}
 
 
-@pytest.mark.parametrize("path", list(PATHS))
+# The PostgreSQL pass walks the paths whose outcome can depend on the ledger's dialect: media
+# upload (media's own reuse UPDATE beside perform's claim), the draft (claims of the draft, its
+# attachments and terms, the job's phase), notifications and the agent's tool call (their own
+# claims: conditional UPDATEs of claimed_until and leases). Media from a URL differs from an
+# upload only before the claim (the download); block, repair and publish write the ledger only
+# through perform's claim and moves, which the draft already walks on PostgreSQL.
+SAME_LEDGER_CODE = ("media_url", "block", "repair", "publish")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=[pytest.mark.sqlite_pass] if p in SAME_LEDGER_CODE else [])
+        for p in PATHS
+    ],
+)
 def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(
     path, wp_site, ledger_url, tmp_path
 ):
@@ -442,9 +471,7 @@ def _claim_expired(job_id: str) -> None:
 
 
 @pytest.mark.parametrize("scope", ["request", "delivery"])
-def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(
-    scope, ledger_url
-):
+def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(scope, ledger_url):
     """The decision (the request's scope: n8n retries it) and its delivery (the worker's
     pass: the next pass follows; a claim left by the dead sender expires after
     ``notification_timeout``)."""
@@ -508,3 +535,141 @@ def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(
                 assert ended["received_once_or_resent_under_one_key"], (message, ended)
         finally:
             crashes.stop()
+
+
+# --------------------------------------------------------------------------- an agent's tool call
+
+standin = agent_support.standin  # the OpenAI stand-in fixture (tests/agent_support.py)
+
+
+def test_every_crash_point_of_an_agent_tool_call_ends_with_one_post_one_submission(
+    wp_site, ledger_url, standin
+):
+    """A session requires ``put_draft``; one worker pass (one scope) writes the draft and
+    submits the tool result. After a crash the worker's next passes (the dead worker's
+    leases expire after ``agent_lease_seconds``) must end with one post and one accepted
+    submission, every resend under the one idempotency key."""
+    walk = Walk(
+        wp_site,
+        ledger_url,
+        openai_api_key=standin.api_key,
+        openai_base_url=standin.base_url,
+        openai_webhook_secret=standin.webhook_secret,
+        agent_stale_after=0.0,
+        agent_retry_after=0.0,
+        agent_lease_seconds=1,
+    )
+
+    def one_pass():
+        crashes.begin()
+        return walk.in_ledger(worker.run_once, walk.gw.app.config["GATEWAY"])
+
+    def settled(job_id: str) -> bool:
+        rows = {r.action: r.state for r in walk.rows(job_id)}
+        return rows.get("tool_result") == "CONFIRMED"
+
+    def life(point):
+        job_id = new_job_id()
+        walk.restart()
+        crashes.simulate()
+        sid = standin.create_session(tools=agent_tools.definitions(), environment="none")
+        assert agent_support.bind(walk.gw, job_id, sid).status_code == 201
+        [call] = standin.require(sid, S.function_call("put_draft", draft_body(title=job_id)))
+        crashes.simulate({point[0]: point[1]} if point else {})
+        if point is None:
+            in_thread(one_pass)
+        else:
+            with pytest.raises(SimulatedCrash):
+                in_thread(one_pass)
+        counted = crashes.counts()
+        walk.restart()
+        deadline = time.monotonic() + 15
+        while not settled(job_id) and time.monotonic() < deadline:
+            in_thread(one_pass)  # the worker's next pass
+            if not settled(job_id):
+                time.sleep(0.25)  # the dead worker's lease runs out (1 s)
+        walk.sweep()
+        key = op_key(job_id, "draft")
+        expected = submissions.idempotency_key(op_key(job_id, "tool_result", call["call_id"]))
+        outcome = {
+            "posts": walk.gw.count_objects(key, "post"),
+            "accepted": len(
+                [
+                    e
+                    for e in standin.events(sid, "agent.session.input.tool_result")
+                    if e["call_id"] == call["call_id"]
+                ]
+            ),
+            "keys": {p["key"] for p in standin.event_posts(sid)} == {expected},
+            "rows": sorted((r.action, r.state) for r in walk.rows(job_id)),
+        }
+        return outcome, counted
+
+    try:
+        baseline, counted = life(None)
+        points = _points(counted)
+        print(f"crash walk: agent tool call: {len(points)} points ({counted})")
+        assert baseline["posts"] == 1 and baseline["accepted"] == 1 and baseline["keys"], baseline
+        assert not [r for r in baseline["rows"] if r[1] in (PREPARED, SENT)], baseline
+        for point in points:
+            ended, _ = life(point)
+            assert ended == baseline, (
+                f"agent tool call: {len(points)} points, died at {point}",
+                ended,
+            )
+    finally:
+        crashes.stop()
+
+
+# --------------------------------------------------------------------------- real SIGKILLs
+
+
+@pytest.mark.sqlite_pass  # a real process's death: the in-process walk covers both ledgers
+def test_a_sample_of_the_draft_points_with_real_sigkills_of_gateway_serve(
+    wp_site, ledger_url, tmp_path, gw
+):
+    """The draft path's first and last ledger commit and its first WordPress answer, each in a
+    real ``gateway serve`` that SIGKILLs itself there (the walk above raises in-process
+    instead); restarted without the point, n8n's retry answers, ``gateway reconcile`` sweeps.
+    The last commit's number is learnt from an in-process run of the same request."""
+    walk = Walk(wp_site, ledger_url)
+    try:
+        counted = _run(walk, "draft", _draft, None)["counted"]
+    finally:
+        crashes.stop()
+    sample = ["commit#1", f"commit#{counted['commit']}", "wp_after#1"]
+    server = Server(wp_site, ledger_url, tmp_path)
+    try:
+        server.start()
+        jobs_of = {}
+        for point in sample:
+            job_id = jobs_of[point] = new_job_id()
+            put = server.call(
+                "PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1}
+            )
+            assert put.status_code == 201, put.text
+            media = server.call(
+                "PUT", f"/v1/jobs/{job_id}/media/hero", files={"file": ("hero.png", IMAGE)}
+            )
+            assert media.status_code == 201, media.text
+        for point in sample:
+            job_id = jobs_of[point]
+            body = _draft_body(job_id)
+            server.kill()
+            server.start(crash_point=point)
+            with pytest.raises(requests.ConnectionError):
+                server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+            server.kill()
+            server.start()
+            answer = server.retry("PUT", f"/v1/jobs/{job_id}/draft", json=body)
+            assert answer.status_code in (200, 201), (point, answer.text)
+        server._cli("reconcile", "--older-than", "0")
+        for point in sample:
+            job_id = jobs_of[point]
+            rows = server.call("GET", f"/v1/jobs/{job_id}").json()
+            assert {r["state"] for r in rows["operations"]} == {"CONFIRMED"}, (point, rows)
+            assert rows["status"] != "in_progress", (point, rows)
+            assert gw.count_objects(op_key(job_id, "draft"), "post") == 1, point
+            assert gw.count_objects(op_key(job_id, "media", "hero")) == 1, point
+    finally:
+        server.kill()
