@@ -661,7 +661,7 @@ def test_every_crash_point_of_an_agent_tool_call_ends_with_one_post_one_submissi
 
 @pytest.mark.sqlite_pass  # a real process's death: the in-process walk covers both ledgers
 def test_a_sample_of_the_draft_points_with_real_sigkills_of_gateway_serve(
-    wp_site, ledger_url, tmp_path, gw
+    wp_site, ledger_url, tmp_path
 ):
     """The draft path's first and last ledger commit and its first WordPress answer, each in a
     real ``gateway serve`` that SIGKILLs itself there (the walk above raises in-process
@@ -704,7 +704,7 @@ def test_a_sample_of_the_draft_points_with_real_sigkills_of_gateway_serve(
             rows = server.call("GET", f"/v1/jobs/{job_id}").json()
             assert {r["state"] for r in rows["operations"]} == {"CONFIRMED"}, (point, rows)
             assert rows["status"] != "in_progress", (point, rows)
-            assert gw.count_objects(op_key(job_id, "draft"), "post") == 1, point
-            assert gw.count_objects(op_key(job_id, "media", "hero")) == 1, point
+            assert walk.gw.count_objects(op_key(job_id, "draft"), "post") == 1, point
+            assert walk.gw.count_objects(op_key(job_id, "media", "hero")) == 1, point
     finally:
         server.kill()
