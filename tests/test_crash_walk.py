@@ -299,7 +299,7 @@ def _wordpress(walk: Walk, job_id: str, path: str) -> dict:
 
 
 PATHS = {
-    # path: (set-up, the request, the keys whose rows the request writes)
+    # path: (its set-up, never crashed; the request walked, as n8n sends it)
     "media_upload": (_job, _media),
     "media_url": (_job, None),  # the request needs the image server's port: see the test
     "draft": (_job_and_media, _draft),
@@ -372,9 +372,7 @@ SAME_LEDGER_CODE = ("media_url", "block", "repair", "publish")
         for p in PATHS
     ],
 )
-def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(
-    path, wp_site, ledger_url, tmp_path
-):
+def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(path, wp_site, ledger_url):
     image_server = None
     overrides = {}
     if path == "media_url":
