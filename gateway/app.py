@@ -15,6 +15,7 @@ from gateway.api import jsonio
 from gateway.core import config as config_module
 from gateway.ledger import db
 from gateway.ledger import migrations
+from gateway.operations import crashes
 
 
 def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Flask:
@@ -44,6 +45,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     app.json.ensure_ascii = False
     app.json.sort_keys = False
     _behind_proxies(app, cfg)
+    crashes.install(app, cfg)  # fault tests only: first, so a request's count starts first
     db.bind(cfg.database_url)
     if cfg.testing:
         migrations.migrate()

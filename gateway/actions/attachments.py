@@ -130,6 +130,9 @@ actions.register(
         name="attach",
         binds="attachment",
         recovery=actions.LOOKUP,  # found by reading the attachment's parent
+        # No client call repeats an attach (a draft's replay attaches only for a request
+        # that stopped before recording the draft on the job): one found absent is sent again.
+        resend_if_absent=True,
         send=lambda target, request: _send_request(target, request),
         rebuild=rebuild,
         step="create_draft",

@@ -343,7 +343,11 @@ def put_draft(target: Target, body: dict) -> Outcome:
     digest = request_digest(body)
     replayed = operations.replay(key, digest)  # a changed body is refused before any term
     if replayed is not None:
-        if (replayed.row.receipt or {}).get("reconciled"):
+        if job.phase not in jobs.GATEWAY_PHASES:
+            # The request that confirmed the draft stopped (a crash) before its last step,
+            # recording the draft on the job after attaching the images: finish both.
+            settle_and_attach(target, replayed.row)
+        elif (replayed.row.receipt or {}).get("reconciled"):
             # Confirmed by a lookup, not by the request that wrote it, which may have stopped
             # before attaching the images (and an attach may have failed since): finish that.
             attachments.attach_all(target, replayed.row.remote_id, _slots(body))
@@ -384,10 +388,10 @@ def put_draft(target: Target, body: dict) -> Outcome:
     effect = _draft_effect(target, key, intent, send, media=media)
     outcome = operations.perform(target, key, digest, effect)
     if outcome.row.state == CONFIRMED:
-        settle(target, outcome.row)
         # A post this request created carries no attachment yet: nothing to look up.
         new_post = outcome.created and update_of is None
         attachments.attach_all(target, outcome.row.remote_id, _slots(body), media, new_post)
+        settle(target, outcome.row)  # last: a replay finishes a request that died before it
     return outcome
 
 

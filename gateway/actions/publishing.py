@@ -191,6 +191,9 @@ def publish(target: Target, by: str) -> Outcome:
     key = scheduling.round_key(job, ACTION, publish_round)
     replayed = operations.replay(key, None)  # published once, whoever asks again
     if replayed is not None:
+        # The request that published may have died before it recorded the phase: record it
+        # (repeat-safe; no UPDATE when the job has it already).
+        settle(target, replayed.row)
         return replayed
     approval, post_id, live = valid_approval(target)
     when = approval.publish_at

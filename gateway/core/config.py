@@ -176,7 +176,8 @@ SETTINGS: tuple[Setting, ...] = (
       "seconds without any request after which the sweep tells editors that an unfinished "
       "job needs attention."),
     S("crash_points", frozenset[str], "GATEWAY_CRASH_POINTS", _words, frozenset(),
-      "named crash points enabled for fault tests (empty in production)."),
+      "crash points enabled for fault tests (empty in production): named ones and counted "
+      "ones (``commit#3``, ``wp_before#2``: :mod:`gateway.operations.crashes`)."),
     S("metrics_token", str, "GATEWAY_METRICS_TOKEN", _text, "",
       "when set, ``GET /metrics`` requires it as a bearer token; never logged.", secret=True),
     # A job of the main scenario makes about 10 WordPress writes; 200 leaves room for task

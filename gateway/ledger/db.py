@@ -9,6 +9,7 @@ server's main process can bind before it forks its workers.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from peewee import DatabaseError
 from peewee import DatabaseProxy
@@ -28,6 +29,10 @@ SQLITE_PRAGMAS = {
 
 
 POOL = {"max_connections": 16, "stale_timeout": 300, "timeout": 30}
+
+# Statements that change rows: outside a transaction each one commits by itself (autocommit).
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
+_commit_observer: Callable[[str], None] | None = None
 
 
 def bind(url: str, **driver_options):
@@ -51,8 +56,54 @@ def bind(url: str, **driver_options):
     db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra, **driver_options)
     if database.obj is not None:
         database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
+    if _commit_observer is not None:
+        _observe(db, _commit_observer)
     database.initialize(db)
     return db
+
+
+def observe_commits(observer: Callable[[str], None] | None) -> None:
+    """Install ``observer`` on the bound database and on every later :func:`bind` (None
+    removes it at the next bind). Fault tests count the ledger's commits with it
+    (:mod:`gateway.operations.crashes`); production never installs one, so its statements run
+    through peewee's own ``execute_sql`` and ``commit`` unwrapped.
+
+    ``observer(event)`` is called with ``"statement"`` before every statement and every
+    ``COMMIT`` (it may raise to stop both, as a dead process would: the open transaction is
+    then rolled back), and with ``"commit"`` after each durable commit: a transaction's
+    ``COMMIT`` (peewee's ``Database.commit``, which ``atomic()`` calls when the outermost
+    block ends; a savepoint's ``RELEASE`` is not durable and does not count) and every
+    ``INSERT``/``UPDATE``/``DELETE``/``REPLACE`` run outside a transaction (autocommit: the
+    driver commits it by itself). Rollbacks are not observed.
+    """
+    global _commit_observer
+    _commit_observer = observer
+    if observer is not None and database.obj is not None:
+        _observe(database.obj, observer)
+
+
+def _observe(db, observer: Callable[[str], None]) -> None:
+    """Wrap this peewee database's ``execute_sql`` and ``commit`` (instance attributes over
+    its class's methods: peewee calls both through ``self``, and ``hot_sql`` calls
+    ``execute_sql`` on the concrete database)."""
+    cls = type(db)
+
+    def execute_sql(sql, params=None, *args, **kwargs):
+        observer("statement")
+        cursor = cls.execute_sql(db, sql, params, *args, **kwargs)
+        words = sql.lstrip().split(None, 1)
+        if words and words[0].upper() in _WRITES and not db.in_transaction():
+            observer("commit")
+        return cursor
+
+    def commit():
+        observer("statement")
+        done = cls.commit(db)
+        observer("commit")
+        return done
+
+    db.execute_sql = execute_sql
+    db.commit = commit
 
 
 def close_all() -> None:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import signal
 
 from gateway.core import exceptions as exc
 from gateway.core import logs
@@ -34,6 +32,7 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.operations import crashes
 from gateway.operations import duplicates
 from gateway.operations import ownership
 from gateway.operations import refusals
@@ -57,10 +56,10 @@ MAX_ROUNDS = 4  # claim races are settled within a couple of rounds
 
 
 def crash_point(config: Config, name: str) -> None:
-    """Kill this process at ``name`` when fault tests enabled it (``GATEWAY_CRASH_POINTS``)."""
+    """Kill this process at ``name`` when fault tests enabled it (``GATEWAY_CRASH_POINTS``;
+    :func:`gateway.operations.crashes.die`: SIGKILL, or a simulated crash in a test)."""
     if name in config.crash_points:
-        log.warning("crash point %s reached: SIGKILL", name)
-        os.kill(os.getpid(), signal.SIGKILL)
+        crashes.die(name)
 
 
 def operation_key(

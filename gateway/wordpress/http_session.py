@@ -39,10 +39,17 @@ any other ``ConnectionError`` (a reset,     :class:`WordPressOutcomeUnknown`
 
 A connection that could not be made (through a proxy too: urllib3's ``ProxyError`` carries the
 original error) means the request never left: ``sent=False``.
+
+**The call hook** (:data:`CALL_HOOK`): a slot the gateway's fault tests fill (this package
+imports nothing of the gateway), called around every :meth:`Session.call`. ``HTTPAdapter.send``
+writes the request and reads the answer's head in one call, so the public API has no moment
+"request written, answer not read": the hook sees ``before`` (nothing sent yet) and ``after``
+(the answer read; for a streamed call, its head).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlencode
 from urllib.parse import urlsplit
 
@@ -68,6 +75,12 @@ USER_AGENT = "publishing-gateway/0.1"
 # A reset, a TLS failure or a closed pool (ConnectionError), or a body cut short: after sending.
 _LOST = (requests.ConnectionError, ChunkedEncodingError, ContentDecodingError)
 MAX_CACHED_HOSTS = 64
+
+#: None in production. Otherwise called as ``CALL_HOOK(moment, method, url)`` with ``moment``
+#: ``"before"`` (about to send) and ``"after"`` (the answer read) of every :meth:`Session.call`
+#: that got an answer; it may raise (a fault test's simulated crash), and whatever it raises
+#: leaves the call as it is.
+CALL_HOOK: Callable[[str, str, str], None] | None = None
 
 
 def no_retries() -> Retry:
@@ -148,6 +161,9 @@ class Session(requests.Session):
             json=json,
         )
         settings = self.merge_environment_settings(request.url, {}, None, None, None)
+        hook = CALL_HOOK
+        if hook is not None:
+            hook("before", method, request.url)
         response = self.get_adapter(request.url).send(
             request,
             stream=stream,
@@ -159,6 +175,8 @@ class Session(requests.Session):
         extract_cookies_to_jar(self.cookies, request, response.raw)  # as Session.send does
         if not stream:
             response.content  # noqa: B018 - read now: the connection returns to the pool
+        if hook is not None:
+            hook("after", method, request.url)
         return response
 
     def _headers(self, extra: dict | None) -> requests.structures.CaseInsensitiveDict:
