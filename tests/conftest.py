@@ -71,6 +71,24 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Print what tests recorded for the run's reader with ``record_property("crash walk",
+    ...)``: the points the crash walk walked per write path (``tests/test_crash_walk.py``;
+    pytest-xdist carries a report's properties back to the controller, prints would be lost)."""
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "crash walk"
+    ]
+    if lines:
+        terminalreporter.write_sep("-", f"crash walk: {len(lines)} paths")
+        for line in sorted(lines):
+            terminalreporter.write_line(f"crash walk: {line}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under ``CI=true`` a skipped test fails: a real part (WordPress, n8n, Chromium, a

@@ -372,7 +372,9 @@ SAME_LEDGER_CODE = ("media_url", "block", "repair", "publish")
         for p in PATHS
     ],
 )
-def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(path, wp_site, ledger_url):
+def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(
+    path, wp_site, ledger_url, record_property
+):
     image_server = None
     overrides = {}
     if path == "media_url":
@@ -388,7 +390,7 @@ def test_every_crash_point_of_a_write_path_ends_with_one_of_each_object(path, wp
         baseline = _run(walk, path, act, None)
         counted = baseline.pop("counted")
         points = _points(counted)
-        print(f"crash walk: {path}: {len(points)} points ({counted})")
+        record_property("crash walk", f"{path}: {len(points)} points ({counted})")
         if path.startswith("media"):  # the run goes on (a draft): the upload is confirmed
             assert baseline["rows"] == [("media", "hero", "CONFIRMED")], baseline
         else:  # the run's post is written and verified by read-back
@@ -504,7 +506,9 @@ def _claim_expired(job_id: str) -> None:
 
 
 @pytest.mark.parametrize("scope", ["request", "delivery"])
-def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(scope, ledger_url):
+def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(
+    scope, ledger_url, record_property
+):
     """The decision (the request's scope: n8n retries it) and its delivery (the worker's
     pass: the next pass follows; a claim left by the dead sender expires after
     ``notification_timeout``)."""
@@ -558,7 +562,7 @@ def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(scope,
 
             baseline, counted = life(None)
             points = _points(counted)
-            print(f"crash walk: notification {scope}: {len(points)} points ({counted})")
+            record_property("crash walk", f"notification {scope}: {len(points)} points ({counted})")
             assert baseline["received_once_or_resent_under_one_key"], baseline
             assert [state for _, state in baseline["rows"]] == ["DELIVERED"], baseline
             for point in points:
@@ -576,7 +580,7 @@ standin = agent_support.standin  # the OpenAI stand-in fixture (tests/agent_supp
 
 
 def test_every_crash_point_of_an_agent_tool_call_ends_with_one_post_one_submission(
-    wp_site, ledger_url, standin
+    wp_site, ledger_url, standin, record_property
 ):
     """A session requires ``put_draft``; one worker pass (one scope) writes the draft and
     submits the tool result. After a crash the worker's next passes (the dead worker's
@@ -641,7 +645,7 @@ def test_every_crash_point_of_an_agent_tool_call_ends_with_one_post_one_submissi
     try:
         baseline, counted = life(None)
         points = _points(counted)
-        print(f"crash walk: agent tool call: {len(points)} points ({counted})")
+        record_property("crash walk", f"agent tool call: {len(points)} points ({counted})")
         assert baseline["posts"] == 1 and baseline["accepted"] == 1 and baseline["keys"], baseline
         assert not [r for r in baseline["rows"] if r[1] in (PREPARED, SENT)], baseline
         for point in points:
