@@ -399,7 +399,7 @@ def jobs_continue(tenant, job_id, editor_name, reason):
     (POST /v1/jobs/{job_id}/agent/continue): an idle session, or as --editor a stopped one.
     Prints the answer as JSON; a refusal is one line naming what blocks it (exit 2)."""
     from gateway.agents import follow_ups
-    from gateway.jobs import records as jobs
+    from gateway.jobs import records
     from gateway.ledger.models import Token
     from gateway.tenancy import site_slots
 
@@ -418,7 +418,7 @@ def jobs_continue(tenant, job_id, editor_name, reason):
         with site_slots.scope():
             answer, _sent_now = follow_ups.continue_session(
                 _config(),
-                jobs.get_job(tenant, job_id),
+                records.get_job(tenant, job_id),
                 actor,
                 editor=editor_name is not None,
                 reason=reason,

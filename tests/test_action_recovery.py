@@ -25,7 +25,7 @@ from support import problem_slug
 from gateway.actions.blocks import html_digest
 from gateway.agents import submissions
 from gateway.ledger.db import database
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.recovery import reconciliation
 from gateway_tools.fault_proxy import Fault
 
@@ -168,14 +168,14 @@ def _exists(where: str) -> bool:
 
 
 def test_every_lookup_action_has_a_fault_case():
-    lookup_kind = {a.name for a in actions.all_actions() if a.recovery == actions.LOOKUP}
+    lookup_kind = {a.name for a in registry.all_actions() if a.recovery == registry.LOOKUP}
     assert set(CASES) | set(COVERED_ELSEWHERE) == lookup_kind
     assert not set(CASES) & set(COVERED_ELSEWHERE)
     assert all(_exists(where) for where in COVERED_ELSEWHERE.values())
 
 
 def test_every_resend_action_has_a_same_key_test():
-    resend_kind = {a.name for a in actions.all_actions() if a.recovery == actions.RESEND}
+    resend_kind = {a.name for a in registry.all_actions() if a.recovery == registry.RESEND}
     assert set(RESENT_WITH_THE_SAME_KEY) == resend_kind
     assert all(_exists(where) for where in RESENT_WITH_THE_SAME_KEY.values())
 

@@ -9,12 +9,12 @@ from support import TENANT
 from support import new_job_id
 from support import op_key
 
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.db import database
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations.effects import Effect
 from gateway.recovery import reconciliation
 
@@ -25,7 +25,7 @@ def registered():
     sent: list[str] = []
     names: list[str] = []
 
-    def register(name: str, recovery: str, scope: str = actions.JOB) -> None:
+    def register(name: str, recovery: str, scope: str = registry.JOB) -> None:
         def rebuild(target, row, found=None, prefetched=None) -> Effect:
             def send() -> dict:
                 sent.append(row.operation_key)  # the idempotency key the receiver dedupes by
@@ -40,8 +40,8 @@ def registered():
                 intent=row.intent,
             )
 
-        actions.register(
-            actions.Action(
+        registry.register(
+            registry.Action(
                 name, recovery, send=None, rebuild=rebuild, step=f"send_{name}", scope=scope
             )
         )
@@ -49,7 +49,7 @@ def registered():
 
     yield register, sent
     for name in names:
-        actions.unregister(name)
+        registry.unregister(name)
 
 
 def _unknown_row(offline_gw, name: str) -> tuple[str, str]:
@@ -80,7 +80,7 @@ def _recover(offline_gw, job_id: str) -> dict:
 
 def test_idempotent_resend_is_sent_again_with_the_same_key(offline_gw, registered):
     register, sent = registered
-    register("tool_result_t", actions.RESEND)
+    register("tool_result_t", registry.RESEND)
     job_id, key = _unknown_row(offline_gw, "tool_result_t")
     report = _recover(offline_gw, job_id)
     assert sent == [key]
@@ -95,7 +95,7 @@ def test_idempotent_resend_is_sent_again_with_the_same_key(offline_gw, registere
 
 def test_idempotent_resend_never_sends_for_a_cancelled_job(offline_gw, registered):
     register, sent = registered
-    register("notify_t", actions.RESEND)
+    register("notify_t", registry.RESEND)
     job_id, key = _unknown_row(offline_gw, "notify_t")
     cancel = offline_gw.client.post(
         f"/v1/jobs/{job_id}/cancel", json={"reason": "stop"}, headers=offline_gw.headers()
@@ -109,7 +109,7 @@ def test_idempotent_resend_never_sends_for_a_cancelled_job(offline_gw, registere
 
 def test_a_person_decides_opens_a_review_and_sends_nothing(offline_gw, registered):
     register, sent = registered
-    register("mcp_approval_t", actions.PERSON)
+    register("mcp_approval_t", registry.PERSON)
     job_id, key = _unknown_row(offline_gw, "mcp_approval_t")
     report = _recover(offline_gw, job_id)
     assert sent == []
@@ -119,12 +119,12 @@ def test_a_person_decides_opens_a_review_and_sends_nothing(offline_gw, registere
     assert report["next_allowed_actions"] == ["editor_review"]
     with offline_gw.app.app_context(), database.connection_context():
         review = Review.get_by_id(entry["review_id"])
-    assert review.kind == actions.PERSON and review.operation_key == key
+    assert review.kind == registry.PERSON and review.operation_key == key
 
 
 def test_site_scoped_operations_are_left_to_the_sweep(offline_gw, registered):
     register, sent = registered
-    register("term_t", actions.RESEND, scope=actions.SITE)
+    register("term_t", registry.RESEND, scope=registry.SITE)
     job_id, key = _unknown_row(offline_gw, "term_t")
     report = _recover(offline_gw, job_id)
     assert sent == [] and report["completed"] == [] and report["unknown"] == []
@@ -154,8 +154,8 @@ def test_a_row_of_an_unregistered_action_is_reported_not_crashed(offline_gw):
     assert entry["operation_key"] == key and "no registered action" in entry["reason"]
     assert report["next_allowed_actions"] == ["retry_later"]
     with offline_gw.app.app_context(), database.connection_context():
-        job = jobs.get_job(TENANT, job_id)
-        assert jobs.status_of(job) == "unknown"
+        job = records.get_job(TENANT, job_id)
+        assert records.status_of(job) == "unknown"
 
 
 def test_a_row_whose_intent_cannot_be_rebuilt_stays_unknown_with_its_reason(offline_gw):

@@ -28,7 +28,7 @@ from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.ledger import db
 from gateway.ledger import migrations
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger.db import database
 from gateway.ledger.models import WebhookEvent
 from gateway_tools.openai_standin import OpenAIStandIn as S
@@ -167,11 +167,11 @@ def test_a_release_0_1_0_ledger_migrates_to_the_agent_tables(tmp_path):
     assert migrations.migrate() == (migrations.BASELINE, migrations.latest_version())
     with database.connection_context():
         assert {"agent_session", "webhook_event"} <= set(database.get_tables())
-        job = ledger.Job.select().first()  # the release's job takes a session now
-        ledger.AgentSession.create(
+        job = models.Job.select().first()  # the release's job takes a session now
+        models.AgentSession.create(
             session_id="sess_migrated", tenant=job.tenant, job_id=job.job_id, task_version=1
         )
-        assert ledger.AgentSession.select().count() == 1
+        assert models.AgentSession.select().count() == 1
     database.close()
 
 

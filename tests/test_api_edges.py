@@ -139,7 +139,7 @@ def test_metrics_expose_ledger_figures_without_credentials(offline_gw):
 
 
 def test_refusals_count_for_the_tenant_they_know_and_401s_only_in_metrics(offline_gw):
-    from gateway.ledger import models as ledger
+    from gateway.ledger import models
     from gateway.ledger.db import database
     from gateway.operator import report
 
@@ -147,8 +147,8 @@ def test_refusals_count_for_the_tenant_they_know_and_401s_only_in_metrics(offlin
         with offline_gw.app.app_context(), database.connection_context():
             return (
                 report.global_counters()["unauthorized_calls"],
-                ledger.counter("unauthorized_calls", "acme"),
-                ledger.counter("unauthorized_calls", "other"),
+                models.counter("unauthorized_calls", "acme"),
+                models.counter("unauthorized_calls", "other"),
             )
 
     job_id = new_job_id()

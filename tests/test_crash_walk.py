@@ -45,7 +45,7 @@ from gateway.actions import notifications
 from gateway.agents import submissions
 from gateway.agents import tools as agent_tools
 from gateway.agents import worker
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import PREPARED
@@ -165,8 +165,8 @@ class Walk:
 
     def job_state(self, job_id: str) -> tuple[str, str | None]:
         def read():
-            job = jobs.get_job(TENANT, job_id)
-            return jobs.status_of(job), job.phase
+            job = records.get_job(TENANT, job_id)
+            return records.status_of(job), job.phase
 
         return self.in_ledger(read)
 
@@ -530,8 +530,8 @@ def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(
                 crashes.simulate()
                 _job(walk, job_id)
                 walk.in_ledger(
-                    lambda: jobs.advance_phase(
-                        jobs.get_job(TENANT, job_id), "approval_pending", post_id=7
+                    lambda: records.advance_phase(
+                        records.get_job(TENANT, job_id), "approval_pending", post_id=7
                     )
                 )
                 if scope == "delivery":

@@ -20,9 +20,9 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger.db import database
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
@@ -36,7 +36,7 @@ def sha(text: str) -> str:
 
 def counter(app, name: str) -> int:
     with app.app_context(), database.connection_context():
-        return ledger.counter(name)
+        return models.counter(name)
 
 
 def post(gw, path: str, body=None, token=None, headers=None):
@@ -424,7 +424,7 @@ def test_block_after_a_crash_between_write_and_ledger(gwp, proxy, monkeypatch):
         if name == "after_wordpress_response":
             raise RuntimeError("simulated crash: WordPress wrote, the ledger did not")
 
-    monkeypatch.setattr(operations, "crash_point", crash)
+    monkeypatch.setattr(perform, "crash_point", crash)
     proxy.reset_log()
     try:
         crashed = put_block(gw, job_id, html)

@@ -19,12 +19,12 @@ from gateway.actions import repair
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.jobs import checkpoints
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 from gateway.operations import block_markers
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations import verification
 from gateway.recovery import reconciliation
 from gateway.wordpress import SEO_META
@@ -277,7 +277,7 @@ def _row(state: str, version: int = 1) -> Operation:
     ],
 )
 def test_job_status_is_derived_from_the_ledger(job, rows, reviews, status):
-    assert jobs.status_of(job, rows, reviews) == status
+    assert records.status_of(job, rows, reviews) == status
 
 
 def _report(completed=(), failed=(), unknown=(), needs_review=()) -> dict:
@@ -321,7 +321,7 @@ def test_next_allowed_actions_for_every_job_state(job, report, expected):
 
 
 def test_the_table_covers_every_phase_and_every_status():
-    phases = {jobs.stage(job) for job, _, _ in NEXT_ACTIONS}
+    phases = {records.stage(job) for job, _, _ in NEXT_ACTIONS}
     assert phases == {states.DRAFTING, *states.GATEWAY_PHASES}
     kinds = {"cancelled", "needs_review", "unknown", "failed"}
     seen = set()
@@ -335,41 +335,41 @@ def test_the_table_covers_every_phase_and_every_status():
 
 
 def test_every_action_is_registered_with_a_recovery_kind_and_a_step():
-    registered = {a.name: a for a in actions.all_actions()}
+    registered = {a.name: a for a in registry.all_actions()}
     lookups = {"media", "draft", "block", "repair", "publish", "attach", "unschedule"}
     agent_inputs = {"tool_result", "mcp_approval_result", "computer_use_approval_result"}
     workers = agent_inputs | {"session_cancel", "follow_up"}
     assert set(registered) == lookups | workers | {"term", "media_meta", "notify"}
     for name in lookups:
         action = registered[name]
-        assert action.recovery == actions.LOOKUP and action.scope == actions.JOB
+        assert action.recovery == registry.LOOKUP and action.scope == registry.JOB
         assert action.step and callable(action.send) and callable(action.rebuild)
     term, media_meta = registered["term"], registered["media_meta"]
-    assert term.recovery == actions.LOOKUP and term.scope == actions.SITE  # found by name
-    assert media_meta.recovery == actions.RESEND and media_meta.scope == actions.JOB
+    assert term.recovery == registry.LOOKUP and term.scope == registry.SITE  # found by name
+    assert media_meta.recovery == registry.RESEND and media_meta.scope == registry.JOB
     assert registered["unschedule"].resend_if_absent and registered["publish"].sweep_pass
     for name in workers:  # resent with the same key by the agent worker
         action = registered[name]
-        assert action.recovery == actions.RESEND and action.scope == actions.WORKER
-    assert sorted(actions.worker_actions()) == sorted(workers)
+        assert action.recovery == registry.RESEND and action.scope == registry.WORKER
+    assert sorted(registry.worker_actions()) == sorted(workers)
     notify = registered["notify"]  # its own table; resent with the same key by the sweep
-    assert notify.recovery == actions.RESEND and notify.scope == actions.SITE
+    assert notify.recovery == registry.RESEND and notify.scope == registry.SITE
     assert notify.sweep_pass and notify.binds is None
     # The agents' side-effect tools are the registered actions that carry one; none publishes.
-    assert {a.name: a.tool.name for a in actions.agent_tools()} == {
+    assert {a.name: a.tool.name for a in registry.agent_tools()} == {
         "media": "upload_media",
         "draft": "put_draft",
         "block": "insert_block",
     }
     # What ownership binds (issue 10): the draft's post chain, an image slot's chain, terms.
-    assert actions.binding("post") == {"draft", "block", "repair", "publish", "unschedule"}
-    assert actions.binding("attachment") == {"media", "attach", "media_meta"}
-    assert actions.binding("term") == {"term"}
-    assert actions.keyed() == {"draft": "post", "media": "attachment"}
-    with pytest.raises(actions.UnknownAction):
-        actions.get("no-such-action")
+    assert registry.binding("post") == {"draft", "block", "repair", "publish", "unschedule"}
+    assert registry.binding("attachment") == {"media", "attach", "media_meta"}
+    assert registry.binding("term") == {"term"}
+    assert registry.keyed() == {"draft": "post", "media": "attachment"}
+    with pytest.raises(registry.UnknownAction):
+        registry.get("no-such-action")
     with pytest.raises(ValueError):
-        actions.Action("x", "retry", send=print, rebuild=print, step="x")
+        registry.Action("x", "retry", send=print, rebuild=print, step="x")
 
 
 def test_the_wordpress_package_imports_without_flask_or_peewee():

@@ -17,7 +17,7 @@ from support import png_bytes
 
 from gateway.agents import tools as agent_tools
 from gateway.core import exceptions as exc
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.db import database
 from gateway.mcp import tools as mcp_tools
 from gateway.mcp.client import GatewayAPI
@@ -69,7 +69,7 @@ def _http(gw, job_id: str, arguments: dict) -> dict:
 
 def _agent(gw, job_id: str, arguments: dict) -> dict:
     with gw.app.app_context(), database.connection_context():
-        target = target_for(gw.app.config["GATEWAY"], jobs.get_job(TENANT, job_id))
+        target = target_for(gw.app.config["GATEWAY"], records.get_job(TENANT, job_id))
         with pytest.raises(exc.GatewayError) as refused:
             agent_tools.execute(target, "upload_media", {"slot": "hero", **arguments}, "agent:t")
     return refused.value.problem()
@@ -125,7 +125,7 @@ def test_a_valid_request_passes_the_parser_at_every_door(offline_gw, media_job):
     )
     assert answer.status_code == 503, answer.get_json()
     with offline_gw.app.app_context(), database.connection_context():
-        target = target_for(offline_gw.app.config["GATEWAY"], jobs.get_job(TENANT, media_job))
+        target = target_for(offline_gw.app.config["GATEWAY"], records.get_job(TENANT, media_job))
         with pytest.raises(exc.GatewayError) as unreachable:
             agent_tools.execute(target, "upload_media", {"slot": "hero", **valid}, "agent:t")
     assert unreachable.value.status == 503

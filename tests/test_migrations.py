@@ -16,7 +16,7 @@ from support import SECRET_KEY
 from support import gateway_command
 
 import gateway
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import migrations
 from gateway.ledger.db import database
@@ -212,7 +212,7 @@ def test_migration_13_adds_the_last_request_time_and_the_content_refusal(release
     with app.app_context(), database.connection_context():
         job = Job.get()
         since_update = (db.utcnow() - job.updated_at).total_seconds()
-        assert jobs.idle_seconds(job) == pytest.approx(since_update, abs=5)
+        assert records.idle_seconds(job) == pytest.approx(since_update, abs=5)
     again = cli(release_0_1_0_ledger, "init-db")
     assert again.returncode == 0 and again.stderr.count("up to date") == 1
 

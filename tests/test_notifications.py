@@ -27,7 +27,7 @@ from support import png_bytes
 from support import problem_slug
 
 from gateway.actions import notifications
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import Checkpoint
@@ -47,7 +47,7 @@ def in_ledger(gw, function, *args):
 
 def set_phase(gw, job_id: str, phase: str, post_id: int = 7) -> None:
     def advance():
-        jobs.advance_phase(jobs.get_job(TENANT, job_id), phase, post_id=post_id)
+        records.advance_phase(records.get_job(TENANT, job_id), phase, post_id=post_id)
 
     in_ledger(gw, advance)
 

@@ -13,7 +13,7 @@ from support import new_job_id
 from gateway.agents import openai_key
 from gateway.agents import sessions
 from gateway.agents import submissions
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.db import database
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
@@ -40,7 +40,7 @@ def test_openai_answers_decide_the_submission_rows(offline_gw, standin):
     with offline_gw.app.app_context(), database.connection_context():
         config = offline_gw.app.config["GATEWAY"]
         oai = sessions.client(config)
-        job = jobs.get_job(TENANT, job_id)
+        job = records.get_job(TENANT, job_id)
 
         def submit(slot: str, session_id: str, event: dict):
             return submissions.submit(config, oai, job, "tool_result", slot, session_id, event)

@@ -16,7 +16,7 @@ from gateway.core.registry import NameTaken
 from gateway.core.registry import Registry
 from gateway.core.registry import UnknownName
 from gateway.editorial import resolution
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operator import doctor_registry
 
 
@@ -41,35 +41,35 @@ def test_a_registry_refuses_a_taken_name_and_keeps_the_first_entry():
 
 
 def test_a_second_action_of_a_registered_name_is_refused():
-    draft = actions.get("draft")
-    impostor = actions.Action(
-        "draft", actions.LOOKUP, send=None, rebuild=draft.rebuild, step="create_draft"
+    draft = registry.get("draft")
+    impostor = registry.Action(
+        "draft", registry.LOOKUP, send=None, rebuild=draft.rebuild, step="create_draft"
     )
     with pytest.raises(NameTaken, match="action named 'draft'"):
-        actions.register(impostor)
-    assert actions.get("draft") is draft
-    assert [a.name for a in actions.all_actions()].count("draft") == 1
+        registry.register(impostor)
+    assert registry.get("draft") is draft
+    assert [a.name for a in registry.all_actions()].count("draft") == 1
 
 
 def test_an_unknown_action_is_a_typed_error():
-    with pytest.raises(actions.UnknownAction, match="no action 'no-such-action'"):
-        actions.get("no-such-action")
-    assert issubclass(actions.UnknownAction, UnknownName)
+    with pytest.raises(registry.UnknownAction, match="no action 'no-such-action'"):
+        registry.get("no-such-action")
+    assert issubclass(registry.UnknownAction, UnknownName)
 
 
 def test_an_action_an_agent_may_perform_carries_its_answer():
-    draft = actions.get("draft")
+    draft = registry.get("draft")
     with pytest.raises(ValueError, match="a tool needs the answer"):
-        actions.Action(
+        registry.Action(
             "tool-without-answer",
-            actions.LOOKUP,
+            registry.LOOKUP,
             send=draft.send,
             rebuild=draft.rebuild,
             step="x",
             tool=draft.tool,
         )
-    assert all(a.answer is not None for a in actions.agent_tools())
-    assert actions.get("publish").answer.id_name == "post_id"
+    assert all(a.answer is not None for a in registry.agent_tools())
+    assert registry.get("publish").answer.id_name == "post_id"
 
 
 def test_a_second_decider_for_a_kind_is_refused():
@@ -114,7 +114,7 @@ def test_the_composition_root_fills_every_registry_in_a_fresh_process():
     )
     assert out.returncode == 0, out.stderr
     fresh = json.loads(out.stdout)
-    assert fresh["actions"] == sorted(a.name for a in actions.all_actions())
+    assert fresh["actions"] == sorted(a.name for a in registry.all_actions())
     assert {"media", "draft", "block", "repair", "publish", "notify"} <= set(fresh["actions"])
     assert fresh["deciders"] == ["agent_action", "artifact_mismatch"]
     assert fresh["checks"] == sorted(doctor_registry.CHECKS.names())

@@ -17,7 +17,7 @@ from support import problem_slug
 
 from gateway.ledger import db
 from gateway.ledger import migrations
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger.db import database
 from gateway_tools.fault_proxy import Fault
 
@@ -80,7 +80,7 @@ def test_retry_refuses_what_is_not_failed(offline_gw):
     missing = _retry(offline_gw, job_id, op_key(job_id, "draft"), admin)
     assert missing.status_code == 404
     with offline_gw.app.app_context(), database.connection_context():
-        ledger.Operation.create(
+        models.Operation.create(
             operation_key=op_key(job_id, "draft"),
             tenant="acme",
             job_id=job_id,
@@ -88,7 +88,7 @@ def test_retry_refuses_what_is_not_failed(offline_gw):
             action="draft",
             binds="post",
             request_hash="x",
-            state=ledger.UNKNOWN,
+            state=models.UNKNOWN,
         )
     unknown = _retry(offline_gw, job_id, op_key(job_id, "draft"), admin)
     assert unknown.status_code == 409 and problem_slug(unknown) == "operation-not-failed"
@@ -132,6 +132,6 @@ def test_the_release_0_1_0_ledger_migrates_to_operation_retries(tmp_path):
     with database.connection_context():
         assert "operation_retry" in database.get_tables()
         assert migrations.current_version() >= 2
-        assert ledger.OperationRetry.select().count() == 0
-        assert ledger.Operation.select().count() == 2  # the old rows are kept
+        assert models.OperationRetry.select().count() == 0
+        assert models.Operation.select().count() == 2  # the old rows are kept
     database.close()

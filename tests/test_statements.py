@@ -15,7 +15,7 @@ from support import new_job_id
 from support import op_key
 from support import png_bytes
 
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import migrations
@@ -138,9 +138,9 @@ def test_reads_return_what_peewee_returns(ledger):
             assert _fields(ours.lease_row) == _fields(theirs.lease_row), job_id
             _as_selected(ours.site_row, theirs.site_row)
             _as_selected(ours.lease_row, theirs.lease_row)
-    gone = jobs.get_job("acme", "gone", with_site=True)
+    gone = records.get_job("acme", "gone", with_site=True)
     assert gone.site_row is None and gone.lease_row is None and gone.cancelled is True
-    assert jobs.get_job("acme", "leased", with_site=True).lease_row.fencing_token == 3
+    assert records.get_job("acme", "leased", with_site=True).lease_row.fencing_token == 3
     assert hot_sql.job_with_site("other", "plain") is None  # another tenant's job: none
 
     row = Operation.create(**_op("acme/j1/v1/draft", receipt={"id": 5}, remote_id=5))

@@ -28,7 +28,7 @@ from support import op_key
 from support import png_bytes
 from support import problem_slug
 
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import Job
@@ -318,8 +318,8 @@ def test_unfinished_lists_what_a_run_still_has_to_do(offline_gw):
 
     def phases():
         for name, phase in (("verified", "verified"), ("pending", "approval_pending")):
-            jobs.advance_phase(jobs.get_job(TENANT, names[name]), phase, post_id=7)
-        jobs.cancel_job(jobs.get_job(TENANT, names["cancelled"]), "test")
+            records.advance_phase(records.get_job(TENANT, names[name]), phase, post_id=7)
+        records.cancel_job(records.get_job(TENANT, names["cancelled"]), "test")
 
     in_ledger(gw, phases)
     listed = gw.client.get("/v1/jobs?unfinished=true", headers=gw.headers()).get_json()

@@ -15,11 +15,11 @@ import logging
 
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressOutcomeUnknown
@@ -88,7 +88,7 @@ def attach_all(
     if not slots:  # a draft without images: nothing to look up
         return []
     job = target.job
-    media = jobs.confirmed_media(job) if media is None else media
+    media = records.confirmed_media(job) if media is None else media
     attached = set() if new_post else _attached(job)
     pending = []
     for slot in dict.fromkeys(slots):
@@ -99,9 +99,9 @@ def attach_all(
         digest = request_digest({"media_id": row.remote_id, "post_id": post_id})
         if digest in attached:
             continue
-        key = operations.operation_key(job, "attach", slot)
+        key = perform.operation_key(job, "attach", slot)
         try:
-            operations.perform(target, key, digest, _effect(target, intent), slot=slot)
+            perform.perform(target, key, digest, _effect(target, intent), slot=slot)
         except exc.GatewayError as error:
             log.warning("job_id=%s operation_key=%s not attached: %s", job.job_id, key, error)
             pending.append(slot)
@@ -114,7 +114,7 @@ def attach_media_ids(target: Target, post_id: int, media_ids: list[int]) -> list
     CONFIRMED media of the job are left out. Returns the slots still not attached."""
     if not media_ids:
         return []
-    media = jobs.confirmed_media(target.job)
+    media = records.confirmed_media(target.job)
     slots = [slot for slot, row in media.items() if row.remote_id in set(media_ids)]
     return attach_all(target, post_id, slots, media)
 
@@ -125,11 +125,11 @@ def _send_request(target: Target, request: dict) -> None:
     attach_all(target, request["post_id"], request["slots"])
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name="attach",
         binds="attachment",
-        recovery=actions.LOOKUP,  # found by reading the attachment's parent
+        recovery=registry.LOOKUP,  # found by reading the attachment's parent
         # No client call repeats an attach (a draft's replay attaches only for a request
         # that stopped before recording the draft on the job): one found absent is sent again.
         resend_if_absent=True,

@@ -25,8 +25,8 @@ from gateway.core.digests import request_digest
 from gateway.jobs import guards
 from gateway.ledger.models import Operation
 from gateway.operations import ownership
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations.block_markers import has_block
 from gateway.operations.block_markers import html_digest
 from gateway.operations.block_markers import with_block
@@ -90,7 +90,7 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
     Raises:
         NotFound: the job has no post yet (create the draft first).
         ForeignObject: another job or tenant holds the post too (nothing is written).
-        plus everything :func:`operations.perform` raises.
+        plus everything :func:`perform.perform` raises.
     """
     guards.check_writable(target)
     job = target.job
@@ -98,7 +98,7 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
         raise exc.NotFound("the job has no post yet; create the draft first")
     ownership.check_job_post(target, job.post_id)
     digest = html_digest(html)
-    key = operations.operation_key(job, ACTION, f"{name}/{digest}")
+    key = perform.operation_key(job, ACTION, f"{name}/{digest}")
     request_hash = request_digest({"name": name, "html": html, "position": position})
     intent = {"post_id": job.post_id, "name": name, "digest": digest, "bytes": len(html)}
     client, post_id = target.client, job.post_id
@@ -111,7 +111,7 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
         return client.update_post(post_id, {"content": with_block(content, name, html)})
 
     log.info("block %s for job_id=%s operation_key=%s", name, job.job_id, key)
-    return operations.perform(target, key, request_hash, _block_effect(target, intent, send), name)
+    return perform.perform(target, key, request_hash, _block_effect(target, intent, send), name)
 
 
 def send_request(target: Target, request: dict) -> Outcome:
@@ -120,19 +120,19 @@ def send_request(target: Target, request: dict) -> Outcome:
     return put_block(target, request["name"], request["html"], request.get("position", "end"))
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
-        recovery=actions.LOOKUP,
+        recovery=registry.LOOKUP,
         send=send_request,
         rebuild=rebuild,
         step="put_block",
-        tool=actions.AgentTool(
+        tool=registry.AgentTool(
             "insert_block",
             "Insert (or replace in place) a named HTML block in the job's post, exactly once.",
             "block",
             path=(("name", "the block's name, e.g. resources"),),
         ),
-        answer=actions.Answer("post_id", ("name", "digest")),
+        answer=registry.Answer("post_id", ("name", "digest")),
     )
 )

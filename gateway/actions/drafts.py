@@ -24,14 +24,14 @@ from gateway.core import states
 from gateway.core.digests import request_digest
 from gateway.jobs import checkpoints
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import ownership
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import refusals
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -85,7 +85,7 @@ def resolve_media(
     featured_slot = (body.get("featured_media") or {}).get("slot")
     if not names_media(body):
         return 0, [], body["content"]  # no media named: nothing to look up
-    media = jobs.confirmed_media(job) if media is None else media
+    media = records.confirmed_media(job) if media is None else media
     named = [("/featured_media/slot", featured_slot)] if featured_slot else []
     named += [(f"/body_media/{i}", slot) for i, slot in enumerate(wanted)]
     missing = [(pointer, slot) for pointer, slot in named if slot not in media]
@@ -306,9 +306,9 @@ def settle(target: Target, row: Operation) -> None:
     if row.task_version == job.task_version:
         verified = ((row.receipt or {}).get("verification") or {}).get("ok")
         phase = "verified" if verified else "draft_confirmed"
-        jobs.advance_phase(job, phase, post_id=row.remote_id)
+        records.advance_phase(job, phase, post_id=row.remote_id)
     elif job.post_id is None:
-        jobs.touch(job, post_id=row.remote_id)
+        records.touch(job, post_id=row.remote_id)
 
 
 def settle_and_attach(target: Target, row: Operation) -> None:
@@ -335,15 +335,15 @@ def put_draft(target: Target, body: dict) -> Outcome:
     Raises:
         ArtifactDigestMismatch: ``content`` differs from the checkpointed body artifact.
         PostTrashed (409): an update whose post an editor moved to the trash; nothing written.
-        MediaNotReady, ValidationFailed, plus everything :func:`operations.perform` raises.
+        MediaNotReady, ValidationFailed, plus everything :func:`perform.perform` raises.
     """
     guards.check_writable(target)
     job = target.job
-    key = operations.operation_key(job, ACTION)
+    key = perform.operation_key(job, ACTION)
     digest = request_digest(body)
-    replayed = operations.replay(key, digest)  # a changed body is refused before any term
+    replayed = perform.replay(key, digest)  # a changed body is refused before any term
     if replayed is not None:
-        if job.phase not in jobs.GATEWAY_PHASES:
+        if job.phase not in records.GATEWAY_PHASES:
             # The request that confirmed the draft stopped (a crash) before its last step,
             # recording the draft on the job after attaching the images: finish both.
             settle_and_attach(target, replayed.row)
@@ -353,7 +353,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
             attachments.attach_all(target, replayed.row.remote_id, _slots(body))
         return replayed
     checkpoints.check_body(job, body["content"])  # before anything is claimed
-    media = jobs.confirmed_media(job) if names_media(body) else {}  # read once per request
+    media = records.confirmed_media(job) if names_media(body) else {}  # read once per request
     featured, body_ids, content = resolve_media(job, body, media)
     previous = _previous_draft(job)
     update_of = previous.remote_id if previous is not None else None
@@ -386,7 +386,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
         return target.client.create_post(fields)
 
     effect = _draft_effect(target, key, intent, send, media=media)
-    outcome = operations.perform(target, key, digest, effect)
+    outcome = perform.perform(target, key, digest, effect)
     if outcome.row.state == CONFIRMED:
         # A post this request created carries no attachment yet: nothing to look up.
         new_post = outcome.created and update_of is None
@@ -519,7 +519,7 @@ def verify_job(target: Target) -> dict:
     except WordPressError as error:
         log.warning("cannot verify %s (job_id=%s): %s", row.operation_key, job.job_id, error)
         raise refusals.cannot_read(error) from error
-    expected_status = jobs.EXPECTED_STATUS.get(job.phase, "draft")
+    expected_status = records.EXPECTED_STATUS.get(job.phase, "draft")
     result = verification.compare(row.receipt, live, target.companion.present, expected_status)
     try:
         field = media_metadata.compare(target, media_metadata.post_media_ids(row.receipt))
@@ -527,27 +527,27 @@ def verify_job(target: Target) -> dict:
         raise refusals.cannot_read(error) from error
     media_metadata.add_to(result, field)
     if result["ok"]:
-        jobs.advance_phase(job, "verified")
+        records.advance_phase(job, "verified")
     return {"job_id": job.job_id, **result}
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
-        recovery=actions.LOOKUP,
+        recovery=registry.LOOKUP,
         send=put_draft,
         rebuild=rebuild,
         step="create_draft",
         object_type="post",
         phases=frozenset({states.DRAFTING}),
         settle=settle_and_attach,
-        tool=actions.AgentTool(
+        tool=registry.AgentTool(
             "put_draft",
             "Create the job's WordPress post as a draft, once, and verify it by read-back. "
             "{{media:SLOT}} placeholders in content become image blocks. Different content "
             "under the same task version is refused: call bump_task_version first.",
             "draft",
         ),
-        answer=actions.Answer("post_id", ("link", "verification")),
+        answer=registry.Answer("post_id", ("link", "verification")),
     )
 )

@@ -28,9 +28,9 @@ from gateway.jobs import guards
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import refusals
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations import transitions
 from gateway.operations import verification
 from gateway.operations.effects import Effect
@@ -244,7 +244,7 @@ def put_media(
         UnsupportedMediaType (415), ImageUnreadable (422: decoded only when the bytes are
         about to be sent, so a replay never decodes), TransportLimit (422: alt text over
         XML-RPC; a CONFIRMED operation still replays), plus everything
-        :func:`operations.perform` raises.
+        :func:`perform.perform` raises.
     """
     guards.check_writable(target)
     mime, ext = sniff_type(content)  # 415 now; the whole image is decoded before it is sent
@@ -252,7 +252,7 @@ def put_media(
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     sha = sha256_hex(content)  # once: the digest, the metadata-only update and the intent
     digest = request_digest({"sha256": sha, "filename": name, "mime_type": mime, **fields})
-    key = operations.operation_key(target.job, ACTION, slot)
+    key = perform.operation_key(target.job, ACTION, slot)
     alive: dict[int, bool] = {}  # earlier attachments read back by this request
     answered = _answered_without_sending(target, key, slot, digest, alt_text, alive)
     if answered is not None:  # also after a switch of transport
@@ -271,7 +271,7 @@ def put_media(
         **_finishing_fields(title, caption),
     }
     effect = _media_effect(target, key, intent, _upload(target, key, content, name, mime, sent))
-    return operations.perform(target, key, digest, effect, slot=slot)
+    return perform.perform(target, key, digest, effect, slot=slot)
 
 
 def _answered_without_sending(
@@ -285,7 +285,7 @@ def _answered_without_sending(
     Raises:
         OperationKeyReused (422), TransportLimit (422).
     """
-    replayed = operations.replay(key, digest)
+    replayed = perform.replay(key, digest)
     if replayed is not None:
         return replayed
     reused = _reuse_earlier_version(target, key, slot, digest, alive)
@@ -373,7 +373,7 @@ def _update_metadata(
         creates=False,
         intent=intent,
     )
-    return operations.perform(target, key, digest, effect, slot=slot)
+    return perform.perform(target, key, digest, effect, slot=slot)
 
 
 def _confirmed_of_slot_query(target: Target, slot: str, *more):
@@ -420,12 +420,12 @@ def put_media_from_url(
         OperationKeyReused (422) and TransportLimit (422: alt text over XML-RPC) before
         downloading; MediaUrlRefused (422),
         MediaDownloadFailed (502), UnsupportedMediaType (415), ImageUnreadable (422); plus
-        everything :func:`operations.perform` raises.
+        everything :func:`perform.perform` raises.
     """
     guards.check_writable(target)
     fields = {"title": title, "caption": caption, "alt_text": alt_text}
     digest = request_digest({"source_url": source_url, "filename": filename, **fields})
-    key = operations.operation_key(target.job, "media", slot)
+    key = perform.operation_key(target.job, "media", slot)
     alive: dict[int, bool] = {}  # earlier attachments read back by this request
     answered = _answered_without_sending(target, key, slot, digest, alt_text, alive)
     if answered is not None:  # before anything is downloaded
@@ -447,7 +447,7 @@ def put_media_from_url(
     if updated is not None:  # the same bytes as an earlier version: no second upload
         return updated
     effect = _media_effect(target, key, intent, _upload(target, key, got.content, name, mime, sent))
-    return operations.perform(target, key, digest, effect, slot=slot)
+    return perform.perform(target, key, digest, effect, slot=slot)
 
 
 def send_request(target: Target, request: dict) -> Outcome:
@@ -518,9 +518,9 @@ def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Ope
     """Record ``earlier``'s attachment as this version's receipt (a replay, no write): the
     claimed row moves PREPARED -> CONFIRMED by one conditional UPDATE
     (:func:`gateway.operations.transitions.move`). None when the key's row is past PREPARED
-    and not CONFIRMED (another request sends it: :func:`gateway.operations.perform.perform`
+    and not CONFIRMED (another request sends it: :func:`perform.perform`
     decides)."""
-    row = operations.claim(target, key, digest, ACTION, slot)
+    row = perform.claim(target, key, digest, ACTION, slot)
     if row.state == CONFIRMED:
         return Outcome(row, replayed=True)
     reused = transitions.move(
@@ -536,17 +536,17 @@ def _record_reuse(target: Target, key: str, slot: str, digest: str, earlier: Ope
     return Outcome(row, replayed=True)
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
         binds="attachment",
-        recovery=actions.LOOKUP,
+        recovery=registry.LOOKUP,
         send=send_request,
         rebuild=rebuild,
         step="upload_media",
         object_type="attachment",
         phases=frozenset({states.DRAFTING}),
-        tool=actions.AgentTool(
+        tool=registry.AgentTool(
             "upload_media",
             "Upload one image of the job into a named slot, once (base64 bytes). Returns the "
             "media id and URL; the same slot and bytes again returns the stored receipt.",
@@ -556,7 +556,7 @@ actions.register(
         # source_url: WordPress's URL of the upload; requested_url, downloaded_from: the URL
         # sent and the one finally downloaded from (redirects followed) for an image sent by
         # URL, else None.
-        answer=actions.Answer(
+        answer=registry.Answer(
             "media_id", ("source_url", "mime_type", "requested_url", "downloaded_from")
         ),
     )

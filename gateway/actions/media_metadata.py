@@ -11,10 +11,10 @@ from __future__ import annotations
 from gateway.core.digests import canonical_json
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.target import Target
@@ -42,7 +42,7 @@ def wanted(
     if not media_ids:
         return {}
     found = {}
-    for slot, row in (jobs.confirmed_media(job) if media is None else media).items():
+    for slot, row in (records.confirmed_media(job) if media is None else media).items():
         metadata = (row.receipt or {}).get("metadata") or {}
         if row.remote_id in media_ids and metadata:
             found[slot] = (row.remote_id, metadata)
@@ -136,18 +136,18 @@ def repair(target: Target, field: dict | None) -> list[str]:
     ``media_metadata``), one ledger operation per attachment. Returns the repaired slots.
 
     Raises:
-        everything :func:`operations.perform` raises.
+        everything :func:`perform.perform` raises.
     """
     if not field or field["ok"] is not False:
         return []
     repaired = []
     for slot, fixes in _fixes(field["expected"], field["actual"]).items():
-        media_id = jobs.confirmed_media(target.job)[slot].remote_id
+        media_id = records.confirmed_media(target.job)[slot].remote_id
         modified = target.client.get_media(media_id).get("modified_gmt")
         stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": modified}))[:16]
-        key = operations.operation_key(target.job, "media_meta", f"{slot}/{stamp}")
+        key = perform.operation_key(target.job, "media_meta", f"{slot}/{stamp}")
         intent = {"media_id": media_id, "slot": slot, "fixes": fixes}
-        operations.perform(
+        perform.perform(
             target, key, request_digest(intent), _effect(target, intent), slot=f"{slot}/{stamp}"
         )
         repaired.append(slot)
@@ -160,11 +160,11 @@ def _send_request(target: Target, request: dict) -> None:
     repair(target, request["field"])
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name="media_meta",
         binds="attachment",
-        recovery=actions.RESEND,  # an idempotent update: nothing to look up, sent again
+        recovery=registry.RESEND,  # an idempotent update: nothing to look up, sent again
         send=lambda target, request: _send_request(target, request),
         rebuild=rebuild,
         step="repair",

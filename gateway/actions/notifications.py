@@ -49,14 +49,14 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.states import DELIVERED
 from gateway.core.states import PENDING
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import unique
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import NotificationTarget
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations import transitions
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def url_of(tenant: str) -> str | None:
 
 def key_of(job: Job, event: str) -> str:
     """``{tenant}/{job_id}/v{task_version}/notify/{event}`` (an operation key's shape)."""
-    return operations.operation_key(job, ACTION, event)
+    return perform.operation_key(job, ACTION, event)
 
 
 def _text(job: Job, event: str, reason: str | None) -> str:
@@ -319,15 +319,15 @@ def deliver_forever(config: Config, stop: threading.Event) -> None:
 
 def attention_for_idle_jobs(config: Config, idle_seconds: float) -> int:
     """Decide ``needs_attention`` for every unfinished job (status ``in_progress`` or
-    ``unknown``, or verified without an approval request: :func:`jobs.run_unfinished`) no
-    client has asked anything of for ``idle_seconds`` (:func:`jobs.idle_seconds`: what the
+    ``unknown``, or verified without an approval request: :func:`records.run_unfinished`) no
+    client has asked anything of for ``idle_seconds`` (:func:`records.idle_seconds`: what the
     sweep itself writes does not count); returns how many were decided now (a job already
     told about for its version counts once, ever)."""
     decided = 0
     for job in Job.select().where(Job.cancelled == False):  # noqa: E712 (peewee expression)
-        if not jobs.run_unfinished(job):
+        if not records.run_unfinished(job):
             continue
-        idle = jobs.idle_seconds(job)
+        idle = records.idle_seconds(job)
         if idle < idle_seconds:
             continue
         reason = (
@@ -392,14 +392,14 @@ def _resent_by_the_sweep(target, row, found=None, prefetched=None):
     )
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
-        recovery=actions.RESEND,  # same key, same body; the receiver deduplicates
+        recovery=registry.RESEND,  # same key, same body; the receiver deduplicates
         send=send_request,
         rebuild=_resent_by_the_sweep,
         step="none",
-        scope=actions.SITE,  # no job's recover sends it; the sweep does
+        scope=registry.SITE,  # no job's recover sends it; the sweep does
         sweep_pass=sweep_pass,
         binds=None,  # a POST to the tenant's URL: no WordPress object
     )

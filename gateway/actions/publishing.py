@@ -24,15 +24,15 @@ from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Approval
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import ownership
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -167,7 +167,7 @@ def settle(target: Target, row: Operation) -> None:
     when WordPress holds it as ``future``)."""
     if row.task_version == target.job.task_version:
         future = (row.receipt or {}).get("status") == "future"
-        jobs.advance_phase(target.job, "scheduled" if future else "published")
+        records.advance_phase(target.job, "scheduled" if future else "published")
 
 
 def publish(target: Target, by: str) -> Outcome:
@@ -182,14 +182,14 @@ def publish(target: Target, by: str) -> Outcome:
     Raises:
         OperationInProgress (409): the unschedule ending this round is still in flight.
         plus everything :func:`gateway.jobs.guards.check_writable`, :func:`valid_approval` and
-        :func:`operations.perform` raise.
+        :func:`perform.perform` raise.
     """
     guards.check_writable(target)
     job = target.job
     publish_round = scheduling.publish_round(job)
     scheduling.check_unscheduling(job, publish_round)
     key = scheduling.round_key(job, ACTION, publish_round)
-    replayed = operations.replay(key, None)  # published once, whoever asks again
+    replayed = perform.replay(key, None)  # published once, whoever asks again
     if replayed is not None:
         # The request that published may have died before it recorded the phase: record it
         # (repeat-safe; no UPDATE when the job has it already).
@@ -211,7 +211,7 @@ def publish(target: Target, by: str) -> Outcome:
             fields["date_gmt"] = scheduling.wp_gmt(db.utcnow())
         effect = _publish_effect(target, intent, lambda: target.client.update_post(post_id, fields))
     log.info("publishing job_id=%s operation_key=%s approval=%s", job.job_id, key, approval.id)
-    outcome = operations.perform(
+    outcome = perform.perform(
         target, key, request_hash, effect, slot=scheduling.round_slot(publish_round)
     )
     if outcome.row.state == CONFIRMED:
@@ -219,17 +219,17 @@ def publish(target: Target, by: str) -> Outcome:
     return outcome
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
-        recovery=actions.LOOKUP,
+        recovery=registry.LOOKUP,
         send=lambda target, request: publish(target, request["by"]),
         rebuild=rebuild,
         step="publish",
         phases=frozenset({"approval_pending"}),
         settle=settle,
         sweep_pass=scheduling.sweep_scheduled,
-        answer=actions.Answer(
+        answer=registry.Answer(
             "post_id", ("status", "link", "slug", "approval_id", "scheduled_for")
         ),
     )

@@ -35,14 +35,14 @@ from gateway.core.digests import canonical_json
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import block_markers
 from gateway.operations import ownership
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import refusals
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -92,7 +92,7 @@ def fixes_for(receipt: dict, live: dict, result: dict) -> dict:
 
 
 def _expected_status(job) -> str:
-    return jobs.EXPECTED_STATUS.get(job.phase, "draft")
+    return records.EXPECTED_STATUS.get(job.phase, "draft")
 
 
 # Which verification fields show that a fix (a WordPress field) is in place.
@@ -144,7 +144,7 @@ def settle(target: Target, row: Operation) -> None:
     """A CONFIRMED repair whose read-back verifies makes the job ``verified``."""
     check = (row.receipt or {}).get("verification") or {}
     if row.task_version == target.job.task_version and check.get("ok"):
-        jobs.advance_phase(target.job, "verified")
+        records.advance_phase(target.job, "verified")
 
 
 @dataclass
@@ -221,7 +221,7 @@ def repair_job(target: Target) -> Repair:
         PostTrashed (409): an editor moved the post to the trash; nothing is written.
         RepairIncomplete (409): a failed field cannot be restored (:func:`unfixable`), or
             WordPress did not keep a fix; the others were written.
-        plus everything :func:`operations.perform` raises.
+        plus everything :func:`perform.perform` raises.
     """
     guards.check_writable(target)
     job = target.job
@@ -250,13 +250,13 @@ def repair_job(target: Target) -> Repair:
         _incomplete(draft.remote_id, reasons, ["media_metadata"] if media_fixed else [], None)
         return Repair(draft.remote_id, {}, result, None, media_fixed)
     stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
-    key = operations.operation_key(job, ACTION, stamp[:16])
+    key = perform.operation_key(job, ACTION, stamp[:16])
     intent = {"update_of": draft.remote_id, "fixes": sorted(fixes), "draft": draft.operation_key}
     effect = _repair_effect(
         target, intent, lambda: target.client.update_post(draft.remote_id, fixes)
     )
     log.info("repairing %s for job_id=%s operation_key=%s", sorted(fixes), job.job_id, key)
-    outcome = operations.perform(target, key, request_digest(fixes), effect, slot=stamp[:16])
+    outcome = perform.perform(target, key, request_digest(fixes), effect, slot=stamp[:16])
     if outcome.row.state == CONFIRMED:
         settle(target, outcome.row)
         reasons |= _not_kept(outcome.row.receipt, sorted(fixes))
@@ -266,10 +266,10 @@ def repair_job(target: Target) -> Repair:
     return Repair(draft.remote_id, fixes, check, outcome, media_fixed)
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name=ACTION,
-        recovery=actions.LOOKUP,
+        recovery=registry.LOOKUP,
         send=lambda target, _request: repair_job(target).outcome,
         rebuild=rebuild,
         step="repair",

@@ -36,13 +36,13 @@ from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.core.config import Config
 from gateway.core.digests import request_digest
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
@@ -147,7 +147,7 @@ def round_slot(publish_round_number: int) -> str | None:
 
 def round_key(job: Job, action: str, publish_round_number: int) -> str:
     """``…/v{n}/publish[/r{k}]`` or ``…/v{n}/unschedule[/r{k}]`` of round ``k``."""
-    return operations.operation_key(job, action, round_slot(publish_round_number))
+    return perform.operation_key(job, action, round_slot(publish_round_number))
 
 
 def check_unscheduling(job: Job, publish_round_number: int) -> None:
@@ -225,7 +225,7 @@ def settle(target: Target, row: Operation) -> None:
     verification expects a draft."""
     job = target.job
     if row.task_version == job.task_version and job.phase == "scheduled":
-        jobs.touch(job, phase="approval_pending")
+        records.touch(job, phase="approval_pending")
 
 
 def unschedule(target: Target, why: str) -> Operation | None:
@@ -247,7 +247,7 @@ def unschedule(target: Target, why: str) -> Operation | None:
     effect = _unschedule_effect(target, publish.remote_id)
     log.info("unscheduling job_id=%s operation_key=%s (%s)", job.job_id, key, why)
     try:
-        row = operations.perform(
+        row = perform.perform(
             target, key, digest, effect, slot=round_slot(publish_round_number)
         ).row
         settle(target, row)
@@ -276,7 +276,7 @@ def sweep_scheduled(config: Config) -> dict:
             log.warning("sweep: scheduled job_id=%s unreadable: %s", job.job_id, error)
             continue
         if status == "publish":
-            jobs.advance_phase(job, "published")
+            records.advance_phase(job, "published")
             counts["published"] += 1
         elif (now - when).total_seconds() >= MISSED_AFTER and not row.receipt.get(
             "missed_schedule"
@@ -310,10 +310,10 @@ def _send_request(target: Target, request: dict) -> None:
     unschedule(target, request.get("why", "requested"))
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name="unschedule",
-        recovery=actions.LOOKUP,  # found by reading the post back as draft
+        recovery=registry.LOOKUP,  # found by reading the post back as draft
         send=lambda target, request: _send_request(target, request),
         rebuild=rebuild,
         step="retry_later",  # a cancel or revoke makes it; the sweep or recover finishes it

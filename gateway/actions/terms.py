@@ -43,9 +43,9 @@ from dataclasses import field
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import refusals
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations.effects import Effect
 from gateway.operations.target import Target
 from gateway.wordpress.errors import WordPressError
@@ -174,14 +174,14 @@ def ensure_term(target: Target, taxonomy: str, name: str) -> int:
     key. A job finding another job creating the same term waits for it (a few seconds).
 
     Raises:
-        everything :func:`operations.perform` raises.
+        everything :func:`perform.perform` raises.
     """
     key = term_key(target, taxonomy, name)
     digest = request_digest({"taxonomy": taxonomy, "name": fold(name)})
     intent = {"taxonomy": taxonomy, "name": clean(name)}
     for _ in range(WAIT_ROUNDS):
         try:
-            outcome = operations.perform(target, key, digest, _term_effect(target, intent))
+            outcome = perform.perform(target, key, digest, _term_effect(target, intent))
             return int(outcome.row.remote_id)
         except exc.OperationInProgress:
             time.sleep(0.25)
@@ -367,14 +367,14 @@ def _send_request(target: Target, request: dict) -> None:
     ensure_term(target, request["taxonomy"], request["name"])
 
 
-actions.register(
-    actions.Action(
+registry.register(
+    registry.Action(
         name="term",
         binds="term",
-        recovery=actions.LOOKUP,  # found by name (WordPress refuses a second term of a name)
+        recovery=registry.LOOKUP,  # found by name (WordPress refuses a second term of a name)
         send=lambda target, request: _send_request(target, request),
         rebuild=rebuild,
         step="create_draft",
-        scope=actions.SITE,  # one row per site and term, shared by jobs: the sweep's
+        scope=registry.SITE,  # one row per site and term, shared by jobs: the sweep's
     )
 )

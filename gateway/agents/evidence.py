@@ -49,7 +49,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 from gateway.ledger.models import Review
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import review_items
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ def stop_on_mismatch(row: AgentSession, job: Job, what: str, found: list[dict]) 
         f"artifact digest mismatch ({what}): the session cannot go on from content the "
         "ledger does not prove",
     )
-    key = operations.operation_key(job, KIND, row.session_id)
+    key = perform.operation_key(job, KIND, row.session_id)
     detail = {
         "session_id": row.session_id,
         "check": what,

@@ -52,13 +52,13 @@ from gateway.core.config import Config
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
 from gateway.jobs import leases
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 
@@ -97,7 +97,7 @@ def facts(job: Job) -> dict:
         else {"post_id": draft.remote_id, "verified": job.phase in VERIFIED_PHASES},
         "media": [
             {"slot": slot, "attachment_id": row.remote_id}
-            for slot, row in sorted(jobs.confirmed_media(job).items())
+            for slot, row in sorted(records.confirmed_media(job).items())
         ],
         "checkpoints": [
             {
@@ -152,7 +152,7 @@ def _blocking(config: Config, oai, job: Job, row: AgentSession, target, editor: 
         found.append(f"the session has open required actions ({kinds}): answer them first")
     elif session.status != "idle":
         found.append(f"the session is {session.status}, not idle: a message would not continue")
-    reviews = jobs.open_reviews(job)
+    reviews = records.open_reviews(job)
     if reviews:
         found.append(f"open review items: {', '.join(r.kind for r in reviews)}")
     report = reconciliation.recover_job(target)
@@ -191,7 +191,7 @@ def continue_session(
         ValidationFailed (422): an editor lifting a stop without a reason.
         AgentKeyRefused, AgentSessionGone, AgentUnavailable, WordPressUnavailable, SiteBusy.
     """
-    jobs.ensure_active(job)
+    records.ensure_active(job)
     row = sessions.current(job)
     if row is None:
         raise exc.FollowUpRefused(
@@ -260,7 +260,7 @@ def _slot(session_id: str, found: dict) -> str:
 
 def _sent_before(job: Job, session_id: str) -> Operation | None:
     """The follow-up of these very facts to this session, if one was claimed before."""
-    key = operations.operation_key(job, submissions.FOLLOW_UP, _slot(session_id, facts(job)))
+    key = perform.operation_key(job, submissions.FOLLOW_UP, _slot(session_id, facts(job)))
     return Operation.get_or_none(Operation.operation_key == key)
 
 

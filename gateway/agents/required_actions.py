@@ -41,12 +41,12 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.editorial import resolution
 from gateway.editorial import reviews
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Review
-from gateway.operations import perform as operations
+from gateway.operations import perform
 from gateway.operations import review_items
 from gateway.operations.target import Target
 
@@ -181,7 +181,7 @@ def _function_call(ctx: Context, action) -> str:
             return "later"
         result = _failure(error)
     ctx.job = ctx.target.job  # a version bump replaced it
-    operations.crash_point(ctx.config, "before_tool_result")
+    perform.crash_point(ctx.config, "before_tool_result")
     return _submit_tool_result(ctx, action, result)
 
 
@@ -245,7 +245,7 @@ def _submit_tool_result(ctx: Context, action, result: dict) -> str:
 
 def _open_review(ctx: Context, action, reason: str | None = None) -> Review | None:
     result_action = RESULT_ACTION[action.type]
-    key = operations.operation_key(ctx.job, result_action, _slot(action))
+    key = perform.operation_key(ctx.job, result_action, _slot(action))
     earlier = Review.select().where(
         Review.tenant == ctx.job.tenant,
         Review.job_id == ctx.job.job_id,
@@ -322,8 +322,8 @@ def resolve(config: Config, review: Review, decision: str, reason: str | None, e
         JobCancelled (409): the job was cancelled (its pending actions are never answered).
         SessionBound (409): the job's session was replaced since.
     """
-    job = jobs.get_job(review.tenant, review.job_id)
-    jobs.ensure_active(job)
+    job = records.get_job(review.tenant, review.job_id)
+    records.ensure_active(job)
     detail = review.detail
     action = detail["action"]
     row = None

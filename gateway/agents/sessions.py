@@ -28,7 +28,7 @@ from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core.config import Config
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
@@ -114,7 +114,7 @@ def bind(config: Config, job: Job, session_id: str, token_hash: str | None = Non
             deadline_at=deadline,
             bound_token_hash=token_hash,
         )
-        jobs.touch(job, session_id=session_id)
+        records.touch(job, session_id=session_id)
         return row
 
     _row, created = unique.insert_or_get(insert)

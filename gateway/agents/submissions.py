@@ -36,13 +36,13 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations import transitions
 
 log = logging.getLogger(__name__)
 # The session inputs this module registers (each an *idempotent resend* action, resent by the
-# agent worker); everyone else asks the registry (``actions.worker_actions()``).
+# agent worker); everyone else asks the registry (``registry.worker_actions()``).
 ACTIONS = (
     "tool_result",
     "mcp_approval_result",
@@ -112,7 +112,7 @@ def claim_new(
         OperationKeyReused: the key exists with another event (e.g. an editor's different
             decision on the same request).
     """
-    key = operations.operation_key(job, action, slot)
+    key = perform.operation_key(job, action, slot)
     digest = request_digest(event)
     if fencing_token is None:
         lease = Lease.get_or_none(Lease.tenant == job.tenant, Lease.job_id == job.job_id)
@@ -174,7 +174,7 @@ def send(config: Config, client: openai.OpenAI, row: Operation) -> Operation:
         return _settle(row, FAILED if found == answers.REFUSED else UNKNOWN, error)
     except openai.APIError as error:  # connection, timeout: the event may have arrived
         return _settle(row, UNKNOWN, error)
-    operations.crash_point(config, "after_session_input_sent")
+    perform.crash_point(config, "after_session_input_sent")
     receipt = {"idempotency_key": key, "accepted": True, "session_id": intent["session_id"]}
     transitions.move(row, CONFIRMED, transitions.NOT_CONFIRMED, receipt=receipt, problem=None)
     return Operation.get_by_id(row.id)
@@ -218,13 +218,11 @@ def unsettled(sent_older_than: float) -> list[Operation]:
     ``sent_older_than`` seconds (a resend carries the same key, so overlapping a sender that
     is still waiting costs nothing but a deduplicated request)."""
     rows = Operation.select().where(
-        Operation.action.in_(actions.worker_actions()),
+        Operation.action.in_(registry.worker_actions()),
         Operation.state.in_((PREPARED, SENT, UNKNOWN)),
     )
     return [
-        r
-        for r in rows
-        if r.state != SENT or operations.seconds_since(r.updated_at) >= sent_older_than
+        r for r in rows if r.state != SENT or perform.seconds_since(r.updated_at) >= sent_older_than
     ]
 
 
@@ -233,14 +231,14 @@ def _resent_by_the_worker(target, row: Operation, found=None, prefetched=None):
 
 
 for _name in ACTIONS:  # idempotent resend, by the agent worker: recover reports, never sends
-    actions.register(
-        actions.Action(
+    registry.register(
+        registry.Action(
             name=_name,
-            recovery=actions.RESEND,
+            recovery=registry.RESEND,
             send=None,
             rebuild=_resent_by_the_worker,
             step="none",
-            scope=actions.WORKER,
+            scope=registry.WORKER,
             refusal="refused-by-openai",
             resent_by="the agent worker",
             binds=None,  # an input to an OpenAI session: no WordPress object

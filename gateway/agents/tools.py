@@ -33,8 +33,8 @@ from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import checkpoints
-from gateway.jobs import records as jobs
-from gateway.operations import registry as actions
+from gateway.jobs import records
+from gateway.operations import registry
 from gateway.operations.target import Target
 from gateway.recovery import reconciliation
 
@@ -66,7 +66,7 @@ def _slot_schema(what: str) -> dict:
     return {"type": "string", "pattern": validation.SLOT.pattern, "description": what}
 
 
-def _performer(action: actions.Action) -> Callable[[Target, dict, str], dict]:
+def _performer(action: registry.Action) -> Callable[[Target, dict, str], dict]:
     """A tool's ``run`` for a registered action: its ``send`` with the arguments as the
     request (path parameters included), answered with the HTTP call's body (the action's
     :class:`~gateway.operations.registry.Answer`)."""
@@ -88,7 +88,7 @@ def _action_tools() -> list[Tool]:
             _performer(a),
             path={name: _slot_schema(what) for name, what in a.tool.path},
         )
-        for a in actions.agent_tools()
+        for a in registry.agent_tools()
     ]
 
 
@@ -102,7 +102,7 @@ def _request_approval(target: Target, _args: dict, actor: str) -> dict:
 
 def _bump(target: Target, args: dict, _actor: str) -> dict:
     job = target.job
-    bumped, _created = jobs.put_job(job.tenant, job.job_id, job.site, args["task_version"])
+    bumped, _created = records.put_job(job.tenant, job.job_id, job.site, args["task_version"])
     target.job = bumped
     return {"job_id": bumped.job_id, "task_version": bumped.task_version}
 
@@ -237,7 +237,7 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
     """
     tool = all_tools()[name]
     if name != "recover":  # the agent asks something of the job, as an HTTP client does
-        jobs.record_request(target.job.tenant, target.job.job_id)
+        records.record_request(target.job.tenant, target.job.job_id)
     args = validation.check(_validator(name), arguments_of(arguments), tool.schema)
-    jobs.ensure_active(target.job)
+    records.ensure_active(target.job)
     return tool.run(target, args, actor)

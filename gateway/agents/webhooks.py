@@ -19,7 +19,7 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.ledger import unique
 from gateway.ledger.models import WebhookEvent
-from gateway.operations import perform as operations
+from gateway.operations import perform
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,6 @@ def receive(config: Config, raw: bytes, headers: dict) -> dict:
         )
     )
     duplicate = not stored
-    operations.crash_point(config, "after_webhook_stored")
+    perform.crash_point(config, "after_webhook_stored")
     log.info("webhook %s %s session=%s duplicate=%s", event.id, event_type, session_id, duplicate)
     return {"event_id": event.id, "type": event_type, "duplicate": duplicate}

@@ -45,7 +45,7 @@ from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.jobs import leases
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
@@ -176,7 +176,7 @@ def _process_session(config: Config, oai, row: AgentSession, counts: dict) -> bo
     Raises:
         AgentKeyRefused: OpenAI refused the key (the caller pauses every worker).
     """
-    job = jobs.get_job(row.tenant, row.job_id)
+    job = records.get_job(row.tenant, row.job_id)
     if job.session_id != row.session_id:
         return True  # an old session of the job: its pending actions are never answered
     if job.cancelled:

@@ -13,8 +13,8 @@ from flask import request
 from gateway.api.http import config
 from gateway.core import exceptions as exc
 from gateway.core import validation
-from gateway.jobs import records as jobs
-from gateway.ledger import models as ledger
+from gateway.jobs import records
+from gateway.ledger import models
 from gateway.ledger.models import Job
 from gateway.operations import registry
 from gateway.operations.effects import Outcome
@@ -31,11 +31,11 @@ def job_of_path(job_id: str, with_site: bool = False) -> Job:
     of a write)."""
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
     try:
-        return jobs.get_job(g.principal.tenant, job_id, with_site=with_site)
+        return records.get_job(g.principal.tenant, job_id, with_site=with_site)
     except exc.JobNotFound:
-        if jobs.held_by_another_tenant(g.principal.tenant, job_id):
+        if records.held_by_another_tenant(g.principal.tenant, job_id):
             # Still a 404 (no tenant learns of another's jobs), but counted: the token is valid.
-            ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
+            models.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
         raise
 
 

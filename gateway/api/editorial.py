@@ -29,7 +29,7 @@ from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.operations.target import target_for
 from gateway.recovery import retries
 
@@ -72,7 +72,7 @@ def cancel(job_id: str):
     body = json_body("cancel")
     if not job.cancelled:  # a scheduled post goes back to draft first (its own operation)
         scheduling.unschedule(target_for(config(), job), "job cancelled")
-    job = jobs.cancel_job(job, body["reason"])
+    job = records.cancel_job(job, body["reason"])
     stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
     return job_views.job_view(job, with_rows=False)
 

@@ -16,7 +16,7 @@ from flask import request
 
 from gateway.api import jsonio
 from gateway.core import exceptions as exc
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("gateway.http")
@@ -92,7 +92,7 @@ def roles(*allowed: str):
         @wraps(view)
         def wrapper(*args, **kwargs):
             if g.principal.role not in allowed:
-                ledger.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
+                models.bump_counter("unauthorized_calls", tenant=g.principal.tenant)
                 log.warning(
                     "refused %s %s: role %s (tenant %s)",
                     request.method,

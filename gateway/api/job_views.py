@@ -11,7 +11,7 @@ from peewee import fn
 
 from gateway.core import exceptions as exc
 from gateway.core.validation import MAX_DB_INT
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
@@ -22,8 +22,8 @@ def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
     """The job as JSON: identity, phase, status and (optionally) its ledger rows.
     ``created``: the job row was inserted by this request, so it has no ledger rows and no
     review items yet (none are read)."""
-    rows = [] if created else jobs.operations_of(job)
-    reviews = [] if created else jobs.open_reviews(job)
+    rows = [] if created else records.operations_of(job)
+    reviews = [] if created else records.open_reviews(job)
     view = {
         "job_id": job.job_id,
         "site": job.site,
@@ -31,7 +31,7 @@ def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
         "session_id": job.session_id,
         "phase": job.phase,
         "post_id": job.post_id,
-        "status": jobs.status_of(job, rows, reviews),
+        "status": records.status_of(job, rows, reviews),
         "cancelled": job.cancelled,
         "cancel_reason": job.cancel_reason,
         "created_at": db.rfc3339(job.created_at),
@@ -74,7 +74,7 @@ def list_jobs(
         view = job_view(job, with_rows=False)
         if statuses and view["status"] not in statuses:
             continue
-        if unfinished and not jobs.run_unfinished(job, view["status"]):
+        if unfinished and not records.run_unfinished(job, view["status"]):
             continue
         found.append(
             {

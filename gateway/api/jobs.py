@@ -25,7 +25,7 @@ from gateway.editorial import approvals
 from gateway.jobs import budgets
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 from gateway.recovery import retries
@@ -89,7 +89,7 @@ def put_job(job_id: str):
     if session_id:
         sessions.check_free(g.principal.tenant, job_id, session_id)
     # task_version is an int even when sent as 1.0 (validation hands on ints)
-    job, created = jobs.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
+    job, created = records.put_job(g.principal.tenant, job_id, body["site"], body["task_version"])
     if session_id:
         job = sessions.bind(config(), job, session_id, g.principal.token_hash)
     return job_views.job_view(job, created=created), 201 if created else 200

@@ -48,7 +48,7 @@ from gateway.editorial import previews
 from gateway.editorial import resolution
 from gateway.editorial import review_board
 from gateway.jobs import budgets
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.operations.target import target_for
 from gateway.operator import metrics
 from gateway.recovery import retries
@@ -159,7 +159,7 @@ def login():
     if principal is None:
         return _unknown_token()
     if principal.role not in EDITOR_ROLES:  # the tenant's own token: counted for it
-        ledger.bump_counter("unauthorized_calls", tenant=principal.tenant)
+        models.bump_counter("unauthorized_calls", tenant=principal.tenant)
         log.warning("review page: sign-in refused (%s)", principal.role)
         flash("This page is for editors: sign in with an editor or admin token.", "error")
         return render_template("review_login.html"), 403

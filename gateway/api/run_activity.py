@@ -22,7 +22,7 @@ from flask import g
 from flask import request
 from peewee import DatabaseError
 
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.recovery import resume_points
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def note(response: Response) -> None:
     if request.method in READS or request.endpoint in NOT_A_RUN:
         return
     try:
-        jobs.record_request(principal.tenant, job_id)
+        records.record_request(principal.tenant, job_id)
         if request.endpoint in CONTENT_ROUTES and response.status_code in CONTENT_REFUSALS:
             _record_refusal(principal.tenant, job_id, response)
     except DatabaseError as error:  # the answer stands; idle time is a best effort

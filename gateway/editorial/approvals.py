@@ -26,7 +26,7 @@ from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Approval
 from gateway.ledger.models import ApprovalRequest
@@ -94,7 +94,7 @@ def request_approval(target: Target, requested_by: str) -> Request:
             ApprovalRequest.task_version == job.task_version,
         ).execute()
         created = False
-    jobs.advance_phase(job, "approval_pending")
+    records.advance_phase(job, "approval_pending")
     return Request(values["post_id"], values["content_sha256"], result, created, unchecked)
 
 

@@ -17,7 +17,7 @@ from gateway.core.config import Config
 from gateway.core.registry import Registry
 from gateway.core.registry import UnknownName
 from gateway.editorial import reviews
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import Operation
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
@@ -105,7 +105,7 @@ def resolve_review(
     row = Operation.get(Operation.operation_key == review.operation_key)
     if decision == "same_as":
         reviews.check_candidate(review, post_id)
-        target = target_for(config, jobs.get_job(review.tenant, review.job_id))
+        target = target_for(config, records.get_job(review.tenant, review.job_id))
         reconciliation.adopt(target, row, post_id)
     review = reviews.close(review, decision, post_id, editor)
     return {

@@ -23,10 +23,10 @@ from gateway.core import states
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import hot_sql
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger import unique
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
@@ -130,7 +130,7 @@ def post_checkpoint(target: guards.Writer, body: dict) -> tuple[Checkpoint, bool
     job = target.job
     phase = body["phase"]
     if phase in states.GATEWAY_PHASES:
-        ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
+        models.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
         log.warning("job_id=%s: client tried to set gateway phase %s", job.job_id, phase)
         raise exc.PhaseOwnedByGateway(
             f"phase {phase!r} is set only by the gateway on its own evidence", phase=phase
@@ -160,7 +160,7 @@ def post_checkpoint(target: guards.Writer, body: dict) -> tuple[Checkpoint, bool
             "artifacts; bump the task_version to change them",
             phase=phase,
         )
-    jobs.advance_phase(job, phase)
+    records.advance_phase(job, phase)
     return checkpoint, created
 
 
@@ -188,7 +188,7 @@ def check_body(job: Job, content: str) -> None:
     expected = body_digest(job)
     if expected is None or expected == sha256_hex(content):
         return
-    ledger.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
+    models.bump_counter(REJECTED_ADVANCES, tenant=job.tenant)
     raise exc.ArtifactDigestMismatch(
         "the draft content's SHA-256 differs from the body artifact of the body_generated "
         "checkpoint",

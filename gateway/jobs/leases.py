@@ -136,7 +136,7 @@ def check_fencing(job: Job, fencing_token: int | None) -> None:
         LeaseRequired: an active lease exists and no token was sent.
         StaleFencingToken: the token is not the latest grant.
     """
-    # The lease row read with the job in the same statement (jobs.get_job(with_site=True)),
+    # The lease row read with the job in the same statement (records.get_job(with_site=True)),
     # used once: a later check on the same job object reads the lease again.
     lease = job.__dict__.pop("lease_row", _UNREAD)
     if lease is _UNREAD:

@@ -27,7 +27,7 @@ from playhouse.migrate import SchemaMigrator
 from playhouse.migrate import migrate as run_migrations
 
 from gateway.ledger import db
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger.db import database
 from gateway.ledger.db import utcnow
 
@@ -39,7 +39,7 @@ class LedgerError(Exception):
     """The ledger cannot be used as it is; the message is one line that says what to do."""
 
 
-class SchemaVersion(ledger.BaseModel):
+class SchemaVersion(models.BaseModel):
     """One applied schema version (a row per version: the ledger's migration history)."""
 
     version = IntegerField(unique=True)
@@ -62,8 +62,8 @@ class Migration:
 
 
 def _agent_tables(_migrator: SchemaMigrator) -> None:
-    ledger.AgentSession.create_table(safe=True)
-    ledger.WebhookEvent.create_table(safe=True)
+    models.AgentSession.create_table(safe=True)
+    models.WebhookEvent.create_table(safe=True)
 
 
 def _operator_tables(migrator: SchemaMigrator) -> None:
@@ -71,9 +71,9 @@ def _operator_tables(migrator: SchemaMigrator) -> None:
     concurrency slots; ``operation.pruned_at`` for retention."""
     from playhouse.migrate import migrate as run
 
-    for model in (ledger.Budget, ledger.RateWindow, ledger.SiteSlot):
+    for model in (models.Budget, models.RateWindow, models.SiteSlot):
         model.create_table(safe=True)
-    columns = {c.name for c in database.get_columns(ledger.Operation._meta.table_name)}
+    columns = {c.name for c in database.get_columns(models.Operation._meta.table_name)}
     if "pruned_at" not in columns:  # idempotent, as every step: a rerun finds it there
         run(migrator.add_column("operation", "pruned_at", DateTimeField(null=True)))
 
@@ -84,22 +84,22 @@ def _security(migrator: SchemaMigrator) -> None:
     they hold (index on ``remote_id``); review-page sessions on the server."""
     from playhouse.migrate import migrate as run
 
-    columns = {c.name for c in database.get_columns(ledger.Site._meta.table_name)}
+    columns = {c.name for c in database.get_columns(models.Site._meta.table_name)}
     for name in ("install_url", "install_home"):
         if name not in columns:
-            run(migrator.add_column(ledger.Site._meta.table_name, name, TextField(null=True)))
+            run(migrator.add_column(models.Site._meta.table_name, name, TextField(null=True)))
     for note in rename_duplicate_token_names():
         log.warning("migration 5: %s", note)
-    run(migrator.add_index(ledger.Token._meta.table_name, ("tenant", "name"), True))
-    run(migrator.add_index(ledger.Operation._meta.table_name, ("remote_id",), False))
-    ledger.EditorSession.create_table(safe=True)
+    run(migrator.add_index(models.Token._meta.table_name, ("tenant", "name"), True))
+    run(migrator.add_index(models.Operation._meta.table_name, ("remote_id",), False))
+    models.EditorSession.create_table(safe=True)
 
 
 def rename_duplicate_token_names() -> list[str]:
     """Give every token but the oldest of each ``(tenant, name)`` a new name
     ``{name}-{role}-{id}`` (unique), so that audit records and ``tokens revoke --name`` name
     one token. Returns one line per renamed token (what the migration says)."""
-    Token = ledger.Token
+    Token = models.Token
     taken = {(t.tenant, t.name) for t in Token.select(Token.tenant, Token.name)}
     seen: set[tuple[str, str]] = set()
     notes = []
@@ -147,10 +147,10 @@ def _operation_binds(migrator: SchemaMigrator) -> None:
     instead of asking the action registry; existing rows are backfilled by action name."""
     from playhouse.migrate import migrate as run
 
-    columns = {c.name for c in database.get_columns(ledger.Operation._meta.table_name)}
+    columns = {c.name for c in database.get_columns(models.Operation._meta.table_name)}
     if "binds" not in columns:
         run(migrator.add_column("operation", "binds", TextField(null=True)))
-    Operation = ledger.Operation
+    Operation = models.Operation
     kinds: dict[str | None, list[str]] = {}
     for action, kind in BINDS_AT_VERSION_8.items():
         kinds.setdefault(kind, []).append(action)
@@ -166,7 +166,7 @@ def _operation_binds(migrator: SchemaMigrator) -> None:
 def _request_keys(_migrator: SchemaMigrator) -> None:
     """Version 9 (MCP, issue 26): ``request_key``, clients' own request keys
     (``Idempotency-Key``) per token with the answer stored for their retries."""
-    ledger.RequestKey.create_table(safe=True)
+    models.RequestKey.create_table(safe=True)
 
 
 # The columns schema version 10 adds, as that version wrote them (a migration is frozen).
@@ -193,7 +193,7 @@ def _agent_permissions(migrator: SchemaMigrator) -> None:
     agent tables of version 3 are made from today's models, so a column may be there."""
     from playhouse.migrate import migrate as run
 
-    table = ledger.AgentSession._meta.table_name
+    table = models.AgentSession._meta.table_name
     columns = {c.name for c in database.get_columns(table)}
     for name, make in AGENT_SESSION_COLUMNS_AT_VERSION_10.items():
         if name not in columns:
@@ -202,10 +202,10 @@ def _agent_permissions(migrator: SchemaMigrator) -> None:
     for name in ("next_poll_at", "environment_id"):
         if f"{table}_{name}" not in indexes:
             run(migrator.add_index(table, (name,), False))
-    events = ledger.WebhookEvent._meta.table_name
+    events = models.WebhookEvent._meta.table_name
     if "next_attempt_at" not in {c.name for c in database.get_columns(events)}:
         run(migrator.add_column(events, "next_attempt_at", DateTimeField(null=True)))
-    ledger.AgentWorkerState.create_table(safe=True)
+    models.AgentWorkerState.create_table(safe=True)
 
 
 def _run_activity(migrator: SchemaMigrator) -> None:
@@ -215,12 +215,12 @@ def _run_activity(migrator: SchemaMigrator) -> None:
     it reads and writes only these two columns, whatever versions 9-12 did."""
     from playhouse.migrate import migrate as run
 
-    columns = {c.name for c in database.get_columns(ledger.Job._meta.table_name)}
+    columns = {c.name for c in database.get_columns(models.Job._meta.table_name)}
     if "last_request_at" not in columns:  # idempotent, as every step
         run(migrator.add_column("job", "last_request_at", DateTimeField(null=True)))
-    Job = ledger.Job
+    Job = models.Job
     Job.update(last_request_at=Job.updated_at).where(Job.last_request_at.is_null()).execute()
-    columns = {c.name for c in database.get_columns(ledger.ResumePoint._meta.table_name)}
+    columns = {c.name for c in database.get_columns(models.ResumePoint._meta.table_name)}
     if "refusal" not in columns:
         run(migrator.add_column("resume_point", "refusal", TextField(null=True)))
 
@@ -231,7 +231,7 @@ def _notification_refusals(migrator: SchemaMigrator) -> None:
     ``GATEWAY_NOTIFICATION_MAX_REFUSALS``. Existing rows start at 0. Idempotent."""
     from playhouse.migrate import migrate as run
 
-    table = ledger.Notification._meta.table_name
+    table = models.Notification._meta.table_name
     if "refusals" not in {c.name for c in database.get_columns(table)}:
         run(migrator.add_column(table, "refusals", IntegerField(default=0)))
 
@@ -240,7 +240,7 @@ MIGRATIONS: list[Migration] = [
     Migration(
         2,
         "operation_retry: who turned a FAILED operation back to be sent again, and why",
-        lambda _migrator: ledger.OperationRetry.create_table(safe=True),
+        lambda _migrator: models.OperationRetry.create_table(safe=True),
     ),
     Migration(3, "agent sessions bound to jobs, stored webhook events", _agent_tables),
     Migration(
@@ -261,7 +261,7 @@ MIGRATIONS: list[Migration] = [
         "notification_target, notification, resume_point: editors notified once per job "
         "version and event; what a stopped job needs to be resumed",
         lambda _migrator: database.create_tables(
-            [ledger.NotificationTarget, ledger.Notification, ledger.ResumePoint], safe=True
+            [models.NotificationTarget, models.Notification, models.ResumePoint], safe=True
         ),
     ),
     Migration(
@@ -315,7 +315,7 @@ def current_version() -> int | None:
         newest = SchemaVersion.select(SchemaVersion.version).order_by(SchemaVersion.version.desc())
         row = newest.first()
         return row.version if row else BASELINE
-    if ledger.Operation._meta.table_name in tables:
+    if models.Operation._meta.table_name in tables:
         return BASELINE
     return None
 
@@ -333,7 +333,7 @@ def migrate() -> tuple[int | None, int]:
         target = latest_version()
         if before is None:
             with db.atomic():
-                database.create_tables([*ledger.TABLES, SchemaVersion], safe=True)
+                database.create_tables([*models.TABLES, SchemaVersion], safe=True)
                 _record(BASELINE, "release 0.1.0 tables")
                 for step in MIGRATIONS:
                     _record(step.version, step.description)

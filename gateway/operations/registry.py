@@ -11,9 +11,9 @@ themselves, so an action registered here is recovered correctly everywhere.
 
 How to use it (e.g. from the agent worker)::
 
-    from gateway.operations import registry as actions
+    from gateway.operations import registry
 
-    action = actions.get("draft")            # by name; UnknownAction when none is registered
+    action = registry.get("draft")            # by name; UnknownAction when none is registered
     outcome = action.send(target, request)   # run it once under its operation key
     effect = action.rebuild(target, row)     # the effect of a ledger row, without the request
     action.recovery                          # LOOKUP, RESEND or PERSON

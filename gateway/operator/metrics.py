@@ -33,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
-from gateway.ledger import models as ledger
+from gateway.ledger import models
 from gateway.ledger.models import AgentWorkerState
 from gateway.ledger.models import Counter
 from gateway.ledger.models import Operation
@@ -77,7 +77,7 @@ class LedgerCollector:
         yield reviews
         for name in REFUSAL_COUNTERS:
             counter = CounterMetricFamily(f"gateway_{name}", name.replace("_", " "))
-            counter.add_metric([], ledger.counter(name))
+            counter.add_metric([], models.counter(name))
             yield counter
             # A tenant's share: refusals of its own tokens (a 401 has no tenant to count for).
             per_tenant = CounterMetricFamily(
@@ -85,7 +85,7 @@ class LedgerCollector:
                 name.replace("_", " ") + " of each tenant's own tokens",
                 labels=["tenant"],
             )
-            prefix = ledger.counter_name(name, "")
+            prefix = models.counter_name(name, "")
             rows = Counter.select().where(Counter.name.startswith(prefix))
             for row in rows:
                 per_tenant.add_metric([row.name[len(prefix) :]], row.value)

@@ -11,13 +11,13 @@ from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core.config import Config
-from gateway.jobs import records as jobs
-from gateway.ledger import models as ledger
+from gateway.jobs import records
+from gateway.ledger import models
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
-from gateway.operations import registry as actions
+from gateway.operations import registry
 from gateway.operations.target import target_for
 from gateway.wordpress.errors import WordPressError
 
@@ -32,14 +32,14 @@ def duplicates_in_wordpress(config: Config, tenant: str) -> dict:
     job_sites = {
         j.job_id: j.site for j in Job.select(Job.job_id, Job.site).where(Job.tenant == tenant)
     }
-    keyed = actions.keyed()  # actions whose objects carry their operation key
+    keyed = registry.keyed()  # actions whose objects carry their operation key
     rows = Operation.select().where(Operation.tenant == tenant, Operation.action.in_(list(keyed)))
     for row in rows:
         by_site.setdefault(job_sites.get(row.job_id), []).append(row)
     for site_name, site_rows in by_site.items():
         if site_name is None:
             continue
-        job = jobs.get_job(tenant, site_rows[0].job_id)
+        job = records.get_job(tenant, site_rows[0].job_id)
         try:
             target = target_for(config, job)
             if not target.companion.present:
@@ -68,7 +68,7 @@ def report(config: Config, tenant: str) -> dict:
     """The acceptance counters of ``tenant``: ``unauthorized_calls`` counts the refusals of
     the tenant's own tokens (wrong role, another tenant's job); a call without a valid token
     counts only in :func:`global_counters`."""
-    statuses = Tally(jobs.status_of(job) for job in Job.select().where(Job.tenant == tenant))
+    statuses = Tally(records.status_of(job) for job in Job.select().where(Job.tenant == tenant))
     unknown = (
         Operation.select()
         .where(Operation.tenant == tenant, Operation.state.in_((UNKNOWN, SENT)))
@@ -76,7 +76,7 @@ def report(config: Config, tenant: str) -> dict:
     )
     return {
         **duplicates_in_wordpress(config, tenant),
-        **{name: ledger.counter(name, tenant) for name in REFUSAL_COUNTERS},
+        **{name: models.counter(name, tenant) for name in REFUSAL_COUNTERS},
         "unknown_operations": unknown,
         "missed_schedules": scheduling.missed_schedules(tenant),
         "jobs_by_status": {s: statuses.get(s, 0) for s in states.STATUSES},
@@ -86,4 +86,4 @@ def report(config: Config, tenant: str) -> dict:
 def global_counters() -> dict:
     """The refusal counters over every tenant, calls without a valid token (401) included:
     ``{"unauthorized_calls": int, "rejected_checkpoint_advances": int}``."""
-    return {name: ledger.counter(name) for name in REFUSAL_COUNTERS}
+    return {name: models.counter(name) for name in REFUSAL_COUNTERS}

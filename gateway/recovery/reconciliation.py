@@ -13,7 +13,7 @@ import logging
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
@@ -21,8 +21,8 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import ownership
-from gateway.operations import perform as operations
-from gateway.operations import registry as actions
+from gateway.operations import perform
+from gateway.operations import registry
 from gateway.operations import review_items
 from gateway.operations import transitions
 from gateway.operations.target import Target
@@ -64,25 +64,25 @@ def reconcile_row(
     the key.
     """
     try:
-        action = actions.for_row(row)
-    except actions.UnknownAction:
+        action = registry.for_row(row)
+    except registry.UnknownAction:
         log.error("no registered action for %s (job_id=%s)", row.operation_key, row.job_id)
         return UNREACHABLE, {"reason": f"no registered action {row.action!r}"}
     try:
-        if action.recovery == actions.PERSON:
-            review = review_items.open_review(target, row, actions.PERSON, {"action": row.action})
+        if action.recovery == registry.PERSON:
+            review = review_items.open_review(target, row, registry.PERSON, {"action": row.action})
             return REVIEW, {"review_id": review.id}
         try:
             effect = action.rebuild(target, row, found=found, prefetched=prefetched)
         except (KeyError, TypeError) as error:  # an intent written without what rebuild needs
             log.error("cannot rebuild %s from its ledger row: %r", row.operation_key, error)
             return UNREACHABLE, {"reason": "the ledger row lacks what a lookup needs"}
-        if action.recovery == actions.RESEND:
-            outcome = operations.resend(target, row, effect)
+        if action.recovery == registry.RESEND:
+            outcome = perform.resend(target, row, effect)
         else:
-            outcome = operations.reconcile(target, row, effect)
+            outcome = perform.reconcile(target, row, effect)
             if outcome is None and action.resend_if_absent and not _in_flight(target, row):
-                outcome = operations.resend(target, row, effect, cancelled_ok=True)
+                outcome = perform.resend(target, row, effect, cancelled_ok=True)
     except exc.NeedsReview as review:
         return REVIEW, {"review_id": review.extensions.get("review_id")}
     except exc.JobCancelled as error:  # only a resend refuses a cancelled job
@@ -103,7 +103,7 @@ def reconcile_row(
 
 
 def _in_flight(target: Target, row: Operation) -> bool:
-    return row.state == SENT and operations.sent_age(row) < operations.in_flight_window(target)
+    return row.state == SENT and perform.sent_age(row) < perform.in_flight_window(target)
 
 
 def _entry(row: Operation, **extra) -> dict:
@@ -123,40 +123,40 @@ def recover_job(target: Target) -> dict:
         "unknown": [],
         "needs_review": [],
     }
-    for row in jobs.operations_of(job):
+    for row in records.operations_of(job):
         action = _action(row)
-        if action is not None and action.scope == actions.WORKER and row.state != CONFIRMED:
+        if action is not None and action.scope == registry.WORKER and row.state != CONFIRMED:
             # Sent again with the same key by the worker that owns the receiver, not here.
             if row.state == FAILED:
                 report["failed"].append(_entry(row, problem=action.refusal))
             else:
                 report["unknown"].append(_entry(row, reason=f"resent by {action.resent_by}"))
         elif row.state in (SENT, UNKNOWN):
-            if action is None or action.scope == actions.JOB:
+            if action is None or action.scope == registry.JOB:
                 _recover_row(target, row, report)
         elif row.state == CONFIRMED:
             report["completed"].append(_entry(row, remote_id=row.remote_id))
             _settle(target, row)  # e.g. a crash between the ledger and the job update
         elif row.state == FAILED:
             report["failed"].append(_entry(row, problem="wordpress-refused"))
-    report["status"] = jobs.status_of(job)
+    report["status"] = records.status_of(job)
     report["next_allowed_actions"] = next_actions(job, report)
     return report
 
 
 def _settle(target: Target, row: Operation) -> None:
     try:
-        settle = actions.for_row(row).settle
-    except actions.UnknownAction:
+        settle = registry.for_row(row).settle
+    except registry.UnknownAction:
         return
     if settle is not None:  # each action decides what a row of an older version records
         settle(target, row)
 
 
-def _action(row: Operation) -> actions.Action | None:
+def _action(row: Operation) -> registry.Action | None:
     try:
-        return actions.for_row(row)
-    except actions.UnknownAction:
+        return registry.for_row(row)
+    except registry.UnknownAction:
         return None  # reported as unknown by reconcile_row
 
 
@@ -189,12 +189,12 @@ def next_actions(job: Job, report: dict) -> list[str]:
         return ["editor_review"]
     if any(not e.get("absent") for e in report["unknown"]):
         return ["retry_later"]
-    steps = {actions.get(e["action"]).step for e in report["unknown"]}
+    steps = {registry.get(e["action"]).step for e in report["unknown"]}
     if report["failed"]:
         return sorted(steps) or ["none"]
-    stage = jobs.stage(job)
-    steps.update(a.step for a in actions.all_actions() if stage in a.phases)
-    steps.update(jobs.STAGE_STEPS.get(stage, ()))
+    stage = records.stage(job)
+    steps.update(a.step for a in registry.all_actions() if stage in a.phases)
+    steps.update(records.STAGE_STEPS.get(stage, ()))
     return sorted(steps) or ["none"]
 
 
@@ -223,7 +223,7 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
         "refused": 0,
         "site_busy": 0,
     }
-    for action in actions.all_actions():
+    for action in registry.all_actions():
         if action.counted_as:
             counts[action.counted_as] = 0
         if action.sweep_pass is not None:
@@ -236,16 +236,16 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
     stale = [
         r
         for r in Operation.select().where(
-            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(actions.worker_actions())
+            Operation.state.in_((SENT, UNKNOWN)), Operation.action.not_in(registry.worker_actions())
         )
-        if operations.seconds_since(r.updated_at) >= older_than
+        if perform.seconds_since(r.updated_at) >= older_than
     ]
     by_job: dict[tuple, list[Operation]] = {}
     for row in stale:
         by_job.setdefault((row.tenant, row.job_id), []).append(row)
     by_site: dict[tuple, list[tuple[Target, Operation]]] = {}
     for (tenant, job_id), rows in by_job.items():
-        target = target_for(config, jobs.get_job(tenant, job_id))
+        target = target_for(config, records.get_job(tenant, job_id))
         for row in rows:
             by_site.setdefault((tenant, target.site.name), []).append((target, row))
     for (_tenant, site_name), pairs in by_site.items():
@@ -262,7 +262,7 @@ def sweep(config: Config, older_than: float | None = None) -> dict:
 def _sweep_site(pairs: list[tuple[Target, Operation]], counts: dict) -> None:
     counts["examined"] += len(pairs)
     target = pairs[0][0]
-    types = actions.keyed()
+    types = registry.keyed()
     keyed = [row for _, row in pairs if row.action in types]
     try:
         objects = []
@@ -318,7 +318,7 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
     ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
     as WordPress holds it now: write the operation key onto it (companion plugin present and
     the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
-    action = actions.for_row(row)
+    action = registry.for_row(row)
     kind = ownership.object_type(row)
     client = target.client
     try:
@@ -340,7 +340,7 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
     try:
         if target.companion.present and not ownership.facts_of(obj)["operation_key"]:
             client.set_operation_key(object_id, row.operation_key, kind)
-        outcome = operations.confirm(
+        outcome = perform.confirm(
             target, row, action.rebuild(target, row), object_id, reconciled=True, adopted=obj
         )
     except WordPressError as error:

@@ -34,7 +34,7 @@ from gateway.actions import notifications
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json
-from gateway.jobs import records as jobs
+from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import ResumePoint
@@ -119,7 +119,7 @@ def _refusal_reason(refusal: dict) -> str:
 def _input(job: Job, point: ResumePoint) -> tuple[dict | None, str | None]:
     """The pipeline's input rebuilt from the resume point and the ledger, or the reason it
     cannot be."""
-    confirmed = jobs.confirmed_media(job)
+    confirmed = records.confirmed_media(job)
     images = []
     for image in point.payload["images"]:
         row = confirmed.get(image["slot"])
@@ -168,13 +168,13 @@ def resume(config: Config, job: Job) -> dict:
         "attempts": point.attempts if point else 0,
         "budget": config.resume_budget,
     }
-    status = jobs.status_of(job)
-    if job.phase in DONE_PHASES or not jobs.run_unfinished(job, status):
+    status = records.status_of(job)
+    if job.phase in DONE_PHASES or not records.run_unfinished(job, status):
         reason = f"nothing to resume: the job is {status} in phase {job.phase or 'none'}"
         return {**answer, "action": "none", "reason": reason}
     if point is not None and point.refusal:
         return _needs_person(job, _refusal_reason(point.refusal), answer)
-    idle = jobs.idle_seconds(job)
+    idle = records.idle_seconds(job)
     if idle < config.resume_after:
         wait = max(1, int(config.resume_after - idle))
         reason = f"a client asked something of this job {int(idle)} s ago; a run may still be going"
