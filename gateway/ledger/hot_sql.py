@@ -31,9 +31,9 @@ Peewee's internals: peewee documents no public way to make an instance in the st
 dirty; clearing ``_dirty`` is private; ``Model.raw`` is public but maps each row through
 peewee's cursor wrapper and constructor, which is what this module saves). So rows are built
 from the instance attributes peewee's ``Model.__init__`` sets (:meth:`_Columns.build`), and
-``pyproject.toml`` pins peewee to the minors on which ``tests/test_statements.py`` finds
-these rows equal to peewee's own, attribute by attribute (4.2 to 4.5; before 4.2 peewee's
-join leaves no ``attr=`` attribute for an absent row).
+``pyproject.toml`` pins peewee to the minor on which the suite's ``tests/test_statements.py``
+finds these rows equal to peewee's own, attribute by attribute (4.5; 4.2 to 4.4 passed it
+by hand; before 4.2 peewee's join leaves no ``attr=`` attribute for an absent row).
 
 Errors: every function raises what ``execute_sql`` raises, peewee's ``DatabaseError`` family
 (``OperationalError`` when the ledger cannot serve: :func:`gateway.ledger.db.is_unavailable`),
@@ -88,7 +88,7 @@ class _Columns:
         state peewee's own ``SELECT`` leaves it (``Model(__no_default__=1, **columns)``, then
         no dirty field): the column values, no defaults evaluated, nothing dirty. Set
         directly on a new instance (``__data__``, ``_dirty``, ``__rel__``: what peewee
-        4.2-4.5's ``Model.__init__`` sets, private to peewee, hence the pin in
+        4.5's ``Model.__init__`` sets, private to peewee, hence the pin in
         ``pyproject.toml``; the ledger's models have no foreign keys): about 1 µs per
         Operation row of 21 fields against 14-17 µs through the constructor's ``setattr``
         per field, each after the column conversions (``tests/test_statements.py`` compares
