@@ -242,14 +242,28 @@ class N8n:
         started = time.monotonic()
         done = self.run("execute", f"--id={workflow_id}", timeout=timeout)
         seconds = time.monotonic() - started
-        result = None
-        start = done.stdout.find("{")
-        if start >= 0:
-            try:
-                result = json.loads(done.stdout[start:])
-            except ValueError:
-                result = None
-        return Execution(done.returncode, seconds, done.stdout, done.stderr, result)
+        return Execution(
+            done.returncode, seconds, done.stdout, done.stderr, execution_result(done.stdout)
+        )
+
+
+def execution_result(stdout: str) -> dict | None:
+    """The execution n8n's ``execute`` command printed: the last JSON object in ``stdout``
+    that starts a line and holds the run's ``data`` (n8n prints it pretty, after a heading;
+    a log line printed before it may carry braces of its own, which a first-brace parse
+    would take for the result). None when there is none."""
+    decoder = json.JSONDecoder()
+    found = None
+    for start in (
+        i for i, c in enumerate(stdout) if c == "{" and (i == 0 or stdout[i - 1] == "\n")
+    ):
+        try:
+            value, _end = decoder.raw_decode(stdout, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "data" in value:
+            found = value
+    return found
 
 
 # --------------------------------------------------------------------------- image server
