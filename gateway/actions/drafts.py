@@ -343,7 +343,7 @@ def put_draft(target: Target, body: dict) -> Outcome:
     digest = request_digest(body)
     replayed = perform.replay(key, digest)  # a changed body is refused before any term
     if replayed is not None:
-        if job.phase not in records.GATEWAY_PHASES:
+        if job.phase not in states.GATEWAY_PHASES:
             # The request that confirmed the draft stopped (a crash) before its last step,
             # recording the draft on the job after attaching the images: finish both.
             settle_and_attach(target, replayed.row)
