@@ -131,7 +131,8 @@ registry.register(
         binds="attachment",
         recovery=registry.LOOKUP,  # found by reading the attachment's parent
         # No client call repeats an attach (a draft's replay attaches only for a request
-        # that stopped before recording the draft on the job): one found absent is sent again.
+        # that stopped before recording the draft on the job): one found absent is sent again,
+        # never for a cancelled job.
         resend_if_absent=True,
         send=lambda target, request: _send_request(target, request),
         rebuild=rebuild,

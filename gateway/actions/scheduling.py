@@ -318,6 +318,7 @@ registry.register(
         rebuild=rebuild,
         step="retry_later",  # a cancel or revoke makes it; the sweep or recover finishes it
         resend_if_absent=True,  # made by a cancel or revoke, which no client repeats
+        resend_when_cancelled=True,
         counted_as="unscheduled",
         settle=settle,
     )

@@ -147,8 +147,11 @@ class Action:
         refusal: the problem slug ``recover`` reports for a FAILED row.
         resent_by: :data:`WORKER` scope: who sends it again (shown by ``recover``).
         resend_if_absent: a :data:`LOOKUP` action that no client call repeats (``unschedule``
-            after a cancel): when the lookup finds nothing it is sent again (an idempotent
-            update), a cancelled job included.
+            after a cancel, ``attach`` after a draft): when the lookup finds nothing it is
+            sent again (an idempotent update), not for a cancelled job unless
+            ``resend_when_cancelled``.
+        resend_when_cancelled: the action is made by a cancel itself (``unschedule``): its
+            resend goes on for a cancelled job.
         counted_as: the sweep's count name for its rows confirmed (besides ``confirmed``).
         sweep_pass: ``(config) -> counts``: extra work of every sweep that is not about a
             SENT/UNKNOWN row (e.g. reading scheduled posts back); its counts join the sweep's.
@@ -176,6 +179,7 @@ class Action:
     refusal: str = "wordpress-refused"
     resent_by: str | None = None
     resend_if_absent: bool = False
+    resend_when_cancelled: bool = False
     counted_as: str | None = None
     sweep_pass: Callable[..., dict] | None = None
     binds: str | None = "post"

@@ -82,7 +82,9 @@ def reconcile_row(
         else:
             outcome = perform.reconcile(target, row, effect)
             if outcome is None and action.resend_if_absent and not _in_flight(target, row):
-                outcome = perform.resend(target, row, effect, cancelled_ok=True)
+                outcome = perform.resend(
+                    target, row, effect, cancelled_ok=action.resend_when_cancelled
+                )
     except exc.NeedsReview as review:
         return REVIEW, {"review_id": review.extensions.get("review_id")}
     except exc.JobCancelled as error:  # only a resend refuses a cancelled job
