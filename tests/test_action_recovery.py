@@ -331,3 +331,47 @@ def test_lost_media_metadata_update_is_resent_by_recover(gwp, proxy):
     assert gwp.wp_media(media_id)["alt_text"] == "Alt"
     assert proxy.count(method="POST", path=MEDIA_UPDATE, forwarded=True) == 2
     assert gwp.verification(job_id).get_json()["ok"] is True
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_an_absent_attach_is_resent_by_the_sweep_unless_the_job_was_cancelled(
+    gwp, proxy, cancelled
+):
+    """The draft stands (201) while attaching its image meets a 503 page from in front of
+    WordPress (the proxy answers without forwarding): the ``attach`` row is UNKNOWN and the
+    attachment has no parent. No client call repeats an attach, so the sweep sends it
+    again once it finds it absent - unless an editor cancelled the job meanwhile: then no
+    write reaches WordPress and the row stays UNKNOWN for a person."""
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    assert gwp.put_media(job_id, "hero", png_bytes((7, 8, 9), 2)).status_code == 201
+    proxy.add_fault(
+        Fault(kind="status_without_forward", status=503, method="POST", path=MEDIA_UPDATE)
+    )
+    body = draft_body(title=f"Absent attach {job_id}", featured_media={"slot": "hero"})
+    drafted = gwp.put_draft(job_id, body)
+    assert drafted.status_code == 201, drafted.get_json()
+    key = op_key(job_id, "attach", "hero")
+    rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
+    assert rows[key]["state"] == "UNKNOWN" and proxy.faults == [], rows[key]
+    media_id, post_id = (
+        rows[op_key(job_id, "media", "hero")]["remote_id"],
+        drafted.get_json()["post_id"],
+    )
+    assert not gwp.wp_media(media_id)["post"]  # nothing reached WordPress
+    if cancelled:
+        editor = gwp.make_token("editor")
+        done = gwp.client.post(
+            f"/v1/jobs/{job_id}/cancel", json={"reason": "pulled"}, headers=gwp.headers(editor)
+        )
+        assert done.status_code == 200, done.get_json()
+    with gwp.app.app_context(), database.connection_context():
+        reconciliation.sweep(gwp.app.config["GATEWAY"], older_than=0)
+    rows = {r["operation_key"]: r for r in gwp.operations(job_id)}
+    sent = proxy.count(method="POST", path=MEDIA_UPDATE, forwarded=True)
+    if cancelled:
+        assert sent == 0 and rows[key]["state"] == "UNKNOWN", rows[key]
+        assert not gwp.wp_media(media_id)["post"]
+    else:
+        assert sent == 1 and rows[key]["state"] == "CONFIRMED", rows[key]
+        assert gwp.wp_media(media_id)["post"] == post_id
