@@ -201,7 +201,16 @@ def perform(
             if not _credentials_renewed(target, row):
                 raise _stored_refusal(row)
         if row.state in (SENT, UNKNOWN):
-            outcome = reconcile(target, row, effect)
+            try:
+                outcome = reconcile(target, row, effect)
+            except (exc.OutcomeUnknown, exc.WordPressUnavailable, exc.UpstreamRefused) as unknown:
+                # the lookup failed for now while another request's send is still in flight:
+                # that send settles it, so the caller hears "in progress", as when nothing was
+                # found (a page that needs a person, e.g. a firewall's 403, is still said)
+                in_flight = _in_flight(target, row)
+                if in_flight is None or not unknown.retryable:
+                    raise
+                raise in_flight from unknown
             if outcome is not None:
                 return outcome
             row = _reload(row)
@@ -258,17 +267,27 @@ def _stored_refusal(row: Operation) -> exc.GatewayError:
     )
 
 
-def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
-    """Absence is proven at once with the guard (or for idempotent updates); otherwise only
-    after the in-flight window, and only when no suspected duplicate exists."""
+def _in_flight(target: Target, row: Operation) -> exc.GatewayError | None:
+    """409 ``operation-in-progress`` (``Retry-After``: the rest of the in-flight window) when
+    ``row`` is SENT and was sent less than the in-flight window ago, else None."""
     window = in_flight_window(target)
     if row.state == SENT and sent_age(row) < window:
-        raise exc.OperationInProgress(
+        return exc.OperationInProgress(
             "the operation was sent moments ago and is not visible in WordPress yet",
             retry_after=max(1, int(window - sent_age(row))),
             operation_key=row.operation_key,
             ledger_state=row.state,
         )
+    return None
+
+
+def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
+    """Absence is proven at once with the guard (or for idempotent updates); otherwise only
+    after the in-flight window, and only when no suspected duplicate exists."""
+    in_flight = _in_flight(target, row)
+    if in_flight is not None:
+        raise in_flight
+    window = in_flight_window(target)
     if not effect.creates or target.companion.guard:
         return
     if sent_age(row) < window:
