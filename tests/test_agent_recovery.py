@@ -532,6 +532,50 @@ def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw
 
 
 @pytest.mark.wordpress
+def test_the_creator_of_a_follow_up_whose_send_a_racer_won_answers_the_settled_send(
+    gw, standin, monkeypatch
+):
+    """The interleaving the race above meets only sometimes, made certain: the first
+    follow-up claims the row (PREPARED), and before it sends, an identical follow-up finds the
+    row and wins the send (the stand-in holds the event 1 s). The creator answers 201 with the
+    send settled (``sent: true``, CONFIRMED), not the in-flight row; the racer 200, the same
+    operation; the event was posted once."""
+    job_id, sid = _session(gw, standin)
+    standin.event_delay = 1.0
+    answers, claim_new = {}, submissions.claim_new
+
+    def racer():
+        answers["racer"] = _continue(gw, job_id, client=gw.app.test_client())
+
+    def claim_then_lose_the_send(*args, **kwargs):
+        row, created = claim_new(*args, **kwargs)
+        if created:
+            thread = threading.Thread(target=racer)
+            thread.start()
+            answers["thread"] = thread
+            for _ in range(500):  # until the racer's send is in flight
+                if {o["action"]: o["state"] for o in gw.operations(job_id)}.get("follow_up") in (
+                    "SENT",
+                    "CONFIRMED",
+                ):
+                    break
+                time.sleep(0.02)
+        return row, created
+
+    monkeypatch.setattr(submissions, "claim_new", claim_then_lose_the_send)
+    first = _continue(gw, job_id)
+    answers["thread"].join(timeout=60)
+    assert first.status_code == 201, first.get_json()
+    assert answers["racer"].status_code == 200, answers["racer"].get_json()
+    creator, racing = first.get_json(), answers["racer"].get_json()
+    assert (creator["replayed"], racing["replayed"]) == (False, True)
+    assert creator["sent"] is True and racing["sent"] is True
+    assert creator["operation"]["state"] == racing["operation"]["state"] == "CONFIRMED"
+    assert creator["operation"]["operation_key"] == racing["operation"]["operation_key"]
+    assert len(standin.event_posts(sid)) == 1
+
+
+@pytest.mark.wordpress
 def test_a_stopped_session_is_continued_only_by_an_editor_with_a_reason(gw, standin):
     job_id, sid = _session(gw, standin)
     with gw.app.app_context(), database.connection_context():

@@ -246,9 +246,9 @@ def _checked(config, oai, job: Job, row: AgentSession, actor, editor, reason, le
     claimed, created = submissions.claim_new(
         job, submissions.FOLLOW_UP, slot, row.session_id, event, lease.fencing_token
     )
-    sent = submissions.send(config, oai, claimed)
-    if not created:  # a racing identical follow-up claimed it: answer what its send recorded
-        sent = submissions.settled(sent, SETTLE_WAIT)
+    # whichever racer won the send posts the event; the others (the creator of the row too,
+    # when a racer that found it claimed the send first) answer what that send recorded
+    sent = submissions.settled(submissions.send(config, oai, claimed), SETTLE_WAIT)
     log.info("job_id=%s follow-up %s: %s", job.job_id, sent.operation_key, sent.state)
     first = before is None and created
     return _answer(job, row, sent, not first, lifted if first else None), first
