@@ -202,9 +202,17 @@ def test_gateway_serve_runs_one_agent_worker_that_answers_after_a_webhook(
         deadline = time.monotonic() + 60
         while not standin.events(sid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert tool_output(standin, sid, call["call_id"])["success"] is True
-        agent = server.call("GET", f"/v1/jobs/{job_id}").json()["agent"]
-        assert agent["counters"]["tool_calls_answered"] == 1
+        answered = tool_output(standin, sid, call["call_id"])
+        assert answered["success"] is True, answered
+        # the worker counts the answer once OpenAI accepted it: the stand-in holds the event a
+        # moment before the ledger does
+        deadline = time.monotonic() + 10
+        while True:
+            agent = server.call("GET", f"/v1/jobs/{job_id}").json()["agent"]
+            if agent["counters"]["tool_calls_answered"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert agent["counters"]["tool_calls_answered"] == 1, agent
     finally:
         server.kill()
 
