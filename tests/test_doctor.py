@@ -93,23 +93,24 @@ def test_php_notices_in_json(gwp, proxy):
 
 
 def _contributor(site: dict) -> tuple[str, str]:
-    """A contributor (no ``upload_files``) with a fresh application password."""
+    """A new contributor (no ``upload_files``) with an application password. One user per
+    call: the passes of a CI run share the site, and two passes creating one shared name at
+    once got WordPress's ``existing_user_login`` (or a user the other was still setting up)."""
     admin = admin_session(site)
     base = site["url"].rstrip("/") + "/wp-json/wp/v2/users"
-    name = "gw-doctor-contributor"
-    found = admin.get(base, params={"search": name, "context": "edit"}, timeout=30).json()
-    user = next((u for u in found if u["username"] == name), None)
-    if user is None:
-        user = admin.post(
-            base,
-            json={
-                "username": name,
-                "email": f"{name}@example.invalid",
-                "password": uuid.uuid4().hex,
-                "roles": ["contributor"],
-            },
-            timeout=30,
-        ).json()
+    name = f"gw-doctor-contributor-{uuid.uuid4().hex[:8]}"
+    created = admin.post(
+        base,
+        json={
+            "username": name,
+            "email": f"{name}@example.invalid",
+            "password": uuid.uuid4().hex,
+            "roles": ["contributor"],
+        },
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    user = created.json()
     made = admin.post(
         f"{base}/{user['id']}/application-passwords",
         json={"name": f"doctor {uuid.uuid4().hex[:8]}"},
@@ -125,7 +126,7 @@ def test_missing_capability(gw, wp_site, transport):
     with gw.app.app_context(), database.connection_context():
         sites.add_site(SECRET_KEY, TENANT, SITE_NAME, gw.wp_url, username, password, transport)
     checks = _run(gw)
-    assert checks["capabilities"]["ok"] is False
+    assert checks["capabilities"]["ok"] is False, checks
     assert "upload_files" in checks["capabilities"]["detail"]
     assert "edit_posts" not in checks["capabilities"]["detail"]
 
