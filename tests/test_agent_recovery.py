@@ -481,6 +481,16 @@ def test_a_follow_up_is_refused_while_an_operation_is_unknown_and_sent_once_when
     assert gw.count_objects(key, "post") == 1
 
 
+def _until_follow_up_sent(gw, job_id: str, tries: int) -> None:
+    """Poll the job's operations every 20 ms, at most ``tries`` times, until its follow-up
+    row is SENT or CONFIRMED (a send in flight or done)."""
+    for _ in range(tries):
+        states = {o["action"]: o["state"] for o in gw.operations(job_id)}
+        if states.get("follow_up") in ("SENT", "CONFIRMED"):
+            return
+        time.sleep(0.02)
+
+
 @pytest.mark.wordpress
 def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw, standin):
     """Issue 37: two concurrent first follow-ups of the same facts. The gateway's own claim
@@ -496,13 +506,7 @@ def test_two_racing_identical_follow_ups_send_the_event_once_and_answer_alike(gw
     def follow_up(wait_for_sent: bool = False):
         client = gw.app.test_client()  # one client per thread, as separate callers
         if wait_for_sent:
-            for _ in range(200):
-                if {o["action"]: o["state"] for o in gw.operations(job_id)}.get("follow_up") in (
-                    "SENT",
-                    "CONFIRMED",
-                ):
-                    break
-                time.sleep(0.02)
+            _until_follow_up_sent(gw, job_id, tries=200)
         else:
             barrier.wait(timeout=10)
         answers.append(_continue(gw, job_id, client=client))
@@ -553,13 +557,7 @@ def test_the_creator_of_a_follow_up_whose_send_a_racer_won_answers_the_settled_s
             thread = threading.Thread(target=racer)
             thread.start()
             answers["thread"] = thread
-            for _ in range(500):  # until the racer's send is in flight
-                if {o["action"]: o["state"] for o in gw.operations(job_id)}.get("follow_up") in (
-                    "SENT",
-                    "CONFIRMED",
-                ):
-                    break
-                time.sleep(0.02)
+            _until_follow_up_sent(gw, job_id, tries=500)  # the racer's send is in flight
         return row, created
 
     monkeypatch.setattr(submissions, "claim_new", claim_then_lose_the_send)

@@ -18,6 +18,7 @@ from agent_support import run_worker
 from agent_support import tool_output
 from agent_support import worker_process
 from agent_support import worker_until
+from n8n_support import wait_for
 from servers import Server
 from support import draft_body
 from support import new_job_id
@@ -204,14 +205,14 @@ def test_gateway_serve_runs_one_agent_worker_that_answers_after_a_webhook(
             time.sleep(0.5)
         answered = tool_output(standin, sid, call["call_id"])
         assert answered["success"] is True, answered
+
         # the worker counts the answer once OpenAI accepted it: the stand-in holds the event a
         # moment before the ledger does
-        deadline = time.monotonic() + 10
-        while True:
+        def counted():
             agent = server.call("GET", f"/v1/jobs/{job_id}").json()["agent"]
-            if agent["counters"]["tool_calls_answered"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+            return agent if agent["counters"]["tool_calls_answered"] else None
+
+        agent = wait_for(counted, 10, "the served worker never counted its answer", interval=0.1)
         assert agent["counters"]["tool_calls_answered"] == 1, agent
     finally:
         server.kill()

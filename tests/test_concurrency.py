@@ -39,6 +39,9 @@ def servers(wp_site, ledger_url, tmp_path, proxy):
         server.kill()
 
 
+OK = {200, 201, 409}
+
+
 class Statuses(list):
     """The racers' status codes, in order; shown with the problem of every answer that is not
     200, 201 or 409 (what a failed assertion prints)."""
@@ -49,9 +52,6 @@ class Statuses(list):
 
     def __repr__(self) -> str:
         return f"{list(self)} unexpected: {self.odd}"
-
-
-OK = {200, 201, 409}
 
 
 def _race(calls: list, n: int) -> Statuses:
