@@ -213,6 +213,8 @@ class OpenAIStandIn:
                 "environment": self._environment(environment),
                 "error": None,
                 "required_actions": [],
+                # created without a limit: unlimited, consumption not reported (openai 3.60)
+                "spend_control": {"limit": None, "consumed": None},
                 "status": "idle",
                 "usage": None,
                 "_items": [],

@@ -3,7 +3,8 @@
 # .venv with the gateway and its test tools, and the real test WordPress (wp_test_site/up.sh
 # installs PHP, MariaDB and WordPress from Debian's packages on first use). Idempotent.
 # One line per step on stderr; the full output goes to .logs/setup.log (its last lines and its
-# path are printed when a step fails). The test site's URL goes to stdout.
+# path are printed when a step fails). The test site's URL goes to stdout. SETUP_SITE=0 stops
+# after the virtual environment (scripts/test.sh --quick needs no WordPress).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/steps.sh "$PWD/.logs/setup.log" "setup: "
@@ -38,6 +39,10 @@ if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then
   step "n8n 1.x and 2.x in their caches (installed on first use: a few minutes each)"
   bash scripts/install_n8n.sh
   N8N_VERSION="${GATEWAY_TEST_N8N2_VERSION:-2.8.4}" bash scripts/install_n8n.sh
+fi
+if [ "${SETUP_SITE:-1}" = 0 ]; then # scripts/test.sh --quick: no WordPress
+  say "setup: .venv ready (no test WordPress: SETUP_SITE=0)"
+  exit 0
 fi
 # up.sh prints its own steps (and keeps its own log, wp_test_site/.runtime/up.log).
 url="$(bash wp_test_site/up.sh 2>&3)"

@@ -6,8 +6,9 @@ Every test uses its own job id (a uuid), so tests never see each other's objects
 shared WordPress, which several pytest processes use at once (pytest-xdist workers, and the
 SQLite and PostgreSQL passes side by side). A test that changes the whole site (the companion
 plugin switched off, the site's timezone, a column's charset) is marked ``site_exclusive`` (or
-uses ``no_companion``): it holds the site's lock alone, every other WordPress test holds it
-shared, and the site must be as it found it when it ends (:func:`_site_access`).
+uses ``no_companion``): it runs on a second site of the same line (``exclusive_wp_site``),
+holds that site's lock alone and must leave it as it found it (:func:`_site_access`), so no
+ordinary test ever waits for it.
 
 Hooks: under ``CI=true`` a skipped test is a failure (:func:`pytest_runtest_makereport`); tests
 for one ledger only are deselected in the other pass by marker (``sqlite_pass``,
@@ -17,7 +18,6 @@ for one ledger only are deselected in the other pass by marker (``sqlite_pass``,
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import signal
@@ -27,12 +27,13 @@ import uuid
 from urllib.parse import urlsplit
 from urllib.parse import urlunsplit
 
+import passes
 import pytest
 import requests
 from support import AUTHOR_PASSWORD_ENV
+from support import EXCLUSIVE
 from support import OFFLINE_SITE
 from support import ROOT
-from support import RUNTIME
 from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
@@ -41,7 +42,9 @@ from support import Gateway
 from support import GatewayServer
 from support import _read_site
 from support import free_port
+from support import gateway_cli_ok
 from support import gateway_command
+from support import site_runtime
 from support import site_state
 from support import switch_companion
 
@@ -49,6 +52,8 @@ import gateway
 from gateway import composition  # noqa: F401 - every registry complete, as in every process
 from gateway.ledger.db import database
 from gateway_tools.fault_proxy import FaultProxy
+
+pytest_plugins = ["timings"]  # per-test wall and CPU time for the CI's report (tests/timings.py)
 
 # --------------------------------------------------------------------------- hooks
 
@@ -58,13 +63,19 @@ def _postgres_pass() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark every test that uses the test WordPress ``wordpress``; deselect the tests of the
-    other ledger's pass (``sqlite_pass`` / ``postgresql_pass``)."""
+    """Mark every test that uses the test WordPress ``wordpress``, and each test with the
+    matrix passes it belongs to (``dialect``, ``wordpress_version``:
+    ``tests/passes.py``); deselect the tests of the other ledger's pass (``sqlite_pass`` /
+    ``postgresql_pass``)."""
     other = "sqlite_pass" if _postgres_pass() else "postgresql_pass"
     kept, deselected = [], []
     for item in items:
-        if "wp_site" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        uses_wordpress = "wp_site" in fixtures or "shared_wp_site" in fixtures
+        if uses_wordpress:
             item.add_marker(pytest.mark.wordpress)
+        for mark in passes.classify(item, uses_wordpress):
+            item.add_marker(mark)
         (deselected if item.get_closest_marker(other) else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -101,70 +112,30 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
 
 
-# --------------------------------------------------------------------------- the site's lock
-
-
-@contextlib.contextmanager
-def site_lock(exclusive: bool):
-    """The test WordPress's cross-process lock (``flock`` on files in its runtime folder):
-    shared for ordinary tests, exclusive for one that changes the whole site. Writers first:
-    an exclusive taker holds the turnstile, so no new shared holder starts while it waits."""
-    RUNTIME.mkdir(parents=True, exist_ok=True)
-    with (
-        open(RUNTIME / "tests.turnstile", "a") as turnstile,
-        open(RUNTIME / "tests.lock", "a") as lock,
-    ):
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        if exclusive:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        else:
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            if exclusive:
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-
-
-@pytest.fixture(autouse=True)
-def _site_access(request):
-    """Hold the site's lock for every test that uses the test WordPress: exclusive for
-    ``site_exclusive`` tests and ``no_companion`` users, which must also leave the companion
-    plugin, the timezone and the posts' title charset as they found them."""
-    if "wp_site" not in request.fixturenames:
-        yield
-        return
-    exclusive = (
-        request.node.get_closest_marker("site_exclusive") is not None
-        or "no_companion" in request.fixturenames
-    )
-    with site_lock(exclusive):
-        if not exclusive:
-            yield
-            return
-        site = request.getfixturevalue("wp_site")
-        before = site_state(site)
-        yield
-        after = site_state(site)
-        assert after == before, f"the test left the shared site changed: {before} -> {after}"
-
-
 # --------------------------------------------------------------------------- WordPress
 
 
-@pytest.fixture(scope="session")
-def wp_site() -> dict:
-    """The running test WordPress of ``WP_TEST_SITE_WORDPRESS`` (:data:`support.SITE_JSON`),
-    started on demand."""
-    site = _read_site()
+def changes_the_whole_site(item) -> bool:
+    """Whether a test changes the whole test site (the companion plugin switched off, the
+    site's timezone, a column's charset): marked ``site_exclusive`` or using
+    ``no_companion``. Such a test runs on a site of its own (:func:`wp_site`)."""
+    return item.get_closest_marker("site_exclusive") is not None or "no_companion" in getattr(
+        item, "fixturenames", ()
+    )
+
+
+def _site(instance: str) -> dict:
+    """The running test site ``instance`` of ``WP_TEST_SITE_WORDPRESS``'s line, started on
+    demand (``wp_test_site/up.sh``: one start at a time per site, the others wait for it);
+    under ``CI=true`` a site that cannot start fails the test, otherwise it skips it."""
+    site = _read_site(instance)
     detail = ""
     if site is None:
         try:
             done = subprocess.run(
                 ["bash", str(UP_SH)],
                 cwd=ROOT,
+                env={**os.environ, "WP_TEST_SITE_INSTANCE": instance},
                 capture_output=True,
                 text=True,
                 timeout=900,
@@ -173,13 +144,59 @@ def wp_site() -> dict:
             detail = f" (up.sh exit {done.returncode}: {done.stderr[-2000:]})"
         except (OSError, subprocess.TimeoutExpired) as error:
             detail = f" ({error})"
-        site = _read_site()
+        site = _read_site(instance)
     if site is None:
         message = "no WordPress test site available: bash wp_test_site/up.sh failed" + detail
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
     return site
+
+
+@pytest.fixture(scope="session")
+def shared_wp_site() -> dict:
+    """The test WordPress every ordinary test shares (:data:`support.SITE_JSON`): several
+    pytest processes use it at once, each test with its own job ids."""
+    return _site("")
+
+
+@pytest.fixture(scope="session")
+def exclusive_wp_site() -> dict:
+    """A second test WordPress of the same line (``WP_TEST_SITE_INSTANCE=exclusive``) for the
+    tests that change the whole site, so that no ordinary test waits for them."""
+    return _site(EXCLUSIVE)
+
+
+@pytest.fixture
+def wp_site(request) -> dict:
+    """The test WordPress for this test: :func:`exclusive_wp_site` for a test that changes the
+    whole site (:func:`changes_the_whole_site`), else :func:`shared_wp_site`."""
+    if changes_the_whole_site(request.node):
+        return request.getfixturevalue("exclusive_wp_site")
+    return request.getfixturevalue("shared_wp_site")
+
+
+@pytest.fixture(autouse=True)
+def _site_access(request):
+    """A test that changes the whole site holds its site's lock alone (``flock`` on a file in
+    the site's runtime folder: the passes side by side share the site) and must leave the
+    companion plugin, the timezone and the posts' title charset as it found them. Ordinary
+    tests take no lock: nothing they share changes under them."""
+    if "wp_site" not in request.fixturenames or not changes_the_whole_site(request.node):
+        yield
+        return
+    site = request.getfixturevalue("wp_site")
+    runtime = site_runtime(site["instance"])
+    runtime.mkdir(parents=True, exist_ok=True)
+    with open(runtime / "tests.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            before = site_state(site)
+            yield
+            after = site_state(site)
+            assert after == before, f"the test left its site changed: {before} -> {after}"
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- ledger and app
@@ -250,11 +267,11 @@ def gw(app, client, wp_site, transport) -> Gateway:
 def no_companion(wp_site):
     """The companion plugin deactivated for one test (reactivated afterwards, also on
     failure), so the no-plugin case runs against the real WordPress."""
-    assert switch_companion("off") == "inactive"
+    assert switch_companion("off", wp_site) == "inactive"
     try:
         yield
     finally:
-        assert switch_companion("on") == "active"
+        assert switch_companion("on", wp_site) == "active"
 
 
 @pytest.fixture
@@ -281,9 +298,10 @@ def gwp(app, client, wp_site, proxy, transport) -> Gateway:
 
 @pytest.fixture
 def gateway_server(wp_site, ledger_url, tmp_path, transport, request):
-    """``gateway serve --workers 4`` on a free port, site (over ``transport``) and token
-    registered by the CLI. Indirect parametrization adds environment variables
-    (``{"GATEWAY_TOKEN_RATE": ...}``)."""
+    """``gateway serve --workers 2`` (two processes: the fewest that race each other) on a
+    free port, site (over ``transport``) and token registered by the command line, run
+    in-process (:func:`support.gateway_cli`). Indirect parametrization adds environment
+    variables (``{"GATEWAY_TOKEN_RATE": ...}``)."""
     env = {
         **os.environ,
         "GATEWAY_DATABASE_URL": ledger_url,
@@ -297,27 +315,24 @@ def gateway_server(wp_site, ledger_url, tmp_path, transport, request):
         **getattr(request, "param", {}),
     }
     command = gateway_command()
-
-    def cli(*args: str) -> str:
-        done = subprocess.run(
-            [*command, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-        )
-        assert done.returncode == 0, f"gateway {' '.join(args)} failed: {done.stderr}"
-        return done.stdout
-
-    cli("init-db")
-    cli(
-        "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
-        "--username", wp_site["users"]["author"]["username"],
-        "--app-password-env", AUTHOR_PASSWORD_ENV, "--transport", transport,
+    gateway_cli_ok(["init-db"], env)
+    gateway_cli_ok(
+        [
+            "sites", "add", "--tenant", TENANT, "--name", SITE_NAME, "--url", wp_site["url"],
+            "--username", wp_site["users"]["author"]["username"],
+            "--app-password-env", AUTHOR_PASSWORD_ENV, "--transport", transport,
+        ],
+        env,
     )  # fmt: skip
-    token = cli("tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n")
+    token = gateway_cli_ok(
+        ["tokens", "create", "--tenant", TENANT, "--role", "workflow", "--name", "n8n"], env
+    )
     token = token.strip().splitlines()[-1]
     port = free_port()
     log_path = tmp_path / "gateway-serve.log"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
-            [*command, "serve", "--port", str(port), "--workers", "4", "--sweep-interval", "0"],
+            [*command, "serve", "--port", str(port), "--workers", "2", "--sweep-interval", "0"],
             env=env,
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -222,12 +222,23 @@ class N8n:
         )
 
     def import_credentials(self, credentials: list[dict]) -> None:
+        """``n8n import:credentials``; while n8n runs, its own writes to its SQLite database
+        may lock the CLI out (``SQLITE_BUSY``, seen on CI's loaded cores): tried again, up to
+        5 times, 1 s apart. Any other failure raises at once."""
         path = self.folder / "credentials.json"
         path.write_text(json.dumps(credentials))
-        done = self.run("import:credentials", f"--input={path}")
-        path.unlink()  # it holds the token in clear
-        if done.returncode != 0 or "Successfully imported" not in done.stdout + done.stderr:
-            raise RuntimeError(f"import:credentials failed:\n{done.stdout}\n{done.stderr}")
+        try:
+            for _ in range(5):
+                done = self.run("import:credentials", f"--input={path}")
+                said = done.stdout + done.stderr
+                if done.returncode == 0 and "Successfully imported" in said:
+                    return
+                if "SQLITE_BUSY" not in said:
+                    break
+                time.sleep(1)
+        finally:
+            path.unlink()  # it holds the token in clear
+        raise RuntimeError(f"import:credentials failed:\n{done.stdout}\n{done.stderr}")
 
     def import_workflows(self, workflows: list[dict]) -> None:
         directory = self.folder / "import"
@@ -332,18 +343,23 @@ class Images:
 class Receiver:
     """A local HTTP endpoint standing in for the editors' chat/mail bridge (the tenant's
     notification URL): records every JSON POST and its headers, and answers each with the
-    next of ``statuses`` (200 once they are used up)."""
+    next of ``statuses`` (200 once they are used up), ``delay`` seconds after the request
+    arrived (a slow but successful receiver); ``arrivals`` holds each POST's
+    ``time.monotonic()``."""
 
-    def __init__(self, statuses: list[int] | None = None) -> None:
+    def __init__(self, statuses: list[int] | None = None, delay: float = 0) -> None:
         self.messages: list[dict] = []
         self.headers: list[dict] = []
+        self.arrivals: list[float] = []
         self.statuses = list(statuses or [])
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's naming
+                receiver.arrivals.append(time.monotonic())
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                time.sleep(delay)
                 try:
                     body = json.loads(raw or b"null")
                 except ValueError:
@@ -441,19 +457,11 @@ class N8nGateway:
         self.cli("notifications", "set-url", "--tenant", tenant, "--url", editors_url)
 
     def cli(self, *args: str) -> str:
-        """``gateway ARGS`` with this gateway's environment; its stdout (asserts exit 0)."""
-        from support import gateway_command
+        """``gateway ARGS`` with this gateway's environment, run in-process
+        (:func:`support.gateway_cli_ok`); its stdout (asserts exit 0)."""
+        from support import gateway_cli_ok
 
-        done = subprocess.run(
-            [*gateway_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, f"gateway {' '.join(args)}: {done.stderr}"
-        return done.stdout
+        return gateway_cli_ok(list(args), self.env)
 
     def start(self) -> None:
         from support import gateway_command

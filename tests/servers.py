@@ -15,6 +15,7 @@ from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
 from support import free_port
+from support import gateway_cli_ok
 from support import gateway_command
 from support import problem_slug
 
@@ -31,12 +32,14 @@ class Server:
         workdir: Path,
         site_url: str | None = None,
         transport: str = "rest",
+        wp_timeout: float = 3,
     ):
         self.env = {
             **os.environ,
             "GATEWAY_DATABASE_URL": ledger_url,
             "GATEWAY_SECRET_KEY": SECRET_KEY,
-            "GATEWAY_WP_TIMEOUT": "3",
+            # short, so that tests of lost answers and restarts do not wait long
+            "GATEWAY_WP_TIMEOUT": str(wp_timeout),
             "GATEWAY_INFLIGHT_WINDOW": "3",
             # one tenant racing through every thread: the fair shares (tests/test_fairness.py)
             # would answer most of those requests 429 tenant-busy
@@ -72,20 +75,25 @@ class Server:
         self.headers = {"Authorization": "Bearer " + out.strip().splitlines()[-1]}
 
     def _cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [*gateway_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        """A setup command (``init-db``, ``sites add``, ``tokens create``) run in-process:
+        what these tests check is the served process, not the command line's."""
+        return gateway_cli_ok(list(args), self.env)
 
-    def start(self, crash_point: str = "", workers: int = 2, sweep_interval: float = 0) -> Server:
+    def start(
+        self,
+        crash_point: str = "",
+        workers: int | None = 2,
+        sweep_interval: float = 0,
+        wp_timeout: float | None = None,
+        threads: int | None = None,
+    ) -> Server:
+        """Start ``gateway serve`` (``workers``/``threads`` None: its defaults, as shipped);
+        ``wp_timeout`` (seconds) overrides the constructor's for this process only, for a call
+        that must reach its crash point after WordPress answers."""
         port = free_port()
         env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point}
+        if wp_timeout is not None:
+            env["GATEWAY_WP_TIMEOUT"] = str(wp_timeout)
         log = open(self.workdir / f"serve-{port}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
@@ -93,8 +101,8 @@ class Server:
                 "serve",
                 "--port",
                 str(port),
-                "--workers",
-                str(workers),
+                *(["--workers", str(workers)] if workers else []),  # None: as shipped
+                *(["--threads", str(threads)] if threads else []),
                 "--sweep-interval",
                 str(sweep_interval),
             ],

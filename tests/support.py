@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WP_LINE = os.environ.get("WP_TEST_SITE_WORDPRESS", "bookworm")
 RUNTIME = ROOT / "wp_test_site" / (".runtime" if WP_LINE == "bookworm" else f".runtime-{WP_LINE}")
 SITE_JSON = RUNTIME / "site.json"
+# The second site of the same line (WP_TEST_SITE_INSTANCE, wordpress_line.sh) where a test that
+# changes the whole site runs alone (``site_exclusive``, ``no_companion``: tests/conftest.py).
+EXCLUSIVE = "exclusive"
 UP_SH = ROOT / "wp_test_site" / "up.sh"
 TENANT = "acme"
 SITE_NAME = "blog"
@@ -118,13 +121,21 @@ def problem_slug(response) -> str:
     return body["type"].rsplit("/", 1)[-1]
 
 
-def _read_site() -> dict | None:
+def site_runtime(instance: str = "") -> Path:
+    """The runtime folder of the test site ``instance`` of this line ("": the shared one;
+    ``wp_test_site/wordpress_line.sh``)."""
+    return RUNTIME.with_name(f"{RUNTIME.name}-{instance}") if instance else RUNTIME
+
+
+def _read_site(instance: str = "") -> dict | None:
+    """The running test site ``instance``'s ``site.json``, with ``instance`` added, or None
+    when it is not up (its REST index does not answer 200)."""
     try:
-        site = json.loads(SITE_JSON.read_text())
+        site = json.loads((site_runtime(instance) / "site.json").read_text())
         answer = requests.get(site["url"].rstrip("/") + "/wp-json/", timeout=10)
     except (OSError, ValueError, KeyError, requests.RequestException):
         return None
-    return site if answer.status_code == 200 else None
+    return {**site, "instance": instance} if answer.status_code == 200 else None
 
 
 def admin_session(site: dict) -> requests.Session:
@@ -385,16 +396,35 @@ def site_state(site: dict) -> dict:
         "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'wp_posts' AND COLUMN_NAME = 'post_title'",
     )
     return {
-        "companion": switch_companion("status"),
+        "companion": switch_companion("status", site),
         "timezone": settings.json().get("timezone"),
         "post_title_charset": charset,
     }
 
 
-def switch_companion(state: str) -> str:
-    """``wp_test_site/companion.sh on|off``; returns ``active`` or ``inactive``."""
+def hide_companion(proxy) -> None:
+    """Make every site behind ``proxy`` (a :class:`FaultProxy`) look like one without the
+    companion plugin: its routes (``/wp-json/publishing-gateway/...``) answer 404 from the
+    proxy, for the rest of the test; this process's remembered detection is forgotten. The
+    real plugin stays active for every other test (``no_companion`` switches it off for real)."""
+    sites.forget_companion()
+    proxy.add_fault(
+        Fault(
+            kind="status_without_forward",
+            status=404,
+            path=r"^/wp-json/publishing-gateway/",
+            times=None,
+        )
+    )
+
+
+def switch_companion(state: str, site: dict) -> str:
+    """``wp_test_site/companion.sh on|off|status`` on ``site`` (a test site's ``site.json``
+    as :func:`_read_site` reads it); returns ``active`` or ``inactive``."""
+    env = {**os.environ, "WP_TEST_SITE_WORDPRESS": WP_LINE}
+    env["WP_TEST_SITE_INSTANCE"] = site.get("instance", "")
     done = subprocess.run(
-        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120
+        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120, env=env
     )
     assert done.returncode == 0, done.stderr
     sites.forget_companion()
@@ -472,6 +502,55 @@ def serve_tls(server, folder: Path) -> str:
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return str(cert)
+
+
+def gateway_cli(args: list[str], env: dict, restore_binding: bool = True):
+    """Run ``gateway ARGS`` in this process with click's ``CliRunner`` (the command line's own
+    code, without a new interpreter's second of imports), ``env`` replacing every
+    ``GATEWAY_*`` variable. Returns click's ``Result`` (``exit_code``, ``stdout``,
+    ``stderr``, ``exception``). The ledger binding of the test's own app is restored after:
+    the command binds :data:`gateway.ledger.db.database` to its ``GATEWAY_DATABASE_URL``
+    (``restore_binding=False`` keeps the command's binding, for a test that reads that ledger).
+    Tests that check the process boundary (exit codes of a real process, signals, ``serve``)
+    run :func:`gateway_command` instead."""
+    from click.testing import CliRunner
+    from flask.cli import ScriptInfo
+
+    from gateway.cli import _app_factory
+    from gateway.cli import cli
+
+    base = {k: None for k in os.environ if k.startswith("GATEWAY_")}
+    previous = database.obj
+    try:
+        return CliRunner().invoke(
+            cli,
+            args,
+            obj=ScriptInfo(create_app=_app_factory, set_debug_flag=False),
+            env={**base, **env},
+            prog_name="gateway",
+        )
+    finally:
+        if restore_binding and database.obj is not previous:
+            database.obj.close_all()
+            database.initialize(previous)
+
+
+def gateway_cli_process(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """:func:`gateway_cli` answered as :func:`subprocess.run` would (``returncode``,
+    ``stdout``, ``stderr``), for tests written against a process: an exception that escaped
+    the command is put on stderr as ``Traceback`` with its text, as the interpreter would."""
+    result = gateway_cli(args, env)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += f"Traceback (in-process): {type(result.exception).__name__}: {result.exception}"
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr)
+
+
+def gateway_cli_ok(args: list[str], env: dict) -> str:
+    """:func:`gateway_cli` that must succeed (exit 0): its stdout."""
+    result = gateway_cli(args, env)
+    assert result.exit_code == 0, f"gateway {' '.join(args)}: {result.output} {result.exception}"
+    return result.stdout
 
 
 def gateway_command() -> list[str]:

@@ -10,8 +10,7 @@ import sys
 import pytest
 from support import SECRET_KEY
 from support import gateway_command
-
-from gateway_tools.fault_proxy import Fault
+from support import hide_companion
 
 PASSWORD_ENV = "GW_TEST_APP_PASSWORD"
 
@@ -126,14 +125,7 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
         "new_terms": True,
     }
     add_site(run, proxy.url, wp_site["users"]["editor"], name="bare")
-    proxy.add_fault(
-        Fault(
-            kind="status_without_forward",
-            status=404,
-            path=r"^/wp-json/publishing-gateway/",
-            times=None,
-        )
-    )
+    hide_companion(proxy)
     bare = run("doctor", "--tenant", "acme", "--site", "bare", "--json")
     result = json.loads(bare.stdout)
     assert bare.returncode == 0 and result["guarantees"]["guard"] is False

@@ -6,14 +6,12 @@ it, durations take a unit (a bare number in the option's own unit), and ``sites 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import click
 import pytest
 from click.testing import CliRunner
 from support import SECRET_KEY
-from support import gateway_command
+from support import gateway_cli
 
 from gateway import cli as cli_module
 
@@ -92,19 +90,12 @@ def test_a_duration_without_a_number_is_refused_with_the_accepted_forms():
 
 
 def test_sites_and_tokens_list_never_show_a_secret(ledger_url, wp_site):
-    env = {**os.environ, "GATEWAY_DATABASE_URL": ledger_url, "GATEWAY_SECRET_KEY": SECRET_KEY}
+    env = {"GATEWAY_DATABASE_URL": ledger_url, "GATEWAY_SECRET_KEY": SECRET_KEY}
     password = wp_site["users"]["author"]["app_password"]
 
-    def run(*args: str, **extra: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [*gateway_command(), *args],
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
+    def run(*args: str, **extra: str):
+        done = gateway_cli(list(args), {**env, **extra})  # in-process: the output is the point
+        assert done.exit_code == 0, done.output
         return done
 
     run("init-db")

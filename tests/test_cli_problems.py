@@ -13,14 +13,11 @@ import os
 import subprocess
 
 import pytest
-from click.testing import CliRunner
-from flask.cli import ScriptInfo
 from support import SECRET_KEY
+from support import gateway_cli
 from support import gateway_command
 from support import sqlite_path
 
-from gateway.cli import _app_factory
-from gateway.cli import cli
 from gateway.ledger import db
 from gateway.ledger import migrations
 
@@ -64,15 +61,7 @@ LEDGER_COMMANDS = [name for name in COMMANDS if name != "init-db"]
 
 def invoke(args: list[str], env: dict):
     """Run ``gateway ARGS`` in-process with ``env`` replacing every ``GATEWAY_*`` variable."""
-    base = {k: None for k in os.environ if k.startswith("GATEWAY_")}
-    runner = CliRunner()
-    return runner.invoke(
-        cli,
-        args,
-        obj=ScriptInfo(create_app=_app_factory, set_debug_flag=False),
-        env={**base, PASSWORD_ENV: "pass word", **env},
-        prog_name="gateway",
-    )
+    return gateway_cli(args, {PASSWORD_ENV: "pass word", **env}, restore_binding=False)
 
 
 def assert_one_line(result, status: int = 2, *words: str) -> str:

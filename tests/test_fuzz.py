@@ -65,10 +65,10 @@ pytestmark = [pytest.mark.wordpress, pytest.mark.sqlite_pass]
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(wp_site, tmp_path_factory):
+def fuzz_server(shared_wp_site, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("fuzz")
     ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
-    server = Server(wp_site, ledger_url, workdir)
+    server = Server(shared_wp_site, ledger_url, workdir)
     server.start(workers=2)
     try:
         job = {"site": "blog", "task_version": 1}

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.wordpress
 
 
 @pytest.fixture(scope="module")
-def server(wp_site, tmp_path_factory):
+def server(shared_wp_site, tmp_path_factory):
     """One ``gateway serve`` for the module (SQLite ledger: nothing here is ledger-specific)."""
     workdir = tmp_path_factory.mktemp("input-rows")
-    running = Server(wp_site, f"sqlite:///{workdir / 'ledger.db'}", workdir).start()
+    running = Server(shared_wp_site, f"sqlite:///{workdir / 'ledger.db'}", workdir).start()
     editor = running._cli(
         "tokens", "create", "--tenant", "acme", "--role", "editor", "--name", "ed"
     )

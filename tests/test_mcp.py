@@ -39,19 +39,19 @@ POSTS = r"^/wp-json/wp/v2/posts/?$"
 
 
 @pytest.fixture(scope="module")
-def shared_proxy(wp_site):
+def shared_proxy(shared_wp_site):
     """One fault proxy in front of the test WordPress for the module's shared gateway."""
-    with FaultProxy(upstream=wp_site["url"], timeout=30) as fault_proxy:
+    with FaultProxy(upstream=shared_wp_site["url"], timeout=30) as fault_proxy:
         yield fault_proxy
 
 
 @pytest.fixture(scope="module")
-def gateway(wp_site, shared_proxy, tmp_path_factory):
+def gateway(shared_wp_site, shared_proxy, tmp_path_factory):
     """One ``gateway serve`` for the module (each test has its own job ids), on its own
     SQLite ledger, whose site ``blog`` is the test WordPress behind :func:`shared_proxy`."""
     workdir = tmp_path_factory.mktemp("mcp-gateway")
     ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
-    server = McpGateway(wp_site, ledger_url, workdir, site_url=shared_proxy.url)
+    server = McpGateway(shared_wp_site, ledger_url, workdir, site_url=shared_proxy.url)
     server.start()
     yield server
     server.kill()

@@ -124,7 +124,7 @@ class Stack:
 
 
 @pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"n8n-{v}")
-def stack(request, tarball, wp_site, tmp_path_factory):
+def stack(request, tarball, shared_wp_site, tmp_path_factory):
     version = request.param
     binary = n8n_binary(version)
     folder = tmp_path_factory.mktemp(f"n8n-node-{version}")
@@ -139,7 +139,7 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     images_host = f"127.0.0.1:{images.server.server_port}"
     gateway = GatewayServer(
         folder,
-        wp_site,
+        shared_wp_site,
         tenant,
         editors.url,
         {"GATEWAY_MEDIA_URL_SCHEMES": "http", "GATEWAY_MEDIA_URL_ALLOW_HOSTS": images_host},
@@ -152,7 +152,7 @@ def stack(request, tarball, wp_site, tmp_path_factory):
     n8n = N8n(binary, home, {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true"})
     n8n.import_credentials([credential(gateway.url, gateway.token)])
     try:
-        yield Stack(version, n8n, gateway, editors, events, images, wp_site, tenant)
+        yield Stack(version, n8n, gateway, editors, events, images, shared_wp_site, tenant)
     finally:
         gateway.kill()
         images.close()

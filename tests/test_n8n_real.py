@@ -261,13 +261,38 @@ class Stack:
         from n8n's own database (``execution_entity``); ``mode`` is ``webhook``, ``trigger``
         (the Schedule Trigger), ``error`` (an error workflow)..."""
         names = {v: k for k, v in WORKFLOW_IDS.items()}
-        database = self.n8n.folder / ".n8n" / "database.sqlite"
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30) as connection:
+        with self._n8n_database() as connection:
             rows = connection.execute(
                 "SELECT id, workflowId, mode FROM execution_entity WHERE id > ? ORDER BY id",
                 (after,),
             ).fetchall()
         return [(int(i), names.get(w, w), mode) for i, w, mode in rows]
+
+    def _n8n_database(self) -> sqlite3.Connection:
+        """n8n's own database (``.n8n/database.sqlite``), read-only."""
+        database = self.n8n.folder / ".n8n" / "database.sqlite"
+        return sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
+
+    def last_execution(self) -> int:
+        """The id of the newest execution n8n saved (0: none yet)."""
+        return max((i for i, _, _ in self.executions()), default=0)
+
+    def wait_stopped(self, workflow: str, after: int, seconds: float = 120) -> str:
+        """Wait until an execution of ``workflow`` newer than id ``after`` has stopped (n8n's
+        ``execution_entity.stoppedAt`` is set: its retries are over); returns its
+        ``status`` (``error``, ``success``, ...). Raises AssertionError past ``seconds``."""
+        workflow_id = WORKFLOW_IDS[workflow]
+
+        def stopped() -> str | None:
+            with self._n8n_database() as db:
+                row = db.execute(
+                    "SELECT status FROM execution_entity WHERE id > ? AND workflowId = ?"
+                    " AND stoppedAt IS NOT NULL ORDER BY id LIMIT 1",
+                    (after, workflow_id),
+                ).fetchone()
+            return row and row[0]
+
+        return wait_for(stopped, seconds, f"no run of {workflow} after {after} stopped")
 
     def wait_phase(self, job_id: str, phase: str, seconds: float = 120) -> dict:
         return wait_for(
@@ -289,7 +314,8 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(n8n_binary, wp_site, tmp_path_factory):
+def stack(n8n_binary, shared_wp_site, tmp_path_factory):
+    wp_site = shared_wp_site
     started = time.monotonic()
     folder = tmp_path_factory.mktemp("n8n-stack")
     tenant = f"n8n-{uuid.uuid4().hex[:8]}"
@@ -573,6 +599,7 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     images = by_url(stack)
     stack.images.hold("hero.png")
     seen = len(stack.images.requests)
+    last = stack.last_execution()
     answer = stack.post("article-pipeline", article(job_id, images))
     assert answer.status_code == 202, answer.text
     reached = lambda: "hero.png" in stack.images.requests[seen:]  # noqa: E731
@@ -581,7 +608,8 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     assert wait_for(saved, 15, "the resume point was not saved") == ["201"]
     stack.gateway.kill()  # mid-run: the job exists, nothing is uploaded yet
     stack.images.release("hero.png")
-    time.sleep(15)  # the run's retries (5 tries, 2 s apart) give up while the gateway is down
+    # the run's retries (5 tries, 2 s apart) give up while the gateway is down
+    assert stack.wait_stopped("article_pipeline", last) == "error"
     before_restart = stack.gateway.log_path.read_text(errors="replace")
     stack.gateway.start()
     run_recover_job_until(stack, job_id, "approval_pending")
@@ -605,6 +633,7 @@ def test_gateway_killed_while_wordpress_saves_the_draft_recover_finishes_it(stac
     try:
         # WordPress answers the draft's create 8 s late (the gateway waits up to 10 s)
         proxy.add_fault(Fault(kind="delay", seconds=8, method="POST", path=POSTS, times=1))
+        last = stack.last_execution()
         answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
         assert answer.status_code == 202, answer.text
         saved = lambda: proxy.count(method="POST", path=POSTS, fault_kind="delay")  # noqa: E731
@@ -615,7 +644,8 @@ def test_gateway_killed_while_wordpress_saves_the_draft_recover_finishes_it(stac
     try:
         assert stack.counts(job_id, slots) == (1, 3)
         assert not any(stack.parents(job_id, slots).values())  # unattached so far
-        time.sleep(12)  # the run's retries (5 tries, 2 s apart) give up while it is down
+        # the run's retries (5 tries, 2 s apart) give up while it is down
+        assert stack.wait_stopped("article_pipeline", last) == "error"
     finally:
         stack.gateway.start()
     run_recover_job_until(stack, job_id, "approval_pending")
@@ -771,7 +801,7 @@ def test_a_wrong_token_is_not_retried_and_alerts_without_the_gateway(stack):
         ("publish-approved", PUBLISH, "publish_approved"),
     ):
         before, alerts = len(lists()), len(stack.alerted(workflow))
-        last = max((i for i, _, _ in stack.executions()), default=0)
+        last = stack.last_execution()
         done = stack.readme(command)
         assert done.returncode == 22, (name, done.returncode, done.stdout, done.stderr)
         assert "500" in done.stderr or "Error" in done.stdout, (done.stdout, done.stderr)

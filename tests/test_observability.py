@@ -1,4 +1,4 @@
-"""Logs, metrics and TLS as an operator sees them: a real ``gateway serve`` with 4 workers
+"""Logs, metrics and TLS as an operator sees them: a real ``gateway serve`` with 2 workers
 writes one JSON line per request and per WordPress call (request id echoed, never a secret),
 its ``/metrics`` counts every worker's requests whichever worker answers, ``/metrics`` can
 require a bearer token, the token rate limit holds across workers, and behind a TLS proxy the
@@ -74,7 +74,7 @@ def test_served_gateway_logs_json_counts_every_worker_and_limits_a_token(
     # /metrics: closed without the token; the same figures whichever worker answers
     assert requests.get(server.url + "/metrics", timeout=30).status_code == 401
     before = _scrape(server)
-    for _ in range(12):  # a new connection each: spread over the 4 workers
+    for _ in range(12):  # a new connection each: spread over the workers
         assert requests.get(server.url + "/healthz", timeout=30).status_code == 200
     after = _scrape(server)
     labels = dict(route="/healthz", method="GET", status="200")

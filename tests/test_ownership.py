@@ -17,6 +17,7 @@ import pytest
 import requests
 from support import TENANT
 from support import draft_body
+from support import hide_companion
 from support import new_job_id
 from support import op_key
 from support import png_bytes
@@ -43,19 +44,6 @@ def _fresh_companion_detection():
     sites.forget_companion()
     yield
     sites.forget_companion()
-
-
-def hide_companion(proxy) -> None:
-    """Make every site behind ``proxy`` look like one without the companion plugin."""
-    sites.forget_companion()
-    proxy.add_fault(
-        Fault(
-            kind="status_without_forward",
-            status=404,
-            path=r"^/wp-json/publishing-gateway/",
-            times=None,
-        )
-    )
 
 
 def wp_sql(site: dict, sql: str) -> None:

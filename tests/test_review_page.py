@@ -21,6 +21,7 @@ from support import SITE_NAME
 from support import TENANT
 from support import admin_session
 from support import draft_body
+from support import hide_companion
 from support import metric_value
 from support import new_job_id
 from support import op_key
@@ -334,14 +335,7 @@ def server(wp_site, ledger_url, tmp_path, proxy):
 def _suspected_duplicate(server: Server, proxy, job_id: str, title: str) -> None:
     """Without the companion plugin (its routes answer 404), a create whose response is lost
     and a retry after the in-flight window leave a suspected duplicate for an editor."""
-    proxy.add_fault(
-        Fault(
-            kind="status_without_forward",
-            status=404,
-            path=r"^/wp-json/publishing-gateway/",
-            times=None,
-        )
-    )
+    hide_companion(proxy)
     server.start()
     assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1})
     proxy.add_fault(Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$"))

@@ -96,6 +96,20 @@ def test_up_prints_one_line_per_step_and_down_purge_leaves_nothing(wp_site, tmp_
     assert wp_site["url"] in SITE_JSON.read_text()
 
 
+def test_an_ordinary_test_shares_the_test_site(wp_site, shared_wp_site):
+    assert wp_site is shared_wp_site and wp_site["instance"] == ""
+
+
+@pytest.mark.site_exclusive
+def test_a_test_that_changes_the_whole_site_runs_on_a_site_of_its_own(wp_site, shared_wp_site):
+    """The second site of the same line (tests/conftest.py ``exclusive_wp_site``): its own
+    address and database, the same WordPress version."""
+    assert wp_site["instance"] == "exclusive"
+    assert wp_site["url"] != shared_wp_site["url"]
+    assert wp_site["database"]["name"] != shared_wp_site["database"]["name"]
+    assert wp_site["wordpress"]["version"] == shared_wp_site["wordpress"]["version"]
+
+
 def _running_it_for_real() -> str:
     """Every ``sh`` block of the README's "Running it for real", joined."""
     readme = (ROOT / "README.md").read_text()

@@ -38,7 +38,7 @@ http_status() { # http_status URL [user:pass]
 
 # One up.sh at a time per line and checkout (test processes may start it together): the others
 # wait, then find the site up.
-exec 9>"$HERE/.up-$WP_LINE.lock"
+exec 9>"$HERE/.up-$WP_LINE${WP_INSTANCE:+-$WP_INSTANCE}.lock"
 flock 9
 
 # --- already up? ------------------------------------------------------------

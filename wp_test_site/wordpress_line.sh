@@ -7,6 +7,8 @@
 # folder and never installed; nothing of the system's apt configuration changes. Each line has
 # its own runtime folder (RT), and so its own database, web root and port: two lines can be up
 # at once.
+#   WP_TEST_SITE_INSTANCE=NAME       a second site of the same line, in RT-NAME (the tests'
+#                                    site-wide changes run on one named "exclusive")
 WP_LINE="${WP_TEST_SITE_WORDPRESS:-bookworm}"
 case "$WP_LINE" in
 bookworm) RT="$HERE/.runtime" ;;
@@ -16,6 +18,14 @@ trixie | sid) RT="$HERE/.runtime-$WP_LINE" ;;
 	exit 2
 	;;
 esac
+WP_INSTANCE="${WP_TEST_SITE_INSTANCE:-}"
+if [[ -n "$WP_INSTANCE" ]]; then
+	[[ "$WP_INSTANCE" =~ ^[a-z0-9][a-z0-9-]*$ ]] || {
+		echo "ERROR: WP_TEST_SITE_INSTANCE must be lowercase letters, digits and dashes, not '$WP_INSTANCE'" >&2
+		exit 2
+	}
+	RT="$RT-$WP_INSTANCE"
+fi
 # The release line each Debian suite carried when this was written: a newer one is said plainly.
 declare -A WP_EXPECTED_LINE=([bookworm]=6.1 [trixie]=6.8 [sid]=7.1)
 WP_CACHE="${WP_TEST_SITE_CACHE:-/var/cache/publishing-gateway/wordpress-$WP_LINE}"
