@@ -256,10 +256,10 @@ class Gateway:
         self,
         site: dict,
         database: str = "sqlite",
-        workers: int = 4,
+        workers: int | None = None,
         site_url: str | None = None,
         env: dict | None = None,
-        threads: int = 4,
+        threads: int | None = None,
     ):
         self.site = site
         self.threads = threads
@@ -276,10 +276,7 @@ class Gateway:
             **os.environ,
             "GATEWAY_DATABASE_URL": self.db_url,
             "GATEWAY_SECRET_KEY": self.secret,
-            "GATEWAY_WP_TIMEOUT": "30",
-            # one tenant at full concurrency: its fair shares would refuse half of it (429)
-            "GATEWAY_TENANT_REQUESTS": "0",
-            "GATEWAY_TENANT_SITE_CALLS": "0",
+            "GATEWAY_WP_TIMEOUT": "30",  # the fair shares stay as shipped (issue 39)
             **(env or {}),
         }
         self.workers = workers
@@ -323,10 +320,9 @@ class Gateway:
                 "serve",
                 "--port",
                 str(port),
-                "--workers",
-                str(self.workers),
-                "--threads",
-                str(self.threads),
+                # None: gateway serve's own defaults, as shipped
+                *(["--workers", str(self.workers)] if self.workers else []),
+                *(["--threads", str(self.threads)] if self.threads else []),
                 "--sweep-interval",
                 "0",
             ],

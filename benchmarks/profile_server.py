@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     common.print_machine(info)
     rid = common.run_id()
     workdir = Path(tempfile.mkdtemp(prefix="profile-server-"))
-    with common.Gateway(site, "sqlite", workers=1) as gw:
+    with common.Gateway(site, "sqlite", workers=1, threads=4) as gw:
         client = gw.session()
         counter = itertools.count()
 

@@ -221,12 +221,12 @@ def main(argv=None) -> int:
     try:
         sides = []
         if not args.no_gateway:
-            gateway = common.Gateway(site, "sqlite", workers=1).start()
+            gateway = common.Gateway(site, "sqlite", workers=1, threads=4).start()
             opened.append(gateway.close)
             sides.append(Side("gateway", gateway, "draft"))
         if args.baseline:
             env = {"PYTHONPATH": str(Path(args.baseline).resolve())}
-            before = common.Gateway(site, "sqlite", workers=1, env=env).start()
+            before = common.Gateway(site, "sqlite", workers=1, threads=4, env=env).start()
             opened.append(before.close)
             sides.append(Side("gateway-before", before, "draft"))
         for name, (server, client) in floors.items():

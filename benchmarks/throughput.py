@@ -1,21 +1,24 @@
 """Throughput: distinct jobs per second through the gateway ÷ the same WordPress work done
 directly, with ``--clients`` concurrent clients (default 8 = twice the 4 PHP workers, so that
-WordPress, the physical limit, stays busy on both sides; the gateway gets 8 sync workers for
-the same reason: a worker is held while it does its own ledger work, and with only 4 the PHP
-workers would idle meanwhile), each with its own keep-alive session. Rounds alternate A and B (A B B A A B ...), each round runs
-``--jobs`` jobs; the figure is the ratio of total jobs over total time per side.
+WordPress, the physical limit, stays busy on both sides), each with its own keep-alive
+session, against ``gateway serve`` as shipped: its default ``--workers``/``--threads`` and
+fair shares (``--workers``/``--threads`` to try others). A 429 ``tenant-busy`` is retried
+after its ``Retry-After``, as a client would, and counted. Rounds alternate A and B
+(A B B A A B ...), each round runs ``--jobs`` jobs; the figure is the ratio of total jobs
+over total time per side.
 
 A job through the gateway is what n8n does for a text-only article: ``PUT /v1/jobs/{id}``
 then ``PUT /v1/jobs/{id}/draft`` (create + read-back). Directly: ``POST /wp/v2/posts`` +
 ``GET /wp/v2/posts/{id}?context=edit``.
 
-    python benchmarks/throughput.py [--rounds 4] [--jobs 40] [--clients 4] [--out f]
+    python benchmarks/throughput.py [--rounds 4] [--jobs 40] [--clients 32] [--threads 16] [--out f]
 """
 
 # ruff: noqa: E501 - long report strings
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import threading
@@ -23,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import common
+import requests
 from common import say
 
 from gateway.actions.drafts import post_fields
@@ -52,6 +56,68 @@ def system_busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+class Rival:
+    """A second tenant, ``rival``, on the same gateway: its site is the same WordPress behind a
+    fault proxy that holds every draft 25 s (under the gateway's 30 s WordPress timeout), and
+    ``clients`` threads send it drafts all along, each retrying a 429 after its
+    ``Retry-After``. ``answers`` counts its status codes. ``clients`` 0: nothing at all."""
+
+    def __init__(self, gw: common.Gateway, site: dict, clients: int):
+        self.gw, self.site, self.clients = gw, site, clients
+        self.answers: collections.Counter = collections.Counter()
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Rival:
+        if not self.clients:
+            return self
+        from gateway.ledger import db
+        from gateway.tenancy import sites
+        from gateway.tenancy import tokens
+        from gateway_tools.fault_proxy import Fault
+        from gateway_tools.fault_proxy import FaultProxy
+
+        self.proxy = FaultProxy(upstream=self.site["url"], timeout=60).start()
+        posts = r"^/wp-json/wp/v2/posts/?$"
+        self.proxy.add_fault(Fault(kind="delay", seconds=25, method="POST", path=posts, times=None))
+        author = self.site["users"]["author"]
+        db.bind(self.gw.db_url)
+        with db.database.connection_context():
+            sites.add_site(
+                self.gw.secret, "rival", "wordpress", self.proxy.url,
+                author["username"], author["app_password"],
+            )  # fmt: skip
+            token = tokens.create_token("rival", "workflow", "bench-rival")
+        db.database.close()
+        for i in range(self.clients):
+            thread = threading.Thread(target=self._drafts, args=(token, i), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def _drafts(self, token: str, i: int) -> None:
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token}"
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            job = f"{common.run_id()}-rival{i}-{n}"
+            try:
+                s.put(f"{self.gw.url}/v1/jobs/{job}", json={"site": "wordpress", "task_version": 1})
+                r = s.put(f"{self.gw.url}/v1/jobs/{job}/draft", json=common.draft_body(job))
+            except requests.RequestException:
+                self.answers["connection error"] += 1
+                continue
+            self.answers[str(r.status_code)] += 1
+            if r.status_code == 429:
+                self.stop.wait(float(r.headers.get("Retry-After", "1")))
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.clients:
+            self.proxy.stop()  # the held drafts end at once: their connections close
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -59,13 +125,26 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--clients", type=int, default=8, help="2 x the PHP workers keeps WordPress busy"
     )
-    ap.add_argument("--workers", type=int, default=8, help="gateway (server) workers")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="gateway workers (default: as shipped)"
+    )
+    ap.add_argument(
+        "--threads", type=int, default=None, help="threads per worker (default: as shipped)"
+    )
+    ap.add_argument(
+        "--hostile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a second tenant with N clients whose WordPress answers every draft 25 s late "
+        "(a fault proxy), sending drafts all along: the measured tenant's throughput beside it",
+    )
     ap.add_argument("--database", default="sqlite")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.rounds, args.jobs, args.clients, args.workers = 2, 4, 4, 2
+        args.rounds, args.jobs, args.clients = 2, 4, 4
 
     site = common.load_site()
     info = common.machine(args.database)
@@ -73,18 +152,32 @@ def main(argv=None) -> int:
     rid = common.run_id()
     local = threading.local()
 
-    with common.Gateway(site, args.database, workers=args.workers) as gw:
-        say(f"gateway {gw.url} ({args.workers} workers), {args.clients} clients")
+    busy = []  # 429 tenant-busy answers: retried after their Retry-After, as a client would
+    with (
+        common.Gateway(site, args.database, workers=args.workers, threads=args.threads) as gw,
+        Rival(gw, site, args.hostile) as rival,
+    ):
+        say(
+            f"gateway {gw.url} (--workers {args.workers or 'default'}, --threads "
+            f"{args.threads or 'default'}), {args.clients} clients"
+        )
+
+        def send(s, path: str, body: dict, ok: tuple[int, ...]):
+            while True:
+                r = s.put(f"{gw.url}{path}", json=body)
+                if r.status_code != 429:
+                    assert r.status_code in ok, (r.status_code, r.text[:300])
+                    return r
+                busy.append(path)
+                time.sleep(float(r.headers.get("Retry-After", "1")))
 
         def gateway_job(n: str) -> None:
             if not hasattr(local, "gw"):
                 local.gw = gw.session()
             s = local.gw
             job_id = f"{rid}-t{n}"
-            r = s.put(f"{gw.url}/v1/jobs/{job_id}", json={"site": "wordpress", "task_version": 1})
-            assert r.status_code in (200, 201), r.text[:300]
-            r = s.put(f"{gw.url}/v1/jobs/{job_id}/draft", json=common.draft_body(f"{rid} {n}"))
-            assert r.status_code == 201, (r.status_code, r.text[:300])
+            send(s, f"/v1/jobs/{job_id}", {"site": "wordpress", "task_version": 1}, (200, 201))
+            send(s, f"/v1/jobs/{job_id}/draft", common.draft_body(f"{rid} {n}"), (201,))
 
         def direct_job(n: str) -> None:
             if not hasattr(local, "wp"):
@@ -122,12 +215,17 @@ def main(argv=None) -> int:
                     rates[name].append(args.jobs / elapsed)
                     say(f"  round {r} {name:8} {args.jobs / elapsed:6.2f} jobs/s")
 
+    rival_answers = dict(rival.answers) if args.hostile else {}
     gw_rate = totals["gateway"][0] / totals["gateway"][1]
     wp_rate = totals["direct"][0] / totals["direct"][1]
     result = {
         "machine": info,
         "clients": args.clients,
-        "gateway_workers": args.workers,
+        "gateway_workers": args.workers or "default",
+        "gateway_threads": args.threads or "default",
+        "tenant_busy_answers": len(busy),
+        "hostile_clients": args.hostile,
+        "hostile_answers": rival_answers,
         "jobs_per_round": args.jobs,
         "rounds": args.rounds,
         "gateway_jobs_per_s": round(gw_rate, 3),
@@ -143,9 +241,12 @@ def main(argv=None) -> int:
     say(
         f"throughput      gateway {gw_rate:.2f} jobs/s, direct {wp_rate:.2f} jobs/s, "
         f"ratio {result['ratio']:.3f}  goal >= 0.95; gateway CPU "
-        f"{result['gateway_cpu_ms_per_job']:.1f} ms per job; whole-machine CPU per job "
+        f"{result['gateway_cpu_ms_per_job']:.1f} ms per job; {len(busy)} answers 429 "
+        f"(retried); whole-machine CPU per job "
         f"{result['machine_cpu_ms_per_job']} (all processes, {os.cpu_count()} cores)"
     )
+    if args.hostile:
+        say(f"beside a hostile tenant of {args.hostile} clients: its answers {rival_answers}")
     common.write_json(args.out, result)
     return 0
 

@@ -46,7 +46,8 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     app.json.sort_keys = False
     _behind_proxies(app, cfg)
     crashes.install(app, cfg)  # fault tests only: first, so a request's count starts first
-    db.bind(cfg.database_url)
+    # a request holds its ledger connection to its end: one per thread, never a wait for one
+    db.bind(cfg.database_url, connections=max(db.POOL["max_connections"], cfg.worker_threads))
     if cfg.testing:
         migrations.migrate()
     elif check_ledger:

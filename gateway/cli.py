@@ -21,6 +21,8 @@ from flask.cli import with_appcontext
 from peewee import PeeweeException as PeeweeError
 
 from gateway.app import create_app
+from gateway.core.config import DEFAULT_THREADS
+from gateway.core.config import DEFAULT_WORKERS
 from gateway.core.config import ConfigError
 from gateway.core.exceptions import GatewayError
 from gateway.core.version import VERSION as __version__
@@ -525,11 +527,16 @@ def report_command(tenant):
 @click.option("--host", default="127.0.0.1", help="The address to listen on (loopback by default).")
 @click.option("--port", default=8000, type=int, help="The TCP port to listen on.")
 @click.option(
-    "--workers", default=4, type=int, help="granian worker processes (each with --threads)."
+    "--workers",
+    default=DEFAULT_WORKERS,
+    type=click.IntRange(1, 64),
+    show_default=True,
+    help="granian worker processes (each with --threads).",
 )
 @click.option(
     "--threads",
-    default=4,
+    default=DEFAULT_THREADS,
+    show_default=True,
     type=click.IntRange(1, 64),
     help="Threads per worker; workers x threads requests are served at once.",
 )
@@ -552,14 +559,21 @@ def report_command(tenant):
     show_default=True,
     help="One JSON object per line (for log collectors), or text for a terminal.",
 )
-def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format):
+@click.option(
+    "--share-port",
+    is_flag=True,
+    help="Listen beside another server already on the port (SO_REUSEPORT: the kernel "
+    "spreads connections over both); without it a busy port exits 2.",
+)
+def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format, share_port):
     """Serve the gateway with granian (several workers, one background sweep, one agent
     worker)."""
+    from gateway.core.listening import PortInUse
     from gateway.server import run
 
     try:
-        run(host, port, workers, sweep_interval, agent_worker, log_format, threads)
-    except (ConfigError, migrations.LedgerError) as error:
+        run(host, port, workers, sweep_interval, agent_worker, log_format, threads, share_port)
+    except (ConfigError, migrations.LedgerError, PortInUse) as error:
         raise KnownProblem(str(error)) from None
 
 
@@ -617,6 +631,7 @@ def mcp_command(transport, gateway_url, host, port, mcp_path, allow_host, allow_
                 media_root):  # fmt: skip
     """The gateway's tools over the Model Context Protocol (docs/mcp.md): a client of the
     gateway's HTTP API at GATEWAY_URL; it holds no WordPress credential."""
+    from gateway.core.listening import PortInUse
     from gateway.mcp import server
     from gateway.mcp import tools
 
@@ -628,7 +643,7 @@ def mcp_command(transport, gateway_url, host, port, mcp_path, allow_host, allow_
                 gateway_url, host, port, path=mcp_path, allow_hosts=allow_host,
                 allow_origins=allow_origin,
             )  # fmt: skip
-        except ValueError as error:
+        except (ValueError, PortInUse) as error:
             raise KnownProblem(str(error)) from None
         return
     token = os.environ.get("GATEWAY_TOKEN", "").strip()

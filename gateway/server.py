@@ -54,6 +54,7 @@ from granian.constants import Interfaces
 from granian.server import Server
 
 from gateway.core import config as config_module
+from gateway.core import listening
 from gateway.core import logs
 
 #: The server ``gateway serve`` runs on (the stack floor of ``benchmarks/stack_floor.py`` uses
@@ -164,19 +165,23 @@ def metrics_directory() -> str:
 def run(
     host: str,
     port: int,
-    workers: int,
-    sweep_interval: float,
+    workers: int = config_module.DEFAULT_WORKERS,
+    sweep_interval: float = 60,
     agent_worker: bool = True,
     log_format: str = "json",
-    threads: int = 4,
+    threads: int = config_module.DEFAULT_THREADS,
+    share_port: bool = False,
 ) -> None:
     """Run granian until stopped (SIGTERM or SIGINT): ``workers`` processes of ``threads``
     threads each, so at most ``workers * threads`` requests are served at once (the rest
-    wait); ``sweep_interval`` in seconds (0: no sweep); ``log_format`` is ``json`` or ``text``.
+    wait); ``sweep_interval`` in seconds (0: no sweep); ``log_format`` is ``json`` or ``text``;
+    ``share_port``: listen beside whatever already listens on the port (granian's
+    ``SO_REUSEPORT``) instead of refusing (:mod:`gateway.core.listening`).
 
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
         LedgerError: no ledger, or an outdated one (``gateway init-db`` first).
+        PortInUse: something listens on ``host:port`` already (without ``share_port``).
     """
     cfg = config_module.load()
     logs.configure(log_format)
@@ -186,6 +191,8 @@ def run(
     db.bind(cfg.database_url)
     migrations.check(cfg.database_url)  # refuse before any worker starts: one line, no traceback
     db.close_all()  # no connection may cross the fork into the workers
+    if not share_port:
+        listening.refuse_busy_port(host, port)
     agent = agent_worker and bool(cfg.openai_api_key)
     os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
     background = Background(sweep_interval, agent, metrics_directory())

@@ -308,10 +308,6 @@ def gateway_server(wp_site, ledger_url, tmp_path, transport, request):
         "GATEWAY_SECRET_KEY": SECRET_KEY,
         "GATEWAY_WP_TIMEOUT": "10",
         AUTHOR_PASSWORD_ENV: wp_site["users"]["author"]["app_password"],
-        # These tests race one tenant's identical requests through every thread; the fair
-        # shares (on by default, tests/test_fairness.py) would answer most with 429.
-        "GATEWAY_TENANT_REQUESTS": "0",
-        "GATEWAY_TENANT_SITE_CALLS": "0",
         **getattr(request, "param", {}),
     }
     command = gateway_command()

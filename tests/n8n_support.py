@@ -438,9 +438,6 @@ class N8nGateway:
             "GATEWAY_INFLIGHT_WINDOW": "3",
             # the editors' receiver is on loopback: listed, so the address guard lets it pass
             "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": editors_url.split("/")[2],
-            # one tenant drives every thread here (n8n and the test's own looks at the job)
-            "GATEWAY_TENANT_REQUESTS": "0",
-            "GATEWAY_TENANT_SITE_CALLS": "0",
             AUTHOR_PASSWORD_ENV: site["users"]["author"]["app_password"],
             **(env or {}),
         }

@@ -41,10 +41,6 @@ class Server:
             # short, so that tests of lost answers and restarts do not wait long
             "GATEWAY_WP_TIMEOUT": str(wp_timeout),
             "GATEWAY_INFLIGHT_WINDOW": "3",
-            # one tenant racing through every thread: the fair shares (tests/test_fairness.py)
-            # would answer most of those requests 429 tenant-busy
-            "GATEWAY_TENANT_REQUESTS": "0",
-            "GATEWAY_TENANT_SITE_CALLS": "0",
             PASSWORD_ENV: site["users"]["author"]["app_password"],
         }
         self.workdir = workdir

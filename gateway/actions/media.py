@@ -430,6 +430,7 @@ def put_media_from_url(
     answered = _answered_without_sending(target, key, slot, digest, alt_text, alive)
     if answered is not None:  # before anything is downloaded
         return answered
+    target.hold_request()  # a download waits on another server: the tenant's request share
     got = media_sources.download(source_url, target.config)
     mime, ext = sniff(got.content, target.config.media_max_pixels)
     name = safe_filename(filename or got.filename, slot, ext)

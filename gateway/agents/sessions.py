@@ -37,6 +37,7 @@ from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
+from gateway.tenancy import tenant_shares
 
 log = logging.getLogger(__name__)
 ACTIVE = ("in_progress", "requires_action")
@@ -51,11 +52,17 @@ def client_for(api_key: str, base_url: str | None) -> openai.OpenAI:
 def client(config: Config) -> openai.OpenAI:
     """The OpenAI client of this gateway (one per process and configuration).
 
+    Inside a request, the caller's tenant takes its request share first
+    (:func:`gateway.tenancy.tenant_shares.enter_noted`): an OpenAI call waits on another
+    server.
+
     Raises:
         AgentNotConfigured (503): ``GATEWAY_OPENAI_API_KEY`` is not set.
+        TenantBusy (429): the caller's tenant is at its request share in this worker.
     """
     if not config.openai_api_key:
         raise exc.AgentNotConfigured("set GATEWAY_OPENAI_API_KEY to connect agent sessions")
+    tenant_shares.enter_noted(config)
     return client_for(config.openai_api_key, config.openai_base_url)
 
 

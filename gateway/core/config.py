@@ -22,6 +22,13 @@ from typing import Any
 
 DEFAULT_DATABASE_URL = "sqlite:///gateway.ledger.db"
 DEFAULT_WP_TIMEOUT = 30.0
+# gateway serve's --workers and --threads, measured on 2 cores against the test WordPress
+# (docs/operations.md, "Workers and threads"): a request mostly waits on WordPress, so threads,
+# not processes, carry the load; with 32 a lone tenant's 32 keep-alive clients fit in either
+# worker however the connections fall, every thread but the fair shares' reserve
+# (gateway/tenancy/tenant_shares.py).
+DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 32
 # 40 megapixels (8000 x 5000): above any camera's default output we expect; decoding it takes
 # ~120 MiB (RGB), where a 13000 x 13000 pixel flood would take ~650 MiB.
 DEFAULT_MEDIA_MAX_PIXELS = 40_000_000
@@ -210,6 +217,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("media_url_timeout", float, "GATEWAY_MEDIA_URL_TIMEOUT", _seconds, 20.0,
       "seconds for one download (connect, redirects and body together), enforced on every "
       "read."),
+    S("preview_timeout", float, "GATEWAY_PREVIEW_TIMEOUT", _seconds, 20.0,
+      "seconds for one image the review page streams from WordPress, all of it: a dripping "
+      "answer is cut then, and the editor's share is held until its last byte."),
     S("media_max_pixels", int, "GATEWAY_MEDIA_MAX_PIXELS", _size, DEFAULT_MEDIA_MAX_PIXELS,
       "the most pixels (width x height) an image may declare; more is 422 "
       "``image-too-large`` before anything is decoded (Pillow's bomb limit follows it)."),
@@ -231,11 +241,13 @@ SETTINGS: tuple[Setting, ...] = (
       "the threads of this ``gateway serve`` worker process (set by ``gateway serve`` from "
       "``--threads``); 0 outside a server (no request share)."),
     S("tenant_requests", int | None, "GATEWAY_TENANT_REQUESTS", _count, None,
-      "requests one tenant may have in flight in one worker process; None = half of "
-      "``worker_threads`` (at least 1); 0 = no cap."),
-    S("tenant_site_calls", int, "GATEWAY_TENANT_SITE_CALLS", _count, 2,
-      "callers of one tenant talking to one of its sites at once in one worker process; "
-      "0 = no cap."),
+      "requests one tenant may have in flight in one worker process while another tenant "
+      "has one there (alone: every thread but one, :mod:`gateway.tenancy.tenant_shares`); "
+      "None = half of ``worker_threads`` (at least 1); 0 = no cap."),
+    S("tenant_site_calls", int | None, "GATEWAY_TENANT_SITE_CALLS", _count, None,
+      "callers of one tenant talking to one of its sites at once in one worker process "
+      "while another tenant is in flight there; None = a quarter of ``worker_threads`` (at "
+      "least 2: 8 of gateway serve's 32); 0 = no cap."),
     S("unauthenticated_rate", tuple[int, int] | None, "GATEWAY_UNAUTHENTICATED_RATE", _rate,
       (30, 60),
       "``(calls, seconds)`` without a valid token allowed per client address and worker "
@@ -308,8 +320,13 @@ def _tenant_request_cap(self) -> int:
 
 def _tenant_site_cap(self) -> int:
     """Callers of one tenant on one site at once in this worker process; 0 = no cap (also
-    outside ``gateway serve``)."""
-    return self.tenant_site_calls if self.worker_threads else 0
+    outside ``gateway serve``). Measured (docs/performance.md, issue 39): 2 held a tenant of
+    8 clients to 0.65 of direct beside a hostile tenant, 8 gave 0.86."""
+    if not self.worker_threads or self.tenant_site_calls == 0:
+        return 0
+    if self.tenant_site_calls is None:
+        return max(2, self.worker_threads // 4)
+    return self.tenant_site_calls
 
 
 def _with_overrides(self, **overrides):

@@ -35,11 +35,13 @@ _WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 _commit_observer: Callable[[str], None] | None = None
 
 
-def bind(url: str, **driver_options):
+def bind(url: str, connections: int | None = None, **driver_options):
     """Bind :data:`database` to ``url`` (``sqlite:///path`` or ``postgresql://...``).
 
     Connections are pooled (peewee's ``playhouse.pool``): a request's ``close()`` hands its
-    connection back for the next request of the same process instead of reconnecting.
+    connection back for the next request of the same process instead of reconnecting; at
+    most ``connections`` at once (default ``POOL["max_connections"]``, 16; ``gateway serve``
+    gives each worker one per thread), a caller past it waits up to 30 s for one.
     ``driver_options`` go to the driver's ``connect`` for every new connection
     (``sqlite3.connect``, ``psycopg2.connect``): e.g. a connection ``factory`` or a
     ``cursor_factory`` that counts statements (tests/test_statements.py). Returns the
@@ -53,7 +55,8 @@ def bind(url: str, **driver_options):
         if scheme.startswith("sqlite")
         else {}
     )
-    db = connect(f"{pooled}://{rest}", autoconnect=True, **POOL, **extra, **driver_options)
+    pool = {**POOL, "max_connections": connections or POOL["max_connections"]}
+    db = connect(f"{pooled}://{rest}", autoconnect=True, **pool, **extra, **driver_options)
     if database.obj is not None:
         database.obj.close_idle()  # rebinding (tests, the demo): drop the old pool's idle ones
     if _commit_observer is not None:

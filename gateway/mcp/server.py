@@ -38,6 +38,7 @@ from pydantic import ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from gateway.core import listening
 from gateway.core import validation
 from gateway.core.exceptions import PROBLEM_BASE
 from gateway.core.version import VERSION
@@ -298,8 +299,11 @@ def serve_http(gateway_url: str, host: str, port: int, **options) -> None:
 
     Raises:
         ValueError: see :func:`transport_security`.
+        PortInUse: something listens on ``host:port`` already (uvicorn would log it and
+            exit 1; :mod:`gateway.core.listening`).
     """
     import uvicorn
 
     app = http_app(gateway_url, host, **options)
+    listening.refuse_busy_port(host, port)
     uvicorn.run(app, host=host, port=port, log_level="warning")

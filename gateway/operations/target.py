@@ -48,17 +48,30 @@ class Target:
             self._site = sites.get_site(self.job.tenant, self.job.site)
         return self._site
 
-    def hold_slot(self) -> None:
-        """Take the tenant's share of the site (:mod:`gateway.tenancy.tenant_shares`, in
-        memory) and one of the site's concurrency slots (:mod:`gateway.tenancy.site_slots`)
-        for the caller's scope, the one place every path to WordPress takes them: before a
-        side effect is claimed, and before a client is made.
+    def hold_request(self) -> None:
+        """Take the tenant's request share for the current request
+        (:func:`gateway.tenancy.tenant_shares.enter_request`, in memory): at the first step
+        that waits on something outside the gateway (WordPress, an image download), never
+        for what the ledger answers alone (a replay, a refusal, a job's state).
 
         Raises:
-            TenantBusy (429): the tenant's callers on this site in this worker are at
-                ``GATEWAY_TENANT_SITE_CALLS``.
+            TenantBusy (429): the tenant is at its request share in this worker.
+        """
+        tenant_shares.enter_request(self.config, self.job.tenant)
+
+    def hold_slot(self) -> None:
+        """Take the tenant's request share (:meth:`hold_request`) and its share of the site
+        (:mod:`gateway.tenancy.tenant_shares`, in memory), then one of the site's concurrency
+        slots (:mod:`gateway.tenancy.site_slots`) for the caller's scope, the one place every
+        path to WordPress takes them: before a side effect is claimed, and before a client is
+        made.
+
+        Raises:
+            TenantBusy (429): the tenant is at its request share in this worker, or its
+                callers on this site in this worker are at ``GATEWAY_TENANT_SITE_CALLS``.
             SiteBusy (429): every slot of the site is held.
         """
+        self.hold_request()
         tenant_shares.hold_site(self.config, self.job.tenant, self.site.id)
         site_slots.hold(self.config, self.site.id)
 
