@@ -9,6 +9,8 @@ are hard to trigger on purpose against a real server:
 * ``drop_response`` -- upstream commits the request but the client connection is reset (RST)
   before any response byte is sent: the client cannot tell whether the write happened.
 * ``delay`` -- upstream's real response arrives only after ``Fault.seconds`` (client timeouts).
+* ``drip_body`` -- upstream's status and headers at once, then its body one byte every
+  ``Fault.seconds`` (a slow or hostile server: a per-read timeout restarts with every byte).
 * ``status_after_forward`` -- upstream commits the request but the client sees a 5xx.
 * ``status_without_forward`` -- the client sees a 5xx and upstream never saw the request.
 * ``php_notice`` -- a PHP notice (HTML) is prepended to upstream's body, breaking JSON parsing.
@@ -91,6 +93,7 @@ FAULT_KINDS: frozenset[str] = frozenset(
     {
         "drop_response",
         "delay",
+        "drip_body",
         "status_after_forward",
         "status_without_forward",
         "php_notice",
@@ -108,6 +111,7 @@ _FORWARDING_KINDS: frozenset[str] = frozenset(
     {
         "drop_response",
         "delay",
+        "drip_body",
         "status_after_forward",
         "php_notice",
         "strip_authorization",
@@ -187,7 +191,8 @@ class Fault:
             XML-RPC call is ``POST /xmlrpc.php``); ``None`` matches any body.
         times: how many matching requests get this fault before it is used up (an int >= 1);
             ``None`` means forever.
-        seconds: ``delay`` only: seconds (float >= 0) to wait before answering.
+        seconds: ``delay``: seconds (float >= 0) to wait before answering; ``drip_body``:
+            seconds between two bytes of the body.
         status: HTTP status for ``status_after_forward`` / ``status_without_forward`` (default
             500) and ``throttle`` (default 429); ignored by the other kinds.
         retry_after: ``throttle`` only: value of the ``Retry-After`` header, in seconds.
@@ -910,6 +915,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             record(upstream.status, kind, True)
             proxy._stopping.wait(fault.seconds)
             self._send_upstream(method, upstream)
+        elif kind == "drip_body":
+            record(upstream.status, kind, True)
+            self._send_upstream(method, upstream, drip=fault.seconds)
         elif kind == "status_after_forward":
             status = fault.effective_status or 500
             record(status, kind, True)
@@ -958,7 +966,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     # --- responses
 
-    def _send_upstream(self, method: str, upstream: _UpstreamResponse) -> None:
+    def _send_upstream(self, method: str, upstream: _UpstreamResponse, drip: float = 0) -> None:
         connection_tokens = _connection_tokens(upstream.headers)
         try:
             self.send_response_only(upstream.status, upstream.reason or None)
@@ -977,7 +985,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             elif not no_body:
                 self.send_header("Content-Length", str(len(upstream.body)))
             self.end_headers()
-            if not no_body:
+            if not no_body and drip:
+                self.wfile.flush()
+                for i in range(len(upstream.body)):  # one byte at a time, until stopped
+                    if self.server.proxy._stopping.wait(drip):
+                        break
+                    self.wfile.write(upstream.body[i : i + 1])
+                    self.wfile.flush()
+            elif not no_body:
                 self.wfile.write(upstream.body)
             self.wfile.flush()
         except OSError:  # client went away (e.g. it timed out during a delay)

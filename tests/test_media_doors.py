@@ -130,3 +130,34 @@ def test_a_valid_request_passes_the_parser_at_every_door(offline_gw, media_job):
             agent_tools.execute(target, "upload_media", {"slot": "hero", **valid}, "agent:t")
     assert unreachable.value.status == 503
     assert _mcp(media_job, valid)["type"].endswith("/gateway-unreachable")
+
+
+def test_a_local_path_outside_the_roots_gets_one_answer_whether_or_not_it_exists(tmp_path):
+    """Issue 40: MCP's stdio ``path`` outside the operator's folders is refused with the same
+    problem for a file that exists, one that does not, one reached through ``..`` and one
+    reached through a link out of the root, so the tool is no oracle of the file system.
+    Inside the roots a missing file is still "no such file"."""
+    root, elsewhere = tmp_path / "media", tmp_path / "private"
+    root.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "secret.png").write_bytes(png_bytes((1, 2, 3), 2))
+    (root / "link.png").symlink_to(elsewhere / "secret.png")
+    (root / "dangling.png").symlink_to(elsewhere / "missing.png")
+
+    def answer(path) -> tuple[str, str]:
+        with pytest.raises(Problem) as refused:
+            mcp_tools.read_local_image(str(path), (root.resolve(),))
+        return refused.value.body["detail"], refused.value.body["errors"][0]["pointer"]
+
+    outside = ("the file is not under a folder the operator allows", "/path")
+    for path in (
+        elsewhere / "secret.png",
+        elsewhere / "missing.png",
+        tmp_path / "nowhere" / "x.png",
+        root / ".." / "private" / "secret.png",
+        root / ".." / "private" / "missing.png",
+        root / "link.png",
+        root / "dangling.png",
+    ):
+        assert answer(path) == outside, path
+    assert answer(root / "missing.png") == ("no such file", "/path")

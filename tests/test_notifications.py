@@ -13,15 +13,15 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from n8n_support import Receiver
 from support import SECRET_KEY
 from support import TENANT
-from support import gateway_command
+from support import gateway_cli_process
 from support import new_job_id
 from support import png_bytes
 from support import problem_slug
@@ -35,6 +35,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import ResumePoint
+from gateway.operations import transitions
 from gateway.recovery import reconciliation
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -323,9 +324,7 @@ def test_a_release_0_1_0_ledger_migrates_and_takes_a_notification_url(tmp_path):
     }
 
     def cli(*args):
-        return subprocess.run(
-            [*gateway_command(), *args], env=env, capture_output=True, text=True, timeout=120
-        )
+        return gateway_cli_process(list(args), env)  # in-process: the answer is the point
 
     assert cli("init-db").returncode == 0
     # loopback passes the address guard only when listed (issue 29)
@@ -362,3 +361,51 @@ def test_the_address_guard_runs_again_at_send_time_and_errors_name_no_path(offli
         listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
         error = listed.get_json()["notifications"][0]["last_error"]
         assert "127.0.0.1 is not a public address" in error and "/editors" not in error
+
+
+def _pending(tenant: str, n: int) -> None:
+    """``n`` PENDING notifications of ``tenant``, decided as :func:`notifications.decide`
+    leaves them (the deliveries are what this test watches)."""
+    for i in range(n):
+        job_id = new_job_id()
+        Notification.create(
+            key=f"{tenant}/{job_id}/v1/notify/ready_for_approval",
+            tenant=tenant,
+            job_id=job_id,
+            task_version=1,
+            event="ready_for_approval",
+            payload={"event": "ready_for_approval", "job_id": job_id, "n": i},
+        )
+
+
+def test_a_slow_receiver_delays_only_its_own_tenant_and_a_held_row_stops_no_one(offline_gw):
+    """Issue 40, row 5 and the dead sender: rival's receiver answers 200 after 1 s; rival
+    has 6 notifications pending, acme 1 after them. One pass gives the tenants turns: acme's
+    arrives within the pass's first two seconds (before: after all of rival's, 6 s), rival
+    stops after its slice (GATEWAY_NOTIFICATION_TIMEOUT, 3 s here) and goes on next pass. A
+    row another sender holds is passed over and the tenant's other rows go on; the pass
+    counts only what it delivered."""
+    gw = offline_gw
+    with Receiver(delay=1.0) as slow, Receiver() as quick:
+        hosts = frozenset(r.url.split("/")[2] for r in (slow, quick))
+        config = gw.app.config["GATEWAY"].with_overrides(
+            notification_url_allow_hosts=hosts, notification_timeout=3.0
+        )
+        in_ledger(gw, notifications.set_url, config, "rival", slow.url)
+        in_ledger(gw, notifications.set_url, config, TENANT, quick.url)
+        in_ledger(gw, _pending, "rival", 6)
+        in_ledger(gw, _pending, TENANT, 2)
+        held = in_ledger(gw, lambda: Notification.get(Notification.tenant == TENANT))
+        # another sender claimed acme's first row and died holding it
+        assert in_ledger(gw, transitions.claim_delivery, held, 60)
+        started = time.monotonic()
+        counts = in_ledger(gw, notifications.resend_pending, config)
+        assert len(quick.messages) == 1 and quick.arrivals[0] - started < 2.0, quick.arrivals
+        assert quick.keys() != [held.key]  # the held row was passed over, the other sent
+        assert 3 <= len(slow.messages) <= 4  # rival's slice: about 3 s of 1 s answers
+        assert counts == {
+            "delivered": 1 + len(slow.messages),
+            "pending": 8 - 1 - len(slow.messages),
+        }
+        again = in_ledger(gw, notifications.resend_pending, config)
+        assert again["delivered"] >= 1 and len(quick.messages) == 1  # acme's held row waits

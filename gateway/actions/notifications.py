@@ -37,6 +37,7 @@ The sweep also decides ``needs_attention`` for a job no request has touched for
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import threading
@@ -205,6 +206,11 @@ def deliver(config: Config, row: Notification) -> Notification:
     after the last definite refusal allowed). Never raises for the receiver's trouble."""
     if row.state != PENDING or not _claim(config, row):
         return Notification.get_by_id(row.id)
+    return _send_claimed(config, row)
+
+
+def _send_claimed(config: Config, row: Notification) -> Notification:
+    """The attempt of :func:`deliver` on a row this sender has claimed."""
     error, refused = _send(config, row)
     if error is None:
         transitions.move(
@@ -279,27 +285,42 @@ def notify(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
 
 
 def resend_pending(config: Config, limit: int = 200) -> dict:
-    """One delivery pass: one attempt for each PENDING notification not held by a sender,
-    oldest first; after a tenant's first failure in the pass its other rows wait for the next
-    pass (one slow receiver costs at most one ``notification_timeout`` per pass). Returns
-    ``{"delivered", "pending"}`` counts after the pass (a row refused for the last time in
-    the pass is neither; a row waiting out its back-off is pending)."""
+    """One delivery pass over the PENDING notifications not held by a sender: the tenants
+    take turns, one attempt each, oldest row first within a tenant, so one tenant's many
+    rows or slow receiver delay only its own (issue 40). A tenant leaves the pass at its first
+    failure, or once its attempts in the pass took ``notification_timeout`` seconds (a slow
+    but successful receiver); its other rows wait for the next pass. A row another sender
+    claimed first is passed over: it is that sender's, not the receiver's failure, and the
+    tenant's other rows go on. Returns ``{"delivered", "pending"}``: the rows this pass
+    delivered, and those left pending (held, backing off, not reached or failed; a row
+    refused for the last time in the pass is neither)."""
     counts = {"delivered": 0, "pending": 0}
-    failing: set[str] = set()
     rows = Notification.select().where(Notification.state == PENDING).order_by(Notification.id)
     now = db.db_now()
+    queues: dict[str, collections.deque] = {}
     for row in rows.limit(limit):
         if row.claimed_until is not None and row.claimed_until > now:  # held, or backing off
             counts["pending"] += 1
-            continue
-        if row.tenant in failing:
-            counts["pending"] += 1
-            continue
-        state = deliver(config, row).state
-        if state in (DELIVERED, PENDING):  # a row REFUSED now is neither: never resent
-            counts["delivered" if state == DELIVERED else "pending"] += 1
-        if state != DELIVERED:
-            failing.add(row.tenant)
+        else:
+            queues.setdefault(row.tenant, collections.deque()).append(row)
+    spent: collections.Counter[str] = collections.Counter()
+    while queues:
+        for tenant in list(queues):
+            row = queues[tenant].popleft()
+            if not _claim(config, row):  # another sender took it since the select
+                state, mine = Notification.get_by_id(row.id).state, False
+            else:
+                started = time.monotonic()
+                state, mine = _send_claimed(config, row).state, True
+                spent[tenant] += time.monotonic() - started
+            if mine and state == DELIVERED:
+                counts["delivered"] += 1
+            elif state == PENDING:
+                counts["pending"] += 1
+            if mine and (state != DELIVERED or spent[tenant] >= config.notification_timeout):
+                counts["pending"] += len(queues.pop(tenant))  # the next pass goes on
+            elif not queues[tenant]:
+                del queues[tenant]
     return counts
 
 

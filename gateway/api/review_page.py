@@ -53,6 +53,7 @@ from gateway.operations.target import target_for
 from gateway.operator import metrics
 from gateway.recovery import retries
 from gateway.tenancy import address_limits
+from gateway.tenancy import site_slots
 from gateway.tenancy import tenant_shares
 from gateway.tenancy import tokens
 
@@ -106,7 +107,7 @@ def _before():
     principal = _signed_in()
     if principal is not None:
         g.principal = principal
-        tenant_shares.enter_request(config(), principal.tenant)  # 429 tenant-busy
+        tenant_shares.note_caller(principal.tenant)  # its share: at the first slow step
     elif request.endpoint != "review_page.login":
         return redirect(url_for("review_page.login"), 303)
     return None
@@ -128,10 +129,16 @@ def _csrf_error(error):
 
 @bp.errorhandler(exc.GatewayError)
 def _gateway_error(error: exc.GatewayError):
-    if request.method == "GET":  # no redirect loop when the page itself cannot be built
-        return render_template(
-            "review_error.html", title=error.title, detail=error.detail
-        ), error.status
+    # no redirect loop when the page itself cannot be built; a busy gateway says so with
+    # its status and Retry-After (a redirect would send the browser to ask again at once)
+    if request.method == "GET" or error.status == 429:
+        page = make_response(
+            render_template("review_error.html", title=error.title, detail=error.detail),
+            error.status,
+        )
+        if error.retry_after:
+            page.headers["Retry-After"] = str(error.retry_after)
+        return page
     flash(f"{error.title}: {error.detail}", "error")
     return _back()
 
@@ -237,6 +244,9 @@ def job_image(job_id: str, media_id: int):
     content_type, chunks = previews.job_image(config(), _job(job_id), media_id)
     response = Response(chunks, mimetype=content_type)
     response.headers["Cache-Control"] = "private, max-age=300"
+    # the editor's share and the site slot are held until the last byte is sent (or the
+    # editor goes away), not given back at the request's end before the stream starts
+    response.call_on_close(site_slots.hand_over_held())
     return response
 
 

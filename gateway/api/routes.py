@@ -41,6 +41,7 @@ from gateway.tenancy import address_limits
 from gateway.tenancy import rate_limits
 from gateway.tenancy import site_slots
 from gateway.tenancy import tenant_shares
+from gateway.tenancy import tokenless
 from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
 
@@ -63,7 +64,7 @@ def _authenticate():
     g.token_hash = tokens.rate_key(secret)  # the token's SHA-256, never the token
     logs.bind(tenant=principal.tenant)
     rate_limits.count_request(config(), tokens.rate_key(secret))
-    take_request_share(principal.tenant)
+    tenant_shares.note_caller(principal.tenant)  # its share: at the first slow step
     return None
 
 
@@ -82,16 +83,6 @@ def refuse_unauthenticated() -> exc.GatewayError:
     return exc.Unauthenticated(
         "send 'Authorization: Bearer <token>' with a token from 'gateway tokens create'"
     )
-
-
-def take_request_share(tenant: str) -> None:
-    """The tenant's share of this worker's threads for the current request
-    (:mod:`gateway.tenancy.tenant_shares`); given back by the teardown hook.
-
-    Raises:
-        TenantBusy (429): the tenant is at its share.
-    """
-    tenant_shares.enter_request(config(), tenant)
 
 
 def _no_job_route() -> exc.GatewayError:
@@ -168,23 +159,29 @@ def init_app(app: Flask) -> None:
     wordpress_client.add_observer(metrics.observe_wordpress)
     wordpress_client.add_observer(logs.log_wordpress_call)
 
-    @app.before_request
-    def _chunked_limit():
+    def _read_body():
+        # Once the caller is known (after _authenticate: a body dripped by a caller without
+        # a token is never read), a tenant's body is read here, whole, within its share of
+        # bodies being read (tenant_shares.reading_body), before any route parses it.
         # Werkzeug stops reading a body without Content-Length (Transfer-Encoding: chunked)
-        # at MAX_CONTENT_LENGTH and hands on the truncated bytes: refuse it as too large.
-        if (
-            request.content_length is None
-            and "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-        ):
-            if len(request.get_data(cache=True)) >= app.config["MAX_CONTENT_LENGTH"]:
-                raise RequestEntityTooLarge()
+        # at MAX_CONTENT_LENGTH and hands on the truncated bytes: refused as too large.
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        principal = g.get("principal")
+        if principal is None or not (request.content_length or chunked):
+            return None
+        with tenant_shares.reading_body(config(), principal.tenant):
+            data = request.get_data(cache=True)
+        if request.content_length is None and len(data) >= app.config["MAX_CONTENT_LENGTH"]:
+            raise RequestEntityTooLarge()
         return None
 
     @app.before_request
     def _connect():
         _start_request()
+        if tokenless.applies(request.method, request.path):  # before any byte of its body
+            tokenless.enter(config(), request.remote_addr)  # 429 past its cap
         database.connect(reuse_if_open=True)
-        return _authenticate() or request_keys.start()
+        return _authenticate() or _read_body() or request_keys.start()
 
     app.after_request(_finish_request)
     app.after_request(request_keys.finish)  # runs before _finish_request (reverse order)
@@ -192,6 +189,7 @@ def init_app(app: Flask) -> None:
     @app.teardown_request
     def _close(_error=None):
         tenant_shares.leave_request()
+        tokenless.leave()
         try:
             site_slots.release_held()
         except DatabaseError as error:  # the slot expires by itself (site_slots.slot_ttl)

@@ -141,7 +141,9 @@ def job_image(config: Config, job: Job, media_id: int) -> tuple[str, Iterator]:
     client = target_for(config, job).client
     try:
         url = on_site(client.base_url, _image_source(client.get_media(media_id)))
-        content_type, chunks = client.fetch_file(url, IMAGE_TYPES, MAX_IMAGE_BYTES)
+        content_type, chunks = client.fetch_file(
+            url, IMAGE_TYPES, MAX_IMAGE_BYTES, config.preview_timeout
+        )
     except WordPressError as error:
         if error.status == 404:
             raise NotFound(f"WordPress has no attachment {media_id} any more") from None

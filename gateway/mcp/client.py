@@ -12,12 +12,19 @@ RFC 9457 body, or one made here when no answer came:
 
 "Wait" answers (409 ``operation-in-progress`` and ``request-key-in-progress``) are sent
 again after ``Retry-After`` (at most :attr:`GatewayAPI.wait_seconds` in all): the same
-request is safe to repeat, since its operation key is made from the job.
+request is safe to repeat, since its operation key is made from the job. A waiting call holds
+one of the MCP server's threads, so each caller token may have at most
+:attr:`GatewayAPI.waits_per_token` calls waiting at once; a call past that gets the "wait"
+answer at once, with its ``retry_after``, and one caller cannot take the threads the other
+callers of a shared server need.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import requests
@@ -78,13 +85,39 @@ class GatewayAPI:
     Args:
         timeout: seconds for one call (a draft may write, read back and look up).
         wait_seconds: how long "wait" answers are waited for before they are handed on.
+        waits_per_token: how many calls of one caller token may wait at once.
     """
 
-    def __init__(self, base_url: str, timeout: float = 120.0, wait_seconds: float = 20.0):
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = 120.0,
+        wait_seconds: float = 20.0,
+        waits_per_token: int = 4,
+    ):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.wait_seconds = wait_seconds
+        self.waits_per_token = waits_per_token
         self.session = requests.Session()
+        self._waiting: Counter[str] = Counter()  # SHA-256 of a token -> its calls waiting
+        self._lock = threading.Lock()
+
+    def _start_waiting(self, token: str) -> str | None:
+        """Count one more waiting call of ``token``: its key, or None when the token already
+        has :attr:`waits_per_token` calls waiting."""
+        key = hashlib.sha256(token.encode()).hexdigest()
+        with self._lock:
+            if self._waiting[key] >= self.waits_per_token:
+                return None
+            self._waiting[key] += 1
+        return key
+
+    def _stop_waiting(self, key: str) -> None:
+        with self._lock:
+            self._waiting[key] -= 1
+            if self._waiting[key] <= 0:
+                del self._waiting[key]
 
     def call(
         self,
@@ -94,21 +127,31 @@ class GatewayAPI:
         body: dict | None = None,
         request_key: str | None = None,
     ) -> Answer:
-        """One API call (JSON in, JSON out), "wait" answers waited out.
+        """One API call (JSON in, JSON out), "wait" answers waited out (at most
+        :attr:`waits_per_token` calls of one token at once: the module's docstring).
 
         Raises:
             Problem: the gateway refused (its problem body), or no answer came
-                (``gateway-unreachable``, ``gateway-connection-lost``).
+                (``gateway-unreachable``, ``gateway-connection-lost``); a "wait" answer
+                past :attr:`wait_seconds` or past the token's waits, with its
+                ``retry_after``.
         """
         deadline = time.monotonic() + self.wait_seconds
-        while True:
-            try:
-                return self._once(token, method, path, body, request_key)
-            except Problem as problem:
-                pause = problem.retry_after or 1
-                if problem.slug not in WAIT_SLUGS or time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
+        waiting: str | None = None
+        try:
+            while True:
+                try:
+                    return self._once(token, method, path, body, request_key)
+                except Problem as problem:
+                    pause = problem.retry_after or 1
+                    if problem.slug not in WAIT_SLUGS or time.monotonic() + pause > deadline:
+                        raise
+                    if waiting is None and (waiting := self._start_waiting(token)) is None:
+                        raise
+                    time.sleep(pause)
+        finally:
+            if waiting is not None:
+                self._stop_waiting(waiting)
 
     def _once(self, token, method, path, body, request_key) -> Answer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}

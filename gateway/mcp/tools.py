@@ -354,15 +354,25 @@ def read_local_image(path: str, roots: tuple[Path, ...]) -> tuple[bytes, str]:
     """The bytes and file name of the image at ``path``, which must resolve (symbolic links
     followed) to a regular file of at most :data:`MAX_PATH_BYTES` under one of ``roots``.
 
+    Outside the roots a path gets one answer whether or not it exists, so the tool tells a
+    caller nothing about the rest of the file system (issue 40).
+
     Raises:
         Problem: ``validation-failed`` at ``/path`` otherwise; nothing is read or sent.
     """
+    outside = _local_problem("the file is not under a folder the operator allows", "/path")
+    try:
+        where = Path(path).resolve(strict=False)  # every link that exists followed
+    except (OSError, RuntimeError, ValueError):
+        raise outside from None
+    if not any(where.is_relative_to(root) for root in roots):
+        raise outside
     try:
         real = Path(path).resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         raise _local_problem("no such file", "/path") from None
     if not any(real.is_relative_to(root) for root in roots):
-        raise _local_problem("the file is not under a folder the operator allows", "/path")
+        raise outside
     if not real.is_file():
         raise _local_problem("not a regular file", "/path")
     if real.stat().st_size > MAX_PATH_BYTES:

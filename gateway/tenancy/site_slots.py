@@ -31,6 +31,7 @@ import contextvars
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from collections.abc import Iterator
 
 from gateway.core import exceptions as exc
@@ -70,6 +71,30 @@ def release_held() -> None:
     _held.set(None)
     if held:
         SiteSlot.delete().where(SiteSlot.id << list(held.values())).execute()
+
+
+def hand_over_held() -> Callable[[], None]:
+    """Take the current scope's holds out of it (the site slots and, through
+    :func:`gateway.tenancy.tenant_shares.hand_over`, the tenant's request and site shares)
+    for an answer streamed after the request ends: the scope's end releases nothing of
+    them, and the returned function releases them all, once (in a ledger connection of its
+    own, as it runs after the request's connection was given back).
+
+    Raises (from the returned function): peewee's DatabaseError when the ledger cannot be
+    reached; the slot rows then expire by themselves (:func:`slot_ttl`)."""
+    give_back = tenant_shares.hand_over()
+    held = dict(_held.get() or {})
+    if _held.get() is not None:
+        _held.set({})
+
+    def release() -> None:
+        give_back()  # the in-memory shares first: that cannot fail
+        if held:
+            with db.database.connection_context():
+                SiteSlot.delete().where(SiteSlot.id << list(held.values())).execute()
+            held.clear()
+
+    return release
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ is definite.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -53,6 +54,8 @@ _JSON_START = re.compile(r"[\[{]")
 #: ``unavailable``. The gateway's logs and
 #: metrics register here, so this package needs neither.
 OBSERVERS: list[Callable[[str, str, int | None, str, float], None]] = []
+
+log = logging.getLogger(__name__)
 
 
 def add_observer(observer: Callable[[str, str, int | None, str, float], None]) -> None:
@@ -377,12 +380,17 @@ class WordPressClient:
         """``GET /wp/v2/media/{id}?context=edit``."""
         return self.call("GET", f"/wp/v2/media/{media_id}", write=False, params={"context": "edit"})
 
-    def fetch_file(self, url: str, content_types: tuple[str, ...], max_bytes: int):
+    def fetch_file(
+        self, url: str, content_types: tuple[str, ...], max_bytes: int, deadline: float = 20.0
+    ):
         """``GET url`` (an uploaded file of this site, e.g. an attachment's ``source_url``)
         with the site's credentials, streamed.
 
         Returns ``(content type, iterator of byte chunks)``; the iterator closes the
-        response when exhausted and stops at ``max_bytes``.
+        response when exhausted, stops at ``max_bytes``, and stops ``deadline`` seconds after
+        this call whatever WordPress still sends (each read returns what one socket read got,
+        urllib3's ``read1``, so a dripping answer is cut on time; the per-read timeout alone
+        restarts with every byte).
 
         Raises:
             WordPressNotFound: 404, or a content type outside ``content_types``, or a body
@@ -411,14 +419,19 @@ class WordPressClient:
                 status=404,
             )
 
+        ends = time.monotonic() + deadline
+
         def chunks():
             sent = 0
             try:
-                for chunk in response.iter_content(64 * 1024):
+                while chunk := response.raw.read1(64 * 1024, decode_content=True):
                     sent += len(chunk)
                     if sent > max_bytes:
                         return
                     yield chunk
+                    if time.monotonic() > ends:
+                        log.warning("a file from %s took longer than %s s: cut", url, deadline)
+                        return
             finally:
                 response.close()
 

@@ -303,12 +303,14 @@ class XmlRpcClient:
         self._call(methods.posts.EditPost(media_id, struct), write=True)
         return self._read_after_write(media_id)
 
-    def fetch_file(self, url: str, content_types: tuple[str, ...], max_bytes: int):
+    def fetch_file(
+        self, url: str, content_types: tuple[str, ...], max_bytes: int, deadline: float = 20.0
+    ):
         """``GET url`` of an uploaded file: served over plain HTTP by the site, so the REST
         client's :meth:`~gateway.wordpress.client.WordPressClient.fetch_file` does it, with
-        the same credentials and rules (no redirects, type and size limits)."""
+        the same credentials and rules (no redirects, type and size limits, ``deadline``)."""
         rest = WordPressClient(self.base_url, self.username, self._password, self.timeout)
-        return rest.fetch_file(url, content_types, max_bytes)
+        return rest.fetch_file(url, content_types, max_bytes, deadline)
 
     def site_index(self) -> dict:
         """``{"url", "home"}`` of the install from its ``/wp-json/`` index, read as the REST
