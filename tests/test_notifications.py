@@ -417,6 +417,31 @@ def test_a_slow_receiver_delays_only_its_own_tenant_and_a_held_row_stops_no_one(
         assert again["delivered"] >= 1 and len(quick.messages) == 1  # acme's held row waits
 
 
+def test_a_row_claimed_after_the_pass_listed_it_is_passed_over_and_the_rest_go_on(offline_gw):
+    """Issue 40, the dead sender's race: another sender claims acme's oldest row after the
+    pass listed it (while the pass waits 2 s on rival's older one) and dies holding it. The
+    pass meets the claim, passes the row over and delivers acme's two others (before: it took
+    the lost claim for acme's receiver failing and left them for the next pass); it counts
+    only what it delivered."""
+    gw = offline_gw
+    with Receiver(delay=2.0) as slow, Receiver() as quick:
+        hosts = frozenset(r.url.split("/")[2] for r in (slow, quick))
+        config = gw.app.config["GATEWAY"].with_overrides(notification_url_allow_hosts=hosts)
+        in_ledger(gw, notifications.set_url, config, "rival", slow.url)
+        in_ledger(gw, notifications.set_url, config, TENANT, quick.url)
+        in_ledger(gw, _pending, "rival", 1)
+        in_ledger(gw, _pending, TENANT, 3)
+        rows = in_ledger(gw, lambda: list(Notification.select().order_by(Notification.id)))
+        acme = rows[1:]  # after rival's
+        with ThreadPoolExecutor(1) as pool:
+            delivery = pool.submit(in_ledger, gw, notifications.resend_pending, config)
+            wait_for(lambda: slow.arrivals, 10, "the pass did not start", interval=0.02)
+            assert in_ledger(gw, transitions.claim_delivery, acme[0], 60)
+            counts = delivery.result(timeout=30)
+        assert len(slow.messages) == 1 and sorted(quick.keys()) == sorted(n.key for n in acme[1:])
+        assert counts == {"delivered": 3, "pending": 1}
+
+
 @pytest.mark.postgresql_pass  # three gateway processes share one ledger only on PostgreSQL
 def test_a_sender_killed_holding_a_claim_stops_none_of_its_tenants_other_notifications(
     ledger_url, tmp_path
@@ -427,7 +452,9 @@ def test_a_sender_killed_holding_a_claim_stops_none_of_its_tenants_other_notific
     notification stays in the ledger for 30 s (GATEWAY_NOTIFICATION_TIMEOUT + 20). Six more
     notifications of acme, decided through the two survivors, all arrive while that claim
     holds; once it has run out (moved into the past in the ledger, not slept for) a survivor
-    delivers the held one, answered once."""
+    delivers the held one, answered once. (A pass before the fix, d312f3e, also skipped a
+    row already held when it listed it, so this held there too; the race it lost, a claim
+    landing after the listing, is the test above.)"""
     with Receiver(hang=1) as editors:
         servers = [Server(OFFLINE_SITE, ledger_url, tmp_path) for _ in range(3)]
         try:
