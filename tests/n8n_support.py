@@ -345,20 +345,32 @@ class Receiver:
     notification URL): records every JSON POST and its headers, and answers each with the
     next of ``statuses`` (200 once they are used up), ``delay`` seconds after the request
     arrived (a slow but successful receiver); ``arrivals`` holds each POST's
-    ``time.monotonic()``."""
+    ``time.monotonic()``. The first ``hang`` POSTs are read and never answered (a receiver
+    that does not answer: the sender's deadline or death ends the wait); they are not in
+    ``messages`` but in ``hung``: ``(Idempotency-Key, the sender's port)`` each."""
 
-    def __init__(self, statuses: list[int] | None = None, delay: float = 0) -> None:
+    def __init__(self, statuses: list[int] | None = None, delay: float = 0, hang: int = 0) -> None:
         self.messages: list[dict] = []
         self.headers: list[dict] = []
         self.arrivals: list[float] = []
+        self.hung: list[tuple[str, int]] = []
         self.statuses = list(statuses or [])
-        receiver = self
+        self.released = threading.Event()  # set on exit: the hung handlers end
+        receiver, lock = self, threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's naming
                 receiver.arrivals.append(time.monotonic())
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                with lock:
+                    hangs = len(receiver.hung) < hang
+                    if hangs:
+                        key = self.headers.get("Idempotency-Key", "")
+                        receiver.hung.append((key, self.client_address[1]))
+                if hangs:
+                    receiver.released.wait()
+                    return  # no answer at all
                 time.sleep(delay)
                 try:
                     body = json.loads(raw or b"null")
@@ -387,6 +399,7 @@ class Receiver:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 

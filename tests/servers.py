@@ -123,6 +123,22 @@ class Server:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
+    def has_connection_from(self, port: int) -> bool:
+        """Whether one of this server's processes (its session: the main process and its
+        workers) has the TCP socket whose local port is ``port``, e.g. the sender's end of a
+        POST a local receiver holds (read from /proc: Linux)."""
+        sockets = {f"socket:[{inode}]" for inode in _inodes_of_local_port(port)}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                session = int(stat.read_text().rsplit(")", 1)[1].split()[3])
+                if session == self.process.pid and any(
+                    os.readlink(fd) in sockets for fd in (stat.parent / "fd").iterdir()
+                ):
+                    return True
+            except OSError:  # the process ended meanwhile
+                continue
+        return False
+
     def call(self, method: str, path: str, **kwargs) -> requests.Response:
         return requests.request(method, self.url + path, headers=self.headers, timeout=30, **kwargs)
 
@@ -138,6 +154,17 @@ class Server:
                 return answer
             time.sleep(min(float(answer.headers.get("Retry-After", "1")), 3))
         return answer
+
+
+def _inodes_of_local_port(port: int) -> set[str]:
+    """The inodes of the TCP sockets (IPv4 and IPv6) whose local port is ``port``."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
 
 
 def _worth_retrying(answer: requests.Response) -> bool:

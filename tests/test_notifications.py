@@ -15,12 +15,18 @@ import os
 import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from n8n_support import Receiver
+from n8n_support import wait_for
+from servers import Server
+from support import OFFLINE_SITE
 from support import SECRET_KEY
+from support import SITE_NAME
 from support import TENANT
+from support import gateway_cli_ok
 from support import gateway_cli_process
 from support import new_job_id
 from support import png_bytes
@@ -409,3 +415,108 @@ def test_a_slow_receiver_delays_only_its_own_tenant_and_a_held_row_stops_no_one(
         }
         again = in_ledger(gw, notifications.resend_pending, config)
         assert again["delivered"] >= 1 and len(quick.messages) == 1  # acme's held row waits
+
+
+def test_a_row_claimed_after_the_pass_listed_it_is_passed_over_and_the_rest_go_on(offline_gw):
+    """Issue 40, the dead sender's race: another sender claims acme's oldest row after the
+    pass listed it (while the pass waits 2 s on rival's older one) and dies holding it. The
+    pass meets the claim, passes the row over and delivers acme's two others (before: it took
+    the lost claim for acme's receiver failing and left them for the next pass); it counts
+    only what it delivered."""
+    gw = offline_gw
+    with Receiver(delay=2.0) as slow, Receiver() as quick:
+        hosts = frozenset(r.url.split("/")[2] for r in (slow, quick))
+        config = gw.app.config["GATEWAY"].with_overrides(notification_url_allow_hosts=hosts)
+        in_ledger(gw, notifications.set_url, config, "rival", slow.url)
+        in_ledger(gw, notifications.set_url, config, TENANT, quick.url)
+        in_ledger(gw, _pending, "rival", 1)
+        in_ledger(gw, _pending, TENANT, 3)
+        rows = in_ledger(gw, lambda: list(Notification.select().order_by(Notification.id)))
+        acme = rows[1:]  # after rival's
+        with ThreadPoolExecutor(1) as pool:
+            delivery = pool.submit(in_ledger, gw, notifications.resend_pending, config)
+            wait_for(lambda: slow.arrivals, 10, "the pass did not start", interval=0.02)
+            assert in_ledger(gw, transitions.claim_delivery, acme[0], 60)
+            counts = delivery.result(timeout=30)
+        assert len(slow.messages) == 1 and sorted(quick.keys()) == sorted(n.key for n in acme[1:])
+        assert counts == {"delivered": 3, "pending": 1}
+
+
+@pytest.mark.postgresql_pass  # three gateway processes share one ledger only on PostgreSQL
+def test_a_sender_killed_holding_a_claim_stops_none_of_its_tenants_other_notifications(
+    ledger_url, tmp_path
+):
+    """Issue 40, the dead sender, as deployed: three ``gateway serve`` processes (one worker
+    each) on one PostgreSQL ledger. acme's receiver never answers the first delivery; the
+    process sending it is SIGKILLed with it in flight, so its claim on acme's oldest PENDING
+    notification stays in the ledger for 30 s (GATEWAY_NOTIFICATION_TIMEOUT + 20). Six more
+    notifications of acme, decided through the two survivors, all arrive while that claim
+    holds; once it has run out (moved into the past in the ledger, not slept for) a survivor
+    delivers the held one, answered once. (A pass before the fix, d312f3e, also skipped a
+    row already held when it listed it, so this held there too; the race it lost, a claim
+    landing after the listing, is the test above.)"""
+    with Receiver(hang=1) as editors:
+        servers = [Server(OFFLINE_SITE, ledger_url, tmp_path) for _ in range(3)]
+        try:
+            for server in servers:
+                server.env["GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"] = editors.url.split("/")[2]
+            with ThreadPoolExecutor(3) as pool:
+                list(pool.map(lambda server: server.start(workers=1), servers))
+            set_url = ["notifications", "set-url", "--tenant", TENANT, "--url", editors.url]
+            gateway_cli_ok(set_url, servers[0].env)
+            jobs = [new_job_id() for _ in range(7)]
+            for job_id in jobs:
+                job = {"site": SITE_NAME, "task_version": 1}
+                assert servers[0].call("PUT", f"/v1/jobs/{job_id}", json=job).status_code == 201
+            held_key = _needs_attention(servers[0], jobs[0])
+            [(key, port)] = wait_for(lambda: editors.hung, 30, "no sender took the first one")
+            [sender] = [s for s in servers if s.has_connection_from(port)]
+            sender.kill()  # with the delivery in flight: its claim stays
+            survivors = [s for s in servers if s is not sender]
+            db.bind(ledger_url)
+            held = _row(held_key)
+            assert key == held_key and (held.state, held.attempts) == ("PENDING", 1)
+            assert held.last_error is None  # the attempt never ended: its sender died in it
+            assert (held.claimed_until - _ledger(db.db_now)).total_seconds() > 20
+
+            keys = [_needs_attention(survivors[i % 2], j) for i, j in enumerate(jobs[1:])]
+            wait_for(lambda: set(keys) <= set(editors.keys()), 10, f"{editors.keys()} of {keys}")
+            held = _row(held_key)
+            left = (held.claimed_until - _ledger(db.db_now)).total_seconds()
+            assert held.state == "PENDING" and left > 15, left  # well before the claim ran out
+
+            _ledger(  # the dead sender's 30 s have run out
+                lambda: (
+                    Notification.update(claimed_until=db.db_now() - dt.timedelta(seconds=1))
+                    .where(Notification.key == held_key)
+                    .execute()
+                )
+            )
+            wait_for(lambda: _row(held_key).state == "DELIVERED", 15, "the held one waits on")
+            listed = survivors[0].call("GET", f"/v1/jobs/{jobs[0]}/notifications").json()
+            assert [(n["state"], n["attempts"]) for n in listed["notifications"]] == [
+                ("DELIVERED", 2)  # the dead sender's attempt and the survivor's
+            ]
+        finally:
+            for server in servers:
+                server.kill()
+        assert editors.hung == [(held_key, port)]
+        assert sorted(editors.keys()) == sorted([held_key, *keys])  # each answered once
+        assert _ledger(lambda: {n.state for n in Notification.select()}) == {"DELIVERED"}
+
+
+def _needs_attention(server: Server, job_id: str) -> str:
+    """Decide ``needs_attention`` for ``job_id`` through ``server``; its key."""
+    body = {"event": "needs_attention", "reason": "the draft does not verify"}
+    answer = server.call("POST", f"/v1/jobs/{job_id}/notifications", json=body)
+    assert answer.status_code == 201 and answer.json()["state"] == "PENDING", answer.text
+    return answer.json()["idempotency_key"]
+
+
+def _ledger(function):
+    with database.connection_context():
+        return function()
+
+
+def _row(key: str) -> Notification:
+    return _ledger(lambda: Notification.get(Notification.key == key))
