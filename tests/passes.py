@@ -78,6 +78,7 @@ NOT_WORDPRESS_VERSION = {
     "test_agent_recovery": "a door: agent sessions reach WordPress through the actions",
     "test_agent_webhooks": "a door: OpenAI webhooks; WordPress only through the actions",
     "test_agents": "a door: tool calls reach WordPress through the actions",
+    "test_agent_turns": "the agent worker's order of work; WordPress only through the actions",
     "test_api_edges": "answered without WordPress",
     "test_backpressure": "budgets and slots in the gateway, before WordPress",
     "test_cli": "the operator's commands; their WordPress calls are the actions' and doctor's",

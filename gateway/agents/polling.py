@@ -20,11 +20,12 @@ The schedule, per session (columns of ``agent_session``, schema version 10):
 * every wait is multiplied by a random factor in [0.8, 1.2) (jitter), so that sessions bound
   together are not retrieved together forever.
 
-A pass retrieves at most ``GATEWAY_AGENT_POLL_BATCH`` sessions, the most overdue first; the
-rest are due at the next pass. A session is claimed for one worker by a conditional UPDATE of
-its ``next_poll_at`` (the row count decides; a crashed worker's claim ends after
-``GATEWAY_AGENT_LEASE_SECONDS``). Webhook events that could not be handled are retried on the
-same backoff (:func:`retry_delay`).
+A pass retrieves at most ``GATEWAY_AGENT_POLL_BATCH`` sessions, shared round robin between
+tenants (each tenant's most overdue first, then each one's second...); the rest are due at the
+next pass, where the worker's turns (:mod:`gateway.agents.turns`) take them. A session is
+claimed for one worker by a conditional UPDATE of its ``next_poll_at`` (the row count decides;
+a crashed worker's claim ends after ``GATEWAY_AGENT_LEASE_SECONDS``). Webhook events that
+could not be handled are retried on the same backoff (:func:`retry_delay`).
 """
 
 from __future__ import annotations
@@ -63,12 +64,18 @@ def retry_delay(config: Config, failures: int) -> float:
 
 
 def due(config: Config, now: dt.datetime | None = None) -> list[AgentSession]:
-    """The unfinished sessions whose next retrieve is due, most overdue first, at most
-    ``config.agent_poll_batch`` of them (see the module docstring for what is finished)."""
+    """The unfinished sessions whose next retrieve is due (see the module docstring for what
+    is finished), at most ``config.agent_poll_batch`` of them, the batch shared round robin
+    between tenants: every tenant's most overdue session first, then every tenant's second,
+    and so on (most overdue first within a round), so one tenant's backlog never keeps
+    another tenant's session out of a pass."""
     now = now or db.utcnow()
     when = fn.COALESCE(AgentSession.next_poll_at, AgentSession.created_at)
-    query = (
-        AgentSession.select()
+    turn = fn.ROW_NUMBER().over(
+        partition_by=[AgentSession.tenant], order_by=[when, AgentSession.id]
+    )
+    ranked = (
+        AgentSession.select(AgentSession.id, turn.alias("turn"), when.alias("due_at"))
         .join(
             Job,
             on=(Job.session_id == AgentSession.session_id) & (Job.tenant == AgentSession.tenant),
@@ -80,7 +87,12 @@ def due(config: Config, now: dt.datetime | None = None) -> list[AgentSession]:
             AgentSession.status.is_null() | AgentSession.status.not_in(FINISHED_STATUSES),
             AgentSession.next_poll_at.is_null() | (AgentSession.next_poll_at <= now),
         )
-        .order_by(when, AgentSession.id)
+        .alias("ranked")
+    )
+    query = (
+        AgentSession.select()
+        .join(ranked, on=(AgentSession.id == ranked.c.id))
+        .order_by(ranked.c.turn, ranked.c.due_at, AgentSession.id)
         .limit(config.agent_poll_batch)
     )
     return list(query)

@@ -17,7 +17,10 @@ handles the required actions (:mod:`gateway.agents.required_actions`).
   ``pending`` and is claimed again after a backoff (``next_attempt_at``,
   :func:`gateway.agents.polling.retry_delay`).
 * **Poll**: :mod:`gateway.agents.polling` (every unfinished session, backoff and jitter, at most
-  ``GATEWAY_AGENT_POLL_BATCH`` per pass).
+  ``GATEWAY_AGENT_POLL_BATCH`` per pass, shared round robin between tenants).
+* **Turns**: :mod:`gateway.agents.turns` - the tenants take turns within a pass, one event or
+  session each, and a tenant leaves the pass after ``GATEWAY_AGENT_TENANT_SLICE`` seconds of
+  its work; what it leaves is not claimed and waits for the next pass.
 * **Lost authorisation**: a revoked binding, a cancelled job or a removed site stops the session
   with its reason and cancels its turn at OpenAI; a 404 for the session stops it; an OpenAI
   401/403 pauses every worker holding this key (:mod:`gateway.agents.openai_key`) - a paused
@@ -41,6 +44,7 @@ from gateway.agents import required_actions
 from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents import submissions
+from gateway.agents import turns
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
@@ -68,25 +72,23 @@ def owner() -> str:
 
 
 def run_once(config: Config, oai: openai.OpenAI | None = None) -> dict:
-    """One pass: stored events, due sessions, unsettled inputs. Returns counts
-    (``paused: 1`` when OpenAI refused this key, now or before: nothing was asked then)."""
+    """One pass: stored events and due sessions, the tenants taking turns
+    (:mod:`gateway.agents.turns`), then unsettled inputs. Returns counts (``paused: 1`` when
+    OpenAI refused this key, now or before: nothing was asked then; ``deferred``: events and
+    sessions of tenants that used their slice, left unclaimed for the next pass)."""
     counts = dict.fromkeys(
         ("events", "sessions", "answered", "resent", "review", "later", "stopped", "busy"), 0
     )
-    counts.update(paused=0, connected=0, refused=0)
+    counts.update(deferred=0, paused=0, connected=0, refused=0)
     if openai_key.paused(config) is not None:
         counts["paused"] = 1
         return counts
     oai = oai or sessions.client(config)
     try:
-        for event in _pending_events():
-            if not _claim(event, config.agent_lease_seconds):
-                continue
-            counts["events"] += 1
-            _finish(config, event, _process_event(config, oai, event, counts))
-        for row in polling.due(config):
-            if polling.claim(config, row):
-                _process_session(config, oai, row, counts)
+        queues = turns.lanes(_pending_events(), polling.due(config))
+        counts["deferred"] = turns.take_turns(
+            queues, lambda item: _take_turn(config, oai, item, counts), config.agent_tenant_slice
+        )
         _resend_unsettled(config, oai, counts)
     except exc.AgentKeyRefused as error:
         openai_key.refused(config, error.extensions.get("openai_status") or 401, error.detail)
@@ -107,6 +109,23 @@ def run_forever(config: Config, interval: float, stop: threading.Event) -> None:
         except Exception:  # one failing pass must not end the worker
             log.exception("agent worker pass failed")
         stop.wait(interval)
+
+
+def _take_turn(config: Config, oai, item: turns.Item, counts: dict) -> None:
+    """Claim and handle one event or due session (another worker's claim: nothing to do).
+
+    Raises:
+        AgentKeyRefused: OpenAI refused the key (the pass ends; every worker pauses).
+    """
+    if item.kind == "event":
+        if _claim(item.row, config.agent_lease_seconds):
+            counts["events"] += 1
+            _finish(config, item.row, _process_event(config, oai, item.row, counts))
+    elif polling.claim(config, item.row):
+        # read again: the pass's list may be minutes old (a stop or a failure meanwhile)
+        row = AgentSession.get_or_none(AgentSession.id == item.row.id)
+        if row is not None:
+            _process_session(config, oai, row, counts)
 
 
 def _pending_events() -> list[WebhookEvent]:

@@ -293,6 +293,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("agent_poll_batch", int, "GATEWAY_AGENT_POLL_BATCH", _size, 50,
       "sessions the poll retrieves at most in one worker pass (the most overdue first; the "
       "rest wait for the next pass)."),
+    S("agent_tenant_slice", float, "GATEWAY_AGENT_TENANT_SLICE", _seconds, 10.0,
+      "seconds of one tenant's agent work in one worker pass: the tenants take turns (one "
+      "event or session each), and a tenant whose work in the pass took this long leaves it; "
+      "the rest waits, unclaimed, for the next pass (:mod:`gateway.agents.turns`)."),
     S("agent_retry_after", float, "GATEWAY_AGENT_RETRY_AFTER", _seconds, 5.0,
       "seconds before the first retry of a session or webhook event that could not be "
       "handled (OpenAI or the site unreachable); doubles per failure up to "
