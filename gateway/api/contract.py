@@ -240,7 +240,7 @@ OPERATIONS: dict[str, Contract] = {
         body="empty",
         ok=(200, 201),
         returns="Repair",
-        problems=(*READ_BACK, *PRUNED),
+        problems=(*READ_BACK, *PRUNED, "post-trashed", "repair-incomplete"),
         fenced=True,
         replays=True,
     ),
