@@ -3,10 +3,14 @@ image of the job's post was given are read back (``GET /wp/v2/media?include=…&
 one query) and compared; repair writes back only the drifted fields of each attachment
 (``POST /wp/v2/media/{id}``) as a ledger operation of its own,
 ``{tenant}/{job_id}/v{n}/media_meta/{slot}/{d16}`` (``d16``: the fixes and the attachment's
-``modified_gmt``, as for post repairs), read back like every other write.
+``modified_gmt``, as for post repairs), read back like every other write. An attachment
+deleted in WordPress has no metadata to write back: repair names it (slot and id) instead,
+and :mod:`gateway.actions.repair` answers 409 ``repair-incomplete``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from gateway.core.digests import canonical_json
 from gateway.core.digests import request_digest
@@ -14,10 +18,13 @@ from gateway.core.digests import sha256_hex
 from gateway.jobs import records
 from gateway.ledger.models import Operation
 from gateway.operations import perform
+from gateway.operations import refusals
 from gateway.operations import registry
 from gateway.operations import verification
 from gateway.operations.effects import Effect
 from gateway.operations.target import Target
+from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
 from gateway.wordpress.errors import WordPressOutcomeUnknown
 
 
@@ -131,27 +138,59 @@ def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effe
     return _effect(target, row.intent or {})
 
 
-def repair(target: Target, field: dict | None) -> list[str]:
-    """Write back the drifted metadata of each attachment in ``field`` (the verification's
-    ``media_metadata``), one ledger operation per attachment. Returns the repaired slots.
+@dataclass
+class MetadataRepair:
+    """What :func:`repair` did: ``repaired``, the slots whose metadata was written back;
+    ``gone``, ``{slot: media_id}`` of the drifted attachments WordPress no longer has
+    (deleted from the media library, or in its trash), whose metadata cannot be written."""
+
+    repaired: list[str]
+    gone: dict[str, int]
+
+
+def _live_attachment(target: Target, media_id: int) -> dict | None:
+    """The attachment read back (``GET /wp/v2/media/{id}?context=edit``), or None when
+    WordPress answers 404 or holds it in the trash.
 
     Raises:
-        everything :func:`perform.perform` raises.
+        WordPressUnavailable (503) / UpstreamRefused (502): it cannot be read now.
     """
+    try:
+        attachment = target.client.get_media(media_id)
+    except WordPressNotFound:
+        return None
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
+    return None if attachment.get("status") == "trash" else attachment
+
+
+def repair(target: Target, field: dict | None) -> MetadataRepair:
+    """Write back the drifted metadata of each attachment in ``field`` (the verification's
+    ``media_metadata``), one ledger operation per attachment. An attachment WordPress no
+    longer has is left out (nothing can restore its metadata) and named in ``gone``.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502): an attachment cannot be read now;
+        plus everything :func:`perform.perform` raises.
+    """
+    done = MetadataRepair(repaired=[], gone={})
     if not field or field["ok"] is not False:
-        return []
-    repaired = []
+        return done
     for slot, fixes in _fixes(field["expected"], field["actual"]).items():
         media_id = records.confirmed_media(target.job)[slot].remote_id
-        modified = target.client.get_media(media_id).get("modified_gmt")
+        attachment = _live_attachment(target, media_id)
+        if attachment is None:
+            done.gone[slot] = media_id
+            continue
+        modified = attachment.get("modified_gmt")
         stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": modified}))[:16]
         key = perform.operation_key(target.job, "media_meta", f"{slot}/{stamp}")
         intent = {"media_id": media_id, "slot": slot, "fixes": fixes}
         perform.perform(
             target, key, request_digest(intent), _effect(target, intent), slot=f"{slot}/{stamp}"
         )
-        repaired.append(slot)
-    return repaired
+        done.repaired.append(slot)
+    return done
 
 
 def _send_request(target: Target, request: dict) -> None:

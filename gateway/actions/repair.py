@@ -17,7 +17,9 @@ deleted from the media library (WordPress answers 200 to ``featured_media`` nami
 attachment and keeps 0; proudcity/wp-proudcity#2184) is left out of the write, and a field
 WordPress did not keep after the write is found on read-back; either way the answer is 409
 ``repair-incomplete`` naming each such field and why, after the fields that could be restored
-were written.
+were written. The same holds for an image's metadata (``alt_text``, ``caption``, ``title``)
+whose attachment was deleted in WordPress: ``unfixable`` names its slot and media id, and the
+next step is to upload the image again under a new task_version and send the draft.
 """
 
 from __future__ import annotations
@@ -195,19 +197,60 @@ def _not_kept(receipt: dict, names: list[str]) -> dict[str, str]:
     }
 
 
-def _incomplete(post_id: int, reasons: dict[str, str], written: list[str], outcome) -> None:
-    """Raise 409 ``repair-incomplete`` when a field could not be restored."""
-    if not reasons:
+def gone_media(job_id: str, gone: dict[str, int]) -> list[dict]:
+    """``unfixable`` entries for images whose metadata cannot be written back because their
+    attachment is no longer in WordPress (``gone``: ``{slot: media_id}``, from
+    :func:`media_metadata.repair`): ``{"field": "media_metadata", "slot", "media_id",
+    "reason"}``, the reason saying the next step."""
+    return [
+        {
+            "field": "media_metadata",
+            "slot": slot,
+            "media_id": media_id,
+            "reason": f"attachment {media_id} of slot {slot} is no longer in WordPress (deleted "
+            "from the media library), so its alt_text, caption and title cannot be written "
+            f"back; upload the image again under a new task_version (PUT /v1/jobs/{job_id} "
+            f"with a higher task_version, then PUT /v1/jobs/{job_id}/media/{slot}) and send "
+            "the draft",
+        }
+        for slot, media_id in sorted(gone.items())
+    ]
+
+
+def _incomplete(
+    post_id: int,
+    reasons: dict[str, str],
+    written: list[str],
+    outcome,
+    media: list[dict] | None = None,
+) -> None:
+    """Raise 409 ``repair-incomplete`` when a field could not be restored (``reasons``: post
+    fields, each with why; ``media``: :func:`gone_media` entries)."""
+    unfixable = [{"field": name, "reason": why} for name, why in sorted(reasons.items())]
+    unfixable += media or []
+    if not unfixable:
         return
     raise exc.RepairIncomplete(
         "repair cannot restore "
-        + ", ".join(f"{name} ({why})" for name, why in sorted(reasons.items()))
+        + ", ".join(f"{entry['field']} ({entry['reason']})" for entry in unfixable)
         + (f"; restored: {', '.join(written)}" if written else "; nothing else to restore"),
         post_id=post_id,
-        unfixable=[{"field": name, "reason": why} for name, why in sorted(reasons.items())],
+        unfixable=unfixable,
         fixes=written,
         operation_key=outcome.row.operation_key if outcome else None,
     )
+
+
+def _media_field(target: Target, media_ids: list[int]) -> dict | None:
+    """:func:`media_metadata.compare`, its read failures as problems.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502): the attachments cannot be read now.
+    """
+    try:
+        return media_metadata.compare(target, media_ids)
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
 
 
 def repair_job(target: Target) -> Repair:
@@ -219,8 +262,9 @@ def repair_job(target: Target) -> Repair:
         WordPressRefused: the post no longer exists (404); WordPressUnavailable: it cannot be
             read now.
         PostTrashed (409): an editor moved the post to the trash; nothing is written.
-        RepairIncomplete (409): a failed field cannot be restored (:func:`unfixable`), or
-            WordPress did not keep a fix; the others were written.
+        RepairIncomplete (409): a failed field cannot be restored (:func:`unfixable`; an
+            image's metadata whose attachment is gone, :func:`gone_media`), or WordPress did
+            not keep a fix; the others were written.
         plus everything :func:`perform.perform` raises.
     """
     guards.check_writable(target)
@@ -239,15 +283,13 @@ def repair_job(target: Target) -> Repair:
     reasons = unfixable(target, fixes)
     fixes = {name: value for name, value in fixes.items() if name not in reasons}
     media_ids = media_metadata.post_media_ids(draft.receipt)
-    try:
-        metadata_field = media_metadata.compare(target, media_ids)
-    except WordPressError as error:
-        raise refusals.cannot_read(error) from error
-    media_fixed = media_metadata.repair(target, metadata_field)  # one operation per attachment
+    metadata = media_metadata.repair(target, _media_field(target, media_ids))  # one op each
+    media_fixed = metadata.repaired
+    gone = gone_media(job.job_id, metadata.gone)
     if media_fixed:
-        media_metadata.add_to(result, media_metadata.compare(target, media_ids))
+        media_metadata.add_to(result, _media_field(target, media_ids))
     if not fixes:
-        _incomplete(draft.remote_id, reasons, ["media_metadata"] if media_fixed else [], None)
+        _incomplete(draft.remote_id, reasons, ["media_metadata"] if media_fixed else [], None, gone)
         return Repair(draft.remote_id, {}, result, None, media_fixed)
     stamp = sha256_hex(canonical_json({"fixes": fixes, "drifted_at": live.get("modified_gmt")}))
     key = perform.operation_key(job, ACTION, stamp[:16])
@@ -261,7 +303,7 @@ def repair_job(target: Target) -> Repair:
         settle(target, outcome.row)
         reasons |= _not_kept(outcome.row.receipt, sorted(fixes))
     written = sorted(set(fixes) - set(reasons)) + (["media_metadata"] if media_fixed else [])
-    _incomplete(draft.remote_id, reasons, written, outcome)
+    _incomplete(draft.remote_id, reasons, written, outcome, gone)
     check = (outcome.row.receipt or {}).get("verification")
     return Repair(draft.remote_id, fixes, check, outcome, media_fixed)
 

@@ -150,9 +150,13 @@ CHANGES_QUERY = {
     },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
 }
+# A read of the job's post or images: wordpress-refused when WordPress definitely refuses it
+# (a 404: the object was deleted there), the answer to any WordPress error a path leaves
+# unmapped too (gateway.operations.refusals.unmapped), never a 500.
 READ_BACK = (
     "not-found",
     "foreign-object",
+    "wordpress-refused",
     "wordpress-unavailable",
     "upstream-refused",
     "site-busy",
@@ -240,7 +244,7 @@ OPERATIONS: dict[str, Contract] = {
         body="empty",
         ok=(200, 201),
         returns="Repair",
-        problems=(*READ_BACK, *PRUNED),
+        problems=(*READ_BACK, *PRUNED, "post-trashed", "repair-incomplete"),
         fenced=True,
         replays=True,
     ),

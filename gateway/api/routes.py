@@ -36,6 +36,7 @@ from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.ledger import db
 from gateway.ledger.db import database
+from gateway.operations import refusals
 from gateway.operator import metrics
 from gateway.tenancy import address_limits
 from gateway.tenancy import rate_limits
@@ -44,6 +45,7 @@ from gateway.tenancy import tenant_shares
 from gateway.tenancy import tokenless
 from gateway.tenancy import tokens
 from gateway.wordpress import client as wordpress_client
+from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
 ADDRESS_LIMITS = address_limits.EXTENSION
@@ -204,6 +206,14 @@ def init_app(app: Flask) -> None:
         if isinstance(error, exc.TenantBusy) and g.get("principal") is not None:
             metrics.count_tenant_busy(g.principal.tenant, error.extensions.get("share", ""))
         return problem_response(error)
+
+    @app.errorhandler(WordPressError)
+    def _wordpress_error(error):
+        # A domain function should have turned it into a GatewayError: log it as the bug it
+        # is, and answer the problem it stands for (never a 500), through the handler of that
+        # problem (a review page renders its own).
+        log.error("unmapped WordPress error in %s %s", request.method, request.path, exc_info=error)
+        return current_app.handle_user_exception(refusals.unmapped(error))
 
     @app.errorhandler(RequestEntityTooLarge)
     def _too_large(_error):

@@ -5,6 +5,10 @@ page; a 2xx HTML page where JSON was expected) proves nothing about WordPress: t
 becomes UNKNOWN with ``problem.reason = "upstream-refused"`` and the caller gets 502
 ``upstream-refused`` with the facts a person needs to lift the block. Transport-neutral: the
 REST and XML-RPC transports raise the same error class.
+
+The problems for WordPress errors met outside a ledger operation live here too: a read that
+failed (:func:`cannot_read`), WordPress out of reach (:func:`unreachable`), and an error no
+domain function turned into a problem (:func:`unmapped`, the API's last resort: never a 500).
 """
 
 from __future__ import annotations
@@ -17,7 +21,11 @@ from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.operations import transitions
 from gateway.wordpress.errors import UpstreamRefused
+from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
+from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressRefused
+from gateway.wordpress.errors import shortened
 
 log = logging.getLogger(__name__)
 
@@ -94,4 +102,32 @@ def unreachable(error: WordPressError) -> exc.GatewayError:
         "sent: retry shortly (the next identical request looks up what was sent before "
         "sending anything again)",
         retry_after=error.retry_after or 5,
+    )
+
+
+def unmapped(error: WordPressError) -> exc.GatewayError:
+    """The problem for a WordPress error that reached the top of a request without a domain
+    function turning it into one (a gap in that path: the caller logs it as a bug), so that
+    it is never answered as a 500.
+
+    A definite refusal is 502 ``wordpress-refused`` with ``wordpress_status`` and
+    ``wordpress_code`` (a 404: the object was deleted in WordPress, or never existed); any
+    other error is what :func:`unreachable` says (503 ``wordpress-unavailable``, or 502
+    ``upstream-refused`` for a page from in front of WordPress).
+    """
+    if not isinstance(error, WordPressRefused):
+        return unreachable(error)
+    if isinstance(error, WordPressNotFound):
+        why = "the object is not in WordPress (deleted there, e.g. by an editor, or never made)"
+    elif isinstance(error, WordPressAuthError):
+        why = "credentials or capability; update the site with 'gateway sites add'"
+    else:
+        why = "WordPress refused it"
+    return exc.WordPressRefused(
+        f"WordPress answered {error.status} to {error.method} {error.url}: "
+        f"{shortened(error.message)} ({why}); asking again will not change that. For a job, "
+        "its verification (GET /v1/jobs/{job_id}/verification) shows what its post is "
+        "missing, and a new task_version writes it again",
+        wordpress_status=error.status,
+        wordpress_code=error.code,
     )
