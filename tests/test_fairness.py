@@ -31,6 +31,7 @@ from support import draft_body
 from support import free_port
 from support import gateway_cli_ok
 from support import gateway_command
+from support import metric_value
 from support import new_job_id
 from support import png_bytes
 from support import problem_slug
@@ -600,10 +601,21 @@ def test_slow_bodies_on_the_routes_without_a_token_hold_one_thread_at_most(two_t
         f"POST {path} HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
         "Content-Length: 60000\r\n"
     )
+    limited = {"answer": "limited"}
+    before = metric_value(_metrics(server), "gateway_unauthenticated_calls_total", **limited)
     answers, times = five_drips_beside_acme(server, head, b"a")
     refused = [a for a in answers if a == "HTTP/1.1 429 Too Many Requests"]
     assert len(refused) >= 4, answers  # one dripping body at most holds a thread
     assert p99(times) < limit, (limit, times)
+    after = metric_value(_metrics(server), "gateway_unauthenticated_calls_total", **limited)
+    assert after - before >= len(refused), (before, after)  # an operator sees them counted
+
+
+def _metrics(server) -> str:
+    """The served gateway's ``/metrics`` text (open: no GATEWAY_METRICS_TOKEN is set here)."""
+    answer = requests.get(server.url + "/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.text
 
 
 # --------------------------------------------------------------------------- pixel flood

@@ -181,7 +181,11 @@ def init_app(app: Flask) -> None:
     def _connect():
         _start_request()
         if tokenless.applies(request.method, request.path):  # before any byte of its body
-            tokenless.enter(config(), request.remote_addr)  # 429 past its cap
+            try:
+                tokenless.enter(config(), request.remote_addr)
+            except exc.UnauthenticatedRateLimited:  # 429 past its cap: no token known yet
+                metrics.count_unauthenticated("limited")
+                raise
         database.connect(reuse_if_open=True)
         return _authenticate() or _read_body() or request_keys.start()
 

@@ -142,7 +142,8 @@ WORDPRESS_SECONDS = Histogram(
 UNAUTHENTICATED_CALLS = prometheus_client.Counter(
     "gateway_unauthenticated_calls",
     "Calls without a valid token (no ledger write), by answer: refused (401) or limited (429 "
-    "unauthenticated-rate-limited, GATEWAY_UNAUTHENTICATED_RATE)",
+    "unauthenticated-rate-limited: GATEWAY_UNAUTHENTICATED_RATE, or a body sent before any "
+    "token is checked past its cap, gateway/tenancy/tokenless.py)",
     ["answer"],
     registry=None,
 )

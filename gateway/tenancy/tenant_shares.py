@@ -21,14 +21,17 @@ threads. A worker has ``T`` threads (``--threads``).
   - while **another tenant** has a request in flight there, each tenant may start requests
     only while it holds fewer than its share, ``GATEWAY_TENANT_REQUESTS`` (default half of
     ``T``, at least 1). A tenant above its share when the other arrived keeps its running
-    requests (none is preempted): the newcomer's further requests wait in granian's queue at
-    most as long as the longest of those calls (each bounded: the WordPress timeout, a
-    download's deadline).
+    requests (none is preempted) until each ends (each bounded: the WordPress timeout, a
+    download's deadline); meanwhile the newcomer is held to its share too, its requests past
+    it answered 429 at once, served again once it retries after ``Retry-After``. Contention
+    is judged when a request takes its share: a tenant whose slow calls entered while it was
+    alone keeps them, and while they last it is the newcomer that meets the 429s (a limit of
+    this rule, docs/security.md).
 
-* **Site calls** (``GATEWAY_TENANT_SITE_CALLS``, default 2): callers of one tenant talking to
-  one of its sites at once in one worker, taken where the per-site slot is taken
-  (:meth:`gateway.operations.target.Target.hold_slot`, before a side effect is claimed or a
-  client made, so replays take none) and given back when the caller's
+* **Site calls** (``GATEWAY_TENANT_SITE_CALLS``, default a quarter of ``T``, at least 2):
+  callers of one tenant talking to one of its sites at once in one worker, taken where the
+  per-site slot is taken (:meth:`gateway.operations.target.Target.hold_slot`, before a side
+  effect is claimed or a client made, so replays take none) and given back when the caller's
   :func:`gateway.tenancy.site_slots.scope` ends. Binding only while another tenant has a
   request or a site call in flight in the worker; alone, the per-site slots
   (``GATEWAY_SITE_CONCURRENCY``, across processes) still protect the WordPress.
@@ -106,11 +109,15 @@ def enter_request(config: Config, tenant: str) -> None:
     alone = max(1, config.worker_threads - 1, share)
     refused, contended = _take(_requests, tenant, tenant, alone, share)
     if refused:
-        why = "its share while another tenant is served here" if contended else "alone"
+        why = (
+            "its share while another tenant is served here: GATEWAY_TENANT_REQUESTS"
+            if contended
+            else "alone: every thread of the worker (--threads) but the one kept for another tenant"
+        )
         log.warning("tenant %s is at its request share (%s in flight, %s)", tenant, refused, why)
         raise exc.TenantBusy(
-            f"this tenant already has {refused} requests in flight in this worker ({why}; "
-            "GATEWAY_TENANT_REQUESTS: one thread always serves another tenant); retry shortly",
+            f"this tenant already has {refused} requests in flight in this worker ({why}); "
+            "retry shortly",
             retry_after=1,
             share="requests",
         )
