@@ -25,6 +25,7 @@ from support import new_job_id
 
 from gateway.agents import tools
 from gateway.agents import turns
+from gateway.core import rounds
 from gateway.ledger.db import database
 from gateway.ledger.models import Job
 from gateway.ledger.models import WebhookEvent
@@ -179,6 +180,6 @@ def test_tenants_take_turns_and_one_leaves_after_its_slice():
         RIVAL: deque(turns.Item("event", f"r{n}") for n in range(4)),
         TENANT: deque(turns.Item("session", f"a{n}") for n in range(3)),
     }
-    left = turns.take_turns(queues, handle, 5.0, clock=lambda: now[0])
+    left = rounds.take_turns(queues, handle, 5.0, clock=lambda: now[0])
     assert order == ["r0", "a0", "r1", "a1", "a2"]
     assert left == 2 and queues == {}

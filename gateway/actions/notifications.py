@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 from gateway.actions import egress
 from gateway.core import answers
 from gateway.core import exceptions as exc
+from gateway.core import rounds
 from gateway.core.config import Config
 from gateway.core.states import DELIVERED
 from gateway.core.states import PENDING
@@ -303,24 +304,23 @@ def resend_pending(config: Config, limit: int = 200) -> dict:
             counts["pending"] += 1
         else:
             queues.setdefault(row.tenant, collections.deque()).append(row)
-    spent: collections.Counter[str] = collections.Counter()
-    while queues:
-        for tenant in list(queues):
-            row = queues[tenant].popleft()
-            if not _claim(config, row):  # another sender took it since the select
-                state, mine = Notification.get_by_id(row.id).state, False
-            else:
-                started = time.monotonic()
-                state, mine = _send_claimed(config, row).state, True
-                spent[tenant] += time.monotonic() - started
-            if mine and state == DELIVERED:
-                counts["delivered"] += 1
-            elif state == PENDING:
-                counts["pending"] += 1
-            if mine and (state != DELIVERED or spent[tenant] >= config.notification_timeout):
-                counts["pending"] += len(queues.pop(tenant))  # the next pass goes on
-            elif not queues[tenant]:
-                del queues[tenant]
+
+    def attempt(row: Notification) -> bool:
+        """One attempt; False (the tenant leaves the pass) when this sender's failed."""
+        if not _claim(config, row):  # another sender took it since the select: not a failure
+            state, mine = Notification.get_by_id(row.id).state, False
+        else:
+            state, mine = _send_claimed(config, row).state, True
+        if mine and state == DELIVERED:
+            counts["delivered"] += 1
+        elif state == PENDING:
+            counts["pending"] += 1
+        return not mine or state == DELIVERED
+
+    left = rounds.take_turns(
+        queues, attempt, config.notification_timeout, name="notification delivery"
+    )
+    counts["pending"] += left  # the next pass goes on
     return counts
 
 

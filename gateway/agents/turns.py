@@ -4,11 +4,12 @@ The agent worker runs in one thread of the main process, outside the per-worker 
 (:mod:`gateway.tenancy.tenant_shares`), one session after another, so the order of its work is
 its fairness. A pass's work - the stored webhook events to claim and the due sessions to poll -
 is laid out in one queue per tenant (:func:`lanes`) and handed out round robin
-(:func:`take_turns`): one item of each tenant in turn, oldest first within a tenant (its events
-by id, then its due sessions most overdue first). A tenant leaves the pass once its items in
-the pass have taken ``agent_tenant_slice`` seconds (``GATEWAY_AGENT_TENANT_SLICE``); the items
-it leaves are not claimed, so nothing is lost: an event stays ``pending``, a session stays due,
-and the next pass takes them first (they are the oldest).
+(:func:`gateway.core.rounds.take_turns`): one item of each tenant in turn, oldest first within
+a tenant (its events by id, then its due sessions most overdue first). A tenant leaves the
+pass once its items in the pass have taken ``agent_tenant_slice`` seconds
+(``GATEWAY_AGENT_TENANT_SLICE``); the items it leaves are not claimed, so nothing is lost: an
+event stays ``pending``, a session stays due, and the next pass takes them first (they are the
+oldest).
 
 So a tenant whose WordPress or OpenAI answers slowly, or who has many sessions, delays another
 tenant's turn by at most one of its items, and a pass by at most its slice plus one item. An
@@ -19,16 +20,12 @@ each WordPress call bounded by ``GATEWAY_WP_TIMEOUT``.
 from __future__ import annotations
 
 import collections
-import logging
-import time
-from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import WebhookEvent
 
-log = logging.getLogger(__name__)
 # The lane of events that name no bound session: ``agent.environment.*`` events and events of
 # sessions bound to no job (ledger work only: applied or ignored in milliseconds).
 NO_TENANT = ""
@@ -68,37 +65,3 @@ def lanes(
         if row.session_id not in evented:
             queues.setdefault(row.tenant, collections.deque()).append(Item("session", row))
     return queues
-
-
-def take_turns(
-    queues: dict[str, collections.deque[Item]],
-    handle: Callable[[Item], None],
-    slice_seconds: float,
-    clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """Call ``handle`` on one item of each tenant in turn until every queue is empty or has
-    left the pass: a tenant leaves once ``handle`` has spent ``slice_seconds`` (``clock``'s
-    unit, seconds) on its items in this call. ``queues`` is consumed.
-
-    Returns how many items were left for the next pass. Raises what ``handle`` raises (the
-    items not reached are then left too, unclaimed)."""
-    spent: collections.Counter[str] = collections.Counter()
-    left = 0
-    while queues:
-        for tenant in list(queues):
-            started = clock()
-            handle(queues[tenant].popleft())
-            spent[tenant] += clock() - started
-            if not queues[tenant]:
-                del queues[tenant]
-            elif spent[tenant] >= slice_seconds:
-                waiting = len(queues.pop(tenant))
-                left += waiting
-                log.info(
-                    "agent worker: tenant %s used its slice (%.1f s); %s items wait for the "
-                    "next pass",
-                    tenant or "-",
-                    spent[tenant],
-                    waiting,
-                )
-    return left

@@ -47,6 +47,7 @@ from gateway.agents import submissions
 from gateway.agents import turns
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
+from gateway.core import rounds
 from gateway.core.config import Config
 from gateway.jobs import leases
 from gateway.jobs import records
@@ -86,8 +87,11 @@ def run_once(config: Config, oai: openai.OpenAI | None = None) -> dict:
     oai = oai or sessions.client(config)
     try:
         queues = turns.lanes(_pending_events(), polling.due(config))
-        counts["deferred"] = turns.take_turns(
-            queues, lambda item: _take_turn(config, oai, item, counts), config.agent_tenant_slice
+        counts["deferred"] = rounds.take_turns(
+            queues,
+            lambda item: _take_turn(config, oai, item, counts),
+            config.agent_tenant_slice,
+            name="agent worker",
         )
         _resend_unsettled(config, oai, counts)
     except exc.AgentKeyRefused as error:

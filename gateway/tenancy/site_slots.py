@@ -69,6 +69,11 @@ def release_held() -> None:
     tenant_shares.release_sites()
     held = _held.get()
     _held.set(None)
+    _delete(held)
+
+
+def _delete(held: dict | None) -> None:
+    """Delete the slot rows of ``held`` (the scope's ``{site id: slot row id}``), if any."""
     if held:
         SiteSlot.delete().where(SiteSlot.id << list(held.values())).execute()
 
@@ -91,7 +96,7 @@ def hand_over_held() -> Callable[[], None]:
         give_back()  # the in-memory shares first: that cannot fail
         if held:
             with db.database.connection_context():
-                SiteSlot.delete().where(SiteSlot.id << list(held.values())).execute()
+                _delete(held)
             held.clear()
 
     return release
