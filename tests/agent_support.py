@@ -25,7 +25,7 @@ def agent_app(ledger_url: str, standin, **overrides):
         {
             "database_url": ledger_url,
             "secret_key": SECRET_KEY,
-            "wp_timeout": 5.0,
+            "wp_timeout": 20.0,
             "inflight_window": 2.0,
             "openai_api_key": standin.api_key,
             "openai_base_url": standin.base_url,

@@ -236,7 +236,7 @@ def app(ledger_url):
         {
             "database_url": ledger_url,
             "secret_key": SECRET_KEY,
-            "wp_timeout": 5.0,
+            "wp_timeout": 20.0,
             "inflight_window": 2.0,
         }
     )

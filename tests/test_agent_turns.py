@@ -8,7 +8,6 @@ WordPress), and in what order the OpenAI stand-in saw the two tenants' calls."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 
 import agent_support
@@ -101,14 +100,12 @@ def test_a_slow_tenant_takes_one_turn_and_leaves_the_pass_the_other_is_answered_
             )
         acme_job, acme_sid, acme_call = _draft_session(gw, standin)
         first: dict = {}
-        started = time.monotonic()
         worker = threading.Thread(target=lambda: first.update(run_worker(gw.app)))
         worker.start()
         try:
             wait_for(
                 lambda: standin.events(acme_sid, TOOL_RESULT), 60, "acme's call never answered"
             )
-            acme_seconds = time.monotonic() - started
             seen_then = len(standin.log)
         finally:
             worker.join(timeout=120)
@@ -126,10 +123,8 @@ def test_a_slow_tenant_takes_one_turn_and_leaves_the_pass_the_other_is_answered_
         }
         assert [_posts(gw, RIVAL, job_id) for job_id, _sid, _call in rival] == [1, 0, 0]
         assert standin.events(rival_sids[1]) == standin.events(rival_sids[2]) == []
-        per_session = proxy.count(forwarded=True)  # rival's WordPress calls in the pass
-        assert per_session >= 2  # the credentials check and the write, at least
-        # measured: acme waited one of rival's sessions (per_session x 1 s), not three
-        assert acme_seconds < 2 * per_session * DELAY, (acme_seconds, per_session)
+        # acme waited one of rival's sessions, not three: asserted by what the worker retrieved
+        # before acme's answer (above), not by a clock, which a loaded CI machine stretches
         for _ in range(4):  # the next passes: one of rival's sessions each
             if all(status == "done" for status, _n in _events(gw).values()):
                 break

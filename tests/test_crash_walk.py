@@ -106,7 +106,7 @@ class Walk:
         self.config = {
             "database_url": ledger_url,
             "secret_key": SECRET_KEY,
-            "wp_timeout": 5.0,
+            "wp_timeout": 20.0,
             "inflight_window": 2.0,
             **overrides,
         }
@@ -620,8 +620,11 @@ def test_every_crash_point_of_an_agent_tool_call_ends_with_one_post_one_submissi
                 in_thread(one_pass)
         counted = crashes.counts()
         walk.restart()
+        config = walk.gw.app.config["GATEWAY"]
         deadline = time.monotonic() + 15
         while not settled(job_id) and time.monotonic() < deadline:
+            # the dead worker's SENT row outlives its in-flight window (moved, never slept)
+            walk.in_ledger(_time_passes, job_id, config.wp_timeout + 2)
             in_thread(one_pass)  # the worker's next pass
             if not settled(job_id):
                 time.sleep(0.25)  # the dead worker's lease runs out (1 s)

@@ -46,7 +46,7 @@ def _request(action: str, job_id: str) -> tuple[str, str, dict]:
 def test_crash_point_then_restart_and_retry_leaves_exactly_one_object(server, gw, point, action):
     job_id = new_job_id()
     # WordPress's answer must arrive before the crash point, even on CI's loaded cores (a 3 s
-    # read timeout there made the write UNKNOWN: an answer, no crash); the restart keeps 3 s
+    # read timeout there made the write UNKNOWN: an answer, no crash)
     server.start(crash_point=point, wp_timeout=30)
     assert (
         server.call(
@@ -58,7 +58,9 @@ def test_crash_point_then_restart_and_retry_leaves_exactly_one_object(server, gw
     with pytest.raises(requests.ConnectionError):
         server.call(method, path, **kwargs)  # the worker SIGKILLs itself at the point
     server.kill()
-    server.start()  # restarted without crash points, same ledger
+    # restarted without crash points, same ledger; the retry waits out the dead worker's
+    # in-flight window (GATEWAY_WP_TIMEOUT + 2 s), so the timeout is short here
+    server.start(wp_timeout=3)
     answer = server.retry(method, path, **kwargs)
     assert answer.status_code in (200, 201), answer.text
     key = op_key(

@@ -81,7 +81,10 @@ def test_soak_mixed_faults_leave_no_duplicate_and_nothing_unknown(
 ):
     size = int(os.environ.get("SOAK_JOBS", "200"))
     rng = random.Random(20261129)
-    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url).start(workers=4)
+    # 3 s WordPress timeout: the faults' retries (tries=5, then a re-run) absorb a slow answer
+    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url, wp_timeout=3).start(
+        workers=4
+    )
     started = time.monotonic()
     try:
         job_ids = [new_job_id() for _ in range(size)]

@@ -170,6 +170,8 @@ def test_the_adapters_never_retry():
 def test_a_connect_timeout_leaves_the_row_prepared_and_the_next_request_sends(gwp, proxy):
     """Not sent: 503 ``wordpress-unavailable`` with the row back to PREPARED, and the next
     identical request creates the post at once (no reconciliation, no in-flight wait)."""
+    # the connect timeout is the point: GATEWAY_WP_TIMEOUT shortened for this test only
+    gwp.app.config["GATEWAY"] = gwp.app.config["GATEWAY"].with_overrides(wp_timeout=5.0)
     job_id = new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     body = draft_body(title=f"Stalled {job_id}")
