@@ -498,8 +498,8 @@ def doctor_command(tenant, site_name, as_json):
 @needs_ledger
 def report_command(tenant):
     """The acceptance counters of GET /v1/report as JSON: ``{"tenants": {T: {...}}}``, and
-    without --tenant also ``"global"``: the refusal counters over every tenant, calls
-    without a valid token included."""
+    without --tenant also ``"global"``: the refusal counters summed over every tenant (a
+    call without a valid token has no tenant: it counts only in ``/metrics``)."""
     from gateway.ledger.models import Job
     from gateway.ledger.models import Site
     from gateway.ledger.models import Token
