@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import sys
 
 import click
@@ -24,6 +25,7 @@ from gateway.app import create_app
 from gateway.core.config import DEFAULT_THREADS
 from gateway.core.config import DEFAULT_WORKERS
 from gateway.core.config import ConfigError
+from gateway.core.config import MissingSecretKey
 from gateway.core.exceptions import GatewayError
 from gateway.core.version import VERSION as __version__
 from gateway.ledger import migrations
@@ -41,10 +43,46 @@ class KnownProblem(click.ClickException):
 
 
 def _app_factory():
-    try:
-        return create_app(check_ledger=False)  # init-db must reach a missing ledger
+    command = getattr(click.get_current_context(silent=True), "command", None)
+    try:  # init-db must reach a missing ledger
+        return create_app(
+            check_ledger=False, needs_secret_key=getattr(command, "needs_secret_key", True)
+        )
     except ConfigError as error:
-        raise KnownProblem(str(error)) from None
+        raise KnownProblem(_config_problem(error)) from None
+
+
+def _config_problem(error: ConfigError) -> str:
+    """The one line for a configuration problem. A missing ``GATEWAY_SECRET_KEY`` with a
+    ledger already there names the key file beside it (the README's ``$GW_DIR/secret-key``)
+    instead of advising a new key, which could not decrypt the stored passwords."""
+    if not isinstance(error, MissingSecretKey):
+        return str(error)
+    generate = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    ledger = migrations.ledger_file(error.database_url)
+    if ledger is None and error.database_url.startswith("sqlite"):
+        return f"{error}. No ledger yet: generate a key with {generate}"
+    if ledger is None:
+        return (
+            f"{error}. A ledger that already holds sites needs the key they were added with (a "
+            f"new key cannot decrypt their passwords); for a new ledger: {generate}"
+        )
+    key_file = os.path.join(os.path.dirname(os.path.abspath(ledger)), "secret-key")
+    if os.path.exists(key_file):
+        use = f'export GATEWAY_SECRET_KEY="$(cat {shlex.quote(key_file)})"'
+    else:
+        use = "use the key its sites were added with (the README keeps it in $GW_DIR/secret-key)"
+    return (
+        f"{error}. The ledger {os.path.abspath(ledger)} exists: {use}; a new key cannot decrypt "
+        "its stored passwords"
+    )
+
+
+def _needs_no_secret_key(command: click.Command) -> click.Command:
+    """Mark a command that encrypts and decrypts nothing: it runs without
+    ``GATEWAY_SECRET_KEY`` (read by :func:`_app_factory`)."""
+    command.needs_secret_key = False
+    return command
 
 
 @contextlib.contextmanager
@@ -187,7 +225,10 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
     transport is refused while the site has SENT or UNKNOWN operations."""
     password = os.environ.get(app_password_env)
     if not password:
-        raise click.ClickException(f"environment variable {app_password_env} is empty")
+        raise KnownProblem(
+            f"environment variable {app_password_env} is empty or unset: export the site's "
+            "application password in it first"
+        )
     with database.connection_context():
         try:
             site = sites.add_site(
@@ -211,6 +252,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
     )
 
 
+@_needs_no_secret_key
 @sites_group.command("list")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
@@ -241,6 +283,7 @@ def tokens_group():
     """API tokens (stored as SHA-256 only)."""
 
 
+@_needs_no_secret_key
 @tokens_group.command("create")
 @click.option("--tenant", required=True, help="The tenant the token acts for.")
 @click.option(
@@ -262,6 +305,7 @@ def tokens_create(tenant, role, name):
     click.echo(token)
 
 
+@_needs_no_secret_key
 @tokens_group.command("revoke")
 @click.option("--tenant", required=True, help="The token's tenant.")
 @click.option("--name", required=True, help="The token's name (as given to tokens create).")
@@ -271,9 +315,16 @@ def tokens_revoke(tenant, name):
     known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
+        names = sorted({t.name for t in tokens.list_tokens(tenant)})
+    if not count and name not in names:
+        raise KnownProblem(
+            f"tenant {tenant!r} has no token named {name!r}; its tokens: {', '.join(names)} "
+            "(gateway tokens list)"
+        )
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
 
 
+@_needs_no_secret_key
 @tokens_group.command("list")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
@@ -573,7 +624,9 @@ def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format
 
     try:
         run(host, port, workers, sweep_interval, agent_worker, log_format, threads, share_port)
-    except (ConfigError, migrations.LedgerError, PortInUse) as error:
+    except ConfigError as error:
+        raise KnownProblem(_config_problem(error)) from None
+    except (migrations.LedgerError, PortInUse) as error:
         raise KnownProblem(str(error)) from None
 
 

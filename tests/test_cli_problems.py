@@ -9,6 +9,7 @@ the issue also runs as a real process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -57,6 +58,8 @@ COMMANDS = {
     "serve": ["serve", "--port", "9"],
 }
 LEDGER_COMMANDS = [name for name in COMMANDS if name != "init-db"]
+# commands that encrypt and decrypt nothing run without GATEWAY_SECRET_KEY (issue 44)
+KEYLESS = {"tokens create", "tokens revoke"}
 
 
 def invoke(args: list[str], env: dict):
@@ -100,10 +103,49 @@ def _no_tables(ledger_url: str) -> bool:
         return migrations.current_version() is None
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - KEYLESS))
 def test_no_secret_key(name, ledger_url):
     result = invoke(COMMANDS[name], {"GATEWAY_DATABASE_URL": ledger_url})
     assert_one_line(result, 2, "GATEWAY_SECRET_KEY is required")
+
+
+def test_commands_that_decrypt_nothing_need_no_secret_key(ready, ledger_url):
+    """A new terminal without the key lists sites and manages tokens; adding a site still
+    needs the key (it encrypts the password)."""
+    keyless = {"GATEWAY_DATABASE_URL": ledger_url}
+    listed = invoke(["sites", "list"], keyless)
+    assert listed.exit_code == 0, listed.output
+    assert [s["name"] for s in json.loads(listed.stdout)] == ["blog"]
+    assert invoke(["tokens", "list"], keyless).exit_code == 0
+    assert invoke(COMMANDS["tokens revoke"], keyless).exit_code == 0
+    assert_one_line(invoke(COMMANDS["sites add"], keyless), 2, "GATEWAY_SECRET_KEY is required")
+
+
+def test_missing_key_with_a_ledger_names_its_key_file(tmp_path):
+    """Advice to generate a key is given only when no ledger exists: with one, a new key could
+    not decrypt its passwords, so the line names the key file beside it."""
+    ledger = tmp_path / "gateway.ledger.db"
+    env = {"GATEWAY_DATABASE_URL": f"sqlite:///{ledger}"}
+    fresh = assert_one_line(invoke(COMMANDS["report"], env), 2, "No ledger yet", "secrets")
+    assert "secret-key" not in fresh
+    assert invoke(["init-db"], {**env, "GATEWAY_SECRET_KEY": SECRET_KEY}).exit_code == 0
+    no_file = assert_one_line(invoke(COMMANDS["report"], env), 2, str(ledger), "$GW_DIR/secret-key")
+    assert "token_urlsafe" not in no_file
+    (tmp_path / "secret-key").write_text(SECRET_KEY + "\n", encoding="utf-8")
+    named = assert_one_line(invoke(COMMANDS["doctor"], env), 2, "a new key cannot decrypt")
+    assert f'export GATEWAY_SECRET_KEY="$(cat {tmp_path / "secret-key"})"' in named
+    assert "token_urlsafe" not in named
+
+
+def test_fixable_problems_exit_2(ready):
+    """The README's "2: a problem you can fix": an unset password variable, an unknown token."""
+    args = [a if a != PASSWORD_ENV else "GW_TEST_NOPE_VAR" for a in COMMANDS["sites add"]]
+    assert_one_line(invoke(args, ready), 2, "GW_TEST_NOPE_VAR is empty or unset")
+    unknown = ["tokens", "revoke", "--tenant", "acme", "--name", "nosuch"]
+    assert_one_line(invoke(unknown, ready), 2, "no token named 'nosuch'", "its tokens: e")
+    assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
+    again = invoke(COMMANDS["tokens revoke"], ready)  # revoked already: nothing to fix
+    assert again.exit_code == 0 and json.loads(again.stdout)["revoked"] == 0
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

@@ -39,6 +39,19 @@ class ConfigError(Exception):
     """A ``GATEWAY_*`` variable is missing or malformed; the message names it."""
 
 
+class MissingSecretKey(ConfigError):
+    """``GATEWAY_SECRET_KEY`` is unset outside tests. ``database_url`` is the ledger's URL, so
+    that the command line can name the key a ledger already there was filled with
+    (``gateway.cli``): a new key cannot decrypt the passwords it stores."""
+
+    def __init__(self, database_url: str):
+        super().__init__(
+            "GATEWAY_SECRET_KEY is required: it encrypts the WordPress application passwords "
+            "stored in the ledger"
+        )
+        self.database_url = database_url
+
+
 # --------------------------------------------------------------------------- parsers
 # Each turns a variable's text (None: unset) into the setting's value:
 # ``parse(raw, default, variable) -> value``; ``variable`` names it in the error message.
@@ -361,25 +374,26 @@ Config = make_dataclass(
 )
 
 
-def load(env: dict | None = None, testing: bool = False) -> Config:
+def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool = True) -> Config:
     """Build a :class:`Config` from ``env`` (default: ``os.environ``): each setting of
     :data:`SETTINGS` parsed from its variable, in the table's order (a ``default_from``
     sees the values above it).
 
+    ``needs_secret_key=False`` serves the commands that encrypt and decrypt nothing
+    (``gateway sites list``, ``tokens``, ``report``): without ``GATEWAY_SECRET_KEY`` the key
+    is then empty, and :func:`gateway.tenancy.sites.encrypt_password` refuses to use it.
+
     Raises:
-        ConfigError: a value is malformed, or ``GATEWAY_SECRET_KEY`` is missing outside tests.
+        MissingSecretKey: ``GATEWAY_SECRET_KEY`` is missing outside tests and needed.
+        ConfigError: a value is malformed.
     """
     env = dict(os.environ if env is None else env)
-    if not env.get("GATEWAY_SECRET_KEY") and not testing:
-        raise ConfigError(
-            "GATEWAY_SECRET_KEY is required: it encrypts the WordPress application passwords "
-            "stored in the ledger. Generate one with: python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'"
-        )
+    if not env.get("GATEWAY_SECRET_KEY") and not testing and needs_secret_key:
+        raise MissingSecretKey(env.get("GATEWAY_DATABASE_URL") or DEFAULT_DATABASE_URL)
     values: dict = {}
     for s in SETTINGS:
         default = s.default if s.default_from is None else s.default_from(values)
         values[s.name] = s.parse(env.get(s.env) if s.env else None, default, s.env)
-    values["secret_key"] = values["secret_key"] or TEST_SECRET_KEY
+    values["secret_key"] = values["secret_key"] or (TEST_SECRET_KEY if testing else "")
     values["testing"] = testing
     return Config(**values)
