@@ -68,9 +68,20 @@ def test_job_on_unknown_site_is_422(offline_gw):
     answer = offline_gw.put_job(job_id, site="no-such-site")
     assert answer.status_code == 422
     assert answer.get_json()["errors"][0]["pointer"] == "/site"
+    assert answer.get_json()["detail"].endswith("its sites: blog")  # issue 44: as doctor says
     assert (
         offline_gw.client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers()).status_code == 404
     )
+
+
+def test_the_front_door_points_to_the_review_page_and_the_reference(offline_gw):
+    """``GET /`` (issue 44: a bare 404 before): every link it gives answers."""
+    answer = offline_gw.client.get("/")
+    assert answer.status_code == 200
+    links = answer.get_json()["links"]
+    assert links["review"] == "/review" and links["openapi"] == "/openapi.json"
+    for path in (links["review"], links["openapi"], links["health"]):
+        assert offline_gw.client.get(path, follow_redirects=True).status_code == 200, path
 
 
 def test_bad_draft_input_leaves_no_ledger_row(offline_gw):

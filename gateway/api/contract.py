@@ -164,6 +164,7 @@ READ_BACK = (
 PRUNED = ("receipt-pruned",)  # retention dropped the draft receipt these need
 
 OPERATIONS: dict[str, Contract] = {
+    "GET /": Contract(returns="Index"),
     "GET /healthz": Contract(returns="Health"),
     "GET /metrics": Contract(media_type="text/plain", problems=("unauthenticated",)),
     "GET /openapi.json": Contract(returns="OpenAPI"),

@@ -211,6 +211,14 @@ VERIFICATION = obj(
 )
 
 SCHEMAS: dict[str, dict] = {
+    "Index": obj(
+        ("name", "version", "links"),
+        name=STR,
+        version=STR,
+        links=obj(
+            ("review", "openapi", "health", "docs"), review=STR, openapi=STR, health=STR, docs=STR
+        ),
+    ),
     "Health": obj(("status", "ledger", "version"), status=STR, ledger=STR, version=STR),
     "OpenAPI": obj(("openapi", "info", "paths"), openapi=STR, info={"type": "object"}, paths={}),
     "Job": obj(tuple(JOB), **JOB),

@@ -216,8 +216,10 @@ def get_site(tenant: str, name: str) -> Site:
     """
     site = hot_sql.site_by_name(tenant, name)
     if site is None:
+        names = [s.name for s in list_sites(tenant)]  # the refusal only: never the hot path
         raise SiteNotFound(
-            f"site {name!r} is not configured for tenant {tenant!r}",
+            f"site {name!r} is not configured for tenant {tenant!r}; its sites: "
+            + (", ".join(names) or "none (gateway sites add)"),
             errors=[{"pointer": "/site", "message": "unknown site"}],
         )
     return site
