@@ -230,6 +230,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
             "application password in it first"
         )
     with database.connection_context():
+        before = sites.list_sites(tenant)
         try:
             site = sites.add_site(
                 _config().secret_key, tenant, name, url, username, password, transport
@@ -238,6 +239,10 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
             raise KnownProblem(error.detail) from None
         except ValueError as error:
             raise KnownProblem(str(error)) from None
+    changed = _changes(next((s for s in before if s.name == name), None), site)
+    if changed:  # re-adding a name is how a password is renewed: never a silent change
+        said = "; ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        click.echo(f"site {tenant}/{name} updated: {said}", err=True)
     click.echo(
         json.dumps(
             {
@@ -247,9 +252,51 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
                 "username": username,
                 "transport": site.transport,
                 "credential_version": site.credential_version,
+                "changed": changed,
             }
         )
     )
+
+
+def _changes(before, after) -> dict:
+    """``{field: [before, after]}`` for the URL, user and transport of a re-added site (the
+    password is always renewed: ``credential_version`` says so); ``{}`` for a new site."""
+    if before is None:
+        return {}
+    return {
+        field: [getattr(before, field), getattr(after, field)]
+        for field in ("url", "username", "transport")
+        if getattr(before, field) != getattr(after, field)
+    }
+
+
+@_needs_no_secret_key
+@sites_group.command("remove")
+@click.option("--tenant", required=True, help="The site's tenant.")
+@click.option("--name", required=True, help="The site's name.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove it even though some of its jobs are unfinished (their next write is refused).",
+)
+@needs_ledger
+def sites_remove(tenant, name, force):
+    """Remove a site and its stored password; refused while it has unfinished jobs.
+
+    A job is unfinished unless published, cancelled or failed; --force removes the site anyway
+    (those jobs' next write is refused until the name is added again). The jobs' history
+    stays."""
+    from gateway.operator import site_removal
+
+    known_tenant(tenant)
+    with database.connection_context():
+        try:
+            removed = site_removal.remove_site(tenant, name, force)
+        except GatewayError as error:
+            raise KnownProblem(error.detail) from None
+        except site_removal.SiteInUse as error:
+            raise KnownProblem(str(error)) from None
+    click.echo(json.dumps(removed))
 
 
 @_needs_no_secret_key
