@@ -219,16 +219,39 @@ def sites_group():
     default="rest",
     help="rest (with the companion plugin: guard, lookup) or xmlrpc (no plugin needed).",
 )
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Store the site without signing in to it first (WordPress not reachable yet); "
+    "run 'gateway doctor' once it is.",
+)
 @needs_ledger
-def sites_add(tenant, name, url, username, app_password_env, transport):
-    """Add or update a site; an update bumps its credential_version. Switching the
-    transport is refused while the site has SENT or UNKNOWN operations."""
+def sites_add(tenant, name, url, username, app_password_env, transport, no_check):
+    """Add or update a site; an update bumps its credential_version.
+
+    The site is signed in to first: a refused password, a stripped Authorization header or
+    a site that does not answer is refused (nothing stored) unless --no-check; a missing
+    companion plugin or an editor account is a warning. Switching the transport is refused
+    while the site has SENT or UNKNOWN operations."""
+    from gateway.operator import site_check
+
     password = os.environ.get(app_password_env)
     if not password:
         raise KnownProblem(
             f"environment variable {app_password_env} is empty or unset: export the site's "
             "application password in it first"
         )
+    warnings = []
+    if not no_check:
+        try:
+            sites.check_site_url(url)
+            warnings = site_check.check_new_site(
+                url, username, password, transport, _config().wp_timeout
+            )
+        except (ValueError, site_check.SiteRefused) as error:
+            raise KnownProblem(str(error)) from None
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     with database.connection_context():
         before = sites.list_sites(tenant)
         try:

@@ -26,6 +26,7 @@ def _add(ledger_url: str, username: str, transport: str = "rest"):
         ledger_url,
         *("sites", "add", "--tenant", TENANT, "--name", "blog", "--url", "http://127.0.0.1:9"),
         *("--username", username, "--app-password-env", PASSWORD_ENV, "--transport", transport),
+        "--no-check",  # nothing listens at port 9
     )
 
 
