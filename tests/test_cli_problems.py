@@ -203,9 +203,12 @@ def test_doctor_failing_its_checks_exits_1_and_success_exits_0(ready):
     assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
 
 
-def test_demo_without_a_test_site(tmp_path):
+def test_demo_without_a_test_site(tmp_path, monkeypatch):
     missing = tmp_path / "site.json"
     assert_one_line(invoke(["demo", "--site-json", str(missing)], {}), 2, "wp_test_site/up.sh")
+    monkeypatch.chdir(tmp_path)  # outside the clone (issue 44): the directory is named
+    line = assert_one_line(invoke(["demo"], {}), 2, "from the root of the gateway's clone")
+    assert str(tmp_path) in line and "up.sh" not in line
 
 
 @pytest.mark.parametrize("name", ["report", "sites add", "tokens create"])
