@@ -146,7 +146,8 @@ JOB_QUERY = {
 CHANGES_QUERY = {
     "cursor": {
         "type": "string",
-        "description": "the previous answer's next_cursor (absent: from the first job)",
+        "description": "the previous answer's next_cursor (absent: from the first job; "
+        "'now': an empty page whose next_cursor is now)",
     },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
 }
