@@ -97,8 +97,10 @@ def _probed(image: dict) -> bool:
 
 
 def _order(error: dict) -> list:
-    """Errors in the order of the body: by pointer, array indices as numbers."""
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in error["pointer"].split("/")]
+    """Errors in the order of the body: by pointer, array indices as numbers (ASCII digits
+    only: a member named ``²`` is a name)."""
+    parts = error["pointer"].split("/")
+    return [(0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in parts]
 
 
 def _under(prefix: str, error: exc.GatewayError) -> list[dict]:
