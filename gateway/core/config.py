@@ -193,8 +193,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("resume_budget", int, "GATEWAY_RESUME_BUDGET", _size, 3,
       "resumes allowed per job version before editors are told instead."),
     S("attention_after", float, "GATEWAY_ATTENTION_AFTER", _seconds, 3600.0,
-      "seconds without any request after which the sweep tells editors that an unfinished "
-      "job needs attention."),
+      "seconds without any request after which an unfinished job needs attention: the sweep "
+      "tells editors, and GET /v1/job-changes lists a stalled run with needs_attention."),
     S("crash_points", frozenset[str], "GATEWAY_CRASH_POINTS", _words, frozenset(),
       "crash points enabled for fault tests (empty in production): named ones and counted "
       "ones (``commit#3``, ``wp_before#2``: :mod:`gateway.operations.crashes`)."),
