@@ -48,12 +48,14 @@ def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkey
         _admin_term(gw, "tags", f"{letter} zz{uid}")
     late = _admin_term(gw, "tags", f"zz{uid}")
     monkeypatch.setattr(terms, "PAGE", 1)
+    # digits only, new to the site, far above any term id it holds: never taken as an id
+    numeric = str(100_000_000 + int(uid[:6], 16))
     job_id = new_job_id()
     assert gw.put_job(job_id).status_code == 201
     body = draft_body(
         title=f"Terms {job_id}",
         categories=[f"reviews {uid}"],  # ASCII case folded: the existing category
-        tags=[f"cafe {uid}", f"Café {uid}", f"zz{uid}", "12", plain["id"]],
+        tags=[f"cafe {uid}", f"Café {uid}", f"zz{uid}", numeric, plain["id"]],
     )
     answer = gw.put_draft(job_id, body)
     assert answer.status_code == 201, answer.get_json()
@@ -62,8 +64,8 @@ def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkey
     assert post["categories"] == [category["id"]]
     accented = _terms_named(gw, "tags", f"Café {uid}")
     assert len(accented) == 1 and accented[0]["slug"] == f"cafe-{uid}-2"  # a term of its own
-    twelve = _terms_named(gw, "tags", "12")
-    assert len(twelve) == 1 and twelve[0]["id"] != 12  # a string is always a name
+    twelve = _terms_named(gw, "tags", numeric)
+    assert len(twelve) == 1 and twelve[0]["id"] != int(numeric)  # a string is always a name
     wanted = {plain["id"], accented[0]["id"], late["id"], twelve[0]["id"]}
     assert sorted(post["tags"]) == sorted(wanted)
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
