@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 import requests
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters
@@ -23,6 +24,8 @@ from servers import Server
 from support import TENANT
 from support import free_port
 from support import gateway_command
+
+from gateway_tools.fault_proxy import FaultProxy
 
 TOOLS = (
     "start_job",
@@ -178,3 +181,37 @@ def count_objects(site: dict, keys: list[str]) -> dict[str, int]:
     for obj in found.json()["objects"]:
         counts[obj["operation_key"]] = counts.get(obj["operation_key"], 0) + 1
     return counts
+
+
+# The fixtures of the MCP test modules (imported there by name).
+
+
+@pytest.fixture(scope="module")
+def shared_proxy(shared_wp_site):
+    """One fault proxy in front of the test WordPress for the module's shared gateway."""
+    with FaultProxy(upstream=shared_wp_site["url"], timeout=30) as fault_proxy:
+        yield fault_proxy
+
+
+@pytest.fixture(scope="module")
+def gateway(shared_wp_site, shared_proxy, tmp_path_factory):
+    """One ``gateway serve`` for the module (each test has its own job ids), on its own
+    SQLite ledger, whose site ``blog`` is the test WordPress behind :func:`shared_proxy`."""
+    workdir = tmp_path_factory.mktemp("mcp-gateway")
+    ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
+    server = McpGateway(shared_wp_site, ledger_url, workdir, site_url=shared_proxy.url)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def gw_proxy(shared_proxy):
+    """The shared proxy with no faults and an empty request log for this test."""
+    shared_proxy.clear_faults()
+    shared_proxy.reset_log()
+    yield shared_proxy
+    shared_proxy.clear_faults()
+
+
+FIXTURES = (shared_proxy, gateway, gw_proxy)  # a module binds them: its own gateway

@@ -304,6 +304,8 @@ _NEXT_STEPS = {
     "operation-key-reused": "these arguments differ from the ones already written under this "
     "task version: bump the task version (start_job with task_version + 1) and call again, "
     "or call again with the original arguments",
+    "operation-in-progress": "the same write is still in flight after this server waited for "
+    "it: call recover for this job, then this tool again; do not change the arguments",
     "outcome-unknown": "call recover for this job, then call this tool again; do not change "
     "the arguments",
     "gateway-connection-lost": "call recover for this job, then call this tool again; do not "
@@ -416,7 +418,7 @@ class Runner:
         path = spec.path.format(**names)
         body = self._body(spec, args)
         key = key if spec.writes else None
-        answer = self.api.call(token, spec.method, path, body, key)
+        answer = self.api.call(token, spec.method, path, body, key, job_id=job_id)
         structured = result(spec, job_id, answer)
         # the first result stored under the client's key (the ledger's own replays say so in
         # the body)
