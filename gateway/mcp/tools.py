@@ -34,6 +34,7 @@ from mcp.types import ToolAnnotations
 from gateway.core import exceptions as exc
 from gateway.core import media_request
 from gateway.core import states
+from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.mcp.client import Answer
 from gateway.mcp.client import GatewayAPI
@@ -248,10 +249,18 @@ def _identifier(pattern, what: str) -> dict:
     return {"type": "string", "pattern": pattern.pattern, "description": what}
 
 
+def advertised_schema(spec: Spec, local_paths: bool = False) -> dict:
+    """The tool's ``inputSchema`` as advertised: :func:`input_schema` in the form every client
+    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, every
+    property required with the optional ones nullable, OpenAI's strict subset)."""
+    return tool_schemas.advertised(input_schema(spec, local_paths), validation.text_pattern())
+
+
 def input_schema(spec: Spec, local_paths: bool = False) -> dict:
-    """The tool's ``inputSchema``: ``job_id``, the path's identifiers, the body's properties
-    from its schema file (``only`` kept), ``idempotency_key`` on writes; ``path`` on
-    ``upload_media`` when ``local_paths``."""
+    """The schema the tool's arguments are validated with (after their nulls are dropped):
+    ``job_id``, the path's identifiers, the body's properties from its schema file (``only``
+    kept), ``idempotency_key`` on writes; ``path`` on ``upload_media`` when
+    ``local_paths``."""
     body = {"properties": {}, "required": []}
     if spec.schema not in (None, "empty"):
         body = validation.inline_shared(copy.deepcopy(validation.schema(spec.schema)))
@@ -392,13 +401,17 @@ class Runner:
     _validators: dict = field(default_factory=dict)
 
     def schema_of(self, spec: Spec) -> dict:
-        return input_schema(spec, local_paths=bool(self.roots))
+        """The tool's advertised ``inputSchema`` (:func:`advertised_schema`)."""
+        return advertised_schema(spec, local_paths=bool(self.roots))
 
     def _validated(self, spec: Spec, arguments: dict) -> dict:
         if spec.name not in self._validators:
-            self._validators[spec.name] = Draft202012Validator(self.schema_of(spec))
+            schema = input_schema(spec, local_paths=bool(self.roots))
+            self._validators[spec.name] = Draft202012Validator(schema)
+        validator = self._validators[spec.name]
         try:
-            return validation.check(self._validators[spec.name], arguments, spec.schema)
+            arguments = tool_schemas.without_nulls(arguments, validator.schema)
+            return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
 
