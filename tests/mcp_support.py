@@ -83,12 +83,30 @@ def mcp_command() -> list[str]:
     return [*gateway_command(), "mcp"]
 
 
+MODERN = "2026-07-28"  # stateless: server/discover, no initialize
+HANDSHAKE = "2025-11-25"  # the newest revision initialize negotiates
+
+
+async def _connect(session: ClientSession, revision: str) -> None:
+    """Open ``session`` at ``revision``: ``server/discover`` (2026-07-28) or ``initialize``."""
+    if revision == MODERN:
+        await session.discover()
+    else:
+        await session.initialize()
+    assert session.protocol_version == revision, session.protocol_version
+
+
 @contextlib.asynccontextmanager
 async def stdio_session(
-    gateway_url: str, token: str, workdir: Path, media_root: Path | None = None
+    gateway_url: str,
+    token: str,
+    workdir: Path,
+    media_root: Path | None = None,
+    revision: str = HANDSHAKE,
 ):
-    """An SDK client session with ``gateway mcp`` over stdio. The server's pid goes to
-    ``workdir/mcp.pid`` (``exec`` keeps the shell's pid), its stderr to ``workdir/mcp.log``."""
+    """An SDK client session with ``gateway mcp`` over stdio at protocol ``revision``. The
+    server's pid goes to ``workdir/mcp.pid`` (``exec`` keeps the shell's pid), its stderr to
+    ``workdir/mcp.log``."""
     pidfile = workdir / "mcp.pid"
     env = {"GATEWAY_URL": gateway_url, "GATEWAY_TOKEN": token, "PIDFILE": str(pidfile),
            "PATH": os.environ.get("PATH", "")}  # fmt: skip
@@ -102,7 +120,7 @@ async def stdio_session(
     with open(workdir / "mcp.log", "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                await _connect(session, revision)
                 yield session
 
 
@@ -145,14 +163,15 @@ class HttpMcp:
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, token: str):
-    """An SDK client session over streamable HTTP with ``token`` as its bearer token."""
+async def http_session(url: str, token: str, revision: str = HANDSHAKE):
+    """An SDK client session over streamable HTTP at protocol ``revision`` with ``token`` as
+    its bearer token."""
     timeout = httpx2.Timeout(60.0, read=300.0)
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                await _connect(session, revision)
                 yield session
 
 

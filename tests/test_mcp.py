@@ -31,6 +31,7 @@ from support import gateway_command
 from support import new_job_id
 from support import op_key
 from support import png_bytes
+from support import site_runtime
 
 from gateway_tools.fault_proxy import Fault
 
@@ -333,8 +334,12 @@ def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, gw_proxy, 
 
 
 def test_gateway_demo_mcp_prints_each_call_a_refused_replan_and_a_recovered_crash(wp_site):
+    site_json = site_runtime(wp_site.get("instance", "")) / "site.json"  # this line's site
     done = subprocess.run(
-        [*gateway_command(), "demo", "--mcp"], capture_output=True, text=True, timeout=300
+        [*gateway_command(), "demo", "--mcp", "--site-json", str(site_json)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     out = done.stdout

@@ -9,7 +9,7 @@ over HTTP; the MCP request id and the model's call id never reach it.
 
 Every result carries ``structuredContent`` (:data:`OUTPUT_SCHEMA`): ``operation_key``,
 ``state``, ``replayed``, ``reconciled``, ``job_id`` and the gateway's ``answer``. Every
-refusal is a tool error (:func:`tool_error`): the problem's type, detail, ``retryable``,
+refusal is a tool error (:func:`error_result`): the problem's type, detail, ``retryable``,
 ``retry_after`` and the ``next_step`` an agent can take. There is no publish or approve tool:
 publishing stays behind an editor's approval.
 """
@@ -26,7 +26,6 @@ from dataclasses import field
 from pathlib import Path
 
 from jsonschema import Draft202012Validator
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from mcp.types import TextContent
 from mcp.types import ToolAnnotations
@@ -299,14 +298,16 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
     return schema
 
 
-def tool_error(problem: Problem) -> ToolError:
-    """The tool error for ``problem``: its JSON (type, title, status, detail, retryable,
-    retry_after, the problem's own members) with the ``next_step`` an agent can take."""
+def error_result(problem: Problem) -> CallToolResult:
+    """The tool error for ``problem`` (``isError: true``, never a success): its JSON as the
+    text (type, title, status, detail, retryable, retry_after, the problem's own members) with
+    the ``next_step`` an agent can take."""
     body = dict(problem.body)
     body.setdefault("retryable", False)
     body["retry_after"] = problem.retry_after
     body["next_step"] = next_step(problem.slug, body)
-    return ToolError(json.dumps(body, ensure_ascii=False))
+    text = json.dumps(body, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 _NEXT_STEPS = {
