@@ -5,13 +5,15 @@ output_schema=...)``; ``stdio_server()``; ``Server.streamable_http_app()``), ove
 stateless streamable HTTP (docs/mcp.md).
 
 * **stdio** (local clients): one gateway token, from the environment (``GATEWAY_TOKEN``); local
-  image files may be uploaded from the folders the operator allows (``--media-root``).
+  image files may be uploaded from the folders the operator allows (``--media-root``). Ctrl-C
+  (SIGINT) or SIGTERM ends it at once, even with stdin still open: the process holds no state.
 * **streamable HTTP** (remote clients): stateless (``stateless_http``: no session is kept, any
   process may answer any request), JSON answers, binds 127.0.0.1 unless told otherwise, checks
   Host and Origin whatever the bind address (the SDK's ``TransportSecuritySettings``), and
   every request must carry the caller's own gateway token (``Authorization: Bearer``), which is
   checked with the gateway (401 otherwise) and passed through on every call, so each caller
-  sees only its tenant. No OAuth: put it behind a TLS proxy.
+  sees only its tenant. No OAuth: put it behind a TLS proxy. It prints its URL and the
+  protocol revisions it serves when it starts.
 
 Protocol revisions (the SDK's, :data:`REVISIONS`): 2026-07-28 (stateless, ``server/discover``)
 and, through ``initialize``, 2025-11-25 back to 2024-11-05, over both transports.
@@ -27,6 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +62,7 @@ JOB_RESOURCE = "gateway://jobs/{job_id}"
 # The revisions served: the stateless one (server/discover), then the initialize ones, newest
 # first (the SDK's, over both transports; docs/mcp.md "Protocol revisions").
 REVISIONS = (*reversed(MODERN_PROTOCOL_VERSIONS), *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
+EXIT_GRACE_SECONDS = 0.5  # after a signal: how long the served requests get to be cancelled
 INSTRUCTIONS = (
     "Publishing Gateway: exactly-once WordPress writes for one job at a time. Every write is "
     "keyed by job_id, task version, action and slot, never by your call: calling a tool again "
@@ -222,13 +228,32 @@ def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> Serv
 
 
 def serve_stdio(gateway_url: str, token: str, roots: tuple[Path, ...] = ()) -> None:
-    """Serve over stdio with one gateway ``token`` until the client closes the pipe."""
+    """Serve over stdio with one gateway ``token`` until the client closes the pipe, or until
+    SIGINT (Ctrl-C) or SIGTERM: then the served requests are cancelled and the process exits
+    (status 130 or 143) within :data:`EXIT_GRACE_SECONDS`, even while the SDK's stdin reader
+    still waits on an open pipe (its worker thread cannot be interrupted). The process holds
+    no state: a write in flight is the gateway's to finish, and ``recover`` tells its outcome.
+    """
     anyio.run(_stdio, build(GatewayAPI(gateway_url), Tokens(token), roots))
 
 
 async def _stdio(server: Server) -> None:
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    serving = anyio.CancelScope()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_exit_on_signal, serving)
+        with serving:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        tasks.cancel_scope.cancel()  # the client closed stdin: no signal to wait for
+
+
+async def _exit_on_signal(serving: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            serving.cancel()
+            await anyio.sleep(EXIT_GRACE_SECONDS)  # cancelled first if serving ends in time
+            sys.stderr.flush()
+            os._exit(128 + signum)
 
 
 def transport_security(
@@ -343,4 +368,15 @@ def serve_http(gateway_url: str, host: str, port: int, **options) -> None:
 
     app = http_app(gateway_url, host, **options)
     listening.refuse_busy_port(host, port)
+    print(started_line(host, port, options.get("path", "/mcp")), file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def started_line(host: str, port: int, path: str) -> str:
+    """What ``gateway mcp --transport http`` prints when it starts: its URL and the protocol
+    revisions it serves (:data:`REVISIONS`)."""
+    where = f"[{host}]" if ":" in host else host
+    return (
+        f"gateway mcp: MCP over streamable HTTP at http://{where}:{port}{path} "
+        f"(revisions {', '.join(REVISIONS)}; Authorization: Bearer <gateway token>)"
+    )
