@@ -234,25 +234,32 @@ def serve_stdio(gateway_url: str, token: str, roots: tuple[Path, ...] = ()) -> N
     still waits on an open pipe (its worker thread cannot be interrupted). The process holds
     no state: a write in flight is the gateway's to finish, and ``recover`` tells its outcome.
     """
-    anyio.run(_stdio, build(GatewayAPI(gateway_url), Tokens(token), roots))
+    received = anyio.run(_stdio, build(GatewayAPI(gateway_url), Tokens(token), roots))
+    if received is not None:
+        sys.exit(128 + received)
 
 
-async def _stdio(server: Server) -> None:
+async def _stdio(server: Server) -> int | None:
+    """Serve until stdin closes (None) or a signal came and serving ended in time (its
+    number); past :data:`EXIT_GRACE_SECONDS` after a signal the process exits itself."""
     serving = anyio.CancelScope()
+    received: list[int] = []
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_exit_on_signal, serving)
+        tasks.start_soon(_exit_on_signal, serving, received)
         with serving:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
-        tasks.cancel_scope.cancel()  # the client closed stdin: no signal to wait for
+        tasks.cancel_scope.cancel()  # serving ended: no signal to wait for
+    return received[0] if received else None
 
 
-async def _exit_on_signal(serving: anyio.CancelScope) -> None:
+async def _exit_on_signal(serving: anyio.CancelScope, received: list[int]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
+            received.append(int(signum))
             serving.cancel()
             await anyio.sleep(EXIT_GRACE_SECONDS)  # cancelled first if serving ends in time
-            sys.stderr.flush()
+            sys.stderr.flush()  # the SDK's stdin reader is still blocked: do not wait for it
             os._exit(128 + signum)
 
 
