@@ -43,11 +43,12 @@ from dataclasses import dataclass
 import requests
 from urllib3.exceptions import NewConnectionError
 
+from gateway.core import states
 from gateway.core.exceptions import PROBLEM_BASE
 
 IN_FLIGHT = "operation-in-progress"
 WAIT_SLUGS = frozenset((IN_FLIGHT, "request-key-in-progress", "tenant-busy", "site-busy"))
-UNSETTLED = frozenset(("PREPARED", "SENT"))  # an operation some request is still working on
+UNSETTLED = frozenset((states.PREPARED, states.SENT))  # an operation a request still works on
 FIRST_PAUSE, LAST_PAUSE = 0.25, 1.0  # seconds between looks, doubling from the first
 
 
@@ -204,10 +205,10 @@ class GatewayAPI:
                 job = self._once(token, "GET", f"/v1/jobs/{job_id}", None, None).body
             except Problem:
                 continue  # a look that failed proves nothing: look again
-            states = [
+            found = [
                 r.get("state") for r in job.get("operations", ()) if r.get("operation_key") == key
             ]
-            if not states or states[0] not in UNSETTLED:
+            if not found or found[0] not in UNSETTLED:
                 return True
         return False  # pragma: no cover - pauses() never ends
 
