@@ -13,6 +13,7 @@ import anyio
 import mcp_support
 import pytest
 from mcp_support import HttpMcp
+from mcp_support import McpGateway
 from mcp_support import count_objects
 from mcp_support import http_session
 from mcp_support import stdio_session
@@ -157,3 +158,47 @@ def _without_job(arguments: dict) -> dict:
 def _state(gateway, job_id: str) -> str | None:
     rows = gateway.call("GET", f"/v1/jobs/{job_id}").json().get("operations", [])
     return next((r["state"] for r in rows if r["action"] == "draft"), None)
+
+
+def test_a_busy_site_is_waited_out_and_each_job_gets_its_post(wp_site, ledger_url, tmp_path, proxy):
+    """With one WordPress call per site at a time (``GATEWAY_SITE_CONCURRENCY=1``), job B's
+    draft sent while job A's is in WordPress is answered 429 ``site-busy`` (nothing sent): the
+    MCP server sends it again after its backoff, and each job ends with its one post."""
+    server = McpGateway(wp_site, ledger_url, tmp_path, site_url=proxy.url)
+    server.env["GATEWAY_SITE_CONCURRENCY"] = "1"
+    jobs = [new_job_id(), new_job_id()]
+    proxy.add_fault(Fault(kind="delay", seconds=1.5, method="POST", path=POSTS, times=1))
+    results = {}
+    try:
+        server.start()
+        for job_id in jobs:
+            started = server.call(
+                "PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1}
+            )
+            assert started.status_code == 201, started.text
+
+        async def draft(session, job_id):
+            arguments = {**_steps(job_id)[1][1], "featured_media": None}
+            results[job_id] = await session.call_tool("put_draft", arguments)
+
+        async def main():
+            async with stdio_session(server.url, server.token, tmp_path) as session:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(draft, session, jobs[0])
+                    while _state(server, jobs[0]) != "SENT":  # A holds the site's one slot
+                        await anyio.sleep(0.05)
+                    tasks.start_soon(draft, session, jobs[1])
+
+        anyio.run(main)
+        busy = [line for line in server.logs().splitlines() if '"status":429' in line]
+    finally:
+        server.kill()
+    assert [results[j].is_error for j in jobs] == [False, False], [
+        results[j].content[0].text for j in jobs
+    ]
+    posts = {results[j].structured_content["answer"]["post_id"] for j in jobs}
+    assert len(posts) == 2
+    assert proxy.count(method="POST", path=POSTS, forwarded=True) == 2
+    counts = count_objects(wp_site, [op_key(j, "draft") for j in jobs])
+    assert list(counts.values()) == [1, 1]
+    assert busy and all(jobs[1] in line for line in busy)  # B was told to wait, and waited
