@@ -121,7 +121,8 @@ def fast_validator(name: str) -> jsonschema_rs.Draft202012Validator:
 def inline_shared(node):
     """``node`` (a schema or part of one; not mutated) with the shared text-field definition
     (``schemas/text.json``) written into each field that refers to it: a schema that stands
-    alone, as agents' tool parameters must (OpenAI function tools, MCP ``inputSchema``)."""
+    alone, as agents' tool parameters must (OpenAI function tools, MCP ``inputSchema``). A
+    field with a pattern of its own keeps it, the text rule's beside it in ``allOf``."""
     if isinstance(node, list):
         return [inline_shared(v) for v in node]
     if not isinstance(node, dict):
@@ -129,8 +130,16 @@ def inline_shared(node):
     node = {k: inline_shared(v) for k, v in node.items()}
     if node.get("$ref") == TEXT_SCHEMA_ID:
         del node["$ref"]
-        node["pattern"] = schema("text")["pattern"]
+        if "pattern" in node:  # a rule of its own too: term_name must not be blank
+            node["allOf"] = [*node.get("allOf", []), {"pattern": text_pattern()}]
+        else:
+            node["pattern"] = text_pattern()
     return node
+
+
+def text_pattern() -> str:
+    """The shared text rule's pattern (``schemas/text.json``)."""
+    return schema("text")["pattern"]
 
 
 def quote(value) -> str:
