@@ -60,6 +60,13 @@ def _config_problem(error: ConfigError) -> str:
         return str(error)
     generate = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
     ledger = migrations.ledger_file(error.database_url)
+    if ledger is None and not error.url_given:
+        return (
+            f"{error}, and GATEWAY_DATABASE_URL is not set (no ledger at "
+            f"{migrations.describe(error.database_url)}). In a new terminal, paste the "
+            "README's settings and ledger blocks again; for a new ledger, generate a key with "
+            f"{generate}"
+        )
     if ledger is None and error.database_url.startswith("sqlite"):
         return f"{error}. No ledger yet: generate a key with {generate}"
     if ledger is None:
@@ -235,6 +242,11 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
     while the site has SENT or UNKNOWN operations."""
     from gateway.operator import site_check
 
+    if not ENV_NAME.fullmatch(app_password_env):  # perhaps the password itself: never echoed
+        raise KnownProblem(
+            "--app-password-env takes the NAME of an environment variable holding the "
+            "application password (e.g. WP_APP_PASSWORD), not the password itself"
+        )
     password = os.environ.get(app_password_env)
     if not password:
         raise KnownProblem(
@@ -249,7 +261,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
                 url, username, password, transport, _config().wp_timeout
             )
         except (ValueError, site_check.SiteRefused) as error:
-            raise KnownProblem(str(error)) from None
+            raise KnownProblem(str(error) + _replaced_by(tenant, name, url)) from None
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     with database.connection_context():
@@ -278,6 +290,22 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
                 "changed": changed,
             }
         )
+    )
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _replaced_by(tenant: str, name: str, url: str) -> str:
+    """A warning for a refused ``sites add`` whose name is taken: ``--no-check`` (which the
+    refusal may suggest) would replace that site's URL and password."""
+    with database.connection_context():
+        site = next((s for s in sites.list_sites(tenant) if s.name == name), None)
+    if site is None or site.url == url.rstrip("/"):
+        return ""
+    return (
+        f" (careful: site {tenant}/{name} already exists at {site.url}; adding it again, "
+        "even with --no-check, replaces that site's URL and password)"
     )
 
 

@@ -141,6 +141,9 @@ def test_sites_add_signs_in_first_and_stores_nothing_it_refuses(ledger_url, wp_s
     assert bare.returncode == 0, bare.stderr
     assert "companion plugin is not active" in bare.stderr and "--transport xmlrpc" in bare.stderr
     assert "editor is an editor" in bare.stderr or "is an editor" in bare.stderr
+    # the refusal's --no-check advice would replace an existing site: it says so
+    moved = add_site(run, f"http://127.0.0.1:{free_port()}", wp_site["users"]["author"], "bare")
+    assert moved.returncode == 2 and f"already exists at {proxy.url}" in moved.stderr
     later = add_site(run, f"http://127.0.0.1:{free_port()}", wrong, name="later", check=False)
     assert later.returncode == 0, later.stderr
     listed = json.loads(run("sites", "list").stdout)

@@ -129,6 +129,9 @@ def test_missing_key_with_a_ledger_names_its_key_file(tmp_path):
     env = {"GATEWAY_DATABASE_URL": f"sqlite:///{ledger}"}
     fresh = assert_one_line(invoke(COMMANDS["report"], env), 2, "No ledger yet", "secrets")
     assert "secret-key" not in fresh
+    # a new terminal: neither the key nor the ledger's URL set (the default names no ledger)
+    unset = assert_one_line(invoke(COMMANDS["report"], {}), 2, "GATEWAY_DATABASE_URL is not set")
+    assert "paste the README's settings and ledger blocks again" in unset
     assert invoke(["init-db"], {**env, "GATEWAY_SECRET_KEY": SECRET_KEY}).exit_code == 0
     no_file = assert_one_line(invoke(COMMANDS["report"], env), 2, str(ledger), "$GW_DIR/secret-key")
     assert "token_urlsafe" not in no_file
@@ -142,6 +145,11 @@ def test_fixable_problems_exit_2(ready):
     """The README's "2: a problem you can fix": an unset password variable, an unknown token."""
     args = [a if a != PASSWORD_ENV else "GW_TEST_NOPE_VAR" for a in COMMANDS["sites add"]]
     assert_one_line(invoke(args, ready), 2, "GW_TEST_NOPE_VAR is empty or unset")
+    # the password itself given as the variable's name: refused without echoing it
+    pasted = "abcd EFGH ijkl MNOP qrst UVWX"
+    args = [a if a != PASSWORD_ENV else pasted for a in COMMANDS["sites add"]]
+    line = assert_one_line(invoke(args, ready), 2, "takes the NAME of an environment variable")
+    assert pasted not in line
     unknown = ["tokens", "revoke", "--tenant", "acme", "--name", "nosuch"]
     assert_one_line(invoke(unknown, ready), 2, "no token named 'nosuch'", "its tokens: e")
     assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0

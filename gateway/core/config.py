@@ -44,12 +44,13 @@ class MissingSecretKey(ConfigError):
     that the command line can name the key a ledger already there was filled with
     (``gateway.cli``): a new key cannot decrypt the passwords it stores."""
 
-    def __init__(self, database_url: str):
+    def __init__(self, database_url: str | None):
         super().__init__(
             "GATEWAY_SECRET_KEY is required: it encrypts the WordPress application passwords "
             "stored in the ledger"
         )
-        self.database_url = database_url
+        self.url_given = bool(database_url)  # False: GATEWAY_DATABASE_URL unset
+        self.database_url = database_url or DEFAULT_DATABASE_URL
 
 
 # --------------------------------------------------------------------------- parsers
@@ -389,7 +390,7 @@ def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool 
     """
     env = dict(os.environ if env is None else env)
     if not env.get("GATEWAY_SECRET_KEY") and not testing and needs_secret_key:
-        raise MissingSecretKey(env.get("GATEWAY_DATABASE_URL") or DEFAULT_DATABASE_URL)
+        raise MissingSecretKey(env.get("GATEWAY_DATABASE_URL"))
     values: dict = {}
     for s in SETTINGS:
         default = s.default if s.default_from is None else s.default_from(values)

@@ -31,7 +31,8 @@ class SiteInUse(Exception):
         listed = ", ".join(jobs[:SHOWN]) + (", ..." if len(jobs) > SHOWN else "")
         super().__init__(
             f"site {site.name!r} of tenant {site.tenant!r} has {len(jobs)} unfinished job(s) "
-            f"({listed}): finish or cancel them first, or remove it anyway with --force (their "
+            f"({listed}): publish them (an editor approves, then Publish) or cancel them "
+            "(POST /v1/jobs/{job_id}/cancel) first, or remove it anyway with --force (their "
             "next write is refused until the site is added again)"
         )
         self.jobs = jobs
