@@ -130,6 +130,28 @@ def test_a_blank_term_name_is_refused_by_every_door_and_nothing_is_sent():
         assert pointer in [e["pointer"] for e in again.value.problem()["errors"]]
 
 
+def test_a_template_leftover_tag_is_refused_by_the_mcp_and_agent_doors():
+    """Issue 44 (n8n-io/n8n#18181): a tag named ``{{ $json.tag }}`` is refused as
+    ``template-leftover`` at its pointer by the MCP tool (before any call: the gateway URL
+    has no listener) and by the agents' put_draft, as by the HTTP route (test_api_edges)."""
+    runner = tools.Runner(GatewayAPI(NOWHERE, timeout=5, wait_seconds=0))
+    spec = next(s for s in tools.SPECS if s.name == "put_draft")
+    draft = {
+        "title": "T", "content": "<p>C</p>", "excerpt": "", "slug": None,
+        "seo": {"title": "", "description": "", "focus_keyword": ""},
+        "featured_media": None, "body_media": None, "categories": None,
+        "tags": ["news", "{{ $json.tag }}"],
+    }  # fmt: skip
+    with pytest.raises(Problem) as refused:
+        runner.run(spec, "token", {"job_id": "J-1", **draft}, None)
+    assert refused.value.slug == "template-leftover"
+    assert [e["pointer"] for e in refused.value.body["errors"]] == ["/tags/1"]
+    with pytest.raises(exc.TemplateLeftover) as again:
+        arguments = tool_schemas.without_nulls(draft, _draft_parameters())
+        validation.check(agent_tools._validator("put_draft"), arguments, "draft")
+    assert [e["pointer"] for e in again.value.problem()["errors"]] == ["/tags/1"]
+
+
 def _draft_parameters() -> dict:
     return agent_tools.parameters("put_draft")
 
