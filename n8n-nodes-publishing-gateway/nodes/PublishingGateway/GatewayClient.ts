@@ -267,7 +267,7 @@ export function nextStep(status: number, problem: Problem, retryAfter: number | 
 	if (retryAfter !== null && retryAfter > RETRY.maxWaitSeconds) {
 		return `try again after ${retryAfter} s: sending the same item again is safe (operation keys)`;
 	}
-	if (problem.retryable === true || status >= 500) {
+	if (shouldRetry({ status, problem, retryAfter })) {
 		return 'run the item again later: sending it again is safe (operation keys), the gateway replays what was done';
 	}
 	if (status === 422 || status === 400 || status === 413 || status === 415) {
