@@ -18,7 +18,9 @@ from gateway.ledger import migrations
 from gateway.operations import crashes
 
 
-def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Flask:
+def create_app(
+    test_config: dict | None = None, check_ledger: bool = True, needs_secret_key: bool = True
+) -> Flask:
     """The app factory.
 
     Args:
@@ -27,6 +29,8 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
             created or migrated (tests start from an empty database).
         check_ledger: refuse a missing or outdated ledger (the CLI passes False and checks
             per command, so that ``init-db`` can create it).
+        needs_secret_key: False for a command that encrypts and decrypts nothing (the CLI's
+            ``sites list``, ``tokens``, ``report``): ``GATEWAY_SECRET_KEY`` may then be unset.
 
     Raises:
         ConfigError: configuration is missing or malformed (outside tests).
@@ -34,7 +38,7 @@ def create_app(test_config: dict | None = None, check_ledger: bool = True) -> Fl
     """
     from gateway.api import routes
 
-    cfg = config_module.load(testing=test_config is not None)
+    cfg = config_module.load(testing=test_config is not None, needs_secret_key=needs_secret_key)
     if test_config:
         cfg = cfg.with_overrides(**test_config)
     app = Flask(__name__)

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import sys
 
 import click
@@ -24,6 +25,7 @@ from gateway.app import create_app
 from gateway.core.config import DEFAULT_THREADS
 from gateway.core.config import DEFAULT_WORKERS
 from gateway.core.config import ConfigError
+from gateway.core.config import MissingSecretKey
 from gateway.core.exceptions import GatewayError
 from gateway.core.version import VERSION as __version__
 from gateway.ledger import migrations
@@ -41,10 +43,53 @@ class KnownProblem(click.ClickException):
 
 
 def _app_factory():
-    try:
-        return create_app(check_ledger=False)  # init-db must reach a missing ledger
+    command = getattr(click.get_current_context(silent=True), "command", None)
+    try:  # init-db must reach a missing ledger
+        return create_app(
+            check_ledger=False, needs_secret_key=getattr(command, "needs_secret_key", True)
+        )
     except ConfigError as error:
-        raise KnownProblem(str(error)) from None
+        raise KnownProblem(_config_problem(error)) from None
+
+
+def _config_problem(error: ConfigError) -> str:
+    """The one line for a configuration problem. A missing ``GATEWAY_SECRET_KEY`` with a
+    ledger already there names the key file beside it (the README's ``$GW_DIR/secret-key``)
+    instead of advising a new key, which could not decrypt the stored passwords."""
+    if not isinstance(error, MissingSecretKey):
+        return str(error)
+    generate = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    ledger = migrations.ledger_file(error.database_url)
+    if ledger is None and not error.url_given:
+        return (
+            f"{error}, and GATEWAY_DATABASE_URL is not set (no ledger at "
+            f"{migrations.describe(error.database_url)}). In a new terminal, paste the "
+            "README's settings and ledger blocks again; for a new ledger, generate a key with "
+            f"{generate}"
+        )
+    if ledger is None and error.database_url.startswith("sqlite"):
+        return f"{error}. No ledger yet: generate a key with {generate}"
+    if ledger is None:
+        return (
+            f"{error}. A ledger that already holds sites needs the key they were added with (a "
+            f"new key cannot decrypt their passwords); for a new ledger: {generate}"
+        )
+    key_file = os.path.join(os.path.dirname(os.path.abspath(ledger)), "secret-key")
+    if os.path.exists(key_file):
+        use = f'export GATEWAY_SECRET_KEY="$(cat {shlex.quote(key_file)})"'
+    else:
+        use = "use the key its sites were added with (the README keeps it in $GW_DIR/secret-key)"
+    return (
+        f"{error}. The ledger {os.path.abspath(ledger)} exists: {use}; a new key cannot decrypt "
+        "its stored passwords"
+    )
+
+
+def _needs_no_secret_key(command: click.Command) -> click.Command:
+    """Mark a command that encrypts and decrypts nothing: it runs without
+    ``GATEWAY_SECRET_KEY`` (read by :func:`_app_factory`)."""
+    command.needs_secret_key = False
+    return command
 
 
 @contextlib.contextmanager
@@ -181,14 +226,46 @@ def sites_group():
     default="rest",
     help="rest (with the companion plugin: guard, lookup) or xmlrpc (no plugin needed).",
 )
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Store the site without signing in to it first (WordPress not reachable yet); "
+    "run 'gateway doctor' once it is.",
+)
 @needs_ledger
-def sites_add(tenant, name, url, username, app_password_env, transport):
-    """Add or update a site; an update bumps its credential_version. Switching the
-    transport is refused while the site has SENT or UNKNOWN operations."""
+def sites_add(tenant, name, url, username, app_password_env, transport, no_check):
+    """Add or update a site; an update bumps its credential_version.
+
+    The site is signed in to first: a refused password, a stripped Authorization header or
+    a site that does not answer is refused (nothing stored) unless --no-check; a missing
+    companion plugin or an editor account is a warning. Switching the transport is refused
+    while the site has SENT or UNKNOWN operations."""
+    from gateway.operator import site_check
+
+    if not ENV_NAME.fullmatch(app_password_env):  # perhaps the password itself: never echoed
+        raise KnownProblem(
+            "--app-password-env takes the NAME of an environment variable holding the "
+            "application password (e.g. WP_APP_PASSWORD), not the password itself"
+        )
     password = os.environ.get(app_password_env)
     if not password:
-        raise click.ClickException(f"environment variable {app_password_env} is empty")
+        raise KnownProblem(
+            f"environment variable {app_password_env} is empty or unset: export the site's "
+            "application password in it first"
+        )
+    warnings = []
+    if not no_check:
+        try:
+            sites.check_site_url(url)
+            warnings = site_check.check_new_site(
+                url, username, password, transport, _config().wp_timeout
+            )
+        except (ValueError, site_check.SiteRefused) as error:
+            raise KnownProblem(str(error) + _replaced_by(tenant, name, url)) from None
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     with database.connection_context():
+        before = sites.list_sites(tenant)
         try:
             site = sites.add_site(
                 _config().secret_key, tenant, name, url, username, password, transport
@@ -197,6 +274,10 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
             raise KnownProblem(error.detail) from None
         except ValueError as error:
             raise KnownProblem(str(error)) from None
+    changed = _changes(next((s for s in before if s.name == name), None), site)
+    if changed:  # re-adding a name is how a password is renewed: never a silent change
+        said = "; ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        click.echo(f"site {tenant}/{name} updated: {said}", err=True)
     click.echo(
         json.dumps(
             {
@@ -206,11 +287,70 @@ def sites_add(tenant, name, url, username, app_password_env, transport):
                 "username": username,
                 "transport": site.transport,
                 "credential_version": site.credential_version,
+                "changed": changed,
             }
         )
     )
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _replaced_by(tenant: str, name: str, url: str) -> str:
+    """A warning for a refused ``sites add`` whose name is taken: ``--no-check`` (which the
+    refusal may suggest) would replace that site's URL and password."""
+    with database.connection_context():
+        site = next((s for s in sites.list_sites(tenant) if s.name == name), None)
+    if site is None or site.url == url.rstrip("/"):
+        return ""
+    return (
+        f" (careful: site {tenant}/{name} already exists at {site.url}; adding it again, "
+        "even with --no-check, replaces that site's URL and password)"
+    )
+
+
+def _changes(before, after) -> dict:
+    """``{field: [before, after]}`` for the URL, user and transport of a re-added site (the
+    password is always renewed: ``credential_version`` says so); ``{}`` for a new site."""
+    if before is None:
+        return {}
+    return {
+        field: [getattr(before, field), getattr(after, field)]
+        for field in ("url", "username", "transport")
+        if getattr(before, field) != getattr(after, field)
+    }
+
+
+@_needs_no_secret_key
+@sites_group.command("remove")
+@click.option("--tenant", required=True, help="The site's tenant.")
+@click.option("--name", required=True, help="The site's name.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove it even though some of its jobs are unfinished (their next write is refused).",
+)
+@needs_ledger
+def sites_remove(tenant, name, force):
+    """Remove a site and its stored password; refused while it has unfinished jobs.
+
+    A job is unfinished unless published, cancelled or failed; --force removes the site anyway
+    (those jobs' next write is refused until the name is added again). The jobs' history
+    stays."""
+    from gateway.operator import site_removal
+
+    known_tenant(tenant)
+    with database.connection_context():
+        try:
+            removed = site_removal.remove_site(tenant, name, force)
+        except GatewayError as error:
+            raise KnownProblem(error.detail) from None
+        except site_removal.SiteInUse as error:
+            raise KnownProblem(str(error)) from None
+    click.echo(json.dumps(removed))
+
+
+@_needs_no_secret_key
 @sites_group.command("list")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
@@ -241,6 +381,7 @@ def tokens_group():
     """API tokens (stored as SHA-256 only)."""
 
 
+@_needs_no_secret_key
 @tokens_group.command("create")
 @click.option("--tenant", required=True, help="The tenant the token acts for.")
 @click.option(
@@ -262,6 +403,7 @@ def tokens_create(tenant, role, name):
     click.echo(token)
 
 
+@_needs_no_secret_key
 @tokens_group.command("revoke")
 @click.option("--tenant", required=True, help="The token's tenant.")
 @click.option("--name", required=True, help="The token's name (as given to tokens create).")
@@ -271,9 +413,16 @@ def tokens_revoke(tenant, name):
     known_tenant(tenant)
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
+        names = sorted({t.name for t in tokens.list_tokens(tenant)})
+    if not count and name not in names:
+        raise KnownProblem(
+            f"tenant {tenant!r} has no token named {name!r}; its tokens: {', '.join(names)} "
+            "(gateway tokens list)"
+        )
     click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
 
 
+@_needs_no_secret_key
 @tokens_group.command("list")
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
@@ -498,8 +647,8 @@ def doctor_command(tenant, site_name, as_json):
 @needs_ledger
 def report_command(tenant):
     """The acceptance counters of GET /v1/report as JSON: ``{"tenants": {T: {...}}}``, and
-    without --tenant also ``"global"``: the refusal counters over every tenant, calls
-    without a valid token included."""
+    without --tenant also ``"global"``: the refusal counters summed over every tenant (a
+    call without a valid token has no tenant: it counts only in ``/metrics``)."""
     from gateway.ledger.models import Job
     from gateway.ledger.models import Site
     from gateway.ledger.models import Token
@@ -573,7 +722,9 @@ def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format
 
     try:
         run(host, port, workers, sweep_interval, agent_worker, log_format, threads, share_port)
-    except (ConfigError, migrations.LedgerError, PortInUse) as error:
+    except ConfigError as error:
+        raise KnownProblem(_config_problem(error)) from None
+    except (migrations.LedgerError, PortInUse) as error:
         raise KnownProblem(str(error)) from None
 
 

@@ -341,6 +341,11 @@ def load_site(site_json: str | None = None) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
+        if not site_json and not Path("wp_test_site", "up.sh").is_file():
+            raise DemoUnavailable(
+                f"run 'gateway demo' from the root of the gateway's clone ({Path.cwd()} has "
+                "no wp_test_site/), or name the test site's file with --site-json"
+            ) from None
         raise DemoUnavailable(
             f"no test site at {path.resolve()}: run 'bash wp_test_site/up.sh' first"
         ) from None

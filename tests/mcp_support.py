@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 import requests
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters
@@ -23,6 +24,8 @@ from servers import Server
 from support import TENANT
 from support import free_port
 from support import gateway_command
+
+from gateway_tools.fault_proxy import FaultProxy
 
 TOOLS = (
     "start_job",
@@ -80,12 +83,30 @@ def mcp_command() -> list[str]:
     return [*gateway_command(), "mcp"]
 
 
+MODERN = "2026-07-28"  # stateless: server/discover, no initialize
+HANDSHAKE = "2025-11-25"  # the newest revision initialize negotiates
+
+
+async def _connect(session: ClientSession, revision: str) -> None:
+    """Open ``session`` at ``revision``: ``server/discover`` (2026-07-28) or ``initialize``."""
+    if revision == MODERN:
+        await session.discover()
+    else:
+        await session.initialize()
+    assert session.protocol_version == revision, session.protocol_version
+
+
 @contextlib.asynccontextmanager
 async def stdio_session(
-    gateway_url: str, token: str, workdir: Path, media_root: Path | None = None
+    gateway_url: str,
+    token: str,
+    workdir: Path,
+    media_root: Path | None = None,
+    revision: str = HANDSHAKE,
 ):
-    """An SDK client session with ``gateway mcp`` over stdio. The server's pid goes to
-    ``workdir/mcp.pid`` (``exec`` keeps the shell's pid), its stderr to ``workdir/mcp.log``."""
+    """An SDK client session with ``gateway mcp`` over stdio at protocol ``revision``. The
+    server's pid goes to ``workdir/mcp.pid`` (``exec`` keeps the shell's pid), its stderr to
+    ``workdir/mcp.log``."""
     pidfile = workdir / "mcp.pid"
     env = {"GATEWAY_URL": gateway_url, "GATEWAY_TOKEN": token, "PIDFILE": str(pidfile),
            "PATH": os.environ.get("PATH", "")}  # fmt: skip
@@ -99,7 +120,7 @@ async def stdio_session(
     with open(workdir / "mcp.log", "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                await _connect(session, revision)
                 yield session
 
 
@@ -142,14 +163,15 @@ class HttpMcp:
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, token: str):
-    """An SDK client session over streamable HTTP with ``token`` as its bearer token."""
+async def http_session(url: str, token: str, revision: str = HANDSHAKE):
+    """An SDK client session over streamable HTTP at protocol ``revision`` with ``token`` as
+    its bearer token."""
     timeout = httpx2.Timeout(60.0, read=300.0)
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                await _connect(session, revision)
                 yield session
 
 
@@ -178,3 +200,37 @@ def count_objects(site: dict, keys: list[str]) -> dict[str, int]:
     for obj in found.json()["objects"]:
         counts[obj["operation_key"]] = counts.get(obj["operation_key"], 0) + 1
     return counts
+
+
+# The fixtures of the MCP test modules (imported there by name).
+
+
+@pytest.fixture(scope="module")
+def shared_proxy(shared_wp_site):
+    """One fault proxy in front of the test WordPress for the module's shared gateway."""
+    with FaultProxy(upstream=shared_wp_site["url"], timeout=30) as fault_proxy:
+        yield fault_proxy
+
+
+@pytest.fixture(scope="module")
+def gateway(shared_wp_site, shared_proxy, tmp_path_factory):
+    """One ``gateway serve`` for the module (each test has its own job ids), on its own
+    SQLite ledger, whose site ``blog`` is the test WordPress behind :func:`shared_proxy`."""
+    workdir = tmp_path_factory.mktemp("mcp-gateway")
+    ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
+    server = McpGateway(shared_wp_site, ledger_url, workdir, site_url=shared_proxy.url)
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def gw_proxy(shared_proxy):
+    """The shared proxy with no faults and an empty request log for this test."""
+    shared_proxy.clear_faults()
+    shared_proxy.reset_log()
+    yield shared_proxy
+    shared_proxy.clear_faults()
+
+
+FIXTURES = (shared_proxy, gateway, gw_proxy)  # a module binds them: its own gateway

@@ -62,6 +62,7 @@ class Server:
             PASSWORD_ENV,
             "--transport",
             transport,
+            *(("--no-check",) if site_url else ()),  # a fault proxy: its faults are the test's
         )
         # Token names are unique per tenant: several servers may share one ledger.
         name = f"n8n-{uuid.uuid4().hex[:8]}"

@@ -76,10 +76,14 @@ def test_agent_tools_are_generated_from_the_http_schemas(offline_gw):
     assert not any("publish" in name or name == "approve" for name in found)
     draft, generated = validation.schema("draft"), found["put_draft"]["parameters"]
     assert set(generated["properties"]) == set(draft["properties"])
-    assert generated["required"] == draft["required"]
-    title = generated["properties"]["title"]  # text.json written in: the schema stands alone
-    assert title["maxLength"] == draft["properties"]["title"]["maxLength"]
-    assert title["pattern"] == validation.schema("text")["pattern"] and "$ref" not in title
+    # OpenAI's strict form (issue 42): all required, the optional ones nullable, no $ref
+    assert generated["required"] == list(generated["properties"])
+    assert "$ref" not in json.dumps(generated) and generated["additionalProperties"] is False
+    for name, prop in generated["properties"].items():
+        optional = name not in draft["required"]
+        assert ("null" in prop.get("type", [])) is optional, name
+    title = generated["properties"]["title"]  # the limits and the text rule said in words
+    assert "at most 1000 characters" in title["description"] and "control" in title["description"]
     assert found["upload_media"]["parameters"]["required"][0] == "slot"
     assert found["bump_task_version"]["parameters"]["properties"] == {
         "task_version": validation.schema("job")["properties"]["task_version"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from support import draft_body
 from support import metric_value
 from support import new_job_id
+from support import png_bytes
 from support import problem_slug
 
 
@@ -68,9 +69,20 @@ def test_job_on_unknown_site_is_422(offline_gw):
     answer = offline_gw.put_job(job_id, site="no-such-site")
     assert answer.status_code == 422
     assert answer.get_json()["errors"][0]["pointer"] == "/site"
+    assert answer.get_json()["detail"].endswith("its sites: blog")  # issue 44: as doctor says
     assert (
         offline_gw.client.get(f"/v1/jobs/{job_id}", headers=offline_gw.headers()).status_code == 404
     )
+
+
+def test_the_front_door_points_to_the_review_page_and_the_reference(offline_gw):
+    """``GET /`` (issue 44: a bare 404 before): every link it gives answers."""
+    answer = offline_gw.client.get("/")
+    assert answer.status_code == 200
+    links = answer.get_json()["links"]
+    assert links["review"] == "/review" and links["openapi"] == "/openapi.json"
+    for path in (links["review"], links["openapi"], links["health"]):
+        assert offline_gw.client.get(path, follow_redirects=True).status_code == 200, path
 
 
 def test_bad_draft_input_leaves_no_ledger_row(offline_gw):
@@ -179,3 +191,42 @@ def test_refusals_count_for_the_tenant_they_know_and_401s_only_in_metrics(offlin
     assert metric_value(metrics, refused, answer="refused") == before + 1
     assert 'gateway_tenant_unauthorized_calls_total{tenant="acme"} 1.0' in metrics
     assert 'gateway_tenant_unauthorized_calls_total{tenant="other"} 1.0' in metrics
+
+
+LEFTOVER = "{{ $json.tag_name }}"  # n8n-io/n8n#18181: an expression n8n could not resolve
+
+
+def test_a_template_leftover_in_any_text_for_wordpress_is_refused_before_anything(offline_gw):
+    """Issue 44: term names, media alt text, caption and title, a named block's HTML and the
+    validation route's images are guarded as the draft's title is: 422 template-leftover with
+    the pointer, no ledger row. The site's address answers nothing, so a WordPress call would
+    show as a 503, never a 422."""
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    drafts = {
+        "/tags/1": draft_body(tags=["news", LEFTOVER]),
+        "/categories/0": draft_body(categories=[LEFTOVER]),
+        "/categories/0/name": draft_body(categories=[{"name": LEFTOVER, "parent": 0}]),
+    }
+    for pointer, body in drafts.items():
+        answer = offline_gw.put_draft(job_id, body)
+        assert answer.status_code == 422 and problem_slug(answer) == "template-leftover", pointer
+        assert [e["pointer"] for e in answer.get_json()["errors"]] == [pointer]
+    for field in ("alt_text", "caption", "title"):
+        answer = offline_gw.put_media(job_id, "hero", png_bytes(), **{field: LEFTOVER})
+        assert problem_slug(answer) == "template-leftover", (field, answer.get_json())
+        assert answer.get_json()["errors"][0]["pointer"] == f"/{field}"
+    block = offline_gw.client.put(
+        f"/v1/jobs/{job_id}/blocks/cta",
+        json={"html": f"<p>{LEFTOVER}</p>"},
+        headers=offline_gw.headers(),
+    )
+    assert problem_slug(block) == "template-leftover", block.get_json()
+    checked = offline_gw.client.post(
+        "/v1/articles/validate",
+        json={"draft": draft_body(), "media": [{"slot": "hero", "alt_text": LEFTOVER}]},
+        headers=offline_gw.headers(),
+    )
+    assert problem_slug(checked) == "template-leftover", checked.get_json()
+    assert checked.get_json()["errors"][0]["pointer"] == "/media/0/alt_text"
+    assert offline_gw.operations(job_id) == []

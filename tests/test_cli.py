@@ -9,6 +9,8 @@ import sys
 
 import pytest
 from support import SECRET_KEY
+from support import free_port
+from support import gateway_cli_process
 from support import gateway_command
 from support import hide_companion
 
@@ -37,7 +39,7 @@ def run(ledger_url):
 
 
 def add_site(
-    run, url: str, user: dict, name: str = "blog", transport: str = "rest"
+    run, url: str, user: dict, name: str = "blog", transport: str = "rest", check: bool = True
 ) -> subprocess.CompletedProcess:
     return run(
         "sites",
@@ -54,6 +56,7 @@ def add_site(
         PASSWORD_ENV,
         "--transport",
         transport,
+        *(() if check else ("--no-check",)),
         password=user["app_password"],
     )
 
@@ -106,10 +109,45 @@ def test_sites_add_upserts_and_never_prints_the_password(run, wp_site):
         PASSWORD_ENV,
         "--transport",
         "xmlrpc",
+        "--no-check",  # nothing at http://x: stored unchecked
         password="p",
     )
     assert xmlrpc.returncode == 0, xmlrpc.stderr
     assert json.loads(xmlrpc.stdout)["transport"] == "xmlrpc"
+
+
+@pytest.mark.wordpress
+def test_sites_add_signs_in_first_and_stores_nothing_it_refuses(ledger_url, wp_site, proxy):
+    """Issue 44 (and n8n-io/n8n#18687: made-up credentials that pass, then fail at the first
+    post): a wrong password or an address where no WordPress answers is refused with exit 2
+    and nothing stored; a site without the plugin, or an editor account, is stored with a
+    warning that names what it will not guarantee; --no-check stores without asking. In
+    process (click's runner): the process boundary is test_cli_problems'."""
+    env = {"GATEWAY_DATABASE_URL": ledger_url, "GATEWAY_SECRET_KEY": SECRET_KEY}
+
+    def run(*args: str, password: str | None = None):
+        return gateway_cli_process(list(args), {**env, PASSWORD_ENV: password or ""})
+
+    assert run("init-db").returncode == 0
+    wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
+    refused = add_site(run, wp_site["url"], wrong, name="wrong")
+    assert refused.returncode == 2, refused.stderr
+    assert "refused the application password" in refused.stderr
+    assert "Authorization header" not in refused.stderr and "nothing was stored" in refused.stderr
+    nowhere = add_site(run, f"http://127.0.0.1:{free_port()}", wp_site["users"]["author"], "off")
+    assert nowhere.returncode == 2 and "--no-check" in nowhere.stderr, nowhere.stderr
+    hide_companion(proxy)
+    bare = add_site(run, proxy.url, wp_site["users"]["editor"], name="bare")
+    assert bare.returncode == 0, bare.stderr
+    assert "companion plugin is not active" in bare.stderr and "--transport xmlrpc" in bare.stderr
+    assert "editor is an editor" in bare.stderr or "is an editor" in bare.stderr
+    # the refusal's --no-check advice would replace an existing site: it says so
+    moved = add_site(run, f"http://127.0.0.1:{free_port()}", wp_site["users"]["author"], "bare")
+    assert moved.returncode == 2 and f"already exists at {proxy.url}" in moved.stderr
+    later = add_site(run, f"http://127.0.0.1:{free_port()}", wrong, name="later", check=False)
+    assert later.returncode == 0, later.stderr
+    listed = json.loads(run("sites", "list").stdout)
+    assert sorted(s["name"] for s in listed) == ["bare", "later"]
 
 
 @pytest.mark.wordpress
@@ -128,19 +166,26 @@ def test_doctor_reports_the_guarantees_of_the_site(run, wp_site, proxy):
     hide_companion(proxy)
     bare = run("doctor", "--tenant", "acme", "--site", "bare", "--json")
     result = json.loads(bare.stdout)
-    assert bare.returncode == 0 and result["guarantees"]["guard"] is False
+    # issue 44: a REST site without the plugin fails doctor (exit 1) with the fix, and says
+    # which guarantees are gone
+    assert bare.returncode == 1 and result["guarantees"]["guard"] is False
+    plugin = next(c for c in result["checks"] if c["check"] == "companion_plugin")
+    assert plugin["ok"] is False and "--transport xmlrpc" in plugin["fix"]
+    assert "no uniqueness guard" in plugin["detail"]
     warnings = {c["check"] for c in result["checks"] if c["ok"] is None}
-    assert {"role", "companion_plugin", "uniqueness_guard", "seo_meta"} <= warnings
+    assert {"role", "uniqueness_guard", "seo_meta"} <= warnings
     install = next(c for c in result["checks"] if c["check"] == "install")
     assert install["ok"] and "also reached as acme/blog" in install["detail"]  # another URL
     wrong = dict(wp_site["users"]["author"], app_password="aaaa bbbb cccc dddd eeee ffff")
-    add_site(run, wp_site["url"], wrong, name="revoked")
+    add_site(run, wp_site["url"], wrong, name="revoked", check=False)  # doctor finds it
     refused = run("doctor", "--tenant", "acme", "--site", "revoked", "--json")
     assert refused.returncode == 1
-    failed = [c["check"] for c in json.loads(refused.stdout)["checks"] if c["ok"] is False]
+    checks = {c["check"]: c for c in json.loads(refused.stdout)["checks"]}
     # WordPress 6.1 answers a wrong password with the same rest_not_logged_in as a stripped
-    # header; newer versions say incorrect_password, which fails the login check
-    assert failed in (["login"], ["authorization_header"]), failed
+    # header; the same password over XML-RPC tells them apart: the login fails, the header
+    # is not blamed (issue 44)
+    assert [name for name, c in checks.items() if c["ok"] is False] == ["login"], checks
+    assert checks["authorization_header"]["ok"] is True
     assert "application password" in refused.stderr.split("fix:", 1)[1]
     add_site(run, wp_site["url"], wp_site["users"]["author"], name="plain", transport="xmlrpc")
     every = run("doctor", "--tenant", "acme", "--json")

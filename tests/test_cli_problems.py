@@ -9,6 +9,7 @@ the issue also runs as a real process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -39,6 +40,7 @@ COMMANDS = {
         "author",
         "--app-password-env",
         PASSWORD_ENV,
+        "--no-check",  # nothing listens at port 9: the problems here come first
     ],
     "tokens create": ["tokens", "create", "--tenant", "acme", "--role", "editor", "--name", "e"],
     "tokens revoke": ["tokens", "revoke", "--tenant", "acme", "--name", "e"],
@@ -57,6 +59,8 @@ COMMANDS = {
     "serve": ["serve", "--port", "9"],
 }
 LEDGER_COMMANDS = [name for name in COMMANDS if name != "init-db"]
+# commands that encrypt and decrypt nothing run without GATEWAY_SECRET_KEY (issue 44)
+KEYLESS = {"tokens create", "tokens revoke"}
 
 
 def invoke(args: list[str], env: dict):
@@ -100,10 +104,57 @@ def _no_tables(ledger_url: str) -> bool:
         return migrations.current_version() is None
 
 
-@pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - KEYLESS))
 def test_no_secret_key(name, ledger_url):
     result = invoke(COMMANDS[name], {"GATEWAY_DATABASE_URL": ledger_url})
     assert_one_line(result, 2, "GATEWAY_SECRET_KEY is required")
+
+
+def test_commands_that_decrypt_nothing_need_no_secret_key(ready, ledger_url):
+    """A new terminal without the key lists sites and manages tokens; adding a site still
+    needs the key (it encrypts the password)."""
+    keyless = {"GATEWAY_DATABASE_URL": ledger_url}
+    listed = invoke(["sites", "list"], keyless)
+    assert listed.exit_code == 0, listed.output
+    assert [s["name"] for s in json.loads(listed.stdout)] == ["blog"]
+    assert invoke(["tokens", "list"], keyless).exit_code == 0
+    assert invoke(COMMANDS["tokens revoke"], keyless).exit_code == 0
+    assert_one_line(invoke(COMMANDS["sites add"], keyless), 2, "GATEWAY_SECRET_KEY is required")
+
+
+def test_missing_key_with_a_ledger_names_its_key_file(tmp_path):
+    """Advice to generate a key is given only when no ledger exists: with one, a new key could
+    not decrypt its passwords, so the line names the key file beside it."""
+    ledger = tmp_path / "gateway.ledger.db"
+    env = {"GATEWAY_DATABASE_URL": f"sqlite:///{ledger}"}
+    fresh = assert_one_line(invoke(COMMANDS["report"], env), 2, "No ledger yet", "secrets")
+    assert "secret-key" not in fresh
+    # a new terminal: neither the key nor the ledger's URL set (the default names no ledger)
+    unset = assert_one_line(invoke(COMMANDS["report"], {}), 2, "GATEWAY_DATABASE_URL is not set")
+    assert "paste the README's settings and ledger blocks again" in unset
+    assert invoke(["init-db"], {**env, "GATEWAY_SECRET_KEY": SECRET_KEY}).exit_code == 0
+    no_file = assert_one_line(invoke(COMMANDS["report"], env), 2, str(ledger), "$GW_DIR/secret-key")
+    assert "token_urlsafe" not in no_file
+    (tmp_path / "secret-key").write_text(SECRET_KEY + "\n", encoding="utf-8")
+    named = assert_one_line(invoke(COMMANDS["doctor"], env), 2, "a new key cannot decrypt")
+    assert f'export GATEWAY_SECRET_KEY="$(cat {tmp_path / "secret-key"})"' in named
+    assert "token_urlsafe" not in named
+
+
+def test_fixable_problems_exit_2(ready):
+    """The README's "2: a problem you can fix": an unset password variable, an unknown token."""
+    args = [a if a != PASSWORD_ENV else "GW_TEST_NOPE_VAR" for a in COMMANDS["sites add"]]
+    assert_one_line(invoke(args, ready), 2, "GW_TEST_NOPE_VAR is empty or unset")
+    # the password itself given as the variable's name: refused without echoing it
+    pasted = "abcd EFGH ijkl MNOP qrst UVWX"
+    args = [a if a != PASSWORD_ENV else pasted for a in COMMANDS["sites add"]]
+    line = assert_one_line(invoke(args, ready), 2, "takes the NAME of an environment variable")
+    assert pasted not in line
+    unknown = ["tokens", "revoke", "--tenant", "acme", "--name", "nosuch"]
+    assert_one_line(invoke(unknown, ready), 2, "no token named 'nosuch'", "its tokens: e")
+    assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
+    again = invoke(COMMANDS["tokens revoke"], ready)  # revoked already: nothing to fix
+    assert again.exit_code == 0 and json.loads(again.stdout)["revoked"] == 0
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -160,9 +211,12 @@ def test_doctor_failing_its_checks_exits_1_and_success_exits_0(ready):
     assert invoke(COMMANDS["tokens revoke"], ready).exit_code == 0
 
 
-def test_demo_without_a_test_site(tmp_path):
+def test_demo_without_a_test_site(tmp_path, monkeypatch):
     missing = tmp_path / "site.json"
     assert_one_line(invoke(["demo", "--site-json", str(missing)], {}), 2, "wp_test_site/up.sh")
+    monkeypatch.chdir(tmp_path)  # outside the clone (issue 44): the directory is named
+    line = assert_one_line(invoke(["demo"], {}), 2, "from the root of the gateway's clone")
+    assert str(tmp_path) in line and "up.sh" not in line
 
 
 @pytest.mark.parametrize("name", ["report", "sites add", "tokens create"])

@@ -74,6 +74,8 @@ def test_stripped_authorization_header_is_named_with_the_apache_and_nginx_fix(gw
     assert bad["ok"] is False and "rest_not_logged_in" in bad["detail"]
     assert "CGIPassAuth" in bad["fix"] and "fastcgi_param HTTP_AUTHORIZATION" in bad["fix"]
     assert checks["login"]["ok"] is None and checks["_result"]["ok"] is False
+    # the password signs in over XML-RPC, where no header is involved: the header is the cause
+    assert "stripped the header" in bad["detail"]
 
 
 def test_application_passwords_unavailable(gwp, proxy):
@@ -151,9 +153,11 @@ def test_companion_missing_makes_rank_math_fields_unreadable(gw, wp_site):
     with _companion_deactivated(wp_site):
         checks = _run(gw)
     assert (
-        checks["companion_plugin"]["ok"] is None
+        checks["companion_plugin"]["ok"] is False
         and "absent" in checks["companion_plugin"]["detail"]
+        and "--transport xmlrpc" in checks["companion_plugin"]["fix"]
     )
+    assert checks["_result"]["ok"] is False  # exit 1: the plugin's guarantees are gone
     assert checks["uniqueness_guard"]["ok"] is None
     assert checks["rank_math_fields"]["ok"] is None
     assert "not readable" in checks["rank_math_fields"]["detail"]

@@ -136,7 +136,7 @@ class TwoTenants:
             self.cli(
                 "sites", "add", "--tenant", tenant, "--name", SITE_NAME, "--url", url,
                 "--username", site["users"]["author"]["username"],
-                "--app-password-env", AUTHOR_PASSWORD_ENV,
+                "--app-password-env", AUTHOR_PASSWORD_ENV, "--no-check",  # a slow proxy
             )  # fmt: skip
             out = self.cli("tokens", "create", "--tenant", tenant, "--role", "workflow",
                            "--name", "n8n")  # fmt: skip

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import anyio
+import mcp_support
 import pytest
 import requests
 from mcp_support import FOUR
@@ -30,40 +31,13 @@ from support import gateway_command
 from support import new_job_id
 from support import op_key
 from support import png_bytes
+from support import site_runtime
 
 from gateway_tools.fault_proxy import Fault
-from gateway_tools.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.wordpress, SQLITE_PASS_ONLY]
 POSTS = r"^/wp-json/wp/v2/posts/?$"
-
-
-@pytest.fixture(scope="module")
-def shared_proxy(shared_wp_site):
-    """One fault proxy in front of the test WordPress for the module's shared gateway."""
-    with FaultProxy(upstream=shared_wp_site["url"], timeout=30) as fault_proxy:
-        yield fault_proxy
-
-
-@pytest.fixture(scope="module")
-def gateway(shared_wp_site, shared_proxy, tmp_path_factory):
-    """One ``gateway serve`` for the module (each test has its own job ids), on its own
-    SQLite ledger, whose site ``blog`` is the test WordPress behind :func:`shared_proxy`."""
-    workdir = tmp_path_factory.mktemp("mcp-gateway")
-    ledger_url = f"sqlite:///{workdir / 'ledger.db'}"
-    server = McpGateway(shared_wp_site, ledger_url, workdir, site_url=shared_proxy.url)
-    server.start()
-    yield server
-    server.kill()
-
-
-@pytest.fixture
-def gw_proxy(shared_proxy):
-    """The shared proxy with no faults and an empty request log for this test."""
-    shared_proxy.clear_faults()
-    shared_proxy.reset_log()
-    yield shared_proxy
-    shared_proxy.clear_faults()
+shared_proxy, gateway, gw_proxy = mcp_support.FIXTURES  # the module's gateway (mcp_support)
 
 
 def _writes(proxy) -> int:
@@ -360,8 +334,12 @@ def test_two_mcp_clients_put_the_same_draft_at_once_one_post(gateway, gw_proxy, 
 
 
 def test_gateway_demo_mcp_prints_each_call_a_refused_replan_and_a_recovered_crash(wp_site):
+    site_json = site_runtime(wp_site.get("instance", "")) / "site.json"  # this line's site
     done = subprocess.run(
-        [*gateway_command(), "demo", "--mcp"], capture_output=True, text=True, timeout=300
+        [*gateway_command(), "demo", "--mcp", "--site-json", str(site_json)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     out = done.stdout

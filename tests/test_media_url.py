@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 
 import pytest
+from support import draft_body
+from support import free_port
 from support import new_job_id
 from support import op_key
 from support import png_bytes
@@ -28,6 +30,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         path = self.path.split("?", 1)[0]
+        if path == "/stream.png":  # no Content-Length: the body ends when the connection does
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(IMAGE * 100)
+            return
         body = {"/img.png": IMAGE, "/big.png": IMAGE * 100, "/note.txt": b"hello"}.get(path)
         self.send_response(200 if body else 404)
         self.send_header("Content-Length", str(len(body or b"")))
@@ -215,6 +222,76 @@ def test_a_listed_local_server_is_downloaded_once_and_other_spellings_stay_refus
     via = _put(gw, job_id, hop, slot="via")
     assert via.status_code == 201, via.get_json()
     assert via.get_json()["requested_url"] == hop and via.get_json()["downloaded_from"] == url
+
+
+def test_validate_probes_source_urls_as_the_media_route_downloads_them(offline_gw, image_server):
+    """Issue 41: ``POST /v1/articles/validate`` asks each ``media[].source_url`` what the media
+    route's download would meet (guard, redirects, status, size, type from the first bytes),
+    before any upload and without one; ``media[].url`` keeps its form-only check."""
+    gw, port = offline_gw, image_server.server_address[1]
+    listed, closed = f"127.0.0.1:{port}", f"127.0.0.1:{free_port()}"
+    _configure(
+        gw,
+        media_url_schemes=frozenset({"http"}),
+        media_url_allow_hosts=frozenset({listed, closed}),
+        media_url_max_bytes=len(IMAGE) * 10,
+    )
+    url = f"http://{listed}/img.png"
+    images = [
+        ("hero", url),
+        ("gone", f"http://{listed}/missing.png"),  # 404
+        ("big", f"http://{listed}/big.png"),  # Content-Length beyond the limit
+        ("stream", f"http://{listed}/stream.png"),  # no Content-Length, longer than the limit
+        ("note", f"http://{listed}/note.txt"),
+        ("local", f"http://localhost:{port}/img.png"),  # not listed: refused, never connected
+        ("down", f"http://{closed}/img.png"),  # nobody listens
+    ]
+    media = [{"slot": slot, "source_url": u} for slot, u in images]
+    media.append({"slot": "later", "url": f"http://{closed}/form-only.png"})  # never fetched
+    answer = gw.client.post(
+        "/v1/articles/validate",
+        json={"draft": draft_body(featured_media={"slot": "hero"}), "media": media},
+        headers=gw.headers(),
+    )
+    problem = answer.get_json()
+    assert answer.status_code == 422 and problem_slug(answer) == "validation-failed", problem
+    assert [(e["pointer"], e["problem"]) for e in problem["errors"]] == [
+        ("/media/1/source_url", "media-download-failed"),
+        ("/media/2/source_url", "media-url-refused"),
+        ("/media/3/source_url", "media-url-refused"),
+        ("/media/4/source_url", "unsupported-media-type"),
+        ("/media/5/source_url", "media-url-refused"),
+        ("/media/6/source_url", "media-download-failed"),
+    ], problem["errors"]
+    assert "404" in problem["errors"][0]["message"]
+    assert image_server.connections == 5  # hero, gone, big, stream, note: one request each
+    # the media route answers the same problems for the same URLs, after its download
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    for (slot, source), entry in zip(images[1:], problem["errors"], strict=True):
+        assert problem_slug(_put(gw, job_id, source, slot=slot)) == entry["problem"], slot
+    assert gw.operations(job_id) == []
+
+    # a good article: what each image is and where it came from (a redirect followed)
+    hop = f"http://{listed}/redirect?to={url}"
+    good = {
+        "draft": draft_body(featured_media={"slot": "hero"}, body_media=["via"]),
+        "media": [{"slot": "hero", "source_url": url}, {"slot": "via", "source_url": hop}],
+    }
+    answer = gw.client.post("/v1/articles/validate", json=good, headers=gw.headers())
+    assert answer.status_code == 200, answer.get_json()
+    assert answer.get_json()["media"] == [
+        {
+            "slot": slot,
+            "source": "source_url",
+            "mime_type": "image/png",
+            "downloaded_from": url,
+            "bytes": len(IMAGE),
+        }
+        for slot in ("hero", "via")
+    ]
+    assert answer.get_json()["site"] is None  # no category or tag name: no site asked
+    assert gw.operations(job_id) == []
 
 
 @pytest.mark.wordpress

@@ -91,6 +91,9 @@ def test_readme_reaches_a_verified_draft_on_the_test_wordpress(wp_site, ledger_u
     try:
         for step in ("ledger", "test-site", "serve", "draft"):
             outputs[step] = reader.run(step, steps[step])
+        job_id = reader.variable("JOB_ID")
+        # pasted again (issue 44): the same job, answered from the ledger, no second post
+        again = reader.run("draft-again", steps["draft"])
         pid = int((Path(reader.variable("GW_DIR")) / "serve.pid").read_text())
         reader.run("stop", steps["stop"])
     finally:
@@ -100,7 +103,11 @@ def test_readme_reaches_a_verified_draft_on_the_test_wordpress(wp_site, ledger_u
     assert reader.variable("TOKEN") not in outputs["test-site"].stdout + outputs["draft"].stdout
     check_doctor_text(outputs["test-site"].stdout)
     assert outputs["draft"].stdout.strip().splitlines()[-1] == "verified draft: True"
-    _check_wordpress(wp_site, reader.variable("JOB_ID"))
+    assert reader.variable("JOB_ID") == job_id
+    replies = [json.loads(line) for line in again.stdout.splitlines() if line.startswith("{")]
+    assert [r.get("replayed") for r in replies[1:]] == [True, True], again.stdout
+    assert again.stdout.strip().splitlines()[-1] == "verified draft: True"
+    _check_wordpress(wp_site, job_id)
     _wait_gone(pid)
 
 

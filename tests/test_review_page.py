@@ -473,6 +473,26 @@ def _submit(driver, button) -> str:
 
 
 @pytest.mark.wordpress
+def _counts(driver) -> tuple[int, int]:
+    """The drafts section's two counts (waiting for an approval, approved), checked against
+    what its cards say of themselves (issue 44: a count that counted other things)."""
+    from selenium.webdriver.common.by import By
+
+    shown = tuple(
+        int(driver.find_element(By.CSS_SELECTOR, f"#drafts .{name}").text)
+        for name in ("waiting-count", "approved-count")
+    )
+    states = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#drafts .draft-state")]
+    said = (
+        sum("waiting for an approval" in t for t in states),
+        sum("ready to publish" in t for t in states),
+    )
+    assert shown == said, (shown, states)
+    publish = driver.find_elements(By.CSS_SELECTOR, "#drafts button.publish")
+    assert len(publish) == said[1]  # Publish only on an approved draft
+    return shown
+
+
 def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     browser, server, proxy, wp_site
 ):
@@ -504,6 +524,15 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     assert details.get_attribute("open") is None  # ... the technical detail folded away
     _assert_readable_times(browser)
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    # issue 44: the drafts come first, the counts say what they count, Publish waits for an
+    # approval, and the approval window is explained
+    sections = browser.find_elements(By.CSS_SELECTOR, "main section")
+    assert sections[0].get_attribute("id") == "drafts"
+    assert _counts(browser) == (1, 0)
+    assert "waiting for an approval" in card.find_element(By.CSS_SELECTOR, ".draft-state").text
+    assert not card.find_elements(By.CSS_SELECTOR, "button.publish")
+    assert "24 hours" in browser.find_element(By.CSS_SELECTOR, "#drafts .explain").text
+    assert not browser.find_elements(By.ID, "nothing-else")  # a review item is open
     _assert_images_load(browser, card)
     rendered = card.find_element(By.CSS_SELECTOR, ".rendered")
     assert "An opening paragraph an editor reads" in rendered.text
@@ -526,9 +555,17 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
         r.get_attribute("data-state") for r in card.find_elements(By.CSS_SELECTOR, ".approval")
     ]
     assert states == ["valid"]
+    assert _counts(browser)[1] == 1  # the adopted suspect's draft waits, this one is approved
+    assert "ready to publish" in card.find_element(By.CSS_SELECTOR, ".draft-state").text
     _shot(browser, "2-approved")
     flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.publish"))
     assert f"post {post_id} is now published" in flashed, flashed
+    assert _counts(browser)[1] == 0
+    # nothing left to decide: one line instead of five empty sections
+    assert [
+        e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, "main section")
+    ] == ["drafts"]
+    assert "Nothing else needs you" in browser.find_element(By.ID, "nothing-else").text
     _shot(browser, "3-published")
 
     live = admin_session(wp_site).get(

@@ -287,6 +287,9 @@ def test_validate_article_names_every_problem_before_any_upload(offline_gw):
     )
     pointers = {e["pointer"] for e in problem["errors"]}
     assert status == 422 and {"/draft/content", "/draft/excerpt", "/draft/title"} <= pointers
+    # a member whose name is a digit outside ASCII (the fuzzer's "²") is a name, not an index
+    status, problem = validate(offline_gw, {"draft": {**draft_body(), "²": None}, "media": []})
+    assert status == 422 and [e["pointer"] for e in problem["errors"]] == ["/draft/²"], problem
     assert in_ledger(offline_gw, lambda: Job.select().count() + Operation.select().count()) == 0
 
 

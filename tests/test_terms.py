@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
 from support import both_transports
@@ -16,6 +17,8 @@ from support import op_key
 from support import problem_slug
 
 from gateway.actions import terms
+from gateway.ledger.db import database
+from gateway.tenancy import sites
 from gateway_tools.fault_proxy import Fault
 
 pytestmark = pytest.mark.wordpress
@@ -45,12 +48,14 @@ def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkey
         _admin_term(gw, "tags", f"{letter} zz{uid}")
     late = _admin_term(gw, "tags", f"zz{uid}")
     monkeypatch.setattr(terms, "PAGE", 1)
+    # digits only, new to the site, far above any term id it holds: never taken as an id
+    numeric = str(100_000_000 + int(uid[:6], 16))
     job_id = new_job_id()
     assert gw.put_job(job_id).status_code == 201
     body = draft_body(
         title=f"Terms {job_id}",
         categories=[f"reviews {uid}"],  # ASCII case folded: the existing category
-        tags=[f"cafe {uid}", f"Café {uid}", f"zz{uid}", "12", plain["id"]],
+        tags=[f"cafe {uid}", f"Café {uid}", f"zz{uid}", numeric, plain["id"]],
     )
     answer = gw.put_draft(job_id, body)
     assert answer.status_code == 201, answer.get_json()
@@ -59,8 +64,8 @@ def test_names_match_like_wordpress_and_missing_tags_are_created_once(gw, monkey
     assert post["categories"] == [category["id"]]
     accented = _terms_named(gw, "tags", f"Café {uid}")
     assert len(accented) == 1 and accented[0]["slug"] == f"cafe-{uid}-2"  # a term of its own
-    twelve = _terms_named(gw, "tags", "12")
-    assert len(twelve) == 1 and twelve[0]["id"] != 12  # a string is always a name
+    twelve = _terms_named(gw, "tags", numeric)
+    assert len(twelve) == 1 and twelve[0]["id"] != int(numeric)  # a string is always a name
     wanted = {plain["id"], accented[0]["id"], late["id"], twelve[0]["id"]}
     assert sorted(post["tags"]) == sorted(wanted)
     rows = {r["operation_key"]: r for r in gw.operations(job_id)}
@@ -91,6 +96,61 @@ def test_unknown_category_is_422_listing_names_and_writes_nothing(gw):
     assert gw.count_objects(op_key(job_id, "draft")) == 0
     assert _terms_named(gw, "tags", f"fresh {uid}") == []
     assert _terms_named(gw, "categories", f"Nope {uid}") == []
+
+
+def _validate(gw, body: dict):
+    return gw.client.post("/v1/articles/validate", json=body, headers=gw.headers())
+
+
+def test_validate_looks_names_up_read_only_and_answers_the_draft_routes_422(gwp, proxy):
+    """Issue 41: ``POST /v1/articles/validate`` looks category and tag names up in the job's
+    site with GET requests only: an unknown category is the draft route's 422, with its
+    pointer under ``/draft``; a missing tag passes and is not created. With several sites
+    the body names one (``site``)."""
+    uid = uuid.uuid4().hex[:10]
+    _admin_term(gwp, "categories", f"Known {uid}")
+    draft = draft_body(categories=[f"known {uid}", f"Nope {uid}"], tags=[f"Fresh {uid}"])
+    proxy.reset_log()
+    refused = _validate(gwp, {"draft": draft, "media": []})
+    problem = refused.get_json()
+    assert refused.status_code == 422 and problem_slug(refused) == "validation-failed", problem
+    assert [(e["pointer"], e["problem"]) for e in problem["errors"]] == [
+        ("/draft/categories/1", "validation-failed")
+    ]
+    assert f"Nope {uid}" in problem["errors"][0]["message"]
+    assert proxy.count() > 0 and proxy.count() == proxy.count(method="GET")  # reads only
+    assert _terms_named(gwp, "tags", f"Fresh {uid}") == []
+    assert _terms_named(gwp, "categories", f"Nope {uid}") == []
+    # the draft route answers the same problem at the same entry
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    written = gwp.put_draft(job_id, draft)
+    assert written.status_code == 422 and problem_slug(written) == "validation-failed"
+    assert [e["pointer"] for e in written.get_json()["errors"]] == ["/categories/1"]
+
+    draft["categories"] = [f"known {uid}"]
+    proxy.reset_log()
+    passed = _validate(gwp, {"draft": draft, "media": []})
+    assert passed.status_code == 200, passed.get_json()
+    assert passed.get_json()["site"] == SITE_NAME
+    assert proxy.count() == proxy.count(method="GET")
+    assert _terms_named(gwp, "tags", f"Fresh {uid}") == []  # the draft route creates it, later
+    assert gwp.operations(job_id) == []
+
+    # a second site: the body names the job's site, or is refused at /site
+    with gwp.app.app_context(), database.connection_context():
+        sites.add_site(SECRET_KEY, TENANT, "shop", proxy.url, "author", "x" * 24, "rest")
+    for body, found in (
+        ({}, [("/site", "validation-failed")]),
+        ({"site": "nowhere"}, [("/site", "site-not-found")]),
+        ({"site": SITE_NAME}, None),
+    ):
+        answer = _validate(gwp, {"draft": draft, "media": [], **body})
+        if found is None:
+            assert answer.status_code == 200 and answer.get_json()["site"] == SITE_NAME
+        else:
+            errors = [(e["pointer"], e["problem"]) for e in answer.get_json()["errors"]]
+            assert answer.status_code == 422 and errors == found, errors
 
 
 def test_twenty_racing_jobs_create_one_new_tag(gateway_server, gw):

@@ -191,6 +191,11 @@ def check_site(done, reader):
     assert reader.variable("TOKEN") not in done.stdout + done.stderr
     assert not (ROOT / "token.txt").exists()
     check_doctor_text(done.stdout)
+    # pasted twice (issue 44): the token kept, not emptied by a refused second create
+    token = reader.variable("TOKEN")
+    again = reader.run("site-again", dict(blocks())["site"])
+    assert reader.variable("TOKEN") == token == token_file.read_text(encoding="utf-8").strip()
+    check_doctor_text(again.stdout)
 
 
 def check_doctor_text(output: str) -> None:

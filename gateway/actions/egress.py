@@ -20,7 +20,8 @@ URL - under one guard (SSRF) and one clock.
   byte, so a server that drips one byte a second never trips it; here a timer shuts the
   socket down when the deadline passes, whatever read is under way (``socket.shutdown``
   interrupts a blocked ``recv`` in another thread). The answer's body is read up to a size
-  cap. HTTP/1.1 itself is the standard library's ``http.client``.
+  cap, or only its first bytes (a probe: the connection is then closed). HTTP/1.1 itself is
+  the standard library's ``http.client``.
 
 Source: OWASP "Server Side Request Forgery Prevention Cheat Sheet"; IANA IPv4/IPv6
 Special-Purpose Address Registries.
@@ -247,14 +248,19 @@ def request(
     headers: dict[str, str] | None = None,
     body: bytes | None = None,
     cafile: str | None = None,
+    first_bytes: int | None = None,
 ) -> Answer:
     """One HTTP request to ``where`` (connected to ``where.ip``, TLS verified for
     ``where.host``), ended by ``deadline`` (a :func:`time.monotonic` instant) whatever the
     server does, its body read up to ``max_bytes`` (a 3xx answer's body is not read).
+    ``first_bytes``: read only the body's first ``first_bytes`` bytes (fewer when it is
+    shorter) and close the connection: a probe, which still refuses a body whose declared
+    ``Content-Length`` is larger than ``max_bytes``, or whose first bytes already are.
 
     Raises:
         Failed: no connection, TLS failure, a malformed answer, or the deadline passed.
-        TooLarge: the body (declared or read) is larger than ``max_bytes``.
+        TooLarge: the body (declared, or read without ``first_bytes``) is larger than
+            ``max_bytes``.
     """
     left = deadline - time.monotonic()
     if left <= 0:
@@ -265,7 +271,7 @@ def request(
         raise Failed(f"no connection: {type(error).__name__}: {str(error)[:80]}") from None
     clock = _Deadline(sock, deadline - time.monotonic())
     try:
-        return _exchange(sock, where, method, headers, body, max_bytes, cafile)
+        return _exchange(sock, where, method, headers, body, (max_bytes, first_bytes), cafile)
     except (OSError, ValueError, http.client.HTTPException) as error:
         if clock.passed:
             raise Failed("the deadline passed") from None
@@ -277,19 +283,19 @@ def request(
             raise Failed("the deadline passed")
 
 
-def _exchange(sock, where: Resolved, method, headers, body, max_bytes, cafile) -> Answer:
+def _exchange(sock, where: Resolved, method, headers, body, limits, cafile) -> Answer:
     if where.scheme == "https":
         context = ssl.create_default_context(cafile=cafile)
         sock = context.wrap_socket(sock, server_hostname=where.host)
     connection = http.client.HTTPConnection(where.host, where.port)
     connection.sock = sock  # the pinned, already connected socket
     try:
-        return _read(connection, where, method, headers, body, max_bytes)
+        return _read(connection, where, method, headers, body, *limits)
     finally:
         connection.close()
 
 
-def _read(connection, where: Resolved, method, headers, body, max_bytes) -> Answer:
+def _read(connection, where: Resolved, method, headers, body, max_bytes, first_bytes) -> Answer:
     sent = {"Host": where.host_header, "User-Agent": "publishing-gateway", **(headers or {})}
     connection.request(method, where.path, body=body, headers=sent)
     response = connection.getresponse()
@@ -299,6 +305,11 @@ def _read(connection, where: Resolved, method, headers, body, max_bytes) -> Answ
     declared = found.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise TooLarge(f"the answer declares {declared} bytes")
+    if first_bytes is not None:
+        head = _first(response, min(first_bytes, max_bytes + 1))
+        if len(head) > max_bytes:  # a cap below first_bytes: known too large already
+            raise TooLarge(f"the answer is larger than {max_bytes} bytes")
+        return Answer(response.status, found, head)
     chunks, size = [], 0
     while True:
         chunk = response.read(CHUNK)
@@ -309,3 +320,15 @@ def _read(connection, where: Resolved, method, headers, body, max_bytes) -> Answ
             raise TooLarge(f"the answer is larger than {max_bytes} bytes")
         chunks.append(chunk)
     return Answer(response.status, found, b"".join(chunks))
+
+
+def _first(response, limit: int) -> bytes:
+    """The body's first ``limit`` bytes (fewer when it is shorter); the rest is never read."""
+    chunks, size = [], 0
+    while size < limit:
+        chunk = response.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

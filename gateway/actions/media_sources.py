@@ -21,6 +21,8 @@ gateway downloads the image itself, and safely, before it goes the way of any ot
   that drips one byte a second is cut off at the deadline, not after each chunk).
 
 The bytes are then sniffed and decoded like an upload (:func:`gateway.actions.media.sniff`).
+:func:`probe` asks the same questions of a URL with only its first bytes read (``POST
+/v1/articles/validate``, before any upload).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from gateway.core.config import Config
 log = logging.getLogger(__name__)
 
 REDIRECTS = 3
+PROBE_BYTES = 4096  # a probe reads at most this much of an image: enough for its signature
 ALLOW_SETTING = "GATEWAY_MEDIA_URL_ALLOW_HOSTS"
 check_address = egress.check_address  # the guard every outbound URL shares
 
@@ -51,6 +54,16 @@ class Download:
     content: bytes
     final_url: str
     filename: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a probe found: the body's first bytes, the URL they came from (after redirects),
+    the ``Content-Length`` the server declared (None: not declared)."""
+
+    first_bytes: bytes
+    final_url: str
+    declared_bytes: int | None
 
 
 def _refused(url: str, why: str) -> exc.GatewayError:
@@ -97,13 +110,42 @@ def download(url: str, config: Config) -> Download:
             than ``media_url_max_bytes``.
         MediaDownloadFailed (502, retryable): no connection, TLS, the deadline
             (``media_url_timeout``, redirects included), a non-200 answer.
+        MediaSourceUnavailable (503, retryable): the resolver failed for now.
     """
+    answer, final_url = _fetch(url, config, None)
+    name = urlsplit(final_url).path.rsplit("/", 1)[-1] or "image"
+    return Download(answer.content, final_url, name)
+
+
+def probe(url: str, config: Config) -> Probe:
+    """What :func:`download` would meet at ``url``, with nothing downloaded but the first
+    :data:`PROBE_BYTES` bytes: the same guard, redirects, deadline and answers; an image
+    whose ``Content-Length`` exceeds ``media_url_max_bytes`` is refused from its headers (an
+    answer without one is measured only as far as those first bytes). For ``POST
+    /v1/articles/validate``.
+
+    Raises:
+        what :func:`download` raises, for the same reasons.
+    """
+    answer, final_url = _fetch(url, config, PROBE_BYTES)
+    declared = answer.headers.get("content-length", "")
+    return Probe(answer.content, final_url, int(declared) if declared.isdigit() else None)
+
+
+def _fetch(url: str, config: Config, first_bytes: int | None) -> tuple[egress.Answer, str]:
+    """The 200 answer at ``url`` (redirects followed, each checked again) and the URL it came
+    from; its body whole (up to ``media_url_max_bytes``) or its first ``first_bytes``."""
     deadline = time.monotonic() + config.media_url_timeout
     for _ in range(REDIRECTS + 1):
         where = _resolved(url, config)
         try:
             answer = egress.request(
-                where, "GET", deadline, config.media_url_max_bytes, cafile=certifi.where()
+                where,
+                "GET",
+                deadline,
+                config.media_url_max_bytes,
+                cafile=certifi.where(),
+                first_bytes=first_bytes,
             )
         except egress.TooLarge:
             raise _too_large(config) from None
@@ -118,8 +160,7 @@ def download(url: str, config: Config) -> Download:
             continue
         if answer.status != 200:
             raise _failed(f"the image server answered {answer.status}")
-        name = urlsplit(url).path.rsplit("/", 1)[-1] or "image"
-        return Download(answer.content, url, name)
+        return answer, url
     raise _refused(url, f"more than {REDIRECTS} redirects")
 
 

@@ -299,10 +299,42 @@ def _name_of(value) -> str:
     return value["name"] if isinstance(value, dict) else value
 
 
+def check_names(target: Target, body: dict) -> tuple[dict[str, list], dict[str, list]]:
+    """Everything :func:`resolve` refuses before it writes, and nothing written: each
+    ``categories``/``tags`` entry of the draft body looked up (:func:`lookup`: ``GET``
+    requests only, over REST; ``wp.getTerms``/``wp.getTerm`` over XML-RPC). Returns
+    ``(found, missing)``: ``{field: [term id, or the name of a tag to create]}`` and
+    ``{field: [(index, name)]}`` of the names without a term. ``POST /v1/articles/validate``
+    calls it alone.
+
+    Raises:
+        ValidationFailed (422): unknown or ambiguous categories, a ``parent`` naming no
+            category or several (``errors`` with pointers ``/categories/{i}``).
+        TransportLimit (422, ``feature: new_terms``): a tag to create over XML-RPC.
+        WordPressError: WordPress cannot be asked (the caller maps it).
+    """
+    found: dict[str, list] = {}
+    missing: dict[str, list[tuple[int, str]]] = {}
+    errors: list[dict] = []
+    for field_name, (taxonomy, _route, _creatable) in TAXONOMIES.items():
+        if body.get(field_name) is None:
+            continue
+        found[field_name], missing[field_name] = [], []
+        for index, value in enumerate(body[field_name]):
+            term = lookup(target, taxonomy, value, f"/{field_name}/{index}")
+            errors += term.errors
+            if term.missing:
+                missing[field_name].append((index, _name_of(value)))
+            found[field_name].append(_name_of(value) if term.term_id is None else term.term_id)
+    _refuse_categories(missing.get("categories") or [], errors)
+    check_transport(target, missing.get("tags") or [])
+    return found, missing
+
+
 def resolve(target: Target, body: dict) -> dict[str, list[int]]:
     """``{"categories": [ids], "tags": [ids]}`` for the fields the draft body names: ids kept,
-    names matched (:func:`lookup`), missing tags created. Unknown or ambiguous categories are
-    refused before any write.
+    names matched (:func:`check_names`), missing tags created. Unknown or ambiguous
+    categories are refused before any write.
 
     Raises:
         ValidationFailed (422): a category name matches no category, or several under
@@ -314,24 +346,10 @@ def resolve(target: Target, body: dict) -> dict[str, list[int]]:
         WordPressUnavailable (503): WordPress cannot be searched.
         plus everything :func:`ensure_term` raises.
     """
-    found: dict[str, list] = {}
-    missing: dict[str, list[tuple[int, str]]] = {}
-    errors: list[dict] = []
-    for field_name, (taxonomy, _route, _creatable) in TAXONOMIES.items():
-        if body.get(field_name) is None:
-            continue
-        found[field_name], missing[field_name] = [], []
-        for index, value in enumerate(body[field_name]):
-            try:
-                term = lookup(target, taxonomy, value, f"/{field_name}/{index}")
-            except WordPressError as error:
-                raise refusals.cannot_read(error) from error
-            errors += term.errors
-            if term.missing:
-                missing[field_name].append((index, _name_of(value)))
-            found[field_name].append(_name_of(value) if term.term_id is None else term.term_id)
-    _refuse_categories(missing.get("categories") or [], errors)
-    check_transport(target, missing.get("tags") or [])
+    try:
+        found, _missing = check_names(target, body)
+    except WordPressError as error:
+        raise refusals.cannot_read(error) from error
     for field_name, items in found.items():
         taxonomy = TAXONOMIES[field_name][0]
         resolved = [v if isinstance(v, int) else ensure_term(target, taxonomy, v) for v in items]

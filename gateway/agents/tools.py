@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.actions import drafts
 from gateway.core import exceptions as exc
+from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.editorial import approvals
 from gateway.jobs import checkpoints
@@ -166,7 +167,8 @@ def all_tools() -> dict[str, Tool]:
 
 @cache
 def parameters(name: str) -> dict:
-    """The JSON Schema of tool ``name``'s arguments, generated from its schema file."""
+    """The JSON Schema tool ``name``'s arguments are validated with, generated from its schema
+    file (what the model sees: :func:`advertised`)."""
     tool = all_tools()[name]
     schema = validation.inline_shared(copy.deepcopy(validation.schema(tool.schema)))
     for meta in ("$schema", "title", "if", "then"):
@@ -183,18 +185,28 @@ def parameters(name: str) -> dict:
 
 
 @cache
+def advertised(name: str) -> dict:
+    """Tool ``name``'s parameters as the model sees them: :func:`parameters` in OpenAI's
+    strict form (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects,
+    every property required with the optional ones nullable; nulls are dropped before the
+    arguments are validated with :func:`parameters`)."""
+    return tool_schemas.advertised(parameters(name), validation.text_pattern())
+
+
+@cache
 def _validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(parameters(name))
 
 
 def definitions() -> list[dict]:
-    """Every tool as an OpenAI Agents function tool definition."""
+    """Every tool as an OpenAI Agents function tool definition (parameters:
+    :func:`advertised`)."""
     return [
         {
             "type": "function",
             "name": t.name,
             "description": t.description,
-            "parameters": parameters(t.name),
+            "parameters": advertised(t.name),
         }
         for t in all_tools().values()
     ]
@@ -238,6 +250,7 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
     tool = all_tools()[name]
     if name != "recover":  # the agent asks something of the job, as an HTTP client does
         records.record_request(target.job.tenant, target.job.job_id)
-    args = validation.check(_validator(name), arguments_of(arguments), tool.schema)
+    arguments = tool_schemas.without_nulls(arguments_of(arguments), parameters(name))
+    args = validation.check(_validator(name), arguments, tool.schema)
     records.ensure_active(target.job)
     return tool.run(target, args, actor)

@@ -146,7 +146,8 @@ JOB_QUERY = {
 CHANGES_QUERY = {
     "cursor": {
         "type": "string",
-        "description": "the previous answer's next_cursor (absent: from the first job)",
+        "description": "the previous answer's next_cursor (absent: from the first job; "
+        "'now': an empty page whose next_cursor is now)",
     },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
 }
@@ -164,6 +165,7 @@ READ_BACK = (
 PRUNED = ("receipt-pruned",)  # retention dropped the draft receipt these need
 
 OPERATIONS: dict[str, Contract] = {
+    "GET /": Contract(returns="Index"),
     "GET /healthz": Contract(returns="Health"),
     "GET /metrics": Contract(media_type="text/plain", problems=("unauthenticated",)),
     "GET /openapi.json": Contract(returns="OpenAPI"),
@@ -309,7 +311,12 @@ OPERATIONS: dict[str, Contract] = {
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),
     "POST /v1/jobs/{job_id}/resume": Contract(body="empty", returns="Resume"),
-    "POST /v1/articles/validate": Contract(body="article_validation", returns="ArticleValidation"),
+    "POST /v1/articles/validate": Contract(
+        body="article_validation",
+        returns="ArticleValidation",
+        # category and tag names are looked up in the site (gateway.actions.article_lookups)
+        problems=("wordpress-unavailable", "upstream-refused", "wordpress-refused", "site-busy"),
+    ),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(

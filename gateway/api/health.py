@@ -1,5 +1,6 @@
-"""Liveness and metrics: ``GET /healthz`` (200 when the ledger can be reached) and
-``GET /metrics`` (Prometheus text format)."""
+"""The gateway's front door, liveness and metrics: ``GET /`` (where to go from here),
+``GET /healthz`` (200 when the ledger can be reached) and ``GET /metrics`` (Prometheus text
+format)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,23 @@ from gateway.ledger.db import database
 from gateway.operator import metrics
 
 bp = Blueprint("health", __name__)
+
+
+@bp.get("/")
+def index():
+    """Where a person who opened the gateway's address goes next (docs/api.md, "GET /"):
+    ``{"name", "version", "links": {"review", "openapi", "health", "docs"}}``, links relative
+    to the gateway; no authentication, no ledger read."""
+    return {
+        "name": "Publishing Gateway",
+        "version": __version__,
+        "links": {
+            "review": "/review",
+            "openapi": "/openapi.json",
+            "health": "/healthz",
+            "docs": "docs/api.md in the gateway's repository (the README first)",
+        },
+    }
 
 
 @bp.get("/healthz")

@@ -11,6 +11,7 @@ from peewee import fn
 
 from gateway.core import exceptions as exc
 from gateway.core.validation import MAX_DB_INT
+from gateway.jobs import attention
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Job
@@ -93,6 +94,7 @@ def list_jobs(
 # The changes feed (GET /v1/job-changes): what a poller (the n8n trigger node) needs to see
 # "approval pending", "published" and "needs attention" without paging every job each time.
 ATTENTION = frozenset(("failed", "unknown", "needs_review"))
+NOW = "now"  # the cursor a new poller sends to start from now, not from the first job
 CURSOR = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})$")
 
 
@@ -144,33 +146,52 @@ def _as_datetime(value) -> dt.datetime:
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
-def list_changes(tenant: str, cursor: str | None, limit: int) -> dict:
+def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: float) -> dict:
     """Jobs of ``tenant`` changed after ``cursor``, oldest change first, each with the events
     a poller triggers on: ``approval_pending`` and ``published`` (the job's phase) and
-    ``needs_attention`` (status ``failed``, ``unknown`` or ``needs_review``).
+    ``needs_attention`` (status ``failed``, ``unknown`` or ``needs_review``, or a stalled run:
+    :func:`gateway.jobs.attention.stalled`).
 
-    A change is the job row, any of its ledger rows or a review item being written; a job
-    appears once, at its latest change. Returns ``{"changes": [...], "next_cursor": str}``:
-    pass ``next_cursor`` as ``cursor`` next time (it is the request's cursor when nothing
-    changed). Raises ValidationFailed for a cursor this feed did not give out.
+    A change is the job row, any of its ledger rows or a review item being written, or a
+    stalled job's attention time (``attention_after`` seconds, ``GATEWAY_ATTENTION_AFTER``,
+    after its last client request: :mod:`gateway.jobs.attention`) passing; a job appears
+    once, at its latest change, so a cursor past a stalled job's attention time does not
+    list it again until something else changes. ``cursor``: a ``next_cursor`` of this feed,
+    None (from the tenant's first job) or ``"now"`` (:data:`NOW`: an empty page whose
+    ``next_cursor`` is the gateway's clock now, so that a new poller starts from now).
+    Returns ``{"changes": [...], "next_cursor": str | None}``: pass ``next_cursor`` as
+    ``cursor`` next time (it is the request's cursor when nothing changed).
+
+    Raises:
+        ValidationFailed (422, pointer ``/cursor``): a cursor this feed did not give out.
     """
+    if cursor == NOW:
+        return {"changes": [], "next_cursor": _format_cursor(db.utcnow(), 0)}
     after = parse_cursor(cursor)
-    stamps = _changed_since(tenant, after[0] if after else None)
-    jobs_by_id = {
-        job.job_id: job
-        for job in Job.select().where(Job.tenant == tenant, Job.job_id.in_(list(stamps)))
-    }
-    ordered = sorted(
-        ((stamps[job_id], job.id, job) for job_id, job in jobs_by_id.items()),
-        key=lambda entry: entry[:2],
-    )
+    since, now = (after[0] if after else None), db.utcnow()
+    stamps = _changed_since(tenant, since)
+    crossing = attention.crossing_between(tenant, since, now, attention_after)
+    jobs = Job.select().where(Job.tenant == tenant, Job.job_id.in_(list(set(stamps) | crossing)))
+    views, ordered = {}, []
+    for job in jobs:
+        changed_at = stamps.get(job.job_id)
+        if job.job_id in crossing:  # its attention time passed since the cursor: stalled?
+            views[job.job_id] = job_view(job, with_rows=False)
+            if attention.stalled(job, views[job.job_id]["status"], attention_after, now):
+                crossed = attention.attention_at(job, attention_after)
+                changed_at = max(changed_at or crossed, crossed)
+        if changed_at is not None:
+            ordered.append((changed_at, job.id, job))
+    ordered.sort(key=lambda entry: entry[:2])
     if after is not None:
         ordered = [entry for entry in ordered if entry[:2] > after]
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
-        view = job_view(job, with_rows=False)
+        view = views.get(job.job_id) or job_view(job, with_rows=False)
         events = [view["phase"]] if view["phase"] in ("approval_pending", "published") else []
-        if view["status"] in ATTENTION:
+        if view["status"] in ATTENTION or attention.stalled(
+            job, view["status"], attention_after, now
+        ):
             events.append("needs_attention")
         changes.append(
             {

@@ -70,13 +70,15 @@ def list_jobs():
 @bp.get("/job-changes")
 @roles("workflow", "editor", "admin")
 def job_changes():
-    """The changes feed: ``?cursor=&limit=``, jobs changed after the cursor with their events."""
+    """The changes feed: ``?cursor=&limit=``, jobs changed after the cursor with their events
+    (``cursor=now``: an empty page whose ``next_cursor`` is now)."""
     limit = validation.parse_int(request.args.get("limit"), "/limit", default=100)
     if not 1 <= limit <= 500:
         raise exc.ValidationFailed(
             "invalid query", errors=[{"pointer": "/limit", "message": "limit 1..500"}]
         )
-    return job_views.list_changes(g.principal.tenant, request.args.get("cursor"), limit)
+    cursor = request.args.get("cursor")
+    return job_views.list_changes(g.principal.tenant, cursor, limit, config().attention_after)
 
 
 @bp.put("/jobs/<job_id>")

@@ -211,6 +211,14 @@ VERIFICATION = obj(
 )
 
 SCHEMAS: dict[str, dict] = {
+    "Index": obj(
+        ("name", "version", "links"),
+        name=STR,
+        version=STR,
+        links=obj(
+            ("review", "openapi", "health", "docs"), review=STR, openapi=STR, health=STR, docs=STR
+        ),
+    ),
     "Health": obj(("status", "ledger", "version"), status=STR, ledger=STR, version=STR),
     "OpenAPI": obj(("openapi", "info", "paths"), openapi=STR, info={"type": "object"}, paths={}),
     "Job": obj(tuple(JOB), **JOB),
@@ -342,8 +350,9 @@ SCHEMAS: dict[str, dict] = {
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
     "ArticleValidation": obj(
-        ("ok", "draft", "media"),
+        ("ok", "site", "draft", "media"),
         ok={"enum": [True]},
+        site=NSTR,
         draft=obj(
             ("featured_slot", "body_media", "placeholders"),
             featured_slot=NSTR,
@@ -354,10 +363,11 @@ SCHEMAS: dict[str, dict] = {
             obj(
                 ("slot", "source"),
                 slot=STR,
-                source={"enum": ["content_base64", "url", "none"]},
+                source={"enum": ["content_base64", "source_url", "url", "none"]},
                 mime_type=STR,
                 bytes=INT,
                 sha256=STR,
+                downloaded_from=STR,
             )
         ),
     ),

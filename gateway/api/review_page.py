@@ -224,6 +224,7 @@ def index():
             config(), tenant, _image_url, page, review_board.CARDS_PER_PAGE
         ),
         cards_total=total,
+        approved_total=review_board.count_approved(tenant),
         page=page,
         pages=pages,
         missed=scheduling.missed_schedules(tenant),

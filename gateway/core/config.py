@@ -39,6 +39,20 @@ class ConfigError(Exception):
     """A ``GATEWAY_*`` variable is missing or malformed; the message names it."""
 
 
+class MissingSecretKey(ConfigError):
+    """``GATEWAY_SECRET_KEY`` is unset outside tests. ``database_url`` is the ledger's URL, so
+    that the command line can name the key a ledger already there was filled with
+    (``gateway.cli``): a new key cannot decrypt the passwords it stores."""
+
+    def __init__(self, database_url: str | None):
+        super().__init__(
+            "GATEWAY_SECRET_KEY is required: it encrypts the WordPress application passwords "
+            "stored in the ledger"
+        )
+        self.url_given = bool(database_url)  # False: GATEWAY_DATABASE_URL unset
+        self.database_url = database_url or DEFAULT_DATABASE_URL
+
+
 # --------------------------------------------------------------------------- parsers
 # Each turns a variable's text (None: unset) into the setting's value:
 # ``parse(raw, default, variable) -> value``; ``variable`` names it in the error message.
@@ -180,8 +194,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("resume_budget", int, "GATEWAY_RESUME_BUDGET", _size, 3,
       "resumes allowed per job version before editors are told instead."),
     S("attention_after", float, "GATEWAY_ATTENTION_AFTER", _seconds, 3600.0,
-      "seconds without any request after which the sweep tells editors that an unfinished "
-      "job needs attention."),
+      "seconds without any request after which an unfinished job needs attention: the sweep "
+      "tells editors, and GET /v1/job-changes lists a stalled run with needs_attention."),
     S("crash_points", frozenset[str], "GATEWAY_CRASH_POINTS", _words, frozenset(),
       "crash points enabled for fault tests (empty in production): named ones and counted "
       "ones (``commit#3``, ``wp_before#2``: :mod:`gateway.operations.crashes`)."),
@@ -361,25 +375,26 @@ Config = make_dataclass(
 )
 
 
-def load(env: dict | None = None, testing: bool = False) -> Config:
+def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool = True) -> Config:
     """Build a :class:`Config` from ``env`` (default: ``os.environ``): each setting of
     :data:`SETTINGS` parsed from its variable, in the table's order (a ``default_from``
     sees the values above it).
 
+    ``needs_secret_key=False`` serves the commands that encrypt and decrypt nothing
+    (``gateway sites list``, ``tokens``, ``report``): without ``GATEWAY_SECRET_KEY`` the key
+    is then empty, and :func:`gateway.tenancy.sites.encrypt_password` refuses to use it.
+
     Raises:
-        ConfigError: a value is malformed, or ``GATEWAY_SECRET_KEY`` is missing outside tests.
+        MissingSecretKey: ``GATEWAY_SECRET_KEY`` is missing outside tests and needed.
+        ConfigError: a value is malformed.
     """
     env = dict(os.environ if env is None else env)
-    if not env.get("GATEWAY_SECRET_KEY") and not testing:
-        raise ConfigError(
-            "GATEWAY_SECRET_KEY is required: it encrypts the WordPress application passwords "
-            "stored in the ledger. Generate one with: python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'"
-        )
+    if not env.get("GATEWAY_SECRET_KEY") and not testing and needs_secret_key:
+        raise MissingSecretKey(env.get("GATEWAY_DATABASE_URL"))
     values: dict = {}
     for s in SETTINGS:
         default = s.default if s.default_from is None else s.default_from(values)
         values[s.name] = s.parse(env.get(s.env) if s.env else None, default, s.env)
-    values["secret_key"] = values["secret_key"] or TEST_SECRET_KEY
+    values["secret_key"] = values["secret_key"] or (TEST_SECRET_KEY if testing else "")
     values["testing"] = testing
     return Config(**values)

@@ -67,8 +67,17 @@ QUOTE_CHARS = 40
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _BRACES = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{\{media:[a-z0-9_-]{1,64}\}\}")
-TEMPLATE_FIELDS = {"draft": ("/title", "/content", "/excerpt", "/seo/title",
-                             "/seo/description", "/seo/focus_keyword")}  # fmt: skip
+# Every text of a request that reaches WordPress, by schema (``*``: each item of an array):
+# the template-leftover guard (check_template_leftovers) looks at each of them, whichever door
+# the request came through (the HTTP routes, /v1/articles/validate, MCP, the OpenAI tools).
+TEMPLATE_FIELDS = {
+    "draft": ("/title", "/content", "/excerpt", "/seo/title", "/seo/description",
+              "/seo/focus_keyword", "/categories/*", "/categories/*/name",
+              "/categories/*/parent", "/tags/*"),
+    "media": ("/alt_text", "/caption", "/title"),
+    "block": ("/html",),
+    "article_validation": ("/media/*/alt_text", "/media/*/caption", "/media/*/title"),
+}  # fmt: skip
 
 
 def schema_names() -> list[str]:
@@ -112,7 +121,8 @@ def fast_validator(name: str) -> jsonschema_rs.Draft202012Validator:
 def inline_shared(node):
     """``node`` (a schema or part of one; not mutated) with the shared text-field definition
     (``schemas/text.json``) written into each field that refers to it: a schema that stands
-    alone, as agents' tool parameters must (OpenAI function tools, MCP ``inputSchema``)."""
+    alone, as agents' tool parameters must (OpenAI function tools, MCP ``inputSchema``). A
+    field with a pattern of its own keeps it, the text rule's beside it in ``allOf``."""
     if isinstance(node, list):
         return [inline_shared(v) for v in node]
     if not isinstance(node, dict):
@@ -120,8 +130,16 @@ def inline_shared(node):
     node = {k: inline_shared(v) for k, v in node.items()}
     if node.get("$ref") == TEXT_SCHEMA_ID:
         del node["$ref"]
-        node["pattern"] = schema("text")["pattern"]
+        if "pattern" in node:  # a rule of its own too: term_name must not be blank
+            node["allOf"] = [*node.get("allOf", []), {"pattern": text_pattern()}]
+        else:
+            node["pattern"] = text_pattern()
     return node
+
+
+def text_pattern() -> str:
+    """The shared text rule's pattern (``schemas/text.json``)."""
+    return schema("text")["pattern"]
 
 
 def quote(value) -> str:
@@ -279,15 +297,25 @@ def _integers(schema: dict, value):
     return value
 
 
-def _at(document: dict, pointer: str):
-    value = document
+def _texts(document, pointer: str) -> list[tuple[str, str]]:
+    """``[(concrete pointer, text)]`` of the strings at ``pointer`` in ``document``, a ``*``
+    part standing for each item of an array (``/tags/*``: ``/tags/0``, ``/tags/1``...)."""
+    found = [("", document)]
     for part in pointer.strip("/").split("/"):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
+        step = []
+        for where, value in found:
+            if part == "*" and isinstance(value, list):
+                step.extend((f"{where}/{i}", item) for i, item in enumerate(value))
+            elif isinstance(value, dict) and part in value:
+                step.append((f"{where}/{part}", value[part]))
+        found = step
+    return [(where, value) for where, value in found if isinstance(value, str)]
 
 
 def check_template_leftovers(document: dict, pointers: tuple[str, ...]) -> None:
-    """Refuse text that a template engine should have replaced: a ``{{ ... }}`` whose inside,
+    """Refuse text that a template engine should have replaced (n8n-io/n8n#18181: an
+    expression that fails to resolve is sent literally) at ``pointers`` (``*``: each item of
+    an array; :data:`TEMPLATE_FIELDS`): a ``{{ ... }}`` whose inside,
     trimmed, starts with ``$`` (an n8n expression never evaluated, ``{{ $json.title }}``) or
     with ``media`` in any case, unless it is exactly the placeholder ``{{media:SLOT}}``.
     Other double braces (a code sample, a Handlebars snippet) pass.
@@ -296,10 +324,8 @@ def check_template_leftovers(document: dict, pointers: tuple[str, ...]) -> None:
         TemplateLeftover (422): ``errors`` names each leftover (quoted short) and its pointer.
     """
     found = []
-    for pointer in pointers:
-        text = _at(document, pointer)
-        if not isinstance(text, str) or "{{" not in text:
-            continue
+    texts = [t for p in pointers for t in _texts(document, p) if "{{" in t[1]]
+    for pointer, text in texts:
         for match in _BRACES.finditer(text):
             inside = match.group(1).strip()
             if not (inside.startswith("$") or inside.lower().startswith("media")):

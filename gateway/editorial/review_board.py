@@ -12,6 +12,8 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
+from peewee import fn
+
 from gateway.actions import drafts
 from gateway.actions import publishing
 from gateway.core.config import Config
@@ -23,6 +25,7 @@ from gateway.editorial import reviews
 from gateway.ledger import db
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import Approval
 from gateway.ledger.models import ApprovalRequest
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
@@ -221,8 +224,23 @@ def _awaiting(tenant: str):
 
 
 def count_awaiting(tenant: str) -> int:
-    """How many jobs of ``tenant`` await approval (a ledger count; no WordPress read)."""
+    """How many drafts of ``tenant`` the page lists (verified or approval pending, not
+    cancelled; a ledger count, no WordPress read)."""
     return _awaiting(tenant).count()
+
+
+def count_approved(tenant: str) -> int:
+    """How many of those drafts hold an approval of their current task version that is
+    neither revoked nor expired (a ledger count; whether the post still matches the approved
+    digest is each card's read-back, ``approved``)."""
+    approved = Approval.select(Approval.id).where(
+        Approval.tenant == Job.tenant,
+        Approval.job_id == Job.job_id,
+        Approval.task_version == Job.task_version,
+        Approval.revoked_at.is_null(),
+        Approval.expires_at > db.db_now(),
+    )
+    return _awaiting(tenant).where(fn.EXISTS(approved)).count()
 
 
 def awaiting_approval(
@@ -275,6 +293,8 @@ def awaiting_approval(
                 ],
             }
         )
+        valid = [a for a in cards[-1]["approvals"] if a["state"] == "valid"]
+        cards[-1]["approved"] = valid[0] if valid else None  # Publish is offered only then
     return cards
 
 

@@ -6,6 +6,8 @@ Status (docs/api.md, "Job status and phases") is derived from the ledger, never 
 
 from __future__ import annotations
 
+import datetime as dt
+
 from gateway.core import exceptions as exc
 from gateway.core.states import CANCELLED
 from gateway.core.states import COMPLETED
@@ -199,13 +201,17 @@ def record_request(tenant: str, job_id: str) -> None:
     hot_sql.note_request(tenant, job_id, db.utcnow())
 
 
-def idle_seconds(job: Job) -> float:
-    """Seconds since a client last asked something of the job (``job.last_request_at``;
-    its creation for a job no request touched since). What reconciliation, the sweep or a
+def idle_since(job: Job) -> dt.datetime:
+    """When a client last asked something of the job (naive UTC): ``job.last_request_at``,
+    or its creation for a job no request touched since. What reconciliation, the sweep or a
     notification wrote does not count: a job whose run stopped grows idle even while they
     look its writes up (docs/api.md, "Resuming a stopped job")."""
-    latest = job.last_request_at or job.created_at
-    return (db.utcnow() - latest).total_seconds()
+    return job.last_request_at or job.created_at
+
+
+def idle_seconds(job: Job) -> float:
+    """Seconds since :func:`idle_since`."""
+    return (db.utcnow() - idle_since(job)).total_seconds()
 
 
 def run_unfinished(job: Job, status: str | None = None) -> bool:

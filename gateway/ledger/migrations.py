@@ -431,6 +431,15 @@ def sqlite_file_missing(database_url: str) -> bool:
     return path not in (None, "", ":memory:") and not os.path.exists(path)
 
 
+def ledger_file(database_url: str) -> str | None:
+    """The file of a ``sqlite:///`` ledger URL when it exists (path as written), else None
+    (another database, an in-memory one, or no file yet)."""
+    import os
+
+    path = _sqlite_path(database_url)
+    return path if path not in (None, "", ":memory:") and os.path.exists(path) else None
+
+
 def _sqlite_path(database_url: str) -> str | None:
     if not database_url.startswith("sqlite:///"):
         return None

@@ -1,7 +1,7 @@
 """The gateway's tools over the Model Context Protocol (``gateway mcp``; docs/mcp.md): an MCP
-server built on the official ``mcp`` SDK (``mcp.server.mcpserver``), over stdio and stateless
-streamable HTTP, for agents built anywhere (Claude Desktop and Code, the OpenAI Agents SDK,
-LangChain, Cursor, n8n's AI Agent node).
+server built on the official ``mcp`` SDK's public low-level API (``mcp.server.lowlevel``), over
+stdio and stateless streamable HTTP, for agents built anywhere (Claude Desktop and Code, the
+OpenAI Agents SDK, FastMCP, Cursor, n8n's AI Agent node).
 
 A face like :mod:`gateway.api`, but a *client* of the gateway's HTTP API: it holds no
 WordPress credential and no ledger, so it may run on the agent's machine. It imports only

@@ -10,13 +10,26 @@ RFC 9457 body, or one made here when no answer came:
   a gateway that died): WordPress may have been written, and only the gateway can tell -
   ``recover``, then the same call again with the same arguments.
 
-"Wait" answers (409 ``operation-in-progress`` and ``request-key-in-progress``) are sent
-again after ``Retry-After`` (at most :attr:`GatewayAPI.wait_seconds` in all): the same
-request is safe to repeat, since its operation key is made from the job. A waiting call holds
-one of the MCP server's threads, so each caller token may have at most
-:attr:`GatewayAPI.waits_per_token` calls waiting at once; a call past that gets the "wait"
-answer at once, with its ``retry_after``, and one caller cannot take the threads the other
-callers of a shared server need.
+"Wait" answers are waited out here, never in the gateway (a wait there would hold one of its
+threads and a share of the tenant), since sending the same request again is safe (its
+operation key is made from the job): :meth:`GatewayAPI.call` ends a racing or doubled call
+with the same answer as the first one.
+
+* 409 ``operation-in-progress`` naming an operation of the call's own job: the job's
+  operations are read (``GET /v1/jobs/{job_id}``, ledger reads only) every 0.25 s, rising to
+  1 s, until that operation has left PREPARED/SENT; then the request is sent once more, and
+  the gateway answers with the stored receipt (or reconciles it). The gateway's own
+  ``Retry-After`` there (when absence could first be proven, about 30 s) stays what it is;
+* ``operation-in-progress`` of a key that is not the job's (a site-scoped term key),
+  ``request-key-in-progress``, 429 ``tenant-busy`` and ``site-busy`` (nothing was sent):
+  sent again after a backoff of 0.25 s rising to 1 s.
+
+Either way for at most :attr:`GatewayAPI.wait_seconds` in all; an answer still "wait" after
+that is handed on (for an operation in flight: ``recover`` is its next step). A waiting call
+holds one of the MCP server's threads, so each caller token may have at most
+:attr:`GatewayAPI.waits_per_token` calls waiting at once, whatever they wait for; a call past
+that gets the "wait" answer at once, with its ``retry_after``, and one caller cannot take the
+threads the other callers of a shared server need (issue 40).
 """
 
 from __future__ import annotations
@@ -30,9 +43,28 @@ from dataclasses import dataclass
 import requests
 from urllib3.exceptions import NewConnectionError
 
+from gateway.core import states
 from gateway.core.exceptions import PROBLEM_BASE
 
-WAIT_SLUGS = frozenset(("operation-in-progress", "request-key-in-progress"))
+IN_FLIGHT = "operation-in-progress"
+WAIT_SLUGS = frozenset((IN_FLIGHT, "request-key-in-progress", "tenant-busy", "site-busy"))
+UNSETTLED = frozenset((states.PREPARED, states.SENT))  # an operation a request still works on
+FIRST_PAUSE, LAST_PAUSE = 0.25, 1.0  # seconds between looks, doubling from the first
+
+
+def pauses():
+    """The backoff between looks at a job or sends of a request: 0.25, 0.5, 1, 1, ... s."""
+    pause = FIRST_PAUSE
+    while True:
+        yield pause
+        pause = min(LAST_PAUSE, pause * 2)
+
+
+def of_job(operation_key: str, job_id: str) -> bool:
+    """Whether ``operation_key`` (``{tenant}/{job_id}/v{n}/{action}[/{slot}]``) is one of job
+    ``job_id``'s own operations, not a site-scoped one (``{tenant}/site/{site}/term/...``)."""
+    parts = operation_key.split("/")
+    return len(parts) >= 4 and parts[1] == job_id and parts[2].startswith("v")
 
 
 @dataclass(frozen=True)
@@ -126,32 +158,59 @@ class GatewayAPI:
         path: str,
         body: dict | None = None,
         request_key: str | None = None,
+        job_id: str | None = None,
     ) -> Answer:
-        """One API call (JSON in, JSON out), "wait" answers waited out (at most
-        :attr:`waits_per_token` calls of one token at once: the module's docstring).
+        """One API call (JSON in, JSON out) with "wait" answers waited out (the module's
+        docstring): ``job_id`` names the job whose operations a racing call waits for.
 
         Raises:
             Problem: the gateway refused (its problem body), or no answer came
-                (``gateway-unreachable``, ``gateway-connection-lost``); a "wait" answer
-                past :attr:`wait_seconds` or past the token's waits, with its
-                ``retry_after``.
+                (``gateway-unreachable``, ``gateway-connection-lost``); a "wait" answer still
+                "wait" after :attr:`wait_seconds`, or past the token's
+                :attr:`waits_per_token`, with its ``retry_after``.
         """
         deadline = time.monotonic() + self.wait_seconds
+        backoff = pauses()
         waiting: str | None = None
         try:
             while True:
                 try:
                     return self._once(token, method, path, body, request_key)
                 except Problem as problem:
-                    pause = problem.retry_after or 1
-                    if problem.slug not in WAIT_SLUGS or time.monotonic() + pause > deadline:
+                    if problem.slug not in WAIT_SLUGS:
                         raise
                     if waiting is None and (waiting := self._start_waiting(token)) is None:
                         raise
-                    time.sleep(pause)
+                    if not self._waited(token, problem, job_id, deadline, backoff):
+                        raise
         finally:
             if waiting is not None:
                 self._stop_waiting(waiting)
+
+    def _waited(self, token, problem: Problem, job_id, deadline: float, backoff) -> bool:
+        """Wait before the next send: for the job's operation named in ``problem`` to settle,
+        or one step of ``backoff``. False when ``deadline`` came first."""
+        key = str(problem.body.get("operation_key") or "")
+        if problem.slug == IN_FLIGHT and job_id is not None and of_job(key, job_id):
+            return self._settled(token, job_id, key, deadline)
+        return _pause(next(backoff), deadline)
+
+    def _settled(self, token: str, job_id: str, key: str, deadline: float) -> bool:
+        """Read job ``job_id`` (``GET /v1/jobs/{job_id}``) every 0.25 s rising to 1 s until its
+        operation ``key`` has left PREPARED/SENT (or is gone). False at ``deadline``."""
+        for pause in pauses():
+            if not _pause(pause, deadline):
+                return False
+            try:
+                job = self._once(token, "GET", f"/v1/jobs/{job_id}", None, None).body
+            except Problem:
+                continue  # a look that failed proves nothing: look again
+            found = [
+                r.get("state") for r in job.get("operations", ()) if r.get("operation_key") == key
+            ]
+            if not found or found[0] not in UNSETTLED:
+                return True
+        return False  # pragma: no cover - pauses() never ends
 
     def _once(self, token, method, path, body, request_key) -> Answer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
@@ -207,6 +266,14 @@ class GatewayAPI:
                 return True  # known token, refused for another reason
             raise
         return True
+
+
+def _pause(seconds: float, deadline: float) -> bool:
+    """Sleep ``seconds`` unless that would pass ``deadline`` (``time.monotonic()``)."""
+    if time.monotonic() + seconds > deadline:
+        return False
+    time.sleep(seconds)
+    return True
 
 
 def _never_sent(error: requests.ConnectionError) -> bool:

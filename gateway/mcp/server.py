@@ -1,18 +1,27 @@
-"""``gateway mcp``: the MCP server (official ``mcp`` SDK, ``mcp.server.mcpserver.MCPServer``)
-over stdio or stateless streamable HTTP (docs/mcp.md).
+"""``gateway mcp``: the MCP server, on the official ``mcp`` SDK's public low-level API
+(``mcp.server.lowlevel.Server`` with ``on_list_tools``, ``on_call_tool``, ``on_list_resources``,
+``on_list_resource_templates``, ``on_read_resource``; ``types.Tool(input_schema=...,
+output_schema=...)``; ``stdio_server()``; ``Server.streamable_http_app()``), over stdio or
+stateless streamable HTTP (docs/mcp.md).
 
 * **stdio** (local clients): one gateway token, from the environment (``GATEWAY_TOKEN``); local
-  image files may be uploaded from the folders the operator allows (``--media-root``).
+  image files may be uploaded from the folders the operator allows (``--media-root``). Ctrl-C
+  (SIGINT) or SIGTERM ends it at once, even with stdin still open: the process holds no state.
 * **streamable HTTP** (remote clients): stateless (``stateless_http``: no session is kept, any
   process may answer any request), JSON answers, binds 127.0.0.1 unless told otherwise, checks
   Host and Origin whatever the bind address (the SDK's ``TransportSecuritySettings``), and
   every request must carry the caller's own gateway token (``Authorization: Bearer``), which is
   checked with the gateway (401 otherwise) and passed through on every call, so each caller
-  sees only its tenant. No OAuth: put it behind a TLS proxy.
+  sees only its tenant. No OAuth: put it behind a TLS proxy. It prints its URL and the
+  protocol revisions it serves when it starts.
 
-Tools (:mod:`gateway.mcp.tools`) are registered with input schemas from the gateway's JSON
-Schema files and an ``outputSchema``; their arguments are validated against those schemas here
-(and again by the gateway), not by pydantic models.
+Protocol revisions (the SDK's, :data:`REVISIONS`): 2026-07-28 (stateless, ``server/discover``)
+and, through ``initialize``, 2025-11-25 back to 2024-11-05, over both transports.
+
+Tools (:mod:`gateway.mcp.tools`) are listed with their advertised input schemas and an
+``outputSchema``; their arguments are validated against the gateway's JSON Schema files here
+(and again by the gateway). Their calls are synchronous (``requests``) and run in worker
+threads (``anyio.to_thread``).
 """
 
 from __future__ import annotations
@@ -20,21 +29,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import signal
+import sys
 import time
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult
-from pydantic import ConfigDict
+from mcp.shared.exceptions import MCPError
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -49,6 +58,11 @@ from gateway.mcp.client import Problem
 log = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 TOKEN_CHECK_SECONDS = 60.0  # a token the gateway accepted is not asked about again for this long
+JOB_RESOURCE = "gateway://jobs/{job_id}"
+# The revisions served: the stateless one (server/discover), then the initialize ones, newest
+# first (the SDK's, over both transports; docs/mcp.md "Protocol revisions").
+REVISIONS = (*reversed(MODERN_PROTOCOL_VERSIONS), *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
+EXIT_GRACE_SECONDS = 0.5  # after a signal: how long the served requests get to be cancelled
 INSTRUCTIONS = (
     "Publishing Gateway: exactly-once WordPress writes for one job at a time. Every write is "
     "keyed by job_id, task version, action and slot, never by your call: calling a tool again "
@@ -56,8 +70,8 @@ INSTRUCTIONS = (
     "first (the resource gateway://jobs/{job_id}, or get_job), then continue: start_job, "
     "upload_media, put_draft, insert_block, verify, request_approval. To change content "
     "already written, bump the task version (start_job). After outcome-unknown or a lost "
-    "answer, call recover and then the same tool with the same arguments. Publishing needs an "
-    "editor's approval: no tool publishes."
+    "answer, call recover and then the same tool with the same arguments. Optional arguments "
+    "you do not mean are null. Publishing needs an editor's approval: no tool publishes."
 )
 
 
@@ -80,15 +94,16 @@ class Tokens:
     def __init__(self, fixed: str | None = None):
         self.fixed = fixed
 
-    def of(self, ctx: Context) -> str:
-        """The token for the call in ``ctx``.
+    def of(self, ctx) -> str:
+        """The token for the request of ``ctx`` (the SDK's ``ServerRequestContext``: its
+        ``request`` is the HTTP request over streamable HTTP, None over stdio).
 
         Raises:
             Problem: ``unauthenticated`` - an HTTP request without a bearer token.
         """
         if self.fixed is not None:
             return self.fixed
-        request = ctx.request_context.request
+        request = ctx.request
         header = request.headers.get("authorization", "") if request is not None else ""
         token = header[7:].strip() if header.startswith("Bearer ") else ""
         if not token:
@@ -96,49 +111,25 @@ class Tokens:
         return token
 
 
-class _Arguments(ArgModelBase):
-    """A tool's arguments as one dict: they are checked against the tool's JSON Schema
-    (:meth:`gateway.mcp.tools.Runner.run`), not by a pydantic model."""
-
-    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
-
-    def model_dump_one_level(self) -> dict:
-        return {"arguments": dict(self.model_extra or {})}
-
-
-def _meta_key(ctx: Context) -> str | None:
+def _meta_key(ctx) -> str | None:
     """The client's request key from the ``tools/call`` request's ``_meta``, if any."""
-    meta = ctx.request_context.meta or {}
+    meta = ctx.meta or {}
     key = meta.get(tools.REQUEST_KEY_META) if hasattr(meta, "get") else None
     return None if key is None else str(key)
 
 
-def _tool(spec: tools.Spec, runner: tools.Runner, tokens: Tokens) -> Tool:
-    def run(arguments: dict, ctx: Context) -> CallToolResult:
-        try:
-            return runner.run(spec, tokens.of(ctx), arguments, _meta_key(ctx))
-        except Problem as problem:
-            raise tools.tool_error(problem) from None
-
-    return Tool(
-        fn=run,
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        parameters=runner.schema_of(spec),
-        fn_metadata=FuncMetadata(arg_model=_Arguments, output_schema=tools.OUTPUT_SCHEMA),
-        is_async=False,  # requests: run in a worker thread by the SDK
-        context_kwarg="ctx",
-        annotations=spec.annotations,
-    )
-
-
-def _resource_error(problem: Problem) -> ResourceError:
+def _resource_error(problem: Problem) -> MCPError:
+    """A resource that cannot be read: "not found" (-32602, as the SDK's own resources say
+    it) for a job this token's tenant does not have or a malformed id, else -32603; the
+    message is the problem's JSON with its ``next_step``."""
     body = {**problem.body, "next_step": tools.next_step(problem.slug, problem.body)}
     text = json.dumps(body, ensure_ascii=False)
-    if problem.slug in ("job-not-found", "validation-failed"):
-        return ResourceNotFoundError(text)
-    return ResourceError(text)
+    code = (
+        types.INVALID_PARAMS
+        if problem.slug in ("job-not-found", "validation-failed")
+        else (types.INTERNAL_ERROR)
+    )
+    return MCPError(code=code, message=text)
 
 
 def read_job(api: GatewayAPI, token: str, job_id: str) -> dict:
@@ -159,39 +150,117 @@ def read_job(api: GatewayAPI, token: str, job_id: str) -> dict:
         return {"job": job, "verification": None, "verification_problem": problem.body}
 
 
-def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> MCPServer:
+def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> Server:
     """The MCP server: every tool of :data:`gateway.mcp.tools.SPECS` and the resource
-    ``gateway://jobs/{job_id}``, calling the gateway at ``api`` with ``tokens``."""
+    template ``gateway://jobs/{job_id}``, calling the gateway at ``api`` with ``tokens``."""
     runner = tools.Runner(api, roots)
-    server = MCPServer(
-        "publishing-gateway",
-        title="Publishing Gateway",
-        version=VERSION,
-        instructions=INSTRUCTIONS,
-        tools=[_tool(spec, runner, tokens) for spec in tools.SPECS],
-        log_level="WARNING",
+    specs = {spec.name: spec for spec in tools.SPECS}
+    listed = types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=spec.name,
+                title=spec.title,
+                description=spec.description,
+                input_schema=runner.schema_of(spec),
+                output_schema=tools.OUTPUT_SCHEMA,
+                annotations=spec.annotations,
+            )
+            for spec in tools.SPECS
+        ]
     )
-
-    @server.resource(
-        "gateway://jobs/{job_id}",
+    template = types.ResourceTemplate(
         name="job",
         title="A job's state and verification",
+        uri_template=JOB_RESOURCE,
         description="The job (task version, phase, status, ledger operations, reviews, "
         "approvals) and its post's verification by read-back: read it before acting.",
         mime_type="application/json",
     )
-    def job_resource(job_id: str, ctx: Context) -> str:
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return listed
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no tool {params.name!r}")
+        arguments = dict(params.arguments or {})
         try:
-            return json.dumps(read_job(api, tokens.of(ctx), job_id), ensure_ascii=False)
+            token = tokens.of(ctx)
+            return await anyio.to_thread.run_sync(
+                runner.run, spec, token, arguments, _meta_key(ctx)
+            )
+        except Problem as problem:
+            return tools.error_result(problem)
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])  # one per job: the template
+
+    async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(ctx, params: types.ReadResourceRequestParams):
+        uri = str(params.uri)
+        prefix = JOB_RESOURCE.removesuffix("{job_id}")
+        if not uri.startswith(prefix):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no resource {uri!r}")
+        try:
+            job = await anyio.to_thread.run_sync(
+                read_job, api, tokens.of(ctx), uri.removeprefix(prefix)
+            )
         except Problem as problem:
             raise _resource_error(problem) from None
+        text = json.dumps(job, ensure_ascii=False)
+        contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
+        return types.ReadResourceResult(contents=[contents])
 
-    return server
+    return Server(
+        "publishing-gateway",
+        version=VERSION,
+        title="Publishing Gateway",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
 
 
 def serve_stdio(gateway_url: str, token: str, roots: tuple[Path, ...] = ()) -> None:
-    """Serve over stdio with one gateway ``token`` until the client closes the pipe."""
-    build(GatewayAPI(gateway_url), Tokens(token), roots).run("stdio")
+    """Serve over stdio with one gateway ``token`` until the client closes the pipe, or until
+    SIGINT (Ctrl-C) or SIGTERM: then the served requests are cancelled and the process exits
+    (status 130 or 143) within :data:`EXIT_GRACE_SECONDS`, even while the SDK's stdin reader
+    still waits on an open pipe (its worker thread cannot be interrupted). The process holds
+    no state: a write in flight is the gateway's to finish, and ``recover`` tells its outcome.
+    """
+    received = anyio.run(_stdio, build(GatewayAPI(gateway_url), Tokens(token), roots))
+    if received is not None:
+        sys.exit(128 + received)
+
+
+async def _stdio(server: Server) -> int | None:
+    """Serve until stdin closes (None) or a signal came and serving ended in time (its
+    number); past :data:`EXIT_GRACE_SECONDS` after a signal the process exits itself."""
+    serving = anyio.CancelScope()
+    received: list[int] = []
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_exit_on_signal, serving, received)
+        with serving:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        tasks.cancel_scope.cancel()  # serving ended: no signal to wait for
+    return received[0] if received else None
+
+
+async def _exit_on_signal(serving: anyio.CancelScope, received: list[int]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            received.append(int(signum))
+            serving.cancel()
+            await anyio.sleep(EXIT_GRACE_SECONDS)  # cancelled first if serving ends in time
+            sys.stderr.flush()  # the SDK's stdin reader is still blocked: do not wait for it
+            os._exit(128 + signum)
 
 
 def transport_security(
@@ -306,4 +375,15 @@ def serve_http(gateway_url: str, host: str, port: int, **options) -> None:
 
     app = http_app(gateway_url, host, **options)
     listening.refuse_busy_port(host, port)
+    print(started_line(host, port, options.get("path", "/mcp")), file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def started_line(host: str, port: int, path: str) -> str:
+    """What ``gateway mcp --transport http`` prints when it starts: its URL and the protocol
+    revisions it serves (:data:`REVISIONS`)."""
+    where = f"[{host}]" if ":" in host else host
+    return (
+        f"gateway mcp: MCP over streamable HTTP at http://{where}:{port}{path} "
+        f"(revisions {', '.join(REVISIONS)}; Authorization: Bearer <gateway token>)"
+    )

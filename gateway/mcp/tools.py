@@ -9,7 +9,7 @@ over HTTP; the MCP request id and the model's call id never reach it.
 
 Every result carries ``structuredContent`` (:data:`OUTPUT_SCHEMA`): ``operation_key``,
 ``state``, ``replayed``, ``reconciled``, ``job_id`` and the gateway's ``answer``. Every
-refusal is a tool error (:func:`tool_error`): the problem's type, detail, ``retryable``,
+refusal is a tool error (:func:`error_result`): the problem's type, detail, ``retryable``,
 ``retry_after`` and the ``next_step`` an agent can take. There is no publish or approve tool:
 publishing stays behind an editor's approval.
 """
@@ -26,7 +26,6 @@ from dataclasses import field
 from pathlib import Path
 
 from jsonschema import Draft202012Validator
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from mcp.types import TextContent
 from mcp.types import ToolAnnotations
@@ -34,6 +33,7 @@ from mcp.types import ToolAnnotations
 from gateway.core import exceptions as exc
 from gateway.core import media_request
 from gateway.core import states
+from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.mcp.client import Answer
 from gateway.mcp.client import GatewayAPI
@@ -248,10 +248,18 @@ def _identifier(pattern, what: str) -> dict:
     return {"type": "string", "pattern": pattern.pattern, "description": what}
 
 
+def advertised_schema(spec: Spec, local_paths: bool = False) -> dict:
+    """The tool's ``inputSchema`` as advertised: :func:`input_schema` in the form every client
+    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, every
+    property required with the optional ones nullable, OpenAI's strict subset)."""
+    return tool_schemas.advertised(input_schema(spec, local_paths), validation.text_pattern())
+
+
 def input_schema(spec: Spec, local_paths: bool = False) -> dict:
-    """The tool's ``inputSchema``: ``job_id``, the path's identifiers, the body's properties
-    from its schema file (``only`` kept), ``idempotency_key`` on writes; ``path`` on
-    ``upload_media`` when ``local_paths``."""
+    """The schema the tool's arguments are validated with (after their nulls are dropped):
+    ``job_id``, the path's identifiers, the body's properties from its schema file (``only``
+    kept), ``idempotency_key`` on writes; ``path`` on ``upload_media`` when
+    ``local_paths``."""
     body = {"properties": {}, "required": []}
     if spec.schema not in (None, "empty"):
         body = validation.inline_shared(copy.deepcopy(validation.schema(spec.schema)))
@@ -290,20 +298,24 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
     return schema
 
 
-def tool_error(problem: Problem) -> ToolError:
-    """The tool error for ``problem``: its JSON (type, title, status, detail, retryable,
-    retry_after, the problem's own members) with the ``next_step`` an agent can take."""
+def error_result(problem: Problem) -> CallToolResult:
+    """The tool error for ``problem`` (``isError: true``, never a success): its JSON as the
+    text (type, title, status, detail, retryable, retry_after, the problem's own members) with
+    the ``next_step`` an agent can take."""
     body = dict(problem.body)
     body.setdefault("retryable", False)
     body["retry_after"] = problem.retry_after
     body["next_step"] = next_step(problem.slug, body)
-    return ToolError(json.dumps(body, ensure_ascii=False))
+    text = json.dumps(body, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 _NEXT_STEPS = {
     "operation-key-reused": "these arguments differ from the ones already written under this "
     "task version: bump the task version (start_job with task_version + 1) and call again, "
     "or call again with the original arguments",
+    "operation-in-progress": "the same write is still in flight after this server waited for "
+    "it: call recover for this job, then this tool again; do not change the arguments",
     "outcome-unknown": "call recover for this job, then call this tool again; do not change "
     "the arguments",
     "gateway-connection-lost": "call recover for this job, then call this tool again; do not "
@@ -390,13 +402,17 @@ class Runner:
     _validators: dict = field(default_factory=dict)
 
     def schema_of(self, spec: Spec) -> dict:
-        return input_schema(spec, local_paths=bool(self.roots))
+        """The tool's advertised ``inputSchema`` (:func:`advertised_schema`)."""
+        return advertised_schema(spec, local_paths=bool(self.roots))
 
     def _validated(self, spec: Spec, arguments: dict) -> dict:
         if spec.name not in self._validators:
-            self._validators[spec.name] = Draft202012Validator(self.schema_of(spec))
+            schema = input_schema(spec, local_paths=bool(self.roots))
+            self._validators[spec.name] = Draft202012Validator(schema)
+        validator = self._validators[spec.name]
         try:
-            return validation.check(self._validators[spec.name], arguments, spec.schema)
+            arguments = tool_schemas.without_nulls(arguments, validator.schema)
+            return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
 
@@ -416,7 +432,7 @@ class Runner:
         path = spec.path.format(**names)
         body = self._body(spec, args)
         key = key if spec.writes else None
-        answer = self.api.call(token, spec.method, path, body, key)
+        answer = self.api.call(token, spec.method, path, body, key, job_id=job_id)
         structured = result(spec, job_id, answer)
         # the first result stored under the client's key (the ledger's own replays say so in
         # the body)

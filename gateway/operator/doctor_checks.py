@@ -211,9 +211,23 @@ def _application_passwords(probe: Probe):
 def _authorization_header(probe: Probe):
     status, code = _me_error(probe)
     if status == 401 and code == "rest_not_logged_in":
+        # the same password over XML-RPC, which carries it in the body, tells the two apart
+        over_xmlrpc = probe.password_over_xmlrpc
+        if over_xmlrpc is False:
+            return True, (
+                "not the cause: WordPress refuses this password over XML-RPC too, where no "
+                "header is involved (see login)"
+            )
+        if over_xmlrpc:
+            return False, (
+                "WordPress answered 401 rest_not_logged_in to a request that carried an "
+                "Authorization header, while the same password signs in over XML-RPC: the "
+                "web server stripped the header"
+            )
         return False, (
             "WordPress answered 401 rest_not_logged_in to a request that carried an "
-            "Authorization header: the web server stripped it, or the password is wrong"
+            "Authorization header: the web server stripped it, or the password is wrong "
+            "(XML-RPC, which could tell them apart, is not available)"
         )
     return True, "credentials reach WordPress"
 
@@ -234,7 +248,10 @@ def _login(probe: Probe):
         response, body = probe.me
         if response.status_code != 200 or not body:
             status, code = _me_error(probe)
-            return False, f"application password refused: {status} {code or response.reason}"
+            detail = f"application password refused: {status} {code or response.reason}"
+            if status == 401 and probe.password_over_xmlrpc is False:
+                detail += " (and over XML-RPC: the password is wrong or was revoked)"
+            return False, detail
     user = probe.user
     return True, f"logged in as {user.get('slug')} ({', '.join(user.get('roles') or [])})"
 
@@ -308,16 +325,20 @@ def _version(text: str | None) -> tuple[int, ...]:
     "The companion plugin is active and at least the version this gateway expects: it gives "
     "lookups by operation key and the uniqueness guard.",
     "Copy wp_test_site/publishing-gateway-companion/ of this gateway's release into "
-    "wp-content/plugins/ and activate it.",
+    "wp-content/plugins/ and activate it; a site that cannot take a plugin: 'gateway sites "
+    "add ... --transport xmlrpc' (docs/transports.md).",
     needs=("login",),
     transports=REST,
 )
 def _companion_plugin(probe: Probe):
     found = probe.companion
     if not found.present:
-        return None, (
-            "absent: reconciliation can only wait out GATEWAY_INFLIGHT_WINDOW, then asks an "
-            "editor about same-title posts"
+        return False, (
+            "absent: over REST without it there is no lookup by operation key (a lost answer "
+            "is waited out for GATEWAY_INFLIGHT_WINDOW, then an editor is asked about "
+            "same-title posts), no uniqueness guard and no Rank Math fields (a draft's "
+            "verification answers ok: null); install it, or add the site with --transport "
+            "xmlrpc, which needs no plugin (docs/transports.md)"
         )
     if _version(found.version) < _version(registry.COMPANION_MIN_VERSION):
         return False, f"version {found.version} is older than {registry.COMPANION_MIN_VERSION}"

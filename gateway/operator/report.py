@@ -67,7 +67,8 @@ REFUSAL_COUNTERS = ("unauthorized_calls", "rejected_checkpoint_advances")
 def report(config: Config, tenant: str) -> dict:
     """The acceptance counters of ``tenant``: ``unauthorized_calls`` counts the refusals of
     the tenant's own tokens (wrong role, another tenant's job); a call without a valid token
-    counts only in :func:`global_counters`."""
+    has no tenant and writes nothing to the ledger: it counts only in ``/metrics``
+    (``gateway_unauthenticated_calls_total``). Source: docs/api.md, "GET /v1/report"."""
     statuses = Tally(records.status_of(job) for job in Job.select().where(Job.tenant == tenant))
     unknown = (
         Operation.select()
@@ -84,6 +85,7 @@ def report(config: Config, tenant: str) -> dict:
 
 
 def global_counters() -> dict:
-    """The refusal counters over every tenant, calls without a valid token (401) included:
-    ``{"unauthorized_calls": int, "rejected_checkpoint_advances": int}``."""
+    """The refusal counters summed over every tenant:
+    ``{"unauthorized_calls": int, "rejected_checkpoint_advances": int}`` (a call without a
+    valid token is not among them: see :func:`report`)."""
     return {name: models.counter(name) for name in REFUSAL_COUNTERS}

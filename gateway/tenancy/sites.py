@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway.core import validation
+from gateway.core.config import ConfigError
 from gateway.core.exceptions import SecretKeyMismatch
 from gateway.core.exceptions import SiteNotFound
 from gateway.core.exceptions import TransportSwitchRefused
@@ -77,6 +78,8 @@ XMLRPC = Companion(
 
 @lru_cache(maxsize=4)
 def _fernet(secret_key: str) -> Fernet:
+    if not secret_key:  # a command that needs no key was given none (config.load)
+        raise ConfigError("GATEWAY_SECRET_KEY is required to use a site's application password")
     key = HKDF(
         algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"site-credentials"
     ).derive(secret_key.encode("utf-8"))
@@ -213,8 +216,10 @@ def get_site(tenant: str, name: str) -> Site:
     """
     site = hot_sql.site_by_name(tenant, name)
     if site is None:
+        names = [s.name for s in list_sites(tenant)]  # the refusal only: never the hot path
         raise SiteNotFound(
-            f"site {name!r} is not configured for tenant {tenant!r}",
+            f"site {name!r} is not configured for tenant {tenant!r}; its sites: "
+            + (", ".join(names) or "none (gateway sites add)"),
             errors=[{"pointer": "/site", "message": "unknown site"}],
         )
     return site

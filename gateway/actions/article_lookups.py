@@ -1,0 +1,137 @@
+"""What ``POST /v1/articles/validate`` asks outside the gateway, read-only, so that an article
+the write routes would refuse is refused before its first upload:
+
+* **category and tag names**, looked up in the site the job will write to, the way the draft
+  route does (:func:`gateway.actions.terms.check_names`: ``GET /wp/v2/categories`` and
+  ``GET /wp/v2/tags`` searches over REST, ``wp.getTerms`` over XML-RPC): an unknown or
+  ambiguous category, or a tag the site's transport cannot create, is the draft route's
+  problem. Nothing is created: a missing tag passes (the draft route creates it).
+* **images given by ``source_url``**, probed as the media route would download them
+  (:func:`gateway.actions.media_sources.probe`: the same address guard, schemes, redirects,
+  deadline and size limit), reading at most the first 4096 bytes of each and uploading
+  nothing; at most :data:`MAX_PROBES` at once, each distinct URL once.
+
+Both wait on another server, so they take the tenant's request share first, as the write
+routes do (:mod:`gateway.tenancy.tenant_shares`); term lookups also take a slot of the site
+(:meth:`gateway.operations.target.Target.hold_slot`). Source: docs/api.md, ``POST
+/v1/articles/validate``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from gateway.actions import media
+from gateway.actions import media_sources
+from gateway.actions import terms
+from gateway.core import exceptions as exc
+from gateway.core.config import Config
+from gateway.ledger.models import Job
+from gateway.ledger.models import Site
+from gateway.operations import refusals
+from gateway.operations.target import Target
+from gateway.tenancy import sites
+from gateway.tenancy import tenant_shares
+from gateway.wordpress.errors import WordPressError
+
+MAX_PROBES = 8  # image URLs probed at once by one request
+PROBE_PROBLEMS = (
+    exc.MediaUrlRefused,
+    exc.MediaDownloadFailed,
+    exc.MediaSourceUnavailable,
+    exc.UnsupportedMediaType,
+)
+
+
+def names_terms(draft: dict) -> bool:
+    """Whether the draft body names a category or tag by name (an entry that is no number):
+    only then is the site asked."""
+    entries = [*(draft.get("categories") or []), *(draft.get("tags") or [])]
+    return any(not isinstance(entry, int | float) for entry in entries)
+
+
+def choose_site(tenant: str, name: str | None, needed: bool) -> tuple[Site | None, list[dict]]:
+    """The site to look names up in: ``name`` (the body's ``site``, the job's site), or the
+    tenant's only site when ``needed`` and none is named. Returns ``(site or None, errors)``,
+    the errors at pointer ``/site``: ``site-not-found`` (no such site, or the tenant has
+    none), ``validation-failed`` (several sites and none named)."""
+    if name is not None:
+        try:
+            return sites.get_site(tenant, name), []
+        except exc.SiteNotFound as missing:
+            return None, [_error("/site", f"no site {name!r} for this tenant", missing.slug)]
+    if not needed:
+        return None, []
+    found = sites.list_sites(tenant)
+    if len(found) == 1:
+        return found[0], []
+    if not found:
+        why = "the tenant has no site to look category and tag names up in"
+        return None, [_error("/site", why, exc.SiteNotFound.slug)]
+    listed = ", ".join(repr(s.name) for s in found)
+    why = f"the tenant has {len(found)} sites ({listed}): name the job's site to look names up"
+    return None, [_error("/site", why, exc.ValidationFailed.slug)]
+
+
+def check_terms(config: Config, site: Site, draft: dict) -> list[dict]:
+    """The draft route's refusals of the draft's ``categories`` and ``tags`` on ``site``
+    (:func:`gateway.actions.terms.check_names`), as errors under ``/draft`` with the problem
+    type (``validation-failed``, ``transport-limit``); [] when they pass.
+
+    Raises:
+        WordPressUnavailable (503) / UpstreamRefused (502) / WordPressRefused (502):
+            WordPress cannot be asked (:func:`gateway.operations.refusals.unmapped`).
+        SiteBusy (429), TenantBusy (429): the site's slots or the tenant's share are taken.
+    """
+    # No job exists yet: the target stands for "a job of this tenant on this site", unsaved.
+    target = Target(config, Job(tenant=site.tenant, job_id="", site=site.name), site=site)
+    try:
+        terms.check_names(target, draft)
+    except (exc.ValidationFailed, exc.TransportLimit) as refused:
+        entries = refused.extensions.get("errors") or [{"pointer": "", "message": refused.detail}]
+        return [{**e, "pointer": "/draft" + e["pointer"], "problem": refused.slug} for e in entries]
+    except WordPressError as error:
+        raise refusals.unmapped(error) from error
+    return []
+
+
+def probe_images(config: Config, tenant: str, urls: dict[int, str]) -> dict[int, dict]:
+    """Probe each image URL (``{index in media: source_url}``) as the media route would
+    download it. Returns ``{index: entry}``: ``{"mime_type", "downloaded_from", "bytes"?}``
+    for an image that answers, or ``{"error": {"pointer", "message", "problem"}}`` with the
+    media route's problem type (``media-url-refused``, ``media-download-failed``,
+    ``media-source-unavailable``, ``unsupported-media-type``).
+
+    Raises:
+        TenantBusy (429): the tenant is at its request share in this worker.
+    """
+    if not urls:
+        return {}
+    tenant_shares.enter_request(config, tenant)
+    distinct = list(dict.fromkeys(urls.values()))
+    with ThreadPoolExecutor(max_workers=min(MAX_PROBES, len(distinct))) as pool:
+        answers = pool.map(lambda url: _probe(config, url), distinct)
+        found = dict(zip(distinct, answers, strict=True))
+    entries = {}
+    for index, url in urls.items():
+        entry = found[url]
+        if "error" in entry:
+            entry = {"error": {"pointer": f"/media/{index}/source_url", **entry["error"]}}
+        entries[index] = entry
+    return entries
+
+
+def _probe(config: Config, url: str) -> dict:
+    try:
+        got = media_sources.probe(url, config)
+        mime_type, _ext = media.sniff_type(got.first_bytes)
+    except PROBE_PROBLEMS as refused:
+        return {"error": {"message": refused.detail, "problem": refused.slug}}
+    entry = {"mime_type": mime_type, "downloaded_from": got.final_url}
+    if got.declared_bytes is not None:
+        entry["bytes"] = got.declared_bytes
+    return entry
+
+
+def _error(pointer: str, message: str, problem: str) -> dict:
+    return {"pointer": pointer, "message": message, "problem": problem}

@@ -1,0 +1,93 @@
+"""The check ``gateway sites add`` makes before it stores a site: WordPress answers, the
+application password signs in, and (over REST) the companion plugin is there.
+
+A refused password, a site that does not answer as WordPress, and a web server that strips
+the ``Authorization`` header refuse the site (nothing stored; public report n8n-io/n8n#18687:
+made-up credentials that "pass" and fail at the first post). A missing plugin or a role that
+WordPress does not sanitise for are stored with a warning that says what the site will not
+guarantee and the fix. ``--no-check`` skips it for a site added before WordPress is reachable
+(docker-compose's start-up, a test behind a fault proxy); ``gateway doctor`` checks it fully
+later. Source: docs/operations.md, "sites add".
+"""
+
+from __future__ import annotations
+
+from gateway.wordpress import connect
+from gateway.wordpress.errors import WordPressAuthError
+from gateway.wordpress.errors import WordPressError
+
+UNSANITISED_ROLES = ("administrator", "editor")  # they hold unfiltered_html
+
+
+class SiteRefused(Exception):
+    """The site was not stored: the message says why and what to do."""
+
+
+def check_new_site(
+    url: str, username: str, password: str, transport: str, timeout: float
+) -> list[str]:
+    """Sign in to the site as ``username`` over ``transport`` and look for the plugin.
+
+    Returns:
+        Warnings (one line each) for a site that is stored anyway: no companion plugin over
+        REST, an editor or administrator account.
+
+    Raises:
+        SiteRefused: WordPress refused the password, the ``Authorization`` header does not
+            reach it, or it could not be asked (unreachable, not WordPress, a firewall).
+    """
+    client = connect(transport, url, username, password, timeout)
+    try:
+        user = client.me()
+    except WordPressAuthError as error:
+        raise SiteRefused(_refusal(url, username, password, transport, timeout, error)) from None
+    except WordPressError as error:
+        raise SiteRefused(
+            f"cannot sign in to WordPress at {url}: {error.message}. Check the URL; to store "
+            "the site anyway (WordPress not reachable yet), add --no-check and run 'gateway "
+            "doctor' once it is"
+        ) from None
+    warnings = []
+    roles = [r for r in user.get("roles") or [] if r in UNSANITISED_ROLES]
+    if roles:
+        warnings.append(
+            f"{username} is an {roles[0]}: WordPress does not sanitise script in content "
+            "written for that role; use an author-role user"
+        )
+    if transport == "rest" and _companion_absent(client):
+        warnings.append(
+            "the companion plugin is not active: no lookup by operation key (a lost answer is "
+            "waited out, then an editor asked), no uniqueness guard, no Rank Math fields. "
+            "Install wp_test_site/publishing-gateway-companion/, or add the site with "
+            "--transport xmlrpc (docs/transports.md)"
+        )
+    return warnings
+
+
+def _companion_absent(client) -> bool:
+    try:
+        return client.companion_status() is None
+    except WordPressError:
+        return True
+
+
+def _refusal(url, username, password, transport, timeout, error: WordPressAuthError) -> str:
+    """Why WordPress refused: over REST a 401 ``rest_not_logged_in`` is also what a stripped
+    header gives, so the same password is tried over XML-RPC (carried in the body)."""
+    wrong = (
+        f"WordPress at {url} refused the application password of {username!r} "
+        f"({error.status} {error.code or ''}): create a new one (Users > Profile > "
+        "Application Passwords) for an author-role user; nothing was stored"
+    )
+    if transport != "rest" or error.code != "rest_not_logged_in":
+        return wrong
+    try:
+        connect("xmlrpc", url, username, password, timeout).me()
+    except WordPressError:
+        return wrong
+    return (
+        f"the web server in front of WordPress at {url} strips the Authorization header "
+        "(the same password signs in over XML-RPC). Apache: 'CGIPassAuth On'; nginx with "
+        "PHP-FPM: 'fastcgi_param HTTP_AUTHORIZATION $http_authorization;'; or add the site "
+        "with --transport xmlrpc. Nothing was stored"
+    )
