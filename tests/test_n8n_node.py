@@ -661,18 +661,22 @@ def row_refusals_are_red_answer_the_gateways_status_and_write_no_post(stack):
 
     unknown = new_article()
     unknown["article"]["categories"] = [f"No such category {uuid.uuid4().hex[:6]}"]
-    problem = refused("article-pipeline-node", unknown, 422)
+    problem = refused("article-pipeline-node", unknown, 422)  # by the article check
     assert problem["type"] == PROBLEMS + "validation-failed", problem
-    assert any(e["pointer"].endswith("/categories/0") for e in problem["errors"]), problem
-    assert stack.posts(unknown["job_id"]) == 0
+    assert [e["pointer"] for e in problem["errors"]] == ["/draft/categories/0"], problem
+    assert stack.job(unknown["job_id"]) is None  # no job, no upload
+    assert stack.attachments(unknown["job_id"], slots(unknown)) == 0
 
-    huge = new_article()  # 30 MB behind a URL, the first image: refused before any upload
+    huge = new_article()  # 30 MB behind a URL: refused before any upload
     name = f"{huge['job_id']}.png"
     stack.images.files[name] = PNG + b"\0" * (30 * 1024 * 1024)
     huge["images"][0] = {"slot": "hero", "url": stack.images.url(name), "alt_text": "huge"}
-    problem = refused("article-pipeline-node", huge, 422)
+    problem = refused("article-pipeline-node", huge, 422)  # its Content-Length, probed
     assert problem["retryable"] is False and problem["detail"], problem
-    assert stack.posts(huge["job_id"]) == 0
+    (error,) = problem["errors"]
+    assert error["pointer"] == "/media/0/source_url", problem
+    assert error["problem"] == "media-url-refused", problem
+    assert stack.job(huge["job_id"]) is None
     assert stack.attachments(huge["job_id"], slots(huge)) == 0
     del stack.images.files[name]
 
@@ -705,14 +709,16 @@ def row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post(stac
     name = f"{job_id}.png"
     article["images"][0] = {**article["images"][0], "url": stack.images.url(name)}
     del article["images"][0]["content_base64"]
-    stack.images.hold(name)
+    stack.images.hold(name, after=1)  # the article check's probe passes; the download waits
     logged = len(stack.log())
     last = stack.last_execution()
     answers = []
     thread = threading.Thread(target=lambda: answers.append(stack.pipeline(article)))
     thread.start()
     try:
-        wait_for(lambda: name in stack.images.requests, 120, "the gateway never fetched it")
+        wait_for(
+            lambda: stack.images.requests.count(name) >= 2, 120, "the gateway never fetched it"
+        )
         stack.gateway.kill()  # mid-run: the gateway is downloading the hero image
         stack.images.release(name)
         wait_for(

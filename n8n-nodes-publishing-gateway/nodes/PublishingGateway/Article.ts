@@ -193,7 +193,8 @@ function refuseIdentityInArticle(
 
 /**
  * The combined operation for one item: POST articles/validate (the whole article checked,
- * nothing written) → PUT job → PUT media per slot → PUT draft → GET verification (one repair
+ * nothing written: the draft, category and tag names looked up read-only in the site, each
+ * image decoded or its URL probed) → PUT job → PUT media per slot → PUT draft → GET verification (one repair
  * when it does not verify) → POST approval-requests → POST notifications
  * (ready_for_approval). Every step's request is sent on every run and the gateway decides: a
  * replay (200, nothing sent to WordPress), a resume after a crash, or a refusal such as 422
@@ -247,13 +248,10 @@ export async function publishArticle(
 	await step(
 		'validate',
 		gatewayRequest(context, 'POST', '/v1/articles/validate', {
+			site,
 			draft: draftRequest,
-			media: images.map((image, i) => {
-				const { source_url: url, ...rest } = bodies[i] ?? {};
-				return url === undefined
-					? { slot: image.slot, ...rest }
-					: { slot: image.slot, url, ...rest };
-			}),
+			// base64 decoded and sniffed, source_url probed (a first read), as the media route
+			media: images.map((image, i) => ({ slot: image.slot, ...(bodies[i] ?? {}) })),
 		}),
 	);
 	const job = await step(
