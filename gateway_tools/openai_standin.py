@@ -136,6 +136,8 @@ class OpenAIStandIn:
         self._idempotent: dict[str, tuple[int, bytes]] = {}
         self.log: list[dict] = []  # every API request: method, path, idempotency key
         self.chat_requests: list[dict] = []  # every chat completion request body, in order
+        # the arguments of the scripted tool call (what "the model" proposes; {} by default)
+        self.tool_arguments: dict = {}
         self._server = None
         self._thread = None
 
@@ -690,8 +692,9 @@ class OpenAIStandIn:
 
     def _chat(self, body: dict) -> Response:
         """``POST /v1/chat/completions``, scripted, never a model: while the conversation has no
-        tool result yet and tools are offered, one call of the first offered tool with ``{}``
-        (the tool's fixed parameters come from the workflow, not from the model); after a tool
+        tool result yet and tools are offered, one call of the first offered tool with
+        :attr:`tool_arguments` (``{}`` unless a test scripts what the model proposes: the tool's
+        fixed parameters come from the workflow, not from the model); after a tool
         result, a final answer quoting its first 300 characters. Answers are
         ``ChatCompletion`` objects (``ChatCompletionChunk`` events when ``stream`` is true)."""
         with self._lock:
@@ -706,7 +709,7 @@ class OpenAIStandIn:
                 {
                     "id": self._new_id("call"),
                     "type": "function",
-                    "function": {"name": name, "arguments": "{}"},
+                    "function": {"name": name, "arguments": json.dumps(self.tool_arguments)},
                 }
             ]
             finish = "tool_calls"

@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 from n8n_support import N8nGateway
@@ -109,58 +110,144 @@ def _node(name: str, node_type: str, version: float, x: int, parameters: dict, *
 
 
 GATEWAY_CREDENTIALS = {CREDENTIAL_TYPE: {"id": CREDENTIAL_ID, "name": "Publishing Gateway"}}
+WRONG_CREDENTIAL_ID = "pgwNodeWrongTok1"
+WRONG_CREDENTIALS = {
+    CREDENTIAL_TYPE: {"id": WRONG_CREDENTIAL_ID, "name": "Publishing Gateway (wrong token)"}
+}
 
 
-def article_workflow(workflow_id: str, items: list[dict], on_error: str | None = None) -> dict:
-    """Manual trigger → a Set node that emits ``items`` → the node's "Publish Article"
-    operation (one run per item). ``on_error``: the node's "On Error" setting
-    (``continueRegularOutput`` = Continue On Fail, ``continueErrorOutput``)."""
-    extra = {"onError": on_error} if on_error else {}
-    gateway = _node(
-        "Publish article",
-        NODE_TYPE,
-        1,
-        500,
-        {"resource": "article", "operation": "publishArticle"},
-        credentials=GATEWAY_CREDENTIALS,
-        **extra,
-    )
-    items_node = _node(
-        "Articles",
-        "n8n-nodes-base.set",
-        3.4,
-        200,
-        {"mode": "raw", "jsonOutput": json.dumps({"items": items}), "options": {}},
-    )
-    split = _node("One item each", "n8n-nodes-base.splitOut", 1, 350, {"fieldToSplitOut": "items"})
+def wrong_credential(base_url: str) -> dict:
+    """The node's credential with a token the gateway never issued."""
+    return {
+        "id": WRONG_CREDENTIAL_ID,
+        "name": "Publishing Gateway (wrong token)",
+        "type": CREDENTIAL_TYPE,
+        "data": {"baseUrl": base_url, "token": "pgw_not-a-token-of-this-gateway"},
+    }
+
+
+def webhook_credential(token: str) -> dict:
+    """The Header Auth credential the shipped workflows' webhooks ask for
+    (``n8n_workflows/examples/node_credentials.json``, ``<webhook-token>`` filled in)."""
+    return {
+        "id": "pgwWebhookToken1",
+        "name": "Workflow webhooks token",
+        "type": "httpHeaderAuth",
+        "data": {"name": "Authorization", "value": f"Bearer {token}"},
+    }
+
+
+def _webhook(path: str, response_mode: str = "lastNode") -> dict:
+    parameters = {"httpMethod": "POST", "path": path, "responseMode": response_mode,
+                  "options": {}}  # fmt: skip
+    if response_mode == "lastNode":
+        parameters["responseData"] = "allEntries"
+    webhook_id = str(uuid.uuid5(uuid.NAMESPACE_URL, path))
+    return _node("Webhook", "n8n-nodes-base.webhook", 2, 0, parameters, webhookId=webhook_id)
+
+
+def _chain(workflow_id: str, name: str, nodes: list[dict]) -> dict:
+    connections = {
+        a["name"]: {"main": [[{"node": b["name"], "type": "main", "index": 0}]]}
+        for a, b in zip(nodes, nodes[1:], strict=False)
+    }
     return {
         "id": workflow_id,
-        "name": f"node test {workflow_id}",
+        "name": name,
         "active": False,
-        "nodes": [
-            _node("Start", "n8n-nodes-base.manualTrigger", 1, 0, {}),
-            items_node,
-            split,
-            gateway,
-        ],
-        "connections": {
-            "Start": {"main": [[{"node": "Articles", "type": "main", "index": 0}]]},
-            "Articles": {"main": [[{"node": "One item each", "type": "main", "index": 0}]]},
-            "One item each": {"main": [[{"node": "Publish article", "type": "main", "index": 0}]]},
-        },
+        "nodes": nodes,
+        "connections": connections,
         "settings": {"executionOrder": "v1"},
     }
 
 
+def items_workflow(workflow_id: str, path: str, on_error: str | None) -> dict:
+    """``POST /webhook/{path}`` with ``{"items": [article, ...]}`` → one item each → the
+    node's Publish Article (version 2: Site and Task Version from the item, the article JSON
+    without them); the webhook answers with every item of the node's output (n8n's "last
+    node", all entries). ``on_error``: the node's On Error (``continueRegularOutput`` =
+    Continue On Fail; None: stop the workflow)."""
+    extra = {"onError": on_error} if on_error else {}
+    gateway = _node(
+        "Publish article",
+        NODE_TYPE,
+        2,
+        500,
+        {"resource": "article", "operation": "publishArticle", "jobId": "={{ $json.job_id }}",
+         "site": "={{ $json.site || 'blog' }}", "taskVersion": "={{ $json.task_version || 1 }}",
+         "article": "={{ { article: $json.article, images: $json.images } }}"},
+        credentials=GATEWAY_CREDENTIALS,
+        **extra,
+    )  # fmt: skip
+    split = _node("One item each", "n8n-nodes-base.splitOut", 1, 250,
+                  {"fieldToSplitOut": "body.items"})  # fmt: skip
+    return _chain(workflow_id, f"node test {path}", [_webhook(path), split, gateway])
+
+
+def merged(workflow_id: str, name: str, parts: dict[str, dict]) -> dict:
+    """One workflow holding every part's nodes (``{tag: workflow}``), each node renamed
+    ``"{tag}: {name}"`` (connections and ``$('name')`` references with it): webhooks on
+    several paths in one workflow, activated once."""
+    nodes, connections = [], {}
+    for tag, part in parts.items():
+        names = {n["name"]: f"{tag}: {n['name']}" for n in part["nodes"]}
+        for original in part["nodes"]:
+            node = json.loads(json.dumps(original))
+            node["name"] = names[node["name"]]
+            node["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{workflow_id}/{node['name']}"))
+            text = json.dumps(node["parameters"])
+            for old, new in names.items():
+                text = text.replace(f"$('{old}')", f"$('{new}')")
+            node["parameters"] = json.loads(text)
+            nodes.append(node)
+        for source, kinds in part["connections"].items():
+            connections[names[source]] = {
+                kind: [[{**t, "node": names[t["node"]]} for t in branch] for branch in branches]
+                for kind, branches in kinds.items()
+            }
+    return {"id": workflow_id, "name": name, "active": False, "nodes": nodes,
+            "connections": connections, "settings": {"executionOrder": "v1"}}  # fmt: skip
+
+
 def run_data(result: dict | None, node: str) -> list[list[dict]]:
-    """The items of each output of ``node``'s last run in an ``n8n execute`` result."""
+    """The items of each output of ``node``'s last run in an execution's data."""
     if not result:
         return []
-    runs = result.get("data", {}).get("resultData", {}).get("runData", {}).get(node) or []
+    runs = result.get("resultData", result.get("data", {}).get("resultData", {}))
+    runs = runs.get("runData", {}).get(node) or []
     if not runs:
         return []
     outputs = runs[-1].get("data", {}).get("main", [])
     return [[item["json"] for item in (output or [])] for output in outputs]
+
+
+def unflatten(text: str):
+    """n8n's stored execution data (``execution_data.data``, the ``flatted`` format: a JSON
+    array whose first entry is the value, every string and object inside referred to by its
+    index as a string) as plain JSON."""
+    table = json.loads(text)
+    revived: dict[int, object] = {}
+
+    def revive(index: int):
+        if index in revived:
+            return revived[index]
+        value = table[index]
+        if isinstance(value, list):
+            revived[index] = out = []
+            out.extend(resolve(v) for v in value)
+            return out
+        if isinstance(value, dict):
+            revived[index] = out = {}
+            for key, member in value.items():
+                out[key] = resolve(member)
+            return out
+        revived[index] = value
+        return value
+
+    def resolve(value):
+        return revive(int(value)) if isinstance(value, str) else value
+
+    return revive(0)
 
 
 class GatewayServer(N8nGateway):
@@ -190,24 +277,18 @@ class GatewayServer(N8nGateway):
         return found
 
 
-def agent_workflow(workflow_id: str, job_id: str, chat_model_url: str) -> dict:
-    """Manual trigger → a Set node giving the conversation's job → n8n's AI Agent, with n8n's
-    OpenAI chat model (chat completions, ``baseURL`` = ``chat_model_url``) and the node as its
-    tool ("Job: Get"). The tool's job id is the conversation's, from the workflow
-    (``$('Conversation')``), never a ``$fromAI`` parameter the model fills."""
-    conversation = _node(
-        "Conversation",
-        "n8n-nodes-base.set",
-        3.4,
-        200,
-        {"mode": "raw", "jsonOutput": json.dumps({"job_id": job_id}), "options": {}},
-    )
+def agent_workflow(workflow_id: str, path: str, chat_model_url: str, tool: dict) -> dict:
+    """``POST /webhook/{path}`` with ``{"job_id"}`` → n8n's AI Agent, with n8n's OpenAI chat
+    model (chat completions, ``baseURL`` = ``chat_model_url``) and ``tool`` (the node as its
+    tool, from :func:`job_tool` or :func:`article_tool`); the webhook answers the agent's
+    output. The tool's job id is the request's, from the workflow (``$('Webhook')``), never a
+    parameter the model fills."""
     agent = _node(
         "AI Agent",
         "@n8n/n8n-nodes-langchain.agent",
         2.2,
         450,
-        {"promptType": "define", "text": "What is the state of this conversation's job?",
+        {"promptType": "define", "text": "Do what the tool is for with this conversation's job.",
          "options": {}},
     )  # fmt: skip
     model = _node(
@@ -219,35 +300,47 @@ def agent_workflow(workflow_id: str, job_id: str, chat_model_url: str) -> dict:
          "options": {"baseURL": chat_model_url}},
         credentials={"openAiApi": {"id": "pgwNodeOpenAi001", "name": "OpenAI stand-in"}},
     )  # fmt: skip
-    tool = _node(
+    workflow = _chain(workflow_id, f"agent test {path}", [_webhook(path), agent])
+    workflow["nodes"] += [model, tool]
+    workflow["connections"].update({
+        "OpenAI Chat Model": {
+            "ai_languageModel": [[{"node": "AI Agent", "type": "ai_languageModel", "index": 0}]]
+        },
+        tool["name"]: {"ai_tool": [[{"node": "AI Agent", "type": "ai_tool", "index": 0}]]},
+    })  # fmt: skip
+    return workflow
+
+
+JOB_OF_THE_REQUEST = "={{ $('Webhook').first().json.body.job_id }}"
+
+
+def job_tool() -> dict:
+    """The node as a tool: Job → Get, for the request's job."""
+    return _node(
         "Publishing Gateway job",
         TOOL_TYPE,
         1,
         550,
-        {"resource": "job", "operation": "get",
-         "jobId": "={{ $('Conversation').first().json.job_id }}"},
+        {"resource": "job", "operation": "get", "jobId": JOB_OF_THE_REQUEST},
+        credentials=GATEWAY_CREDENTIALS,
+    )
+
+
+def article_tool() -> dict:
+    """The node as a tool (version 2): Article → Publish Article for the request's job, with
+    the site and task version the workflow's author set; the article JSON is the model's
+    (``$fromAI``)."""
+    return _node(
+        "Publishing Gateway article",
+        TOOL_TYPE,
+        2,
+        550,
+        {"resource": "article", "operation": "publishArticle", "jobId": JOB_OF_THE_REQUEST,
+         "site": "blog", "taskVersion": 1,
+         "article": "={{ $fromAI('article', 'The article: article (title, content, excerpt, "
+                    "seo) and images (slot, content_base64, filename, alt_text)', 'json') }}"},
         credentials=GATEWAY_CREDENTIALS,
     )  # fmt: skip
-    link = {"main": [[{"node": "Conversation", "type": "main", "index": 0}]]}
-    return {
-        "id": workflow_id,
-        "name": f"agent test {workflow_id}",
-        "active": False,
-        "nodes": [_node("Start", "n8n-nodes-base.manualTrigger", 1, 0, {}), conversation,
-                  agent, model, tool],
-        "connections": {
-            "Start": link,
-            "Conversation": {"main": [[{"node": "AI Agent", "type": "main", "index": 0}]]},
-            "OpenAI Chat Model": {
-                "ai_languageModel": [[{"node": "AI Agent", "type": "ai_languageModel",
-                                       "index": 0}]]
-            },
-            "Publishing Gateway job": {
-                "ai_tool": [[{"node": "AI Agent", "type": "ai_tool", "index": 0}]]
-            },
-        },
-        "settings": {"executionOrder": "v1"},
-    }  # fmt: skip
 
 
 def openai_credential(api_key: str, base_url: str) -> dict:
@@ -259,16 +352,19 @@ def openai_credential(api_key: str, base_url: str) -> dict:
     }
 
 
-def trigger_workflow(workflow_id: str, events: list[str], forward_url: str) -> dict:
-    """The polling trigger (every minute; n8n also polls once when it activates the workflow)
-    → an HTTP Request node that POSTs each event to ``forward_url`` (the test's receiver)."""
+def trigger_workflow(
+    workflow_id: str, events: list[str], forward_url: str, credentials: dict | None = None
+) -> dict:
+    """The polling trigger (every minute; n8n also polls once when it activates the workflow,
+    and that first poll starts the feed from now) → an HTTP Request node that POSTs each event
+    to ``forward_url`` (the test's receiver)."""
     trigger = _node(
         "Publishing Gateway Trigger",
         TRIGGER_TYPE,
         1,
         0,
         {"pollTimes": {"item": [{"mode": "everyMinute"}]}, "events": events},
-        credentials=GATEWAY_CREDENTIALS,
+        credentials=credentials or GATEWAY_CREDENTIALS,
     )
     forward = _node(
         "Forward event",
@@ -313,3 +409,90 @@ def package_descriptions() -> dict[str, dict]:
             "properties": set(description["properties"]),
         }
     return found
+
+
+#: Node.js run against the built ``dist/`` (``n8n-workflow`` from the package's dev
+#: dependencies): the node's retry, error items and trigger with a scripted request helper in
+#: place of n8n's, waits shortened (``RETRY.baseSeconds``); prints one JSON object of findings.
+CONTRACT_SCRIPT = r"""
+const { NodeApiError } = require('n8n-workflow');
+const gc = require('./dist/nodes/PublishingGateway/GatewayClient.js');
+const { PublishingGatewayTrigger } = require(
+  './dist/nodes/PublishingGatewayTrigger/PublishingGatewayTrigger.node.js');
+gc.RETRY.baseSeconds = 0.002;
+const node = { id: '1', name: 'Gateway', type: 'x.publishingGateway', typeVersion: 2,
+  position: [0, 0], parameters: {} };
+const problem = (status, slug, retryable, headers = {}) => () => ({ statusCode: status, headers,
+  body: { type: gc.PROBLEM_BASE + slug, title: slug, status, detail: slug, retryable } });
+const ok = (status = 200, body = {}) => () => ({ statusCode: status, headers: {}, body });
+const cut = (code, message) => () => {  // what n8n's helper throws: the axios error wrapped
+  const error = new Error(message); error.code = code; error.name = 'AxiosError';
+  throw new NodeApiError(node, error);
+};
+function context(script, extra = {}) {
+  const calls = [];
+  return { calls, ctx: { getNode: () => node, logger: { warn() {} },
+    getCredentials: async () => ({ baseUrl: 'http://gw/' }),
+    helpers: { async httpRequestWithAuthentication(_name, options) {
+      calls.push(`${options.method} ${options.url.replace('http://gw', '')}` +
+        (options.qs && options.qs.cursor ? `?cursor=${options.qs.cursor}` : '') +
+        (options.body ? ' ' + JSON.stringify(options.body) : ''));
+      return script.shift()(options);
+    } }, ...extra } };
+}
+async function run(script, method = 'PUT', path = '/v1/jobs/J/draft', body = { a: 1 }) {
+  const { calls, ctx } = context(script);
+  const started = Date.now();
+  try {
+    const answer = await gc.gatewayRequest(ctx, method, path, body);
+    return { calls, answer, seconds: (Date.now() - started) / 1000 };
+  } catch (error) {
+    return { calls, seconds: (Date.now() - started) / 1000, name: error.name,
+      httpCode: error.httpCode, item: gc.errorItemJson(error) };
+  }
+}
+async function poll(script, state, parameters) {
+  const { calls, ctx } = context(script, {
+    getNodeParameter: (name, fallback) => (name in parameters ? parameters[name] : fallback),
+    getWorkflowStaticData: () => state, getMode: () => 'trigger' });
+  try {
+    const out = await new PublishingGatewayTrigger().poll.call(ctx);
+    return { calls, emitted: out ? out[0].map((i) => i.json.job_id) : [], state };
+  } catch (error) {
+    return { calls, error: error.message, name: error.name, state };
+  }
+}
+const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
+  changes: ids.map((id) => ({ job_id: id, events: ['approval_pending'] })) });
+(async () => {
+  const out = {
+    retry_after: await run([problem(503, 'wordpress-unavailable', true, { 'retry-after': '1' }),
+      ok(201)]),
+    too_long: await run([problem(429, 'rate-limited', true, { 'retry-after': '120' })]),
+    definite_502: await run([problem(502, 'wordpress-refused', false)]),
+    retryable_502: await run(Array(5).fill(problem(502, 'media-download-failed', true))),
+    bug_500: await run([problem(500, 'internal-server-error', false), ok(200)]),
+    refused: await run([cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'),
+      cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'), ok(200)]),
+    reset: await run([cut('ECONNRESET', 'socket hang up'),
+      cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'), ok(200), ok(200)]),
+    unreachable: await run(Array(5).fill(cut('ECONNREFUSED', 'connect ECONNREFUSED x'))),
+    now: await poll([ok(200, { next_cursor: 'c-now', changes: [] }), changes(['B'], 'c-2')], {},
+      { events: ['approval_pending'] }),
+    old_gateway: await poll([problem(422, 'validation-failed', false), changes(['OLD'], 'c-1')],
+      {}, { events: ['approval_pending'] }),
+    history: await poll([changes(['OLD'], 'c-1')], {},
+      { events: ['approval_pending'], startFrom: 'history' }),
+    token: await poll([problem(401, 'unauthenticated', false)], {},
+      { events: ['approval_pending'] }),
+  };
+  const next = [changes(['B'], 'c-2')];
+  out.now_next = await poll(next, out.now.state, { events: ['approval_pending'] });
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def contract() -> dict:
+    """The findings of :data:`CONTRACT_SCRIPT` (run with Node.js in the package folder)."""
+    return json.loads(_run(["node", "-e", CONTRACT_SCRIPT], PACKAGE, timeout=120).stdout)

@@ -284,13 +284,14 @@ class Images:
     """Images by URL for n8n's runs: ``/img/{name}`` answers ``files[name]`` (any other name
     ``fallback``, else 404), 404 while ``name`` is in ``missing``, and waits while ``name`` is
     in ``held`` (until :meth:`release`: the gateway is then in the middle of a download when a
-    test kills it)."""
+    test kills it), from its request number ``hold_after[name]`` on (0: every request)."""
 
     def __init__(self, files: dict[str, bytes], fallback: bytes | None = None) -> None:
         self.files = files
         self.fallback = fallback
         self.missing: set[str] = set()
         self.held: dict[str, threading.Event] = {}
+        self.hold_after: dict[str, int] = {}
         self.requests: list[str] = []
         images = self
 
@@ -298,7 +299,8 @@ class Images:
             def do_GET(self):  # noqa: N802 - http.server's naming
                 name = self.path.strip("/").split("/")[-1]
                 images.requests.append(name)
-                if name in images.held:
+                earlier = images.requests.count(name) - 1
+                if name in images.held and earlier >= images.hold_after.get(name, 0):
                     images.held[name].wait(120)
                 body = images.files.get(name, images.fallback)
                 if name in images.missing or body is None:
@@ -324,7 +326,9 @@ class Images:
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.server.server_port}/img/{name}"
 
-    def hold(self, name: str) -> None:
+    def hold(self, name: str, after: int = 0) -> None:
+        """Hold the requests of ``name`` once ``after`` of them were answered."""
+        self.hold_after[name] = after
         self.held[name] = threading.Event()
 
     def release(self, name: str) -> None:

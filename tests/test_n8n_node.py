@@ -1,9 +1,31 @@
-"""The n8n community node ``n8n-nodes-publishing-gateway`` (issue 33) built, linted and packed
-as its README says, installed from the tarball into a real n8n's ``nodes/`` folder (1.123.81
-and 2.8.4, each with its own user folder), and run with ``n8n execute`` against a real
-``gateway serve`` and the real test WordPress. Counts come from WordPress itself (the companion
-plugin's lookup by operation key, as admin) and from a local receiver standing in for the
-editors' notification URL. SQLite pass only (marker ``n8n``).
+"""The n8n community node ``n8n-nodes-publishing-gateway`` (issues 33 and 41) built, linted and
+packed as its README says, installed from the tarball into a real n8n's ``nodes/`` folder
+(1.123.81 and 2.8.4, each with its own user folder), and run against a real ``gateway serve``
+and the real test WordPress. Counts come from WordPress itself (the companion plugin's lookup
+by operation key, as admin) and from a local receiver standing in for the editors'
+notification URL. SQLite pass only (marker ``n8n``).
+
+One ``n8n start`` per n8n line serves every row of the module: the rows are subtests of one
+test per line (:func:`test_the_node_in_real_n8n`), so each line has one n8n whichever xdist
+worker runs it, and the two lines run side by side. The shipped workflows of
+``n8n_workflows/node/`` are imported and activated as the README says (their webhooks ask for
+the webhook token), with the tests' own workflow (``pgwNodeTests0001``: several webhooks and the
+polling trigger in one workflow, activated once). Each row drives a webhook and asserts the HTTP
+answer, the execution's status in n8n's own database (red: ``error``, which n8n offers to
+*Retry*; green: ``success``) and what WordPress holds; nothing waits a fixed time.
+
+Issue 41's rows: refusals (missing title, unknown category, a 30 MB image, a wrong token) and
+webhooks without the token
+(:func:`row_refusals_are_red_answer_the_gateways_status_and_write_no_post`, which also sees
+the error workflow run), changed content under the same version
+(:func:`row_changed_content_under_the_same_version_is_refused_naming_the_bump`), the gateway
+killed with the connection refused
+(:func:`row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post`),
+``publish_approved`` and waiting drafts
+(:func:`row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once`), a model that
+sends ``task_version``/``site`` (:func:`row_the_model_cannot_choose_the_jobs_version_or_site`),
+the trigger's token and first activation
+(:func:`row_the_trigger_emits_each_new_event_once_never_the_history_and_names_a_refused_token`).
 
 When an n8n version is not cached, ``scripts/install_n8n.sh`` installs it first; if that or the
 package build fails the tests are skipped, except under ``CI=true`` where they fail.
@@ -13,29 +35,42 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime as dt
+import html
 import json
 import os
+import secrets
 import signal
+import sqlite3
 import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 import pytest
 import requests
 from n8n_node_support import PACKAGE
+from n8n_node_support import WRONG_CREDENTIALS
 from n8n_node_support import GatewayServer
 from n8n_node_support import agent_workflow
-from n8n_node_support import article_workflow
+from n8n_node_support import article_tool
 from n8n_node_support import build
+from n8n_node_support import contract
 from n8n_node_support import credential
 from n8n_node_support import install_into
+from n8n_node_support import items_workflow
+from n8n_node_support import job_tool
 from n8n_node_support import lint
+from n8n_node_support import merged
 from n8n_node_support import openai_credential
 from n8n_node_support import package_descriptions
-from n8n_node_support import run_data
 from n8n_node_support import trigger_workflow
+from n8n_node_support import unflatten
+from n8n_node_support import webhook_credential
+from n8n_node_support import wrong_credential
 from n8n_support import INSTALL_SCRIPT
 from n8n_support import Images
 from n8n_support import N8n
@@ -45,6 +80,7 @@ from n8n_support import node_descriptions
 from n8n_support import validate_offline
 from n8n_support import wait_for
 from support import ROOT
+from support import SITE_NAME
 from support import admin_session
 from support import free_port
 
@@ -52,10 +88,14 @@ from gateway_tools.openai_standin import OpenAIStandIn
 
 pytestmark = [pytest.mark.n8n, pytest.mark.wordpress]
 
-NODE_WORKFLOWS = ROOT / "n8n_workflows" / "node"
-SAMPLE = json.loads((ROOT / "n8n_workflows" / "examples" / "article.json").read_text("utf-8"))
+WORKFLOWS = ROOT / "n8n_workflows"
+NODE_WORKFLOWS = WORKFLOWS / "node"
+SAMPLE = json.loads((WORKFLOWS / "examples" / "article.json").read_text("utf-8"))
+PNG = base64.b64decode(SAMPLE["images"][0]["content_base64"])
 VERSIONS = ("1.123.81", "2.8.4")
-NODE = "Publish article"
+PIPELINE, PUBLISH, RECOVER = "pgwNodeArticle01", "pgwNodePublish01", "pgwNodeRecover01"
+TESTS, WRONG_TRIGGER = "pgwNodeTests0001", "pgwNodeTrigWrong"
+PROBLEMS = "https://publishing-gateway.dev/problems/"
 
 
 def _fail_or_skip(message: str):
@@ -96,15 +136,83 @@ class Stack:
     editors: Receiver
     events: Receiver
     images: Images
+    model: OpenAIStandIn
     site: dict
     tenant: str
+    webhooks: str  # n8n's webhook base URL
+    webhook_token: str
+    log_path: Path
+    history_job: str  # awaiting approval before n8n started: the trigger never emits it
+    created: list[str] = field(default_factory=list)  # jobs the pipeline took to approval
 
-    def run(self, workflow: dict):
-        self.n8n.import_workflows([workflow])
-        return self.n8n.execute(workflow["id"])
+    def post(self, path: str, body=None, token: bool = True, timeout: float = 300):
+        headers = {"Authorization": f"Bearer {self.webhook_token}"} if token else {}
+        return requests.post(
+            f"{self.webhooks}/{path}", json=body or {}, headers=headers, timeout=timeout
+        )
 
-    def objects(self, job_id: str, keys: list[str]) -> list[dict]:
-        prefix = f"{self.tenant}/{job_id}/v1"
+    def pipeline(self, article: dict) -> requests.Response:
+        """The shipped ``article_pipeline`` webhook (``POST /webhook/article-pipeline-node``)."""
+        return self.post("article-pipeline-node", article)
+
+    # ----------------------------------------------------------------- n8n's own records
+
+    def _database(self) -> sqlite3.Connection:
+        database = self.n8n.folder / ".n8n" / "database.sqlite"
+        return sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
+
+    def last_execution(self) -> int:
+        with self._database() as db:
+            return db.execute("SELECT COALESCE(MAX(id), 0) FROM execution_entity").fetchone()[0]
+
+    def execution(self, workflow_id: str, after: int, mode: str = "webhook") -> tuple[int, str]:
+        """``(id, status)`` of the first execution of ``workflow_id`` in ``mode`` newer than
+        id ``after``, once it has stopped (``success``, or ``error``: red, n8n offers Retry)."""
+
+        def stopped():
+            with self._database() as db:
+                row = db.execute(
+                    "SELECT id, status, stoppedAt FROM execution_entity WHERE id > ?"
+                    " AND workflowId = ? AND mode = ? ORDER BY id LIMIT 1",
+                    (after, workflow_id, mode),
+                ).fetchone()
+            return row if row and row[2] else None
+
+        found = wait_for(stopped, 180, f"no {mode} run of {workflow_id} after {after} stopped")
+        return int(found[0]), found[1]
+
+    def executions_of(self, workflow_id: str, after: int) -> list[tuple[int, str, str]]:
+        with self._database() as db:
+            return db.execute(
+                "SELECT id, mode, status FROM execution_entity WHERE id > ? AND workflowId = ?",
+                (after, workflow_id),
+            ).fetchall()
+
+    def execution_data(self, execution_id: int) -> dict:
+        with self._database() as db:
+            (data,) = db.execute(
+                "SELECT data FROM execution_data WHERE executionId = ?", (execution_id,)
+            ).fetchone()
+        return unflatten(data)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    # ----------------------------------------------------------------- the gateway, WordPress
+
+    def job(self, job_id: str) -> dict | None:
+        answer = requests.get(
+            f"{self.gateway.url}/v1/jobs/{job_id}",
+            headers={"Authorization": f"Bearer {self.gateway.token}"},
+            timeout=60,
+        )
+        if answer.status_code == 404:
+            return None
+        answer.raise_for_status()
+        return answer.json()
+
+    def objects(self, job_id: str, keys: list[str], version: int = 1) -> list[dict]:
+        prefix = f"{self.tenant}/{job_id}/v{version}"
         answer = admin_session(self.site).get(
             self.site["url"].rstrip("/") + "/wp-json/publishing-gateway/v1/objects",
             params={"keys": ",".join(f"{prefix}/{k}" for k in keys)},
@@ -119,23 +227,101 @@ class Stack:
     def attachments(self, job_id: str, slots: list[str]) -> int:
         return len(self.objects(job_id, [f"media/{slot}" for slot in slots]))
 
+    def post_of(self, post_id: int) -> dict:
+        answer = admin_session(self.site).get(
+            f"{self.site['url'].rstrip('/')}/wp-json/wp/v2/posts/{post_id}",
+            params={"context": "edit"},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+    def title(self, post_id: int) -> str:
+        """The post's title as WordPress holds it (its ``&`` kept as ``&amp;``), unescaped."""
+        return html.unescape(self.post_of(post_id)["title"]["raw"])
+
     def told(self, job_id: str) -> list[str]:
         return [m["event"] for m in self.editors.messages if m["job_id"] == job_id]
 
 
-@pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"n8n-{v}")
+def _await_approval_outside_n8n(gateway: GatewayServer) -> str:
+    """A job taken to ``approval_pending`` through the gateway's API directly (no image), so
+    that the changes feed has a history before the trigger's first activation."""
+    job_id = f"node-history-{uuid.uuid4().hex[:8]}"
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {gateway.token}"
+    base = f"{gateway.url}/v1/jobs/{job_id}"
+    draft = {"title": "Before the trigger", "content": "<p>history</p>", "excerpt": "",
+             "seo": SAMPLE["article"]["seo"]}  # fmt: skip
+    for method, path, body in (
+        ("PUT", "", {"site": SITE_NAME, "task_version": 1}),
+        ("PUT", "/draft", draft),
+        ("GET", "/verification", None),
+        ("POST", "/approval-requests", {}),
+    ):
+        answer = session.request(method, base + path, json=body, timeout=120)
+        assert answer.status_code < 300, (method, path, answer.text)
+    return job_id
+
+
+def _activate(n8n: N8n, version: str, ids: list[str]) -> None:
+    """The README's activation: ``update:workflow`` on 1.x (``--all`` here: one process),
+    ``publish:workflow --id`` on 2.x."""
+    commands = (
+        [["update:workflow", "--all", "--active=true"]]
+        if version.startswith("1.")
+        else [["publish:workflow", f"--id={wid}"] for wid in ids]
+    )
+    for command in commands:
+        done = n8n.run(*command)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _test_workflows(model_url: str, events_url: str) -> dict:
+    """The tests' webhooks in one workflow (activated once): Publish Article with Continue On
+    Fail and without it, the shipped pipeline with a credential holding a wrong token, and
+    the AI Agent with the node as its tool (Job: Get, and Publish Article), plus the polling
+    trigger forwarding ``approval_pending`` events to ``events_url``."""
+    pipeline = json.loads((NODE_WORKFLOWS / "article_pipeline.json").read_text("utf-8"))
+    pipeline["nodes"] = [n for n in pipeline["nodes"] if n["type"] != "n8n-nodes-base.stickyNote"]
+    for node in pipeline["nodes"]:
+        if node["type"] == "n8n-nodes-base.webhook":
+            node["parameters"]["path"] = "article-pipeline-node-wrong-token"
+            node["webhookId"] = str(uuid.uuid4())
+        if node["type"].startswith("n8n-nodes-publishing-gateway."):
+            node["credentials"] = WRONG_CREDENTIALS
+    return merged(
+        TESTS,
+        "node tests",
+        {
+            "continue": items_workflow("x", "node-items-continue", "continueRegularOutput"),
+            "stop": items_workflow("x", "node-items-stop", None),
+            "wrong token": pipeline,
+            "agent job": agent_workflow("x", "node-agent-job", model_url, job_tool()),
+            "agent article": agent_workflow("x", "node-agent-article", model_url, article_tool()),
+            "trigger": trigger_workflow("x", ["approval_pending"], events_url),
+        },
+    )
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(v, id=f"n8n-{v}", marks=pytest.mark.xdist_group(f"n8n-node-{v}"))
+        for v in VERSIONS
+    ],
+)
 def stack(request, tarball, shared_wp_site, tmp_path_factory):
     version = request.param
+    started = time.monotonic()
     binary = n8n_binary(version)
     folder = tmp_path_factory.mktemp(f"n8n-node-{version}")
     tenant = f"node-{uuid.uuid4().hex[:8]}"
-    editors, events, images = (
-        Receiver(),
-        Receiver(),
-        Images({}, fallback=base64.b64decode(SAMPLE["images"][0]["content_base64"])),
-    )
-    editors.__enter__()
-    events.__enter__()
+    editors, events = Receiver(), Receiver()
+    images = Images({}, fallback=PNG)
+    model = OpenAIStandIn().start()
+    for receiver in (editors, events):
+        receiver.__enter__()
     images_host = f"127.0.0.1:{images.server.server_port}"
     gateway = GatewayServer(
         folder,
@@ -145,19 +331,79 @@ def stack(request, tarball, shared_wp_site, tmp_path_factory):
         {"GATEWAY_MEDIA_URL_SCHEMES": "http", "GATEWAY_MEDIA_URL_ALLOW_HOSTS": images_host},
     )
     gateway.start()
-    home = folder / "n8n"
-    home.mkdir()
-    install_into(home, tarball)  # the README's self-hosted install: ~/.n8n/nodes
-    # n8n 1.x offers community nodes to the AI Agent only with this setting (2.x by default)
-    n8n = N8n(binary, home, {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true"})
-    n8n.import_credentials([credential(gateway.url, gateway.token)])
+    process = log = None
     try:
-        yield Stack(version, n8n, gateway, editors, events, images, shared_wp_site, tenant)
+        history = _await_approval_outside_n8n(gateway)
+        home = folder / "n8n"
+        home.mkdir()
+        install_into(home, tarball)  # the README's self-hosted install: ~/.n8n/nodes
+        port = free_port()
+        # n8n 1.x offers community nodes to the AI Agent only with this setting (2.x by default)
+        n8n = N8n(
+            binary,
+            home,
+            {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true", "N8N_PORT": str(port)},
+        )
+        token = secrets.token_urlsafe(24)
+        n8n.import_credentials(
+            [
+                credential(gateway.url, gateway.token),
+                wrong_credential(gateway.url),
+                webhook_credential(token),
+                openai_credential(model.api_key, model.base_url),
+            ]
+        )
+        shipped = [json.loads(p.read_text("utf-8")) for p in sorted(NODE_WORKFLOWS.glob("*.json"))]
+        tests = _test_workflows(model.base_url, events.url)
+        # a trigger whose activation fails (the wrong token) keeps its workflow inactive: alone
+        wrong = trigger_workflow(WRONG_TRIGGER, ["needs_attention"], events.url, WRONG_CREDENTIALS)
+        workflows = [*shipped, tests, wrong]
+        n8n.import_workflows(workflows)
+        _activate(n8n, version, [w["id"] for w in workflows])
+        log_path = folder / "n8n-start.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - closed below
+        process = subprocess.Popen(
+            [str(binary), "start"],
+            env=n8n.env(),
+            cwd=home,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        built = Stack(
+            version, n8n, gateway, editors, events, images, model, shared_wp_site, tenant,
+            f"http://127.0.0.1:{port}/webhook", token, log_path, history,
+        )  # fmt: skip
+
+        def ready():
+            assert process.poll() is None, built.log()[-4000:]
+            try:  # no token: refused by n8n itself (nothing runs) once the webhook is live
+                return built.post("article-pipeline-node", token=False, timeout=10).status_code in (
+                    401,
+                    403,
+                )
+            except requests.RequestException:
+                return False
+
+        wait_for(ready, 180, "n8n start did not register the webhooks", interval=1)
+        print(f"\nn8n {version}: the stack was up after {time.monotonic() - started:.1f} s")
+        yield built
     finally:
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        if log is not None:
+            log.close()
         gateway.kill()
         images.close()
-        editors.__exit__(None, None, None)
-        events.__exit__(None, None, None)
+        model.stop()
+        for receiver in (editors, events):
+            receiver.__exit__(None, None, None)
+        print(f"\nn8n {version}: module total {time.monotonic() - started:.1f} s")
 
 
 def new_article(job_id: str | None = None) -> dict:
@@ -166,12 +412,17 @@ def new_article(job_id: str | None = None) -> dict:
     return article
 
 
-def expected_refusal() -> str:
-    return "Validation failed: 1 problem(s) in the request body (/seo/keywords: unknown field)"
+def slots(article: dict) -> list[str]:
+    return [image["slot"] for image in article["images"]]
 
 
-def workflow_id() -> str:
-    return "pgwNode" + uuid.uuid4().hex[:9]
+def awaiting_approval(stack: Stack, article: dict) -> dict:
+    """``article`` through the shipped pipeline: 200, the job awaiting approval."""
+    answer = stack.pipeline(article)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["phase"] == "approval_pending", answer.text
+    stack.created.append(article["job_id"])
+    return answer.json()
 
 
 # --------------------------------------------------------------------------- the package
@@ -196,204 +447,477 @@ def test_package_builds_lints_and_packs_without_runtime_dependencies(tarball):
     for path in (*manifest["n8n"]["nodes"], *manifest["n8n"]["credentials"]):
         assert f"package/{path}" in files
     assert "package/dist/icons/gateway.svg" in files and "package/CHANGELOG.md" in files
-    assert (PACKAGE / "README.md").read_text("utf-8").count("npm install") >= 2
-
-
-# --------------------------------------------------------------------------- the node in n8n
-
-
-def test_publish_article_twice_makes_one_post_and_one_notification(stack):
-    article = new_article()
-    job_id, slots = article["job_id"], [i["slot"] for i in article["images"]]
-    flow = article_workflow(workflow_id(), [article])
-
-    first = stack.run(flow)
-    assert first.returncode == 0, first.describe()
-    (out,) = run_data(first.result, NODE)[0]
-    assert out["phase"] == "approval_pending" and out["post_id"], out
-    writes = [s["http_status"] for s in out["steps"] if s["step"] != "verify"]
-    assert writes == [201] * len(writes), out["steps"]
-
-    second = stack.run(flow)
-    assert second.returncode == 0, second.describe()
-    (again,) = run_data(second.result, NODE)[0]
-    assert again["post_id"] == out["post_id"] and again["resumed_from"] == "approval_pending"
-    assert all(s["http_status"] == 200 for s in again["steps"]), again["steps"]
-
-    assert stack.posts(job_id) == 1
-    assert stack.attachments(job_id, slots) == len(slots)
-    assert stack.told(job_id) == ["ready_for_approval"]
-    assert stack.gateway.requests_logged("PUT", f"/{job_id}/draft") == [201]
-
-
-def test_gateway_killed_mid_run_then_the_same_item_finishes_without_a_duplicate(stack):
-    article = new_article()
-    job_id = article["job_id"]
-    article["images"][0] = {**article["images"][0], "url": stack.images.url(f"{job_id}.png")}
-    del article["images"][0]["content_base64"]
-    slots = [i["slot"] for i in article["images"]]
-    flow = article_workflow(workflow_id(), [article])
-    stack.images.held[f"{job_id}.png"] = threading.Event()
-
-    runs = []
-    thread = threading.Thread(target=lambda: runs.append(stack.run(flow)))
-    thread.start()
-    wait_for(
-        lambda: f"{job_id}.png" in stack.images.requests,
-        120,
-        f"the gateway never fetched the image: {stack.gateway.log()}",
-    )
-    stack.gateway.kill()  # mid-run: the gateway is downloading the hero image
-    stack.images.held.pop(f"{job_id}.png").set()
-    thread.join(300)
-    (broken,) = runs
-    assert broken.returncode != 0, broken.describe()
-    assert "could not be reached" in (broken.stdout + broken.stderr), broken.describe()
-    assert stack.posts(job_id) == 0
-
-    stack.gateway.start()
-    finished = stack.run(flow)
-    assert finished.returncode == 0, finished.describe()
-    (out,) = run_data(finished.result, NODE)[0]
-    assert out["phase"] == "approval_pending", out
-    assert stack.posts(job_id) == 1
-    assert stack.attachments(job_id, slots) == len(slots)
-    assert stack.told(job_id) == ["ready_for_approval"]
-    assert stack.gateway.get(f"/v1/jobs/{job_id}")["status"] == "completed"
-
-
-def test_a_refused_item_is_a_readable_error_never_retried_and_others_go_on(stack):
-    refused, fine = new_article(), new_article()
-    refused["article"]["seo"] = {**refused["article"]["seo"], "keywords": ["not", "a", "field"]}
-    flow = article_workflow(workflow_id(), [refused, fine], on_error="continueRegularOutput")
-
-    done = stack.run(flow)
-    assert done.returncode == 0, done.describe()
-    first, second = run_data(done.result, NODE)[0]
-    assert first["error"] == expected_refusal(), first
-    assert first["http_status"] == "422", first
-    assert second["phase"] == "approval_pending", second
-    assert stack.gateway.requests_logged("PUT", f"/{refused['job_id']}/draft") == [422]
-    assert stack.posts(refused["job_id"]) == 0 and stack.posts(fine["job_id"]) == 1
-
-    stopped = stack.run(article_workflow(workflow_id(), [refused]))
-    assert stopped.returncode != 0
-    # n8n's own error text: the problem's title, detail and pointer, nothing else to decode
-    expected = expected_refusal()
-    assert f"Execution error:\n====================================\n{expected}" in (
-        stopped.stdout
-    ), stopped.describe()
-    assert stack.gateway.requests_logged("PUT", f"/{refused['job_id']}/draft") == [422, 422]
-
-
-def test_the_node_as_an_ai_agent_tool_uses_the_conversations_job(stack):
-    article = new_article()
-    job_id = article["job_id"]
-    assert stack.run(article_workflow(workflow_id(), [article])).returncode == 0
-    with OpenAIStandIn() as model:
-        stack.n8n.import_credentials([openai_credential(model.api_key, model.base_url)])
-        done = stack.run(agent_workflow(workflow_id(), job_id, model.base_url))
-        assert done.returncode == 0, done.describe()
-        offered = model.chat_requests[0]["tools"]
-    (answer,) = run_data(done.result, "AI Agent")[0]
-    assert job_id in answer["output"] and "approval_pending" in answer["output"], answer
-    (tool,) = offered  # the one tool, whose arguments cannot name a job
-    assert "job_id" not in json.dumps(tool["function"].get("parameters", {})).lower(), tool
-    assert stack.gateway.requests_logged("GET", f"/v1/jobs/{job_id}") == [200, 200]
-
-
-def test_n8n_start_serves_the_node_workflow_and_the_trigger_emits_once(stack):
-    """The README's run: the node version of the article pipeline imported and activated,
-    ``n8n start``, the sample article POSTed to its webhook; the polling trigger (activated
-    beside it) then emits the job's ``approval_pending`` event once."""
-    article = new_article()
-    job_id = article["job_id"]
-    pipeline = json.loads((NODE_WORKFLOWS / "article_pipeline.json").read_text("utf-8"))
-    flow = trigger_workflow(workflow_id(), ["approval_pending"], stack.events.url)
-    stack.n8n.import_workflows([pipeline, flow])
-    for wid in (pipeline["id"], flow["id"]):
-        activated = stack.n8n.run("update:workflow", f"--id={wid}", "--active=true")
-        assert activated.returncode == 0, activated.stdout + activated.stderr
-    port = free_port()
-    log = open(stack.n8n.folder / "n8n-start.log", "ab")
-    server = subprocess.Popen(
-        [str(stack.n8n.binary), "start"],
-        env=stack.n8n.env() | {"N8N_PORT": str(port)},
-        cwd=stack.n8n.folder,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/webhook/article-pipeline-node"
-    try:
-        answer = wait_for(lambda: _post(url, article), 180, "n8n start never served the webhook")
-        assert answer.status_code == 200, (answer.text, answer.headers)
-        assert answer.json()["phase"] == "approval_pending", (
-            answer.text,
-            answer.headers,
-            stack.gateway.log(),
-        )
-        mine = wait_for(
-            lambda: [m for m in stack.events.messages if m.get("job_id") == job_id],
-            180,
-            "the trigger never emitted the job's approval_pending event",
-            interval=1,
-        )
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
-        log.close()
-    assert [(m["event"], m["phase"]) for m in mine] == [("approval_pending", "approval_pending")]
-    assert {m["event"] for m in stack.events.messages} == {"approval_pending"}
-    assert stack.posts(job_id) == 1 and stack.told(job_id) == ["ready_for_approval"]
-
-
-def _post(url: str, body: dict):
-    """The webhook's answer, or None while n8n is starting: no answer, 404 (not registered
-    yet) or a body that is not JSON (seen right after start: on n8n 2.8.4 a 200 with an empty
-    body, on 1.123.81 a 200 whose body was not JSON; printed, so a failure shows it). Sending
-    the same article again is safe by design (a replay), and the test then counts one post;
-    a webhook that never answers JSON fails the test when the wait ends."""
-    try:
-        answer = requests.post(url, json=body, timeout=120)
-    except requests.RequestException:
-        return None
-    if answer.status_code == 404:
-        return None
-    try:
-        answer.json()
-    except ValueError:
-        print(f"n8n answered {answer.status_code} without JSON: {answer.text[:300]!r}")
-        return None
-    return answer
+    readme = (PACKAGE / "README.md").read_text("utf-8")
+    assert readme.count("npm install") >= 2
+    assert f"n8n-nodes-publishing-gateway-{manifest['version']}.tgz" in readme
+    changelog = (PACKAGE / "CHANGELOG.md").read_text("utf-8")
+    assert f"## {manifest['version']}" in changelog
 
 
 def test_the_node_workflows_use_only_what_n8n_and_the_package_have(tarball):
-    """The rebuilt workflows (``n8n_workflows/node/``): every node type, version and parameter
-    exists (n8n's own nodes and the built package's), every gateway call goes through the
-    package's nodes with the shipped credential, and the credential file holds placeholders."""
+    """The workflows of ``n8n_workflows/node/``: every node type, version and parameter exists
+    (n8n's own nodes and the built package's), every gateway call goes through the package's
+    nodes (version 2) with the shipped credential, every webhook asks for the webhook token,
+    every refusal answers the webhook and then fails the execution, and the error workflows
+    named are Error Trigger workflows."""
     if not installed():
         _fail_or_skip("n8n is not installed (scripts/install_n8n.sh)")
     descriptions = {**node_descriptions(), **package_descriptions()}
-    shipped = json.loads(
-        (ROOT / "n8n_workflows" / "examples" / "node_credentials.json").read_text()
-    )
+    assert descriptions["n8n-nodes-publishing-gateway.publishingGateway"]["versions"] == {1.0, 2.0}
+    shipped = json.loads((WORKFLOWS / "examples" / "node_credentials.json").read_text())
     assert shipped == [
         {
             "id": "pgwNodeCredent01",
             "name": "Publishing Gateway",
             "type": "publishingGatewayApi",
             "data": {"baseUrl": "<gateway url>", "token": "<token>"},
-        }
+        },
+        {
+            "id": "pgwWebhookToken1",
+            "name": "Workflow webhooks token",
+            "type": "httpHeaderAuth",
+            "data": {"name": "Authorization", "value": "Bearer <webhook-token>"},
+        },
     ]
+    by_id = {}
     for path in sorted(NODE_WORKFLOWS.glob("*.json")):
         workflow = json.loads(path.read_text("utf-8"))
+        by_id[workflow["id"]] = workflow
         assert validate_offline(workflow, descriptions) == [], path.name
-        types = {n["type"] for n in workflow["nodes"]}
+        nodes = {n["name"]: n for n in workflow["nodes"]}
+        types = {n["type"] for n in nodes.values()}
         assert "n8n-nodes-base.httpRequest" not in types, path.name
-        for node in workflow["nodes"]:
+        for node in nodes.values():
             if node["type"].startswith("n8n-nodes-publishing-gateway."):
                 assert node["credentials"] == {
                     "publishingGatewayApi": {"id": "pgwNodeCredent01", "name": "Publishing Gateway"}
                 }
                 assert "$fromAI" not in json.dumps(node["parameters"])
+            if node["type"] == "n8n-nodes-publishing-gateway.publishingGateway":
+                assert node["typeVersion"] == 2, node["name"]
+                assert node.get("onError") == "continueErrorOutput", node["name"]
+            if node["type"] == "n8n-nodes-base.webhook":
+                assert node["parameters"]["authentication"] == "headerAuth", node["name"]
+                assert node["parameters"]["responseMode"] == "responseNode", node["name"]
+                assert node["credentials"] == {
+                    "httpHeaderAuth": {"id": "pgwWebhookToken1", "name": "Workflow webhooks token"}
+                }
+        answers = [n for n in nodes.values() if n["type"] == "n8n-nodes-base.respondToWebhook"]
+        refusals = [n for n in answers if "problem+json" in json.dumps(n["parameters"])]
+        assert refusals, path.name
+        for answer in refusals:  # the gateway's status, then the execution fails
+            assert "error" in answer["parameters"]["options"]["responseCode"], answer["name"]
+            (after,) = workflow["connections"][answer["name"]]["main"][0]
+            assert nodes[after["node"]]["type"] == "n8n-nodes-base.stopAndError"
+    alert = json.loads((WORKFLOWS / "workflow_alert.json").read_text("utf-8"))
+    by_id[alert["id"]] = alert
+    pipeline, recover = by_id[PIPELINE], by_id[RECOVER]
+    assert pipeline["settings"]["errorWorkflow"] == RECOVER
+    for workflow in (recover, by_id[PUBLISH]):
+        error_workflow = by_id[workflow["settings"]["errorWorkflow"]]
+        assert error_workflow["id"] == "pgwWorkflowAlert"
+    for workflow in (recover, alert):
+        assert "n8n-nodes-base.errorTrigger" in {n["type"] for n in workflow["nodes"]}
+
+
+def test_the_retries_follow_the_gateways_contract(tarball):
+    """The built node's gateway client and trigger with a scripted request helper in place of
+    n8n's (Node.js, no n8n): what is sent again, how often, and what a failed item says."""
+    found = contract()
+    draft = 'PUT /v1/jobs/J/draft {"a":1}'
+
+    def problem(case: str) -> dict:
+        return found[case]["item"]["error"]
+
+    # a retryable problem waits its Retry-After, then the same call succeeds
+    assert found["retry_after"]["calls"] == [draft, draft]
+    assert found["retry_after"]["answer"] == {"http_status": 201}
+    assert found["retry_after"]["seconds"] >= 1
+    # a Retry-After beyond 30 s ends the retrying at once, and the item says when
+    assert found["too_long"]["calls"] == [draft] and found["too_long"]["httpCode"] == "429"
+    assert problem("too_long")["retry_after"] == 120 and problem("too_long")["retryable"]
+    # a definite 502 is never sent again; a retryable 502 is, 5 attempts in all
+    assert found["definite_502"]["calls"] == [draft]
+    assert problem("definite_502")["retryable"] is False
+    assert "same answer" in problem("definite_502")["next_step"]
+    assert found["retryable_502"]["calls"] == [draft] * 5
+    assert problem("retryable_502")["attempts"] == 5
+    assert found["bug_500"]["calls"] == [draft, draft]  # the gateway's 500 is retried
+    # a connection refused (read from n8n's NodeApiError): sent again, nothing to recover
+    assert found["refused"]["calls"] == [draft] * 3
+    # a reset after sending: recover the job (again while refused), then the same call
+    recover = "POST /v1/jobs/J/recover {}"
+    assert found["reset"]["calls"] == [draft, recover, recover, draft]
+    assert found["unreachable"]["calls"] == [draft] * 5
+    gone = found["unreachable"]["item"]
+    assert set(gone) == {"error", "message"} and gone["error"]["status"] == 503
+    assert gone["error"]["type"] == PROBLEMS + "n8n-gateway-unreachable"
+    assert gone["error"]["code"] == "ECONNREFUSED" and gone["error"]["retryable"] is True
+    # the trigger: the first activation starts at now; an older gateway's feed is read to its
+    # end without emitting; All History emits it; the next poll goes on from the cursor
+    assert found["now"]["calls"] == ["GET /v1/job-changes?cursor=now"]
+    assert found["now"]["emitted"] == []
+    assert found["now_next"]["calls"] == ["GET /v1/job-changes?cursor=c-now"]
+    assert found["now_next"]["emitted"] == ["B"]
+    assert found["old_gateway"]["calls"] == [
+        "GET /v1/job-changes?cursor=now",
+        "GET /v1/job-changes",
+    ]
+    assert found["old_gateway"]["emitted"] == [] and found["old_gateway"]["state"]["cursor"]
+    assert found["history"]["emitted"] == ["OLD"]
+    assert found["token"]["error"].startswith("the gateway refused the token (HTTP 401")
+    assert found["token"]["state"] == {}
+
+
+# --------------------------------------------------------------------------- the node in n8n
+
+
+def row_the_pipeline_answers_the_job_and_the_same_article_again_replays(stack):
+    article = new_article()
+    job_id = article["job_id"]
+    last = stack.last_execution()
+    out = awaiting_approval(stack, article)
+    assert stack.execution(PIPELINE, last)[1] == "success"
+    assert out["post_id"] and out["link"] and out["task_version"] == 1, out
+    steps = [s["step"] for s in out["steps"]]
+    assert steps[:3] == ["validate", "job", "resume_point"], steps
+    writes = [s["http_status"] for s in out["steps"] if s["step"] not in ("validate", "verify")]
+    assert writes == [201] * len(writes), out["steps"]
+
+    last = stack.last_execution()
+    again = stack.pipeline(article)
+    assert again.status_code == 200, again.text
+    assert stack.execution(PIPELINE, last)[1] == "success"
+    replay = again.json()
+    assert replay["post_id"] == out["post_id"] and replay["link"] == out["link"], replay
+    assert replay["resumed_from"] == "approval_pending"
+    # every step sent again, each a replay; verification and approval request not repeated
+    assert [s["step"] for s in replay["steps"]] == [
+        "validate", "job", "resume_point", *[f"media/{slot}" for slot in slots(article)],
+        "draft", "notify/ready_for_approval",
+    ]  # fmt: skip
+    assert all(s["http_status"] == 200 for s in replay["steps"]), replay["steps"]
+
+    assert stack.posts(job_id) == 1
+    assert stack.attachments(job_id, slots(article)) == 3
+    wait_for(lambda: stack.told(job_id), 60, "editors were never told")
+    assert stack.told(job_id) == ["ready_for_approval"]
+    assert stack.gateway.requests_logged("PUT", f"/{job_id}/draft") == [201, 200]
+
+
+def row_changed_content_under_the_same_version_is_refused_naming_the_bump(stack):
+    article = new_article()
+    job_id = article["job_id"]
+    first = awaiting_approval(stack, article)
+    changed = copy.deepcopy(article)
+    changed["article"]["title"] += " (rewritten)"
+
+    last = stack.last_execution()
+    refused = stack.pipeline(changed)
+    assert refused.status_code == 422, refused.text
+    assert refused.headers["Content-Type"].startswith("application/problem+json")
+    problem = refused.json()
+    assert problem["type"] == PROBLEMS + "operation-key-reused", problem
+    assert problem["status"] == 422 and problem["job_id"] == job_id
+    assert "task version" in problem["next_step"], problem
+    assert stack.execution(PIPELINE, last)[1] == "error"  # red: n8n offers Retry
+    assert stack.title(first["post_id"]) == article["article"]["title"]
+
+    changed["task_version"] = 2  # the bump the answer named
+    last = stack.last_execution()
+    bumped = stack.pipeline(changed)
+    assert bumped.status_code == 200, bumped.text
+    assert stack.execution(PIPELINE, last)[1] == "success"
+    assert bumped.json()["task_version"] == 2 and bumped.json()["post_id"] == first["post_id"]
+    assert stack.title(first["post_id"]) == changed["article"]["title"]
+    assert stack.posts(job_id) == 1
+
+
+def row_refusals_are_red_answer_the_gateways_status_and_write_no_post(stack):
+    """The issue's rows: each refusal reaches the node's error output, the webhook answers the
+    gateway's status with its problem+json, the execution is red and runs the error workflow
+    (``recover_job``, an Error Trigger workflow); WordPress holds no post (and no image for
+    what the node refuses itself or the gateway refuses before an upload)."""
+    first = stack.last_execution()
+
+    def refused(path: str, article: dict, status: int) -> dict:
+        last = stack.last_execution()
+        answer = stack.post(path, article)
+        assert answer.status_code == status, (path, answer.status_code, answer.text)
+        assert answer.headers["Content-Type"].startswith("application/problem+json")
+        workflow = PIPELINE if path == "article-pipeline-node" else TESTS
+        assert stack.execution(workflow, last)[1] == "error", answer.text
+        problem = answer.json()
+        assert problem["status"] == status and problem["job_id"] == article["job_id"], problem
+        assert problem["next_step"], problem
+        return problem
+
+    untitled = new_article()
+    untitled["article"]["title"] = ""
+    problem = refused("article-pipeline-node", untitled, 422)
+    assert problem["type"] == PROBLEMS + "n8n-invalid-input", problem
+    assert [e["pointer"] for e in problem["errors"]] == ["/article/title"], problem
+    assert stack.job(untitled["job_id"]) is None  # nothing was sent
+
+    unknown = new_article()
+    unknown["article"]["categories"] = [f"No such category {uuid.uuid4().hex[:6]}"]
+    problem = refused("article-pipeline-node", unknown, 422)  # by the article check
+    assert problem["type"] == PROBLEMS + "validation-failed", problem
+    assert [e["pointer"] for e in problem["errors"]] == ["/draft/categories/0"], problem
+    assert stack.job(unknown["job_id"]) is None  # no job, no upload
+    assert stack.attachments(unknown["job_id"], slots(unknown)) == 0
+
+    huge = new_article()  # 30 MB behind a URL: refused before any upload
+    name = f"{huge['job_id']}.png"
+    stack.images.files[name] = PNG + b"\0" * (30 * 1024 * 1024)
+    huge["images"][0] = {"slot": "hero", "url": stack.images.url(name), "alt_text": "huge"}
+    problem = refused("article-pipeline-node", huge, 422)  # its Content-Length, probed
+    assert problem["retryable"] is False and problem["detail"], problem
+    (error,) = problem["errors"]
+    assert error["pointer"] == "/media/0/source_url", problem
+    assert error["problem"] == "media-url-refused", problem
+    assert stack.job(huge["job_id"]) is None
+    assert stack.attachments(huge["job_id"], slots(huge)) == 0
+    del stack.images.files[name]
+
+    wrong = new_article()  # the node's credential holds a token the gateway never issued
+    problem = refused("article-pipeline-node-wrong-token", wrong, 502)
+    assert problem["type"] == PROBLEMS + "n8n-gateway-refused", problem
+    assert problem["gateway_status"] == 401, problem
+    assert problem["gateway_problem"]["type"] == PROBLEMS + "unauthenticated", problem
+    assert problem["gateway_problem"]["attempts"] == 1  # a definite refusal: never sent again
+    assert stack.job(wrong["job_id"]) is None
+
+    no_token = new_article()
+    last = stack.last_execution()
+    for path in ("article-pipeline-node", "publish-approved-node", "recover-job-node"):
+        answer = stack.post(path, no_token, token=False)
+        assert answer.status_code in (401, 403), (path, answer.status_code, answer.text)
+    assert stack.executions_of(PIPELINE, last) == [] and stack.job(no_token["job_id"]) is None
+
+    # each red run of the pipeline started its error workflow, which ran green
+    assert stack.execution(RECOVER, first, mode="error")[1] == "success"
+
+
+def row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post(stack):
+    """The gateway killed while it downloads the hero image: the node's call is cut (an
+    unknown outcome), its recover meets the connection refused (logged), the gateway is
+    started again, and the same execution recovers the job, sends the same call again and
+    ends green with one post and its three images."""
+    article = new_article()
+    job_id = article["job_id"]
+    name = f"{job_id}.png"
+    article["images"][0] = {**article["images"][0], "url": stack.images.url(name)}
+    del article["images"][0]["content_base64"]
+    stack.images.hold(name, after=1)  # the article check's probe passes; the download waits
+    logged = len(stack.log())
+    last = stack.last_execution()
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(stack.pipeline(article)))
+    thread.start()
+    try:
+        wait_for(
+            lambda: stack.images.requests.count(name) >= 2, 120, "the gateway never fetched it"
+        )
+        stack.gateway.kill()  # mid-run: the gateway is downloading the hero image
+        stack.images.release(name)
+        wait_for(
+            lambda: "ECONNREFUSED (nothing was sent)" in stack.log()[logged:],
+            120,
+            "the node never met the connection refused",
+        )
+    finally:
+        if not stack.gateway.running():
+            stack.gateway.start()
+        thread.join(300)
+    (answer,) = answers
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["phase"] == "approval_pending", answer.text
+    assert stack.execution(PIPELINE, last)[1] == "success"
+    said = stack.log()[logged:]
+    assert f"PUT /v1/jobs/{job_id}/media/hero failed with" in said, said[-3000:]
+    assert stack.gateway.requests_logged("POST", f"/{job_id}/recover"), stack.gateway.log()
+    assert stack.posts(job_id) == 1
+    assert stack.attachments(job_id, slots(article)) == 3
+    wait_for(lambda: stack.told(job_id), 60, "editors were never told")
+    assert stack.told(job_id) == ["ready_for_approval"]
+    stack.created.append(job_id)
+
+
+def row_continue_on_fail_items_carry_the_problem_and_a_stop_carries_the_http_status(stack):
+    refused, fine = new_article(), new_article()
+    refused["article"]["seo"] = {**refused["article"]["seo"], "keywords": ["not", "a", "field"]}
+
+    answer = stack.post("node-items-continue", {"items": [refused, fine]})
+    assert answer.status_code == 200, answer.text
+    first, second = answer.json()
+    assert set(first) == {"error", "message"}, first  # what n8n routes to the error output
+    problem = first["error"]
+    assert problem["type"] == PROBLEMS + "validation-failed" and problem["status"] == 422
+    assert problem["retryable"] is False and problem["retry_after"] is None, problem
+    assert any(e["pointer"].endswith("/seo/keywords") for e in problem["errors"]), problem
+    assert problem["request"] == "POST /v1/articles/validate" and problem["attempts"] == 1
+    assert "unknown field" in first["message"] and problem["next_step"], first
+    assert second["phase"] == "approval_pending", second
+    assert stack.job(refused["job_id"]) is None and stack.posts(fine["job_id"]) == 1
+
+    last = stack.last_execution()
+    stopped = stack.post("node-items-stop", {"items": [refused]})
+    assert stopped.status_code == 500, stopped.text  # n8n's own answer for a failed workflow
+    execution_id, status = stack.execution(TESTS, last)
+    assert status == "error"
+    error = stack.execution_data(execution_id)["resultData"]["error"]
+    assert error["name"] == "NodeApiError", error
+    assert error["message"] == first["message"], error
+    assert error["httpCode"] == "422", sorted(error)
+
+
+def _approve(stack: Stack, editor: str, job_id: str, publish_at: str | None = None) -> None:
+    verification = stack.gateway.get(f"/v1/jobs/{job_id}/verification")
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(days=3)).isoformat()
+    body = {"task_version": 1, "content_sha256": verification["content_sha256"],
+            "post_id": verification["post_id"], "expires_at": expires}  # fmt: skip
+    if publish_at:
+        body["publish_at"] = publish_at
+    answer = requests.post(
+        f"{stack.gateway.url}/v1/jobs/{job_id}/approvals",
+        json=body,
+        headers={"Authorization": f"Bearer {editor}"},
+        timeout=60,
+    )
+    assert answer.status_code == 201, answer.text
+
+
+def row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once(stack):
+    """Three drafts awaiting approval: one approved, one not yet, one approved for a publish in
+    two days. ``publish_approved`` (webhook) publishes the first and tells the editors once,
+    passes over the waiting draft quietly and, for the scheduled one, over the 409
+    ``notification-not-due``: the execution is green. Run again: nothing more is told."""
+    approved, waiting, scheduled = new_article(), new_article(), new_article()
+    for article in (approved, waiting, scheduled):
+        awaiting_approval(stack, article)
+    editor = stack.gateway.cli(
+        "tokens", "create", "--tenant", stack.tenant, "--role", "editor", "--name",
+        f"editor-{uuid.uuid4().hex[:6]}",
+    ).split()[-1]  # fmt: skip
+    _approve(stack, editor, approved["job_id"])
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(days=2)).isoformat()
+    _approve(stack, editor, scheduled["job_id"], publish_at=later)
+
+    last = stack.last_execution()
+    answer = stack.post("publish-approved-node")
+    assert answer.status_code == 200, answer.text
+    assert stack.execution(PUBLISH, last)[1] == "success", answer.text
+    done = answer.json()
+    assert approved["job_id"] in done["published"], done
+    assert waiting["job_id"] in done["not_approved_yet"], done
+    assert scheduled["job_id"] in done["not_due"], done
+    assert stack.job(approved["job_id"])["phase"] == "published"
+    assert stack.job(waiting["job_id"])["phase"] == "approval_pending"
+    assert stack.job(scheduled["job_id"])["phase"] == "scheduled"
+    post_id = stack.job(approved["job_id"])["post_id"]
+    assert stack.post_of(post_id)["status"] == "publish"
+    wait_for(lambda: "published" in stack.told(approved["job_id"]), 60, "never told")
+
+    last = stack.last_execution()
+    again = stack.post("publish-approved-node")
+    assert again.status_code == 200, again.text
+    assert stack.execution(PUBLISH, last)[1] == "success"
+    assert again.json()["published"] == [], again.text
+    assert stack.told(approved["job_id"]) == ["ready_for_approval", "published"]
+    assert "published" not in stack.told(waiting["job_id"]) + stack.told(scheduled["job_id"])
+    assert stack.posts(approved["job_id"]) == 1
+
+
+def row_the_model_cannot_choose_the_jobs_version_or_site(stack):
+    """The node (version 2) as an AI Agent tool: the workflow sets the job's site and task
+    version; the model's article JSON may propose content only. An article naming
+    ``task_version: 7`` and another site is refused before any call (the model reads why);
+    the same content without them is written as version 1 on the workflow's site."""
+    job_id = f"node-agent-{uuid.uuid4().hex[:8]}"
+    proposal = {"article": SAMPLE["article"], "images": SAMPLE["images"]}
+    sent = len(stack.model.chat_requests)
+    stack.model.tool_arguments = {"article": {**proposal, "task_version": 7, "site": "other"}}
+    last = stack.last_execution()
+    answer = stack.post("node-agent-article", {"job_id": job_id})
+    assert answer.status_code == 200, answer.text
+    assert stack.execution(TESTS, last)[1] == "success"
+    (reply,) = answer.json()  # the model read the refusal: the tool's answer
+    assert "n8n-identity-in-article" in reply["output"], reply
+    offered = stack.model.chat_requests[sent]["tools"]
+    (tool,) = offered
+    schema = json.dumps(tool["function"].get("parameters", {}))
+    assert "article" in schema, tool
+    for member in ("task_version", "taskVersion", "site", "job_id", "jobId"):
+        assert member not in schema, (member, tool)
+    assert stack.gateway.requests_logged("PUT", f"/v1/jobs/{job_id}") == []
+    assert stack.job(job_id) is None
+
+    stack.model.tool_arguments = {"article": proposal}
+    answer = stack.post("node-agent-article", {"job_id": job_id})
+    assert answer.status_code == 200, answer.text
+    job = stack.job(job_id)
+    assert job["task_version"] == 1 and job["site"] == SITE_NAME, job
+    assert job["phase"] == "approval_pending", job
+    assert stack.posts(job_id) == 1
+    stack.model.tool_arguments = {}
+
+
+def row_the_node_as_an_ai_agent_tool_uses_the_conversations_job(stack):
+    job_id = stack.history_job
+    sent = len(stack.model.chat_requests)
+    answer = stack.post("node-agent-job", {"job_id": job_id})
+    assert answer.status_code == 200, answer.text
+    (reply,) = answer.json()
+    assert job_id in reply["output"] and "approval_pending" in reply["output"], reply
+    (tool,) = stack.model.chat_requests[sent]["tools"]  # the one tool: it cannot name a job
+    assert "job_id" not in json.dumps(tool["function"].get("parameters", {})).lower(), tool
+    assert stack.gateway.requests_logged("GET", f"/v1/jobs/{job_id}") == [200]
+
+
+def row_the_trigger_emits_each_new_event_once_never_the_history_and_names_a_refused_token(stack):
+    """The polling trigger, activated at ``n8n start`` after a job already awaited approval:
+    its first activation starts from now, so that job is never emitted; each job the pipeline
+    took to approval since is emitted once: the first row's job is waited for (the trigger polls
+    every minute; this row runs last, when that poll has mostly happened), and no change is
+    emitted twice. The trigger holding a wrong token failed its activation saying that the
+    gateway refused the token."""
+    # the first job the pipeline took to approval (the first row's: still awaiting approval)
+    wanted = set(stack.created[:1])
+    assert wanted and stack.job(stack.created[0])["phase"] == "approval_pending"
+
+    def emitted():
+        return wanted <= {m.get("job_id") for m in stack.events.messages}
+
+    wait_for(emitted, 180, f"the trigger did not emit {wanted}", interval=1)
+    seen = [(m["event"], m["job_id"], m["changed_at"]) for m in stack.events.messages]
+    assert stack.history_job not in {job for _, job, _ in seen}, seen
+    assert len(seen) == len(set(seen)), seen  # each change once
+    assert {event for event, _, _ in seen} == {"approval_pending"}, seen
+    said = stack.log()
+    assert "the gateway refused the token (HTTP 401" in said, said[-4000:]
+
+
+ROWS = [
+    row_the_pipeline_answers_the_job_and_the_same_article_again_replays,
+    row_changed_content_under_the_same_version_is_refused_naming_the_bump,
+    row_refusals_are_red_answer_the_gateways_status_and_write_no_post,
+    row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post,
+    row_continue_on_fail_items_carry_the_problem_and_a_stop_carries_the_http_status,
+    row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once,
+    row_the_model_cannot_choose_the_jobs_version_or_site,
+    row_the_node_as_an_ai_agent_tool_uses_the_conversations_job,
+    # last: the trigger polls every minute, its events have mostly come by then
+    row_the_trigger_emits_each_new_event_once_never_the_history_and_names_a_refused_token,
+]
+
+
+def test_the_node_in_real_n8n(stack, subtests):
+    """Every row on one ``n8n start`` of the line (one test per n8n line, so that each line
+    has one n8n whichever xdist worker runs it): each row a subtest, reported on its own, its
+    seconds printed."""
+    for row in ROWS:
+        started = time.monotonic()
+        with subtests.test(msg=row.__name__.removeprefix("row_")):
+            row(stack)
+        print(f"n8n {stack.version}: {row.__name__}: {time.monotonic() - started:.1f} s")

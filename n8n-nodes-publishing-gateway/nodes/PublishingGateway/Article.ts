@@ -1,7 +1,12 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
-import { NodeOperationError } from 'n8n-workflow';
-
-import { gatewayRequest, jobPath } from './GatewayClient';
+import {
+	GatewayFailure,
+	gatewayRequest,
+	inputRefusal,
+	jobPath,
+	PROBLEM_BASE,
+	toNodeError,
+} from './GatewayClient';
 
 /** One image of the article input (n8n_workflows/examples/article.json, "images"). */
 interface ImageInput extends IDataObject {
@@ -13,6 +18,14 @@ interface ImageInput extends IDataObject {
 	alt_text?: string;
 	caption?: string;
 	title?: string;
+	/** set by the gateway's resume input: the slot's upload is in the ledger (no source) */
+	uploaded?: boolean;
+}
+
+/** An image a resumed run only references: the gateway's resume input says its upload is in
+ * the ledger (`uploaded: true`, its `content_sha256`) and gives no source. */
+function uploadedOnly(image: ImageInput): boolean {
+	return image.uploaded === true && !image.content_base64 && !image.url && !image.binary_property;
 }
 
 const JOB_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -49,7 +62,7 @@ export function inputProblems(jobId: string, input: IDataObject): string[] {
 			problems.push(`/images/${i}/slot: 1 to 64 letters, digits, "_" or "-" is required`);
 		}
 		const sources = ['content_base64', 'url', 'binary_property'].filter((k) => image?.[k]);
-		if (sources.length !== 1) {
+		if (sources.length !== 1 && !(image && uploadedOnly(image))) {
 			problems.push(`/images/${i}: exactly one of content_base64, url and binary_property`);
 		}
 	});
@@ -81,7 +94,10 @@ async function imageBody(
 	context: IExecuteFunctions,
 	itemIndex: number,
 	image: ImageInput,
-): Promise<IDataObject> {
+): Promise<IDataObject | null> {
+	if (uploadedOnly(image)) {
+		return null;
+	}
 	const body: IDataObject = {};
 	for (const key of ['filename', 'alt_text', 'caption', 'title']) {
 		if (image[key]) {
@@ -101,84 +117,172 @@ async function imageBody(
 	return body;
 }
 
-function confirmedSlots(job: IDataObject): Set<string> {
-	const rows = (job.operations ?? []) as IDataObject[];
-	return new Set(
-		rows
-			.filter(
-				(r) =>
-					r.action === 'media' && r.state === 'CONFIRMED' && r.task_version === job.task_version,
-			)
-			.map((r) => String(r.slot)),
-	);
+/**
+ * `PUT /v1/jobs/{job_id}/resume-point`: what a resume of this version needs (the article, each
+ * image's URL or only its slot, never bytes), so that `recover_job` can run the job again
+ * after a stop. Not the article itself: a refusal (e.g. 413 past the gateway's 256 KiB) is
+ * recorded in `steps` and the run goes on.
+ */
+async function saveResumePoint(
+	context: IExecuteFunctions,
+	jobId: string,
+	article: IDataObject,
+	images: ImageInput[],
+	steps: IDataObject[],
+): Promise<void> {
+	const kept = images.map((image) => {
+		const entry: IDataObject = { slot: image.slot };
+		for (const key of ['url', 'filename', 'alt_text', 'title', 'caption']) {
+			if (image[key]) {
+				entry[key] = image[key];
+			}
+		}
+		return entry;
+	});
+	try {
+		const answer = await gatewayRequest(context, 'PUT', jobPath(jobId, '/resume-point'), {
+			article,
+			images: kept,
+		});
+		steps.push({ step: 'resume_point', http_status: answer.http_status });
+	} catch (error) {
+		if (!(error instanceof GatewayFailure) || error.report.retryable === true) {
+			throw toNodeError(context, error);
+		}
+		steps.push({ step: 'resume_point', http_status: error.status, problem: error.report.type });
+	}
+}
+
+/** The job's identity: its site and task version. In node version 2 the workflow's author
+ * sets them (node parameters); in version 1 they come from the article JSON. */
+export interface JobIdentity {
+	site: string;
+	taskVersion: number;
+}
+
+/** Members an article JSON may not carry in node version 2: the job's identity is the
+ * workflow's (a model filling the article in tool mode proposes content only). */
+const IDENTITY_MEMBERS = ['site', 'task_version'];
+
+function refuseIdentityInArticle(
+	context: IExecuteFunctions,
+	jobId: string,
+	input: IDataObject,
+): void {
+	const errors = IDENTITY_MEMBERS.filter((key) => input[key] !== undefined).map((key) => ({
+		pointer: `/${key}`,
+		message: `set by the workflow (the node's ${key === 'site' ? 'Site' : 'Task Version'} parameter), never by the article`,
+	}));
+	if (input.job_id !== undefined && input.job_id !== null && String(input.job_id) !== jobId) {
+		errors.push({
+			pointer: '/job_id',
+			message: `the node's Job ID is ${JSON.stringify(jobId)}: the article may not name another job`,
+		});
+	}
+	if (errors.length > 0) {
+		throw inputRefusal(
+			context.getNode(),
+			"The article names the job's identity",
+			`the article JSON carries ${errors.map((e) => e.pointer.slice(1)).join(' and ')}, which only the workflow sets (the node's Site and Task Version; a version bump is the workflow's Task Version, never the article's); nothing was sent`,
+			errors,
+			'n8n-identity-in-article',
+			"remove site and task_version from the article JSON; the node's Site and Task Version parameters set them",
+		);
+	}
 }
 
 /**
- * The combined operation for one item: PUT job → PUT media per slot → PUT draft → GET
- * verification (one repair when it does not verify) → POST approval-requests → POST
- * notifications (ready_for_approval). Each call carries its operation key on the gateway, so a
- * second run of the same item replays (200, nothing sent to WordPress) and a run after a
- * crash resumes: steps the job's phase and confirmed ledger rows show as done are skipped.
+ * The combined operation for one item: POST articles/validate (the whole article checked,
+ * nothing written: the draft, category and tag names looked up read-only in the site, each
+ * image decoded or its URL probed) → PUT job → PUT media per slot → PUT draft → GET verification (one repair
+ * when it does not verify) → POST approval-requests → POST notifications
+ * (ready_for_approval). Every step's request is sent on every run and the gateway decides: a
+ * replay (200, nothing sent to WordPress), a resume after a crash, or a refusal such as 422
+ * `operation-key-reused` when the same job version comes with changed content. Only the
+ * verification and the approval request are skipped, when the draft was answered from its
+ * stored receipt (the same request, so the same digest) and the job already awaits approval.
  *
- * Returns `{job_id, phase, post_id, link, resumed_from, steps: [{step, http_status}]}`.
- * Throws NodeOperationError for an invalid item (no call made) or a draft that does not verify
- * after one repair (editors are told "needs attention"), and NodeApiError for a refusal.
+ * Returns `{job_id, task_version, phase, status, post_id, link, resumed_from, steps: [{step,
+ * http_status}]}`. Throws {@link GatewayFailure} for an invalid item (no call made), a
+ * refusal, or a draft that does not verify after one repair (editors are told "needs
+ * attention").
  */
 export async function publishArticle(
 	context: IExecuteFunctions,
 	itemIndex: number,
 	jobId: string,
 	input: IDataObject,
+	identity: JobIdentity | null,
 ): Promise<IDataObject> {
+	if (identity !== null) {
+		refuseIdentityInArticle(context, jobId, input);
+	}
 	const problems = inputProblems(jobId, input);
 	if (problems.length > 0) {
-		throw new NodeOperationError(context.getNode(), `invalid article: ${problems.join('; ')}`, {
-			itemIndex,
-		});
+		throw inputRefusal(
+			context.getNode(),
+			'The article is invalid',
+			problems.join('; '),
+			problems.map((problem) => {
+				const [pointer, ...rest] = problem.split(': ');
+				return { pointer, message: rest.join(': ') };
+			}),
+		);
 	}
+	const site = identity?.site ?? ((input.site as string) || 'blog');
+	const taskVersion = identity?.taskVersion ?? Number(input.task_version ?? 1);
 	const article = input.article as IDataObject;
 	const images = (input.images ?? []) as ImageInput[];
+	const slots = images.map((image) => image.slot);
+	const bodies: Array<IDataObject | null> = [];
+	for (const image of images) {
+		bodies.push(await imageBody(context, itemIndex, image));
+	}
+	const draftRequest = draftBody(article, slots);
 	const steps: IDataObject[] = [];
 	const step = async (name: string, call: Promise<IDataObject>) => {
 		const answer = await call;
 		steps.push({ step: name, http_status: answer.http_status });
 		return answer;
 	};
+	await step(
+		'validate',
+		gatewayRequest(context, 'POST', '/v1/articles/validate', {
+			site,
+			draft: draftRequest,
+			// base64 decoded and sniffed, source_url probed (a first read), as the media route
+			media: images.map((image, i) => ({ slot: image.slot, ...(bodies[i] ?? {}) })),
+		}),
+	);
 	const job = await step(
 		'job',
-		gatewayRequest(context, 'PUT', jobPath(jobId), {
-			site: (input.site as string) || 'blog',
-			task_version: Number(input.task_version ?? 1),
-		}),
+		gatewayRequest(context, 'PUT', jobPath(jobId), { site, task_version: taskVersion }),
 	);
 	const phase = String(job.phase ?? '');
 	const resumedFrom = AFTER_APPROVAL_REQUEST.has(phase) || AFTER_DRAFT.has(phase) ? phase : null;
-	let draft: IDataObject = { post_id: job.post_id };
-	if (!AFTER_DRAFT.has(phase) && !AFTER_APPROVAL_REQUEST.has(phase)) {
-		const done = confirmedSlots(job);
-		for (const image of images) {
-			if (done.has(image.slot)) {
-				steps.push({ step: `media/${image.slot}`, http_status: 'done' });
-				continue;
-			}
-			const body = await imageBody(context, itemIndex, image);
-			await step(
-				`media/${image.slot}`,
-				gatewayRequest(
-					context,
-					'PUT',
-					jobPath(jobId, `/media/${encodeURIComponent(image.slot)}`),
-					body,
-				),
-			);
+	await saveResumePoint(context, jobId, article, images, steps);
+	for (const [i, image] of images.entries()) {
+		const body = bodies[i];
+		if (body === null) {
+			steps.push({ step: `media/${image.slot}`, http_status: 'in the ledger (resumed)' });
+			continue;
 		}
-		const slots = images.map((image) => image.slot);
-		draft = await step(
-			'draft',
-			gatewayRequest(context, 'PUT', jobPath(jobId, '/draft'), draftBody(article, slots)),
+		await step(
+			`media/${image.slot}`,
+			gatewayRequest(
+				context,
+				'PUT',
+				jobPath(jobId, `/media/${encodeURIComponent(image.slot)}`),
+				body,
+			),
 		);
 	}
-	if (!AFTER_APPROVAL_REQUEST.has(phase)) {
+	const draft = await step(
+		'draft',
+		gatewayRequest(context, 'PUT', jobPath(jobId, '/draft'), draftRequest),
+	);
+	const sameDraft = draft.replayed === true || draft.http_status === 200;
+	if (!(sameDraft && AFTER_APPROVAL_REQUEST.has(phase))) {
 		let verification = await step(
 			'verify',
 			gatewayRequest(context, 'GET', jobPath(jobId, '/verification')),
@@ -191,8 +295,8 @@ export async function publishArticle(
 			);
 		}
 		if (verification.ok !== true) {
-			const failed = Object.keys((verification.fields ?? {}) as IDataObject).join(', ');
-			const reason = `the draft of job ${jobId} does not verify after one repair (${failed})`;
+			const failed = Object.keys((verification.fields ?? {}) as IDataObject);
+			const reason = `the draft of job ${jobId} does not verify after one repair (${failed.join(', ')})`;
 			await step(
 				'notify/needs_attention',
 				gatewayRequest(context, 'POST', jobPath(jobId, '/notifications'), {
@@ -200,7 +304,19 @@ export async function publishArticle(
 					reason,
 				}),
 			);
-			throw new NodeOperationError(context.getNode(), reason, { itemIndex });
+			throw new GatewayFailure(context.getNode(), {
+				type: `${PROBLEM_BASE}verification-failed`,
+				title: 'The post does not verify; repair it first',
+				status: 409,
+				detail: reason,
+				errors: [],
+				retryable: false,
+				retry_after: null,
+				next_step: 'editors were told (needs attention): a person looks at the post',
+				failed_fields: failed,
+				attempts: 1,
+				message: reason,
+			});
 		}
 		await step(
 			'approval_request',
@@ -216,6 +332,7 @@ export async function publishArticle(
 	const final = await gatewayRequest(context, 'GET', jobPath(jobId));
 	return {
 		job_id: jobId,
+		task_version: final.task_version ?? taskVersion,
 		phase: final.phase,
 		status: final.status,
 		post_id: final.post_id ?? draft.post_id ?? null,

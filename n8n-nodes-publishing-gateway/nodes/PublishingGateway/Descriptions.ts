@@ -71,6 +71,12 @@ export const properties: INodeProperties[] = [
 				description: 'The job with its ledger rows',
 			},
 			{
+				name: 'Get Many',
+				value: 'list',
+				action: 'Get many jobs',
+				description: "The tenant's jobs (one item each), by phase, status or unfinished",
+			},
+			{
 				name: 'Recover',
 				value: 'recover',
 				action: 'Recover a job',
@@ -198,11 +204,41 @@ export const properties: INodeProperties[] = [
 	},
 	// ----------------------------------------------------------------- article
 	{
+		displayName: 'Site',
+		name: 'site',
+		type: 'string',
+		default: 'blog',
+		required: true,
+		displayOptions: { show: { '@version': [2], resource: ['article'] } },
+		description:
+			"The job's site in the gateway (gateway sites add --name). Set by the workflow, never by the article or a model.",
+	},
+	{
+		displayName: 'Task Version',
+		name: 'taskVersion',
+		type: 'number',
+		default: 1,
+		required: true,
+		typeOptions: { minValue: 1 },
+		displayOptions: { show: { '@version': [2], resource: ['article'] } },
+		description:
+			"The job's version: a higher one bumps the job (new operation keys, the same post updated). Set by the workflow, never by the article or a model.",
+	},
+	{
+		displayName: 'Article',
+		name: 'article',
+		type: 'json',
+		default: '={{ { article: $json.article, images: $json.images } }}',
+		displayOptions: { show: { '@version': [2], resource: ['article'] } },
+		description:
+			'The article as JSON: article (title, content, excerpt, seo, featured_slot, slug, categories, tags) and images (slot; one of content_base64, URL or binary_property; filename, alt_text, title, caption). It may not name site or task_version.',
+	},
+	{
 		displayName: 'Article',
 		name: 'article',
 		type: 'json',
 		default: '={{ $json }}',
-		displayOptions: show('article'),
+		displayOptions: { show: { '@version': [1], resource: ['article'] } },
 		description:
 			'The article as JSON, shaped like the sample article of n8n_workflows/examples: task_version, site, article (title, content, excerpt, seo, featured_slot, ...) and images (slot; one of content_base64, URL or binary_property; filename, alt_text, title, caption)',
 	},
@@ -214,6 +250,15 @@ export const properties: INodeProperties[] = [
 		default: 'approval_pending',
 		displayOptions: show('job', ['list']),
 		description: 'One phase (approval_pending, published, ...); empty: any',
+	},
+	{
+		displayName: 'Unfinished Only',
+		name: 'unfinished',
+		type: 'boolean',
+		default: false,
+		displayOptions: show('job', ['list']),
+		description:
+			'Whether to list only the jobs a run still has work on (in progress, unknown, or verified without an approval request)',
 	},
 	{
 		displayName: 'Statuses',

@@ -5,25 +5,68 @@ import type {
 	INodeType,
 	INodeTypeDescription,
 } from 'n8n-workflow';
-import { NodeApiError, NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
+import { NodeConnectionTypes } from 'n8n-workflow';
 
+import type { JobIdentity } from './Article';
 import { publishArticle } from './Article';
 import { properties } from './Descriptions';
-import { gatewayRequest, jobPath, toNodeError } from './GatewayClient';
+import { errorItemJson, gatewayRequest, inputRefusal, jobPath, toNodeError } from './GatewayClient';
 
 function jsonParameter(context: IExecuteFunctions, name: string, itemIndex: number): IDataObject {
 	const value = context.getNodeParameter(name, itemIndex) as unknown;
 	if (typeof value === 'string') {
 		try {
-			return JSON.parse(value) as IDataObject;
+			const parsed = JSON.parse(value) as unknown;
+			if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+				return parsed as IDataObject;
+			}
 		} catch {
-			throw new NodeOperationError(context.getNode(), `${name} is not valid JSON`, { itemIndex });
+			throw inputRefusal(
+				context.getNode(),
+				`The ${name} is not valid JSON`,
+				`${name}: not valid JSON`,
+				[{ pointer: '', message: 'not valid JSON' }],
+			);
 		}
 	}
 	if (!value || typeof value !== 'object' || Array.isArray(value)) {
-		throw new NodeOperationError(context.getNode(), `${name} must be a JSON object`, { itemIndex });
+		throw inputRefusal(
+			context.getNode(),
+			`The ${name} is not a JSON object`,
+			`${name}: a JSON object is required`,
+			[{ pointer: '', message: 'a JSON object is required' }],
+		);
 	}
 	return value as IDataObject;
+}
+
+/** Version 2: the job's site and task version are the node's parameters (the workflow
+ * author's), never the article JSON's; version 1 reads them from the article. */
+function identity(context: IExecuteFunctions, i: number): JobIdentity | null {
+	if (context.getNode().typeVersion < 2) {
+		return null;
+	}
+	const site = String(context.getNodeParameter('site', i) ?? '').trim();
+	const taskVersion = Number(context.getNodeParameter('taskVersion', i));
+	const errors = [];
+	if (site === '') {
+		errors.push({ pointer: '/site', message: "the node's Site is empty" });
+	}
+	if (!Number.isInteger(taskVersion) || taskVersion < 1) {
+		errors.push({
+			pointer: '/task_version',
+			message: "the node's Task Version must be an integer of at least 1",
+		});
+	}
+	if (errors.length > 0) {
+		throw inputRefusal(
+			context.getNode(),
+			'The node parameters are invalid',
+			errors.map((e) => e.message).join('; '),
+			errors,
+		);
+	}
+	return { site, taskVersion };
 }
 
 async function mediaBody(context: IExecuteFunctions, i: number): Promise<IDataObject> {
@@ -51,6 +94,9 @@ async function listJobs(context: IExecuteFunctions, i: number): Promise<IDataObj
 	if (phase) {
 		qs.phase = phase;
 	}
+	if (context.getNodeParameter('unfinished', i, false) === true) {
+		qs.unfinished = 'true';
+	}
 	if (statuses) {
 		qs.status = statuses;
 	}
@@ -72,11 +118,19 @@ async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObjec
 		return await listJobs(context, i);
 	}
 	const jobId = String(context.getNodeParameter('jobId', i) ?? '');
-	const call = (method: 'GET' | 'PUT' | 'POST', rest: string, body?: IDataObject) =>
-		gatewayRequest(context, method, jobPath(jobId, rest), body);
+	const call = async (method: 'GET' | 'PUT' | 'POST', rest: string, body?: IDataObject) => ({
+		job_id: jobId,
+		...(await gatewayRequest(context, method, jobPath(jobId, rest), body)),
+	});
 	switch (`${resource}:${operation}`) {
 		case 'article:publishArticle':
-			return await publishArticle(context, i, jobId, jsonParameter(context, 'article', i));
+			return await publishArticle(
+				context,
+				i,
+				jobId,
+				jsonParameter(context, 'article', i),
+				identity(context, i),
+			);
 		case 'job:put':
 			return await call('PUT', '', {
 				site: context.getNodeParameter('site', i) as string,
@@ -119,12 +173,11 @@ async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObjec
 			return await call('POST', '/notifications', body);
 		}
 		default:
-			throw new NodeOperationError(
+			throw inputRefusal(
 				context.getNode(),
+				'Unknown operation',
 				`unknown operation ${resource}:${operation}`,
-				{
-					itemIndex: i,
-				},
+				[{ pointer: '/operation', message: 'unknown' }],
 			);
 	}
 }
@@ -135,6 +188,16 @@ async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObjec
  * drafts back. There is no approve operation: editors approve on the gateway's review page, and
  * Publish publishes only what they approved (so an AI Agent using the node as a tool cannot
  * publish on its own).
+ *
+ * Version 2 (the default): Publish Article takes the job's Site and Task Version from node
+ * parameters the workflow's author sets, and refuses an article JSON that names them (in tool
+ * mode the article is the model's). Version 1 reads them from the article JSON.
+ *
+ * A failed item: with Continue On Fail / Continue (using error output), an item
+ * `{error: {type, title, status, detail, errors, retryable, retry_after, next_step, ...},
+ * message}`, which n8n routes to the error output; otherwise a NodeApiError with the HTTP
+ * status (a NodeOperationError for an item refused before any call). As an AI Agent's tool,
+ * the `{error, message}` item is the tool's answer, so the model reads the refusal.
  */
 export class PublishingGateway implements INodeType {
 	description: INodeTypeDescription = {
@@ -145,7 +208,8 @@ export class PublishingGateway implements INodeType {
 			dark: 'file:../../icons/gateway.dark.svg',
 		},
 		group: ['output'],
-		version: 1,
+		version: [1, 2],
+		defaultVersion: 2,
 		subtitle: '={{ $parameter["operation"] + ": " + $parameter["resource"] }}',
 		description:
 			'Exactly-once WordPress drafts, media and approval-gated publishing through the Publishing Gateway',
@@ -160,6 +224,7 @@ export class PublishingGateway implements INodeType {
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const items = this.getInputData();
 		const returned: INodeExecutionData[] = [];
+		const asTool = this.getNode().type.endsWith('Tool');
 		for (let i = 0; i < items.length; i++) {
 			try {
 				const answer = await runOne(this, i);
@@ -167,22 +232,13 @@ export class PublishingGateway implements INodeType {
 					returned.push({ json, pairedItem: { item: i } });
 				}
 			} catch (error) {
-				const nodeError =
-					error instanceof NodeOperationError || error instanceof NodeApiError
-						? error
-						: toNodeError(this, error, i);
-				if (this.continueOnFail()) {
-					returned.push({
-						json: {
-							error: nodeError.message,
-							description: nodeError.description ?? null,
-							http_status: (nodeError as { httpCode?: string | null }).httpCode ?? null,
-						},
-						pairedItem: { item: i },
-					});
+				// exactly {error, message}: n8n routes it to the error output. As an AI Agent's
+				// tool the node answers it too: the model reads why (n8n would hand it nothing)
+				if (this.continueOnFail() || asTool) {
+					returned.push({ json: errorItemJson(error), pairedItem: { item: i } });
 					continue;
 				}
-				throw nodeError;
+				throw toNodeError(this, error, i);
 			}
 		}
 		return [returned];

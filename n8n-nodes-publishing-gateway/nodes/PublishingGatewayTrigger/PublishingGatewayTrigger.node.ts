@@ -4,19 +4,44 @@ import type {
 	INodeType,
 	INodeTypeDescription,
 	IPollFunctions,
+	JsonObject,
 } from 'n8n-workflow';
-import { NodeConnectionTypes } from 'n8n-workflow';
+import { NodeApiError, NodeConnectionTypes } from 'n8n-workflow';
 
-import { gatewayRequest, toNodeError } from '../PublishingGateway/GatewayClient';
+import { GatewayFailure, gatewayRequest, toNodeError } from '../PublishingGateway/GatewayClient';
 
 const PAGE = 100;
 const MAX_PAGES = 20; // at most 2,000 changes per poll; the cursor keeps the rest for the next
+const DRAIN_PAGE = 500;
+const MAX_DRAIN_PAGES = 1000;
+
+/** The error for a failed poll: a refused token said as such (not "could not be reached"). */
+function pollError(context: IPollFunctions, error: unknown): Error {
+	if (error instanceof GatewayFailure && (error.status === 401 || error.status === 403)) {
+		const report = error.report;
+		return new NodeApiError(context.getNode(), { ...report } as JsonObject, {
+			message: `the gateway refused the token (HTTP ${String(report.status)}: ${String(report.title)})`,
+			description: `${String(report.detail ?? '')}\nCheck the token of the Publishing Gateway API credential: a workflow token from "gateway tokens create --role workflow", not revoked`,
+			httpCode: String(report.status),
+		});
+	}
+	return toNodeError(context, error);
+}
+
+/** Whether the gateway refused `cursor=now` (an older gateway takes only the cursors it gave
+ * out: 422 validation-failed, pointer /cursor, or a 400). */
+function cursorNowRefused(error: unknown): boolean {
+	return error instanceof GatewayFailure && (error.status === 422 || error.status === 400);
+}
 
 /**
  * Polls the gateway's changes feed (GET /v1/job-changes, docs/api.md) and emits one item per
  * job that reached one of the chosen events since the last poll: "approval pending",
- * "published" or "needs attention" (failed, unknown outcome or an open review item). The
- * feed's cursor is kept in the workflow's static data, so an event is emitted once per change.
+ * "published" or "needs attention" (failed, unknown outcome, an open review item, or a run
+ * stalled past the gateway's attention time). The feed's cursor is kept in the workflow's
+ * static data, so an event is emitted once per change. The first activation starts from now
+ * (Start From: All History emits every job's latest change first); a manual test run reads
+ * from the start without keeping a cursor.
  */
 export class PublishingGatewayTrigger implements INodeType {
 	description: INodeTypeDescription = {
@@ -48,15 +73,41 @@ export class PublishingGatewayTrigger implements INodeType {
 				default: ['approval_pending', 'published', 'needs_attention'],
 				required: true,
 			},
+			{
+				displayName: 'Start From',
+				name: 'startFrom',
+				type: 'options',
+				options: [
+					{
+						name: 'Now',
+						value: 'now',
+						description: 'Only changes after the first activation',
+					},
+					{
+						name: 'All History',
+						value: 'history',
+						description:
+							"Every job's latest change since the tenant's first job, then the new ones",
+					},
+				],
+				default: 'now',
+				description: 'Where the first activation starts reading the changes feed',
+			},
 		],
 	};
 
 	async poll(this: IPollFunctions): Promise<INodeExecutionData[][] | null> {
 		const wanted = new Set(this.getNodeParameter('events') as string[]);
 		const state = this.getWorkflowStaticData('node');
+		const manual = this.getMode() === 'manual';
 		let cursor = (state.cursor as string | undefined) ?? undefined;
 		const found: INodeExecutionData[] = [];
 		try {
+			if (cursor === undefined && !manual && this.getNodeParameter('startFrom', 'now') === 'now') {
+				cursor = await startNow(this);
+				state.cursor = cursor;
+				return null; // the first activation: nothing has happened since "now"
+			}
 			for (let page = 0; page < MAX_PAGES; page++) {
 				const qs: IDataObject = { limit: PAGE };
 				if (cursor) {
@@ -77,11 +128,43 @@ export class PublishingGatewayTrigger implements INodeType {
 				}
 			}
 		} catch (error) {
-			throw toNodeError(this, error);
+			throw pollError(this, error);
 		}
-		if (this.getMode() !== 'manual') {
+		if (!manual) {
 			state.cursor = cursor;
 		}
 		return found.length > 0 ? [found] : null;
 	}
+}
+
+/**
+ * The cursor at "now": `GET /v1/job-changes?cursor=now` (an empty page whose `next_cursor` is
+ * now). A gateway that refuses `cursor=now` (older than the feed's "now") is read to its end
+ * instead, emitting nothing, and its last cursor kept: the same start, in more requests.
+ */
+async function startNow(context: IPollFunctions): Promise<string | undefined> {
+	try {
+		const answer = await gatewayRequest(context, 'GET', '/v1/job-changes', undefined, {
+			cursor: 'now',
+			limit: 1,
+		});
+		return (answer.next_cursor as string | null) ?? undefined;
+	} catch (error) {
+		if (!cursorNowRefused(error)) {
+			throw toNodeError(context, error);
+		}
+	}
+	let cursor: string | undefined;
+	for (let page = 0; page < MAX_DRAIN_PAGES; page++) {
+		const qs: IDataObject = { limit: DRAIN_PAGE };
+		if (cursor) {
+			qs.cursor = cursor;
+		}
+		const answer = await gatewayRequest(context, 'GET', '/v1/job-changes', undefined, qs);
+		cursor = (answer.next_cursor as string | null) ?? cursor;
+		if (((answer.changes ?? []) as IDataObject[]).length < DRAIN_PAGE) {
+			break;
+		}
+	}
+	return cursor;
 }
