@@ -28,6 +28,7 @@ from gateway.core.config import ConfigError
 from gateway.core.config import MissingSecretKey
 from gateway.core.exceptions import GatewayError
 from gateway.core.version import VERSION as __version__
+from gateway.ledger import hot_sql
 from gateway.ledger import migrations
 from gateway.ledger.db import database
 from gateway.ledger.db import rfc3339
@@ -253,6 +254,8 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
             f"environment variable {app_password_env} is empty or unset: export the site's "
             "application password in it first"
         )
+    with database.connection_context():
+        before = hot_sql.site_by_name(tenant, name)  # the site a re-add changes, if any
     warnings = []
     if not no_check:
         try:
@@ -261,11 +264,10 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
                 url, username, password, transport, _config().wp_timeout
             )
         except (ValueError, site_check.SiteRefused) as error:
-            raise KnownProblem(str(error) + _replaced_by(tenant, name, url)) from None
+            raise KnownProblem(str(error) + _replaced(before, url)) from None
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     with database.connection_context():
-        before = sites.list_sites(tenant)
         try:
             site = sites.add_site(
                 _config().secret_key, tenant, name, url, username, password, transport
@@ -274,7 +276,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
             raise KnownProblem(error.detail) from None
         except ValueError as error:
             raise KnownProblem(str(error)) from None
-    changed = _changes(next((s for s in before if s.name == name), None), site)
+    changed = _changes(before, site)
     if changed:  # re-adding a name is how a password is renewed: never a silent change
         said = "; ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
         click.echo(f"site {tenant}/{name} updated: {said}", err=True)
@@ -296,16 +298,15 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def _replaced_by(tenant: str, name: str, url: str) -> str:
-    """A warning for a refused ``sites add`` whose name is taken: ``--no-check`` (which the
-    refusal may suggest) would replace that site's URL and password."""
-    with database.connection_context():
-        site = next((s for s in sites.list_sites(tenant) if s.name == name), None)
+def _replaced(site, url: str) -> str:
+    """A warning for a refused ``sites add`` whose name is taken by ``site`` at another URL:
+    ``--no-check`` (which the refusal may suggest) would replace that site's URL and
+    password."""
     if site is None or site.url == url.rstrip("/"):
         return ""
     return (
-        f" (careful: site {tenant}/{name} already exists at {site.url}; adding it again, "
-        "even with --no-check, replaces that site's URL and password)"
+        f" (careful: site {site.tenant}/{site.name} already exists at {site.url}; adding it "
+        "again, even with --no-check, replaces that site's URL and password)"
     )
 
 

@@ -69,7 +69,10 @@ def check_article(config: Config, tenant: str, body: dict) -> dict:
     site, site_errors = article_lookups.choose_site(tenant, body.get("site"), needed)
     errors += site_errors
     if needed and site is not None:
-        errors += article_lookups.check_terms(config, site, draft)
+        try:
+            article_lookups.check_terms(config, site, draft)
+        except (exc.ValidationFailed, exc.TransportLimit) as refused:
+            errors.extend(_under("/draft", refused))
     urls = {i: image["source_url"] for i, image in enumerate(images) if _probed(image)}
     for index, found in article_lookups.probe_images(config, tenant, urls).items():
         if "error" in found:

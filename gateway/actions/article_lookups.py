@@ -73,12 +73,13 @@ def choose_site(tenant: str, name: str | None, needed: bool) -> tuple[Site | Non
     return None, [_error("/site", why, exc.ValidationFailed.slug)]
 
 
-def check_terms(config: Config, site: Site, draft: dict) -> list[dict]:
-    """The draft route's refusals of the draft's ``categories`` and ``tags`` on ``site``
-    (:func:`gateway.actions.terms.check_names`), as errors under ``/draft`` with the problem
-    type (``validation-failed``, ``transport-limit``); [] when they pass.
+def check_terms(config: Config, site: Site, draft: dict) -> None:
+    """Look the draft's ``categories`` and ``tags`` up on ``site`` as the draft route does
+    (:func:`gateway.actions.terms.check_names`), writing nothing.
 
     Raises:
+        ValidationFailed (422), TransportLimit (422): the draft route's own refusals, with
+            pointers in the draft (``/categories/{i}``, ``/tags/{i}``).
         WordPressUnavailable (503) / UpstreamRefused (502) / WordPressRefused (502):
             WordPress cannot be asked (:func:`gateway.operations.refusals.unmapped`).
         SiteBusy (429), TenantBusy (429): the site's slots or the tenant's share are taken.
@@ -87,12 +88,8 @@ def check_terms(config: Config, site: Site, draft: dict) -> list[dict]:
     target = Target(config, Job(tenant=site.tenant, job_id="", site=site.name), site=site)
     try:
         terms.check_names(target, draft)
-    except (exc.ValidationFailed, exc.TransportLimit) as refused:
-        entries = refused.extensions.get("errors") or [{"pointer": "", "message": refused.detail}]
-        return [{**e, "pointer": "/draft" + e["pointer"], "problem": refused.slug} for e in entries]
     except WordPressError as error:
         raise refusals.unmapped(error) from error
-    return []
 
 
 def probe_images(config: Config, tenant: str, urls: dict[int, str]) -> dict[int, dict]:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gateway.core.states import COMPLETED
-from gateway.core.states import IN_PROGRESS
+from gateway.core.states import JOB_UNKNOWN
 from gateway.jobs import records
 from gateway.ledger.models import Job
 
@@ -37,7 +36,8 @@ def stalled(job: Job, status: str, after_seconds: float, now: dt.datetime) -> bo
     ``completed`` in phase ``verified``, :func:`records.run_unfinished`) and its attention
     time (:func:`attention_at`) at or before ``now`` (naive UTC). ``status``: the job's
     derived status (:func:`records.status_of`)."""
-    quiet = status == IN_PROGRESS or (status == COMPLETED and job.phase == "verified")
+    # unknown jobs have their own event (the row that became UNKNOWN is their change)
+    quiet = status != JOB_UNKNOWN and records.run_unfinished(job, status)
     return quiet and attention_at(job, after_seconds) <= now
 
 

@@ -19,6 +19,7 @@ from gateway.operator import doctor_registry as registry
 from gateway.operator.doctor_registry import Probe
 from gateway.operator.doctor_registry import check
 from gateway.operator.doctor_registry import firewall_detail
+from gateway.operator.site_check import ROLE_ADVICE
 from gateway.tenancy import sites
 from gateway.wordpress.client import SEO_META
 from gateway.wordpress.client import parse_json_lenient
@@ -36,12 +37,6 @@ ROLE_CAPABILITIES = {
     "author": {"edit_posts", "upload_files"},
     "contributor": {"edit_posts"},
     "subscriber": set(),
-}
-ROLE_ADVICE = {
-    "administrator": "use an author: administrators have unfiltered_html, so WordPress would "
-    "not sanitise script in content written for them",
-    "editor": "use an author: editors have unfiltered_html, so WordPress would not sanitise "
-    "script in content written for them",
 }
 REST = ("rest",)
 XMLRPC = ("xmlrpc",)

@@ -40,15 +40,14 @@ from functools import cached_property
 from gateway.core.config import Config
 from gateway.core.registry import Registry
 from gateway.core.registry import UnknownName
+from gateway.operator import site_check
 from gateway.tenancy import sites
 from gateway.wordpress import TRANSPORTS
 from gateway.wordpress import Transport
 from gateway.wordpress import WordPressClient
-from gateway.wordpress import connect
 from gateway.wordpress.client import SEO_META
 from gateway.wordpress.client import parse_json_lenient
 from gateway.wordpress.errors import UpstreamRefused
-from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
 
 COMPANION_MIN_VERSION = "1.0.0"  # the companion plugin release this gateway expects
@@ -167,23 +166,12 @@ class Probe:
 
     @cached_property
     def password_over_xmlrpc(self) -> bool | None:
-        """REST: does the stored application password sign in over XML-RPC, which carries it
-        in the request body, not in the ``Authorization`` header? True (signed in), False
-        (WordPress refused the password: 403 ``InvalidCredentialsError``), None (XML-RPC
-        unavailable or blocked: it cannot tell). Tells a stripped header (True) from a wrong
-        password (False) when REST answers ``rest_not_logged_in`` to both. Source: WordPress
-        XML-RPC API, ``wp.getProfile``; application passwords apply to XML-RPC since 5.6."""
+        """REST: the stored password over XML-RPC
+        (:func:`gateway.operator.site_check.password_over_xmlrpc`), asked once."""
         password = sites.decrypt_password(self.config.secret_key, self.site.password_encrypted)
-        client = connect(
-            "xmlrpc", self.site.url, self.site.username, password, self.config.wp_timeout
+        return site_check.password_over_xmlrpc(
+            self.site.url, self.site.username, password, self.config.wp_timeout
         )
-        try:
-            client.me()
-        except WordPressAuthError:
-            return False
-        except WordPressError:
-            return None
-        return True
 
     @cached_property
     def profile(self) -> tuple[dict | None, WordPressError | None]:

@@ -16,7 +16,14 @@ from gateway.wordpress import connect
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
 
-UNSANITISED_ROLES = ("administrator", "editor")  # they hold unfiltered_html
+# Roles WordPress does not sanitise content for (they hold unfiltered_html), with the advice;
+# gateway doctor's role check says the same (gateway.operator.doctor_checks).
+ROLE_ADVICE = {
+    "administrator": "use an author: administrators have unfiltered_html, so WordPress would "
+    "not sanitise script in content written for them",
+    "editor": "use an author: editors have unfiltered_html, so WordPress would not sanitise "
+    "script in content written for them",
+}
 
 
 class SiteRefused(Exception):
@@ -48,12 +55,9 @@ def check_new_site(
             "doctor' once it is"
         ) from None
     warnings = []
-    roles = [r for r in user.get("roles") or [] if r in UNSANITISED_ROLES]
+    roles = [r for r in user.get("roles") or [] if r in ROLE_ADVICE]
     if roles:
-        warnings.append(
-            f"{username} is an {roles[0]}: WordPress does not sanitise script in content "
-            "written for that role; use an author-role user"
-        )
+        warnings.append(f"{username} is an {roles[0]}: {ROLE_ADVICE[roles[0]]}")
     if transport == "rest" and _companion_absent(client):
         warnings.append(
             "the companion plugin is not active: no lookup by operation key (a lost answer is "
@@ -71,9 +75,26 @@ def _companion_absent(client) -> bool:
         return True
 
 
+def password_over_xmlrpc(url: str, username: str, password: str, timeout: float) -> bool | None:
+    """Does the application password sign in over XML-RPC, which carries it in the request
+    body, not in the ``Authorization`` header? True (signed in), False (WordPress refused the
+    password: 403 ``InvalidCredentialsError``), None (XML-RPC unavailable or blocked: it
+    cannot tell). Tells a stripped header (True) from a wrong password (False) when REST
+    answers ``rest_not_logged_in`` to both (``sites add`` here, ``gateway doctor``'s header
+    check). Source: WordPress XML-RPC API, ``wp.getProfile``; application passwords apply to
+    XML-RPC since WordPress 5.6."""
+    try:
+        connect("xmlrpc", url, username, password, timeout).me()
+    except WordPressAuthError:
+        return False
+    except WordPressError:
+        return None
+    return True
+
+
 def _refusal(url, username, password, transport, timeout, error: WordPressAuthError) -> str:
     """Why WordPress refused: over REST a 401 ``rest_not_logged_in`` is also what a stripped
-    header gives, so the same password is tried over XML-RPC (carried in the body)."""
+    header gives, so the same password is tried over XML-RPC (:func:`password_over_xmlrpc`)."""
     wrong = (
         f"WordPress at {url} refused the application password of {username!r} "
         f"({error.status} {error.code or ''}): create a new one (Users > Profile > "
@@ -81,9 +102,7 @@ def _refusal(url, username, password, transport, timeout, error: WordPressAuthEr
     )
     if transport != "rest" or error.code != "rest_not_logged_in":
         return wrong
-    try:
-        connect("xmlrpc", url, username, password, timeout).me()
-    except WordPressError:
+    if not password_over_xmlrpc(url, username, password, timeout):
         return wrong
     return (
         f"the web server in front of WordPress at {url} strips the Authorization header "
