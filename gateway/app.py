@@ -30,7 +30,8 @@ def create_app(
         check_ledger: refuse a missing or outdated ledger (the CLI passes False and checks
             per command, so that ``init-db`` can create it).
         needs_secret_key: False for a command that encrypts and decrypts nothing (the CLI's
-            ``sites list``, ``tokens``, ``report``): ``GATEWAY_SECRET_KEY`` may then be unset.
+            ``sites list``, ``sites remove``, ``tokens``): ``GATEWAY_SECRET_KEY`` may then be
+            unset.
 
     Raises:
         ConfigError: configuration is missing or malformed (outside tests).

@@ -381,8 +381,9 @@ def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool 
     sees the values above it).
 
     ``needs_secret_key=False`` serves the commands that encrypt and decrypt nothing
-    (``gateway sites list``, ``tokens``, ``report``): without ``GATEWAY_SECRET_KEY`` the key
-    is then empty, and :func:`gateway.tenancy.sites.encrypt_password` refuses to use it.
+    (``gateway sites list``, ``sites remove``, ``tokens``): without ``GATEWAY_SECRET_KEY`` the
+    key is then empty, and a site's password is neither encrypted nor decrypted with it
+    (:mod:`gateway.tenancy.sites` refuses).
 
     Raises:
         MissingSecretKey: ``GATEWAY_SECRET_KEY`` is missing outside tests and needed.
