@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from gateway.ledger import models
+from gateway.ledger import oauth_models
 from gateway.ledger.db import database
 from gateway.ledger.models import Job
 from gateway.operations.perform import operation_key
@@ -472,7 +473,10 @@ def call_count(proxy, transport: str, call: str, **criteria) -> int:
 def all_ledger_rows() -> str:
     """Every row of every ledger table as text (to search for leaked credentials)."""
     with database.connection_context():
-        return json.dumps([list(model.select().dicts()) for model in models.TABLES], default=str)
+        return json.dumps(
+            [list(model.select().dicts()) for model in [*models.TABLES, *oauth_models.TABLES]],
+            default=str,
+        )
 
 
 def free_port() -> int:

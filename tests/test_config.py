@@ -100,7 +100,7 @@ def test_a_malformed_variable_is_refused_by_name(variable, text, message):
 def test_every_variable_is_read():
     """Each declared variable reaches its setting: a valid text different from the default
     changes the attribute."""
-    samples = {str: "text", float: "3.5", int: "7"}
+    samples = {str: "text", float: "3.5", int: "7", bool: "off"}
     for setting in config.SETTINGS:
         if not setting.env or setting.env == "GATEWAY_SECRET_KEY":
             continue
@@ -113,3 +113,12 @@ def test_every_variable_is_read():
             text = "https://gw.example"
         loaded = config.load({"GATEWAY_SECRET_KEY": "k", setting.env: text})
         assert getattr(loaded, setting.name) != setting.default, setting.env
+
+
+def test_a_switch_is_on_or_off():
+    """``GATEWAY_OAUTH_DCR`` and ``GATEWAY_OAUTH_CIMD`` take on/off (1/0, true/false,
+    yes/no); anything else names the variable."""
+    assert config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_DCR": "No"}).oauth_dcr is False
+    assert config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_CIMD": " on "}).oauth_cimd
+    with pytest.raises(config.ConfigError, match="GATEWAY_OAUTH_DCR must be on or off"):
+        config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_DCR": "maybe"})

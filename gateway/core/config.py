@@ -140,6 +140,19 @@ def _lower_words(raw: str | None, default: frozenset[str], variable: str) -> fro
     return frozenset(p.lower() for p in _words(raw, default, variable))
 
 
+def _switch(raw: str | None, default: bool, variable: str) -> bool:
+    """``on``/``off`` (also ``1``/``0``, ``true``/``false``, ``yes``/``no``); unset: the
+    default."""
+    if raw is None or not raw.strip():
+        return default
+    value = raw.strip().lower()
+    if value in ("on", "1", "true", "yes"):
+        return True
+    if value in ("off", "0", "false", "no"):
+        return False
+    raise ConfigError(f"{variable} must be on or off, got {raw!r}")
+
+
 def _not_read(raw: str | None, default, variable: str):
     """A setting no variable sets (``load``'s own argument or a test's override)."""
     return default
@@ -322,6 +335,30 @@ SETTINGS: tuple[Setting, ...] = (
       secret=True),  # a URL may carry a token
     S("agent_environment_hook_timeout", float, "GATEWAY_AGENT_ENVIRONMENT_HOOK_TIMEOUT",
       _seconds, 60.0, "seconds one run of the hook may take."),
+    # The MCP authorization server (OAuth 2.1, docs/mcp.md "Remote MCP with OAuth").
+    S("oauth_access_minutes", float, "GATEWAY_OAUTH_ACCESS_MINUTES", _seconds, 10.0,
+      "minutes an OAuth access token for ``/mcp`` is valid; a client refreshes it after."),
+    S("oauth_refresh_days", float, "GATEWAY_OAUTH_REFRESH_DAYS", _seconds, 30.0,
+      "days a refresh token is valid; each is used once and replaced (rotation)."),
+    S("oauth_code_seconds", float, "GATEWAY_OAUTH_CODE_SECONDS", _seconds, 60.0,
+      "seconds an authorization code may wait for its exchange at ``/token``."),
+    S("oauth_pending_minutes", float, "GATEWAY_OAUTH_PENDING_MINUTES", _seconds, 15.0,
+      "minutes an authorisation request waits for an editor's decision on the consent page."),
+    S("oauth_cimd", bool, "GATEWAY_OAUTH_CIMD", _switch, True,
+      "accept clients named by the HTTPS URL of their metadata document (Client ID "
+      "Metadata Documents), fetched through the egress guard; ``off`` refuses them."),
+    S("oauth_cimd_cache_seconds", float, "GATEWAY_OAUTH_CIMD_CACHE_SECONDS", _seconds, 300.0,
+      "seconds a fetched client metadata document is used before it is fetched again."),
+    S("oauth_cimd_allow_hosts", frozenset[str], "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS", _words,
+      frozenset(), "``host:port`` entries whose metadata documents may be fetched though "
+      "their address is loopback or private (like ``media_url_allow_hosts``)."),
+    S("oauth_dcr", bool, "GATEWAY_OAUTH_DCR", _switch, True,
+      "accept Dynamic Client Registration (RFC 7591) at ``/register``, for clients without "
+      "a metadata document: public clients only; ``off`` refuses it."),
+    S("oauth_dcr_rate", tuple[int, int] | None, "GATEWAY_OAUTH_DCR_RATE", _rate, (10, 3600),
+      "registrations one client address may make, ``N/SECONDS``."),
+    S("oauth_dcr_unused_hours", float, "GATEWAY_OAUTH_DCR_UNUSED_HOURS", _seconds, 24.0,
+      "hours after which a dynamic registration no editor has approved is forgotten."),
 )  # fmt: skip
 del S
 

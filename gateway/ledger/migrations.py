@@ -28,6 +28,7 @@ from playhouse.migrate import migrate as run_migrations
 
 from gateway.ledger import db
 from gateway.ledger import models
+from gateway.ledger import oauth_models
 from gateway.ledger.db import database
 from gateway.ledger.db import utcnow
 
@@ -298,6 +299,12 @@ MIGRATIONS: list[Migration] = [
         "stops after a bounded number",
         _notification_refusals,
     ),
+    Migration(
+        15,
+        "oauth_client, oauth_pending, oauth_grant, oauth_code, oauth_token: the MCP "
+        "authorization server's clients, editors' grants and their hashed codes and tokens",
+        lambda _migrator: database.create_tables(oauth_models.TABLES, safe=True),
+    ),
 ]
 
 
@@ -333,7 +340,9 @@ def migrate() -> tuple[int | None, int]:
         target = latest_version()
         if before is None:
             with db.atomic():
-                database.create_tables([*models.TABLES, SchemaVersion], safe=True)
+                database.create_tables(
+                    [*models.TABLES, *oauth_models.TABLES, SchemaVersion], safe=True
+                )
                 _record(BASELINE, "release 0.1.0 tables")
                 for step in MIGRATIONS:
                     _record(step.version, step.description)

@@ -1,0 +1,255 @@
+"""The tokens of an editor's grant (issue 43): an authorization code redeemed once for an access
+token and a refresh token, refresh tokens rotated at every use, access tokens checked on every
+MCP request.
+
+* **Single use, decided by the ledger**: redeeming a code or a refresh token is a conditional
+  UPDATE of its ``used_at``; of two racing requests exactly one wins. A code or refresh token
+  presented after it was used revokes its grant, and with it every token the grant issued
+  (OAuth 2.1 §4.1.3 and §4.3.1, RFC 6819 §5.2.2.3): a stolen copy and the legitimate client
+  cannot both go on. A client whose refresh answer was lost is in the same position as a thief
+  (it still holds the used token): its next refresh is refused with ``invalid_grant`` and it
+  signs in again, which an editor approves on the consent page.
+* **Short-lived access tokens**: ``GATEWAY_OAUTH_ACCESS_MINUTES``; the grant is read on every
+  check, so a revoked grant is refused at the very next call (no cache).
+* **Last use**: written at most once a minute per grant (a conditional UPDATE), so a busy
+  client adds one write a minute, not one per call.
+
+Every token is 32 random bytes as URL-safe text, stored only as SHA-256
+(:mod:`gateway.ledger.oauth_models`). ``now`` is naive UTC (:func:`gateway.ledger.db.utcnow`
+when None) so that tests drive the clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+
+from gateway.core.digests import sha256_hex
+from gateway.ledger import db
+from gateway.ledger.oauth_models import OAuthCode
+from gateway.ledger.oauth_models import OAuthGrant
+from gateway.ledger.oauth_models import OAuthToken
+from gateway.tenancy import grants
+
+ACCESS = "access"
+REFRESH = "refresh"
+LAST_USE_EVERY = dt.timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """How long what :func:`redeem_code` and :func:`rotate` issue stays valid."""
+
+    access: dt.timedelta
+    refresh: dt.timedelta
+
+
+@dataclass(frozen=True)
+class Issued:
+    """An access token and its refresh token (RFC 6749 §5.1), ``expires_in`` in seconds."""
+
+    access_token: str
+    refresh_token: str
+    expires_in: int
+    scopes: list[str]
+    grant_id: int
+
+
+@dataclass(frozen=True)
+class CodeView:
+    """What the token endpoint checks of a code before redeeming it (no secret): its client,
+    redirect URI, PKCE challenge, expiry (POSIX seconds), the grant's scopes and resource."""
+
+    client_id: str
+    redirect_uri: str
+    redirect_uri_explicit: bool
+    code_challenge: str
+    expires_at: float
+    scopes: list[str]
+    resource: str
+    grant_id: int
+
+
+@dataclass(frozen=True)
+class GrantAccess:
+    """Who an access or refresh token speaks for: a live grant's tenant, sites and scopes,
+    its client, the resource the token was issued for, the token's expiry (POSIX seconds)
+    and the grant's stable caller key (``principal_hash``, not a secret)."""
+
+    grant_id: int
+    tenant: str
+    sites: frozenset[str]
+    scopes: list[str]
+    client_id: str
+    resource: str
+    expires_at: float
+    principal_hash: str
+
+
+def _now(now: dt.datetime | None) -> dt.datetime:
+    return now if now is not None else db.utcnow()
+
+
+def _posix(moment: dt.datetime) -> float:
+    return moment.replace(tzinfo=dt.UTC).timestamp()
+
+
+def code_view(code: str, now: dt.datetime | None = None) -> CodeView | None:
+    """The code ``code`` for the token endpoint's checks, or None: unknown, its grant revoked,
+    or used already - and then its grant is revoked now (a code presented twice)."""
+    row = OAuthCode.get_or_none(OAuthCode.code_hash == sha256_hex(code))
+    if row is None:
+        return None
+    if row.used_at is not None:
+        grants.revoke(row.grant_id, "code-reused", now)
+        return None
+    grant = grants.live(row.grant_id)
+    if grant is None:
+        return None
+    return CodeView(
+        row.client_id,
+        row.redirect_uri,
+        row.redirect_uri_explicit,
+        row.code_challenge,
+        _posix(row.expires_at),
+        list(grant.scopes),
+        grant.resource,
+        grant.id,
+    )
+
+
+def _issue(grant: OAuthGrant, lifetimes: Lifetimes, now: dt.datetime) -> Issued:
+    access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    OAuthToken.insert_many(
+        [
+            {
+                "token_hash": sha256_hex(access),
+                "kind": ACCESS,
+                "grant_id": grant.id,
+                "expires_at": now + lifetimes.access,
+                "created_at": now,
+            },
+            {
+                "token_hash": sha256_hex(refresh),
+                "kind": REFRESH,
+                "grant_id": grant.id,
+                "expires_at": now + lifetimes.refresh,
+                "created_at": now,
+            },
+        ]
+    ).execute()
+    seconds = int(lifetimes.access.total_seconds())
+    return Issued(access, refresh, seconds, list(grant.scopes), grant.id)
+
+
+def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> Issued | None:
+    """Redeem ``code`` once for an access and a refresh token (after the token endpoint's
+    checks of :func:`code_view`). None when another request redeemed it first (and then its
+    grant is revoked: a code presented twice), when it expired, or its grant was revoked."""
+    now = _now(now)
+    key = sha256_hex(code)
+    with db.atomic():
+        won = (
+            OAuthCode.update(used_at=now)
+            .where(
+                OAuthCode.code_hash == key,
+                OAuthCode.used_at.is_null(),
+                OAuthCode.expires_at > now,
+            )
+            .execute()
+        )
+        row = OAuthCode.get_or_none(OAuthCode.code_hash == key)
+        if row is None:
+            return None
+        grant = grants.live(row.grant_id)
+        if won == 1 and grant is not None:
+            return _issue(grant, lifetimes, now)
+    if won == 0 and row.used_at is not None:  # redeemed by another request: reuse
+        grants.revoke(row.grant_id, "code-reused", now)
+    return None
+
+
+def refresh_view(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
+    """The refresh token ``token`` for the token endpoint's checks, or None: unknown,
+    expired, its grant revoked, or used already - and then its grant is revoked now (a
+    rotated refresh token presented again)."""
+    return _view(token, REFRESH, _now(now))
+
+
+def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> Issued | None:
+    """Use the refresh token ``token`` once: a new access token and a new refresh token.
+    None when it was used already (by a racing request too: its grant is then revoked),
+    expired, or its grant was revoked."""
+    now = _now(now)
+    key = sha256_hex(token)
+    with db.atomic():
+        won = (
+            OAuthToken.update(used_at=now)
+            .where(
+                OAuthToken.token_hash == key,
+                OAuthToken.kind == REFRESH,
+                OAuthToken.used_at.is_null(),
+                OAuthToken.expires_at > now,
+            )
+            .execute()
+        )
+        row = OAuthToken.get_or_none(OAuthToken.token_hash == key, OAuthToken.kind == REFRESH)
+        if row is None:
+            return None
+        grant = grants.live(row.grant_id)
+        if won == 1 and grant is not None:
+            return _issue(grant, lifetimes, now)
+    if won == 0 and row.used_at is not None:  # used by another request: reuse
+        grants.revoke(row.grant_id, "refresh-reused", now)
+    return None
+
+
+def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
+    """Who the access token ``token`` speaks for, or None (unknown, expired, or its grant
+    revoked). Notes the grant's last use, at most once a minute."""
+    now = _now(now)
+    seen = _view(token, ACCESS, now)
+    if seen is not None:
+        OAuthGrant.update(last_used_at=now).where(
+            OAuthGrant.id == seen.grant_id,
+            (OAuthGrant.last_used_at.is_null()) | (OAuthGrant.last_used_at < now - LAST_USE_EVERY),
+        ).execute()
+    return seen
+
+
+def _view(token: str, kind: str, now: dt.datetime) -> GrantAccess | None:
+    row = OAuthToken.get_or_none(
+        OAuthToken.token_hash == sha256_hex(token), OAuthToken.kind == kind
+    )
+    if row is None or row.expires_at <= now:
+        return None
+    if row.used_at is not None:  # only refresh tokens are ever used
+        grants.revoke(row.grant_id, "refresh-reused", now)
+        return None
+    grant = grants.live(row.grant_id)
+    if grant is None:
+        return None
+    return GrantAccess(
+        grant.id,
+        grant.tenant,
+        frozenset(grant.sites),
+        list(grant.scopes),
+        grant.client_id,
+        grant.resource,
+        _posix(row.expires_at),
+        grant.principal_hash,
+    )
+
+
+def revoke_token(token: str, client_id: str, now: dt.datetime | None = None) -> bool:
+    """RFC 7009 revocation by the client ``client_id``: an access or refresh token of one of
+    its grants ends the grant's whole family. False when the token is unknown or another
+    client's (RFC 7009 §2.2: the endpoint answers 200 either way)."""
+    row = OAuthToken.get_or_none(OAuthToken.token_hash == sha256_hex(token))
+    if row is None:
+        return False
+    grant = OAuthGrant.get_or_none(OAuthGrant.id == row.grant_id)
+    if grant is None or grant.client_id != client_id:
+        return False
+    return grants.revoke(grant.id, "client-revoked", now)
