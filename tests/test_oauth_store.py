@@ -45,8 +45,16 @@ def _approved(client_id: str = "https://app.example/client.json", now=T0) -> str
         dt.timedelta(minutes=15),
         now=now,
     )
+    assert grants.claim(pending_id, "editor-1-hash", now) is not None
     decision = grants.approve(
-        pending_id, "acme", ["blog"], "editor-1", "App", dt.timedelta(seconds=60), now=now
+        pending_id,
+        "editor-1-hash",
+        "acme",
+        ["blog"],
+        "editor-1",
+        "App",
+        dt.timedelta(seconds=60),
+        now=now,
     )
     assert decision is not None and decision.state == "s1"
     return decision.code
@@ -70,19 +78,26 @@ def _race(calls: list) -> list:
     return results
 
 
-def test_a_pending_authorisation_is_decided_once_and_scopes_are_clamped(ledger):
+def test_a_pending_authorisation_is_claimed_by_one_editor_and_decided_once(ledger):
     pending_id = grants.open_pending(
         "c", "https://x/cb", True, "ch", RESOURCE, ["admin"], None, dt.timedelta(minutes=15), T0
     )
     assert grants.pending(pending_id, T0).scopes == ["gateway:tools"]  # clamped, not refused
-    assert grants.approve(pending_id, "acme", ["blog"], "e", "C", dt.timedelta(60), T0)
-    assert grants.approve(pending_id, "acme", ["blog"], "e", "C", dt.timedelta(60), T0) is None
-    assert grants.deny(pending_id, T0) is None and grants.pending(pending_id, T0) is None
+    minute = dt.timedelta(seconds=60)
+    assert grants.claim(pending_id, "editor-a", T0) is not None
+    assert grants.claim(pending_id, "editor-b", T0) is None  # another editor, any tenant
+    assert grants.approve(pending_id, "editor-b", "other", ["x"], "b", "C", minute, T0) is None
+    assert grants.deny(pending_id, "editor-b", T0) is None
+    assert grants.approve(pending_id, "editor-a", "acme", ["blog"], "a", "C", minute, T0)
+    assert grants.approve(pending_id, "editor-a", "acme", ["blog"], "a", "C", minute, T0) is None
+    assert grants.deny(pending_id, "editor-a", T0) is None
+    assert grants.pending(pending_id, T0) is None
     late = grants.open_pending(
         "c", "https://x/cb", True, "ch", RESOURCE, [], None, dt.timedelta(minutes=15), T0
     )
-    assert grants.pending(late, T0 + dt.timedelta(minutes=16)) is None
-    assert grants.deny(late, T0 + dt.timedelta(minutes=16)) is None
+    later = T0 + dt.timedelta(minutes=16)
+    assert grants.claim(late, "editor-a", later) is None
+    assert grants.deny(late, "editor-a", later) is None
     assert OAuthGrant.select().count() == 1
 
 

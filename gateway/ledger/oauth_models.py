@@ -46,7 +46,9 @@ class OAuthPending(BaseModel):
     """An authorisation request waiting for an editor's decision (``GET /authorize`` made
     it; the consent page decides it): single use (``used_at``), short-lived. Only the
     SHA-256 of its id is stored; the id travels in the consent page's URL and the editor's
-    server-side session, never in a ``next=`` URL or a hidden field."""
+    server-side session, never in a ``next=`` URL or a hidden field. The first editor who
+    opens it claims it (``claimed_by``, the SHA-256 of their token): no other editor, of this
+    tenant or another, can decide it after."""
 
     id_hash = TextField(unique=True)
     client_id = TextField()
@@ -56,6 +58,7 @@ class OAuthPending(BaseModel):
     resource = TextField()
     scopes = JSONField()
     state = TextField(null=True)
+    claimed_by = TextField(null=True)
     created_at = DateTimeField(default=utcnow)
     expires_at = DateTimeField(index=True)
     used_at = DateTimeField(null=True)

@@ -92,9 +92,23 @@ def pending(pending_id: str, now: dt.datetime | None = None) -> OAuthPending | N
     )
 
 
-def _take(pending_id: str, now: dt.datetime) -> OAuthPending | None:
-    """Decide ``pending_id`` once: a conditional UPDATE of ``used_at``; None when it was
-    decided already, expired, or never existed."""
+def claim(pending_id: str, editor_hash: str, now: dt.datetime | None = None) -> OAuthPending | None:
+    """The editor whose token's SHA-256 is ``editor_hash`` opens the request: the first one
+    claims it (a conditional UPDATE). The request, or None when it is decided, expired,
+    unknown, or claimed by another editor."""
+    now = _now(now)
+    key = sha256_hex(pending_id)
+    OAuthPending.update(claimed_by=editor_hash).where(
+        OAuthPending.id_hash == key, OAuthPending.claimed_by.is_null()
+    ).execute()
+    found = pending(pending_id, now)
+    return found if found is not None and found.claimed_by == editor_hash else None
+
+
+def _take(pending_id: str, editor_hash: str, now: dt.datetime) -> OAuthPending | None:
+    """Decide ``pending_id`` once, as the editor who claimed it: a conditional UPDATE of
+    ``used_at``; None when it was decided already, expired, claimed by another editor, or
+    never existed."""
     key = sha256_hex(pending_id)
     taken = (
         OAuthPending.update(used_at=now)
@@ -102,6 +116,7 @@ def _take(pending_id: str, now: dt.datetime) -> OAuthPending | None:
             OAuthPending.id_hash == key,
             OAuthPending.used_at.is_null(),
             OAuthPending.expires_at > now,
+            OAuthPending.claimed_by == editor_hash,
         )
         .execute()
     )
@@ -110,6 +125,7 @@ def _take(pending_id: str, now: dt.datetime) -> OAuthPending | None:
 
 def approve(
     pending_id: str,
+    editor_hash: str,
     tenant: str,
     sites: list[str],
     approved_by: str,
@@ -117,13 +133,13 @@ def approve(
     code_lifetime: dt.timedelta,
     now: dt.datetime | None = None,
 ) -> Decision | None:
-    """An editor of ``tenant`` approves the request: a grant for ``sites`` (names of the
-    tenant's sites, checked by the caller) and one authorization code for it, valid for
-    ``code_lifetime``. None when the request was decided already or expired (nothing made).
-    """
+    """The editor who claimed the request (``editor_hash``, :func:`claim`), of ``tenant``,
+    approves it: a grant for ``sites`` (names of the tenant's sites, checked by the caller)
+    and one authorization code for it, valid for ``code_lifetime``. None when the request was
+    decided already, expired or is another editor's (nothing made)."""
     now = _now(now)
     with db.atomic():
-        request = _take(pending_id, now)
+        request = _take(pending_id, editor_hash, now)
         if request is None:
             return None
         grant = OAuthGrant.create(
@@ -150,10 +166,11 @@ def approve(
     return Decision(request.redirect_uri, code, request.state)
 
 
-def deny(pending_id: str, now: dt.datetime | None = None) -> Decision | None:
-    """An editor denies the request: the client's redirect (``error=access_denied`` is the
-    caller's to add), or None when it was decided already or expired."""
-    request = _take(pending_id, _now(now))
+def deny(pending_id: str, editor_hash: str, now: dt.datetime | None = None) -> Decision | None:
+    """The editor who claimed the request denies it: the client's redirect
+    (``error=access_denied`` is the caller's to add), or None when it was decided already,
+    expired or is another editor's."""
+    request = _take(pending_id, editor_hash, _now(now))
     if request is None:
         return None
     return Decision(request.redirect_uri, None, request.state)
