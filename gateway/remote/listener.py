@@ -200,7 +200,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise config_module.ConfigError("GATEWAY_MCP_LISTEN is empty: no listener to start")
     app = asgi_app(cfg, create_app())
     log.info("remote MCP listener at %s (bound to %s:%s)", where.resource, where.host, where.port)
-    uvicorn.run(app, host=where.host, port=where.port, log_level="warning", log_config=None)
+    # its lines through the gateway's format; no access log (a path may carry OAuth parameters,
+    # and each tool call writes the API's own request line)
+    uvicorn.run(
+        app,
+        host=where.host,
+        port=where.port,
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover - run by gateway serve
