@@ -277,6 +277,7 @@ class Gateway:
             "GATEWAY_DATABASE_URL": self.db_url,
             "GATEWAY_SECRET_KEY": self.secret,
             "GATEWAY_WP_TIMEOUT": "30",  # the fair shares stay as shipped (issue 39)
+            "GATEWAY_MCP_LISTEN": "",  # the API's figures alone (several servers at once)
             **(env or {}),
         }
         self.workers = workers

@@ -673,7 +673,11 @@ def report_command(tenant):
     click.echo(json.dumps(result, indent=2, ensure_ascii=False))
 
 
-@cli.command("serve", with_appcontext=False)
+@cli.command(
+    "serve",
+    with_appcontext=False,
+    short_help="Serve the gateway: granian workers, the sweep, the agent and MCP listener.",
+)
 @click.option("--host", default="127.0.0.1", help="The address to listen on (loopback by default).")
 @click.option("--port", default=8000, type=int, help="The TCP port to listen on.")
 @click.option(
@@ -717,7 +721,9 @@ def report_command(tenant):
 )
 def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format, share_port):
     """Serve the gateway with granian (several workers, one background sweep, one agent
-    worker)."""
+    worker) and start the remote MCP listener beside it: the MCP tools at
+    http://GATEWAY_MCP_LISTEN/mcp (default 127.0.0.1:8001; empty = none), an OAuth resource
+    server whose issuer is GATEWAY_PUBLIC_URL, restarted if it dies (docs/mcp.md)."""
     from gateway.core.listening import PortInUse
     from gateway.server import run
 

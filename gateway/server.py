@@ -15,9 +15,12 @@ and connection handling are Rust, outside the GIL): ``benchmarks/stack_floor.py`
   thread (:func:`gateway.actions.notifications.deliver_forever`, started as the worker loads
   the app), so no API request ever waits for a tenant's receiver.
 * **The main process** runs one background reconciliation sweep for the whole server (a
-  short child process every ``sweep_interval``) and, when ``GATEWAY_OPENAI_API_KEY`` is set,
-  one agent worker (``gateway worker``, a child process): both started by the server's
-  startup hook and stopped by its shutdown hook, after the workers have stopped.
+  short child process every ``sweep_interval``), when ``GATEWAY_OPENAI_API_KEY`` is set one
+  agent worker (``gateway worker``, a child process), and when ``GATEWAY_MCP_LISTEN`` is set
+  the remote MCP listener (:mod:`gateway.remote.listener`, a child process served by uvicorn:
+  granian serves one interface per server, and the API stays WSGI), restarted when it dies:
+  all started by the server's startup hook and stopped by its shutdown hook, after the
+  workers have stopped.
 * **Stopping.** SIGTERM or SIGINT: the workers stop accepting, finish the requests they are
   serving and exit; a worker still busy after ``GATEWAY_WP_TIMEOUT + 5`` seconds is killed
   (granian's ``workers_kill_timeout``, gunicorn's ``graceful_timeout`` before).
@@ -48,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from granian.constants import HTTPModes
 from granian.constants import Interfaces
@@ -61,26 +65,42 @@ from gateway.core import logs
 #: the same).
 SERVER = "granian"
 APP_FACTORY = "gateway.app:create_app"
+LISTENER_MAX_PAUSE = 30.0  # seconds at most between restarts of a listener that keeps dying
 
 
 class Background:
-    """What the main process runs beside the workers: the sweep thread and the agent worker.
+    """What the main process runs beside the workers: the sweep thread, the agent worker and
+    the remote MCP listener (``listener``: its command, None for none).
 
     :meth:`start` is the server's startup hook, :meth:`stop` its shutdown hook (called after
     the workers have stopped)."""
 
-    def __init__(self, sweep_interval: float, agent_worker: bool, metrics_dir: str | None):
+    def __init__(
+        self,
+        sweep_interval: float,
+        agent_worker: bool,
+        metrics_dir: str | None,
+        listener: list[str] | None = None,
+    ):
         self.sweep_interval = sweep_interval
         self.agent_worker = agent_worker
         self.metrics_dir = metrics_dir
+        self.listener = listener
         self._worker: subprocess.Popen | None = None
+        self._listener: subprocess.Popen | None = None
         self._stop = threading.Event()
 
     def start(self) -> None:
-        """Start the agent worker (a child process) and the sweep thread, as configured."""
+        """Start the agent worker and the listener (child processes, the listener watched by
+        a thread that restarts it) and the sweep thread, as configured."""
         if self.agent_worker:
             # Its own process, like the sweep: the main process never holds a ledger connection.
             self._worker = subprocess.Popen([sys.executable, "-m", "gateway.cli", "worker"])
+        if self.listener:
+            self._listener = subprocess.Popen(self.listener)
+            threading.Thread(
+                target=self._watch_listener, name="gateway-listener", daemon=True
+            ).start()
         if self.sweep_interval > 0:
             threading.Thread(
                 target=sweep_forever,
@@ -89,16 +109,39 @@ class Background:
                 daemon=True,
             ).start()
 
+    def _watch_listener(self) -> None:
+        """Restart the listener when it exits before :meth:`stop`: after 1 s, doubling up to
+        :data:`LISTENER_MAX_PAUSE` while it keeps dying within a minute of its start."""
+        log = logging.getLogger("gateway.listener")
+        pause = 1.0
+        while not self._stop.wait(0.5):
+            process = self._listener
+            if process is None or process.poll() is None:
+                continue
+            log.error("the remote MCP listener exited (%s); restarting it in %.0f s",
+                      process.returncode, pause)  # fmt: skip
+            if self._stop.wait(pause):
+                return
+            started = time.monotonic()
+            self._listener = subprocess.Popen(self.listener)
+            while self._listener.poll() is None and not self._stop.wait(0.5):
+                if time.monotonic() - started > 60:
+                    pause = 1.0
+                    break
+            else:
+                pause = min(LISTENER_MAX_PAUSE, pause * 2)
+
     def stop(self) -> None:
-        """Stop the sweep, the agent worker (SIGTERM, SIGKILL after 15 s) and remove the
-        metrics directory."""
+        """Stop the sweep, the agent worker and the listener (SIGTERM, SIGKILL after 15 s)
+        and remove the metrics directory."""
         self._stop.set()
-        if self._worker is not None and self._worker.poll() is None:
-            self._worker.terminate()
-            try:
-                self._worker.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._worker.kill()
+        for child in (self._worker, self._listener):
+            if child is not None and child.poll() is None:
+                child.terminate()
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
         if self.metrics_dir:
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
@@ -181,9 +224,13 @@ def run(
     Raises:
         ConfigError: configuration is invalid (checked before any worker starts).
         LedgerError: no ledger, or an outdated one (``gateway init-db`` first).
-        PortInUse: something listens on ``host:port`` already (without ``share_port``).
+        PortInUse: something listens on ``host:port`` already (without ``share_port``), or on
+            ``GATEWAY_MCP_LISTEN``'s.
     """
+    from gateway.remote import settings as remote_settings
+
     cfg = config_module.load()
+    remote = remote_settings.of(cfg)
     logs.configure(log_format)
     from gateway.ledger import db
     from gateway.ledger import migrations
@@ -193,9 +240,19 @@ def run(
     db.close_all()  # no connection may cross the fork into the workers
     if not share_port:
         listening.refuse_busy_port(host, port)
+    listener = None
+    if remote is not None:
+        if not share_port:  # beside another server: give each its own GATEWAY_MCP_LISTEN
+            try:
+                listening.refuse_busy_port(remote.host, remote.port)
+            except listening.PortInUse as error:
+                raise listening.PortInUse(
+                    f"the remote MCP listener (GATEWAY_MCP_LISTEN, empty = none): {error}"
+                ) from None
+        listener = [sys.executable, "-m", "gateway.remote.listener", "--log-format", log_format]
     agent = agent_worker and bool(cfg.openai_api_key)
     os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
-    background = Background(sweep_interval, agent, metrics_directory())
+    background = Background(sweep_interval, agent, metrics_directory(), listener)
     server = Server(
         APP_FACTORY,
         address=host,

@@ -86,6 +86,7 @@ class Demo:
             "GATEWAY_DATABASE_URL": f"sqlite:///{self.workdir}/ledger.db",
             "GATEWAY_SECRET_KEY": secrets.token_urlsafe(32),
             "GATEWAY_WP_TIMEOUT": "10",
+            "GATEWAY_MCP_LISTEN": "",  # the demo's own server: no listener beside a user's own
         }
         self.proxy = FaultProxy(site["url"])
         self.server: subprocess.Popen | None = None

@@ -53,6 +53,11 @@ from gateway import composition  # noqa: F401 - every registry complete, as in e
 from gateway.ledger.db import database
 from gateway_tools.fault_proxy import FaultProxy
 
+# Every ``gateway serve`` a test starts runs without the remote MCP listener (whose default
+# port, 8001, parallel servers would share) unless the test sets GATEWAY_MCP_LISTEN itself
+# (tests/test_remote_mcp.py gives its server a free port).
+os.environ["GATEWAY_MCP_LISTEN"] = ""
+
 pytest_plugins = ["timings"]  # per-test wall and CPU time for the CI's report (tests/timings.py)
 
 # --------------------------------------------------------------------------- hooks

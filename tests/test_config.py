@@ -87,7 +87,22 @@ REFUSED = [
      "seconds), got 'x/60'"),
     ("GATEWAY_PUBLIC_URL", "gw.example", "GATEWAY_PUBLIC_URL must start with http:// or "
      "https://, got 'gw.example'"),
+    ("GATEWAY_MCP_LISTEN", "8001", "GATEWAY_MCP_LISTEN must look like 127.0.0.1:8001 (or be "
+     "empty), got '8001'"),
 ]  # fmt: skip
+
+
+def test_a_listener_on_a_public_address_needs_the_public_url():
+    from gateway.remote import settings
+
+    env = {"GATEWAY_SECRET_KEY": "k", "GATEWAY_MCP_LISTEN": "0.0.0.0:8001"}
+    with pytest.raises(config.ConfigError, match="set GATEWAY_PUBLIC_URL"):
+        settings.of(config.load(env))
+    behind = settings.of(config.load({**env, "GATEWAY_PUBLIC_URL": "https://gw.example/"}))
+    assert (behind.issuer, behind.resource) == ("https://gw.example", "https://gw.example/mcp")
+    assert settings.of(config.load({**env, "GATEWAY_MCP_LISTEN": ""})) is None
+    loopback = settings.of(config.load({"GATEWAY_SECRET_KEY": "k"}))
+    assert loopback.resource == "http://127.0.0.1:8001/mcp"
 
 
 @pytest.mark.parametrize(("variable", "text", "message"), REFUSED)
@@ -111,6 +126,8 @@ def test_every_variable_is_read():
             text = "one,two"
         elif setting.env.endswith("_URL") and setting.kind is str:
             text = "https://gw.example"
+        elif setting.env.endswith("_LISTEN"):
+            text = "127.0.0.1:9"
         loaded = config.load({"GATEWAY_SECRET_KEY": "k", setting.env: text})
         assert getattr(loaded, setting.name) != setting.default, setting.env
 

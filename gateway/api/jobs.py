@@ -10,6 +10,7 @@ from gateway.actions import drafts
 from gateway.actions import media
 from gateway.actions import publishing
 from gateway.agents import sessions
+from gateway.api import grant_limits
 from gateway.api import job_views
 from gateway.api.common import action_answer
 from gateway.api.common import job_of_path as _job
@@ -87,6 +88,7 @@ def put_job(job_id: str):
     """Create the job (201), return it unchanged (200), or bump its task version."""
     validation.check_identifier(job_id, validation.JOB_ID, "/job_id", "job_id")
     body = json_body("job")
+    grant_limits.check_site(g.principal, body["site"])
     session_id = body.get("session_id")
     if session_id:
         sessions.check_free(g.principal.tenant, job_id, session_id)

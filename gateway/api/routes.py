@@ -21,6 +21,7 @@ from gateway.api import articles
 from gateway.api import budgets
 from gateway.api import editorial
 from gateway.api import follow_up
+from gateway.api import grant_limits
 from gateway.api import health
 from gateway.api import jobs
 from gateway.api import report
@@ -34,6 +35,7 @@ from gateway.api.http import config
 from gateway.api.http import problem_response
 from gateway.core import exceptions as exc
 from gateway.core import logs
+from gateway.core.callers import PRINCIPAL_ENVIRON
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.operations import refusals
@@ -53,20 +55,26 @@ request_log = logging.getLogger("gateway.http")
 
 
 def _authenticate():
+    """The caller of a ``/v1`` request (webhooks aside): the principal an in-process caller put
+    in the environ (:data:`gateway.core.callers.PRINCIPAL_ENVIRON`; a remote client cannot
+    set it), else the one of the bearer token. From here on one path for both: the rate key
+    is the principal's ``token_hash``, and its limits are checked
+    (:mod:`gateway.api.grant_limits`)."""
     if not request.path.startswith("/v1/") or request.path.startswith("/v1/webhooks/"):
         return None
-    header = request.headers.get("Authorization", "")
-    principal = None
-    secret = header[7:].strip() if header.startswith("Bearer ") else ""
-    if secret:
-        principal = tokens.authenticate(secret)
+    principal = request.environ.get(PRINCIPAL_ENVIRON)
+    if not isinstance(principal, tokens.Principal):
+        header = request.headers.get("Authorization", "")
+        secret = header[7:].strip() if header.startswith("Bearer ") else ""
+        principal = tokens.authenticate(secret) if secret else None
     if principal is None:
         return problem_response(refuse_unauthenticated())
     g.principal = principal
-    g.token_hash = tokens.rate_key(secret)  # the token's SHA-256, never the token
+    g.token_hash = principal.token_hash  # the token's SHA-256 (a grant's own), never a token
     logs.bind(tenant=principal.tenant)
-    rate_limits.count_request(config(), tokens.rate_key(secret))
+    rate_limits.count_request(config(), principal.token_hash)
     tenant_shares.note_caller(principal.tenant)  # its share: at the first slow step
+    grant_limits.check(principal)
     return None
 
 

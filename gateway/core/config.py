@@ -128,6 +128,18 @@ def _public_url(raw: str | None, default: str, variable: str) -> str:
     return raw
 
 
+def _listen(raw: str | None, default: str, variable: str) -> str:
+    """``host:port`` (``[::1]:8001`` for IPv6), or empty (off); unset: the default."""
+    raw = (default if raw is None else raw).strip()
+    if not raw:
+        return ""
+    host, _, port = raw.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{variable} must look like 127.0.0.1:8001 (or be empty), got {raw!r}")
+    return raw
+
+
 def _words(raw: str | None, default: frozenset[str], variable: str) -> frozenset[str]:
     """A comma-separated list as a set of trimmed entries; unset: the default."""
     if raw is None:
@@ -228,7 +240,11 @@ SETTINGS: tuple[Setting, ...] = (
       "every worker; None = no limit."),
     S("public_url", str, "GATEWAY_PUBLIC_URL", _public_url, "",
       "the URL users reach the gateway at; ``https://`` makes the review page's cookies "
-      "``Secure``."),
+      "``Secure``. The remote MCP listener's issuer too, its resource ``<public_url>/mcp`` "
+      "(empty: ``http://<mcp_listen>``, for loopback)."),
+    S("mcp_listen", str, "GATEWAY_MCP_LISTEN", _listen, "127.0.0.1:8001",
+      "``host:port`` where ``gateway serve`` starts its remote MCP listener (``/mcp``, its "
+      "OAuth metadata; :mod:`gateway.remote`); empty = no listener."),
     S("proxy_hops", int, "GATEWAY_PROXY_HOPS", _count, 0,
       "proxies in front of the gateway whose ``X-Forwarded-*`` headers are trusted "
       "(werkzeug's ``ProxyFix``); 0 trusts none."),

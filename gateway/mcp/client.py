@@ -1,7 +1,14 @@
-"""The MCP server's calls to the gateway's HTTP API (docs/api.md), with ``requests``.
+"""The MCP tools' calls to the gateway's HTTP API (docs/api.md): one tool layer, two adapters.
 
-Every call carries the caller's gateway token (``Authorization: Bearer``) and, when the MCP
-client gave one, its request key (``Idempotency-Key``, docs/api.md "Client request keys").
+* :class:`HttpTransport` (``gateway mcp``, stdio and its streamable HTTP): ``requests`` to
+  the gateway's URL; the caller is a gateway token, sent as ``Authorization: Bearer``.
+* :class:`WsgiTransport` (the remote MCP listener of ``gateway serve``, :mod:`gateway.remote`):
+  a WSGI call of the gateway's own app, given to it (this package never imports the app); the
+  caller is a principal, put in the request's environ under
+  :data:`gateway.core.callers.PRINCIPAL_ENVIRON`; no token is sent anywhere.
+
+Both share everything else here: every call carries, when the MCP client gave one, its
+request key (``Idempotency-Key``, docs/api.md "Client request keys").
 A 2xx answer is an :class:`Answer`; anything else raises :class:`Problem` with the gateway's
 RFC 9457 body, or one made here when no answer came:
 
@@ -26,24 +33,32 @@ with the same answer as the first one.
 
 Either way for at most :attr:`GatewayAPI.wait_seconds` in all; an answer still "wait" after
 that is handed on (for an operation in flight: ``recover`` is its next step). A waiting call
-holds one of the MCP server's threads, so each caller token may have at most
-:attr:`GatewayAPI.waits_per_token` calls waiting at once, whatever they wait for; a call past
-that gets the "wait" answer at once, with its ``retry_after``, and one caller cannot take the
-threads the other callers of a shared server need (issue 40).
+holds one of the MCP server's threads, so each caller (a token, by its SHA-256; a principal,
+by its ``token_hash``) may have at most :attr:`GatewayAPI.waits_per_token` calls waiting at
+once, whatever they wait for; a call past that gets the "wait" answer at once, with its
+``retry_after``, and one caller cannot take the threads the other callers of a shared server
+need (issue 40).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+from typing import Protocol
 
 import requests
 from urllib3.exceptions import NewConnectionError
+from werkzeug.test import EnvironBuilder
+from werkzeug.test import run_wsgi_app
 
 from gateway.core import states
+from gateway.core.callers import PRINCIPAL_ENVIRON
 from gateway.core.exceptions import PROBLEM_BASE
 
 IN_FLIGHT = "operation-in-progress"
@@ -106,39 +121,162 @@ def _made_here(slug: str, title: str, detail: str) -> Problem:
     )
 
 
-def _retry_after(response: requests.Response) -> int | None:
-    value = response.headers.get("Retry-After", "")
+def _retry_after(value: str | None) -> int | None:
+    value = value or ""
     return int(value) if value.isdigit() else None
 
 
+@dataclass(frozen=True)
+class Reply:
+    """What a transport brings back: the HTTP ``status``, the JSON ``document`` (None when
+    the body is not JSON) and the headers the tool layer reads."""
+
+    status: int
+    document: Any
+    replayed: bool
+    retry_after: int | None
+
+
+class PrincipalLike(Protocol):
+    """What the in-process adapter needs of a caller: the API's own
+    :class:`gateway.tenancy.tokens.Principal` (this package may not import it), whose
+    ``token_hash`` keys the caller's waits."""
+
+    token_hash: str
+
+
+Caller = str | PrincipalLike  # a gateway token (HTTP) or a principal (in process)
+
+
+def caller_key(caller: Caller) -> str:
+    """The name a caller's waits are counted under: a token's SHA-256, a principal's
+    ``token_hash`` (never a token)."""
+    if isinstance(caller, str):
+        return hashlib.sha256(caller.encode()).hexdigest()
+    return caller.token_hash
+
+
+class HttpTransport:
+    """Calls the gateway at ``base_url`` (``http://127.0.0.1:8000``) with ``requests``, the
+    caller's token as ``Authorization: Bearer``; ``timeout``: seconds for one call.
+
+    Raises (from :meth:`send`):
+        Problem: ``gateway-unreachable`` (nothing sent) or ``gateway-connection-lost``.
+    """
+
+    def __init__(self, base_url: str, timeout: float = 120.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+
+    def send(self, caller: Caller, method, path, body, headers: dict) -> Reply:
+        """One request of ``caller`` (a gateway token)."""
+        if not isinstance(caller, str):
+            raise TypeError("the HTTP transport calls with a gateway token")
+        headers = {**headers, "Authorization": f"Bearer {caller}"}
+        try:
+            response = self.session.request(
+                method, self.base_url + path, json=body, headers=headers, timeout=self.timeout
+            )
+        except requests.ConnectionError as error:
+            if _never_sent(error):
+                raise _made_here(
+                    "gateway-unreachable",
+                    "The gateway cannot be reached",
+                    f"no connection to the gateway at {self.base_url}; nothing was sent",
+                ) from None
+            raise _lost(method, path) from None
+        except requests.Timeout:
+            raise _lost(method, path) from None
+        try:
+            document = response.json()
+        except ValueError:
+            document = None
+        return Reply(
+            response.status_code,
+            document,
+            response.headers.get("Idempotent-Replayed") == "true",
+            _retry_after(response.headers.get("Retry-After")),
+        )
+
+
+class WsgiTransport:
+    """Calls a WSGI ``app`` (the gateway's own, :func:`gateway.app.create_app`, made once by
+    whoever runs this) in the calling thread, with the caller's principal in the environ under
+    :data:`PRINCIPAL_ENVIRON` and no ``Authorization`` header: the app authenticates it where
+    it authenticates tokens, and every other step (validation, request keys, shares, rate
+    limits, logs) is the one an HTTP request takes. ``remote_addr``: the client address the
+    app sees (its logs, its per-address limits). Uses werkzeug's public
+    ``EnvironBuilder`` and ``run_wsgi_app``."""
+
+    def __init__(self, app: Callable, remote_addr: str = "127.0.0.1"):
+        self.app = app
+        self.remote_addr = remote_addr
+
+    def send(self, caller: Caller, method, path, body, headers: dict) -> Reply:
+        """One request of ``caller`` (a principal)."""
+        if isinstance(caller, str):
+            raise TypeError("the in-process transport calls with a principal, never a token")
+        target, _, query = path.partition("?")
+        builder = EnvironBuilder(
+            path=target,
+            method=method,
+            query_string=query,
+            headers=headers,
+            data=None if body is None else json.dumps(body),
+            content_type=None if body is None else "application/json",
+            environ_base={PRINCIPAL_ENVIRON: caller, "REMOTE_ADDR": self.remote_addr},
+        )
+        try:
+            environ = builder.get_environ()
+        finally:
+            builder.close()
+        app_iter, status, answer_headers = run_wsgi_app(self.app, environ, buffered=True)
+        try:
+            raw = b"".join(app_iter)
+        finally:
+            getattr(app_iter, "close", lambda: None)()
+        try:
+            document = json.loads(raw) if raw else None
+        except ValueError:
+            document = None
+        return Reply(
+            int(status.split(" ", 1)[0]),
+            document,
+            answer_headers.get("Idempotent-Replayed") == "true",
+            _retry_after(answer_headers.get("Retry-After")),
+        )
+
+
 class GatewayAPI:
-    """The gateway's ``/v1`` API at ``base_url`` (``http://127.0.0.1:8000``).
+    """The gateway's ``/v1`` API through ``transport``: an :class:`HttpTransport`, or a base
+    URL for one (``http://127.0.0.1:8000``), or a :class:`WsgiTransport`.
 
     Args:
-        timeout: seconds for one call (a draft may write, read back and look up).
+        timeout: seconds for one call over HTTP (a draft may write, read back and look up).
         wait_seconds: how long "wait" answers are waited for before they are handed on.
-        waits_per_token: how many calls of one caller token may wait at once.
+        waits_per_token: how many calls of one caller may wait at once.
     """
 
     def __init__(
         self,
-        base_url: str,
+        transport: str | HttpTransport | WsgiTransport,
         timeout: float = 120.0,
         wait_seconds: float = 20.0,
         waits_per_token: int = 4,
     ):
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        if isinstance(transport, str):
+            transport = HttpTransport(transport, timeout)
+        self.transport = transport
         self.wait_seconds = wait_seconds
         self.waits_per_token = waits_per_token
-        self.session = requests.Session()
-        self._waiting: Counter[str] = Counter()  # SHA-256 of a token -> its calls waiting
+        self._waiting: Counter[str] = Counter()  # a caller's key -> its calls waiting
         self._lock = threading.Lock()
 
-    def _start_waiting(self, token: str) -> str | None:
-        """Count one more waiting call of ``token``: its key, or None when the token already
-        has :attr:`waits_per_token` calls waiting."""
-        key = hashlib.sha256(token.encode()).hexdigest()
+    def _start_waiting(self, caller: Caller) -> str | None:
+        """Count one more waiting call of ``caller``: its key (:func:`caller_key`), or None
+        when the caller already has :attr:`waits_per_token` calls waiting."""
+        key = caller_key(caller)
         with self._lock:
             if self._waiting[key] >= self.waits_per_token:
                 return None
@@ -153,20 +291,21 @@ class GatewayAPI:
 
     def call(
         self,
-        token: str,
+        token: Caller,
         method: str,
         path: str,
         body: dict | None = None,
         request_key: str | None = None,
         job_id: str | None = None,
     ) -> Answer:
-        """One API call (JSON in, JSON out) with "wait" answers waited out (the module's
+        """One API call (JSON in, JSON out) of the caller ``token`` (a gateway token over
+        HTTP, a principal in process) with "wait" answers waited out (the module's
         docstring): ``job_id`` names the job whose operations a racing call waits for.
 
         Raises:
             Problem: the gateway refused (its problem body), or no answer came
                 (``gateway-unreachable``, ``gateway-connection-lost``); a "wait" answer still
-                "wait" after :attr:`wait_seconds`, or past the token's
+                "wait" after :attr:`wait_seconds`, or past the caller's
                 :attr:`waits_per_token`, with its ``retry_after``.
         """
         deadline = time.monotonic() + self.wait_seconds
@@ -195,7 +334,7 @@ class GatewayAPI:
             return self._settled(token, job_id, key, deadline)
         return _pause(next(backoff), deadline)
 
-    def _settled(self, token: str, job_id: str, key: str, deadline: float) -> bool:
+    def _settled(self, token: Caller, job_id: str, key: str, deadline: float) -> bool:
         """Read job ``job_id`` (``GET /v1/jobs/{job_id}``) every 0.25 s rising to 1 s until its
         operation ``key`` has left PREPARED/SENT (or is gone). False at ``deadline``."""
         for pause in pauses():
@@ -213,43 +352,22 @@ class GatewayAPI:
         return False  # pragma: no cover - pauses() never ends
 
     def _once(self, token, method, path, body, request_key) -> Answer:
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        headers = {"Accept": "application/json"}
         if request_key is not None:
             headers["Idempotency-Key"] = request_key
-        try:
-            response = self.session.request(
-                method,
-                self.base_url + path,
-                json=body,
-                headers=headers,
-                timeout=self.timeout,
-            )
-        except requests.ConnectionError as error:
-            if _never_sent(error):
-                raise _made_here(
-                    "gateway-unreachable",
-                    "The gateway cannot be reached",
-                    f"no connection to the gateway at {self.base_url}; nothing was sent",
-                ) from None
-            raise _lost(method, path) from None
-        except requests.Timeout:
-            raise _lost(method, path) from None
-        try:
-            document = response.json()
-        except ValueError:
-            document = None
-        if 200 <= response.status_code < 300 and isinstance(document, dict):
-            replayed = response.headers.get("Idempotent-Replayed") == "true"
-            return Answer(response.status_code, document, replayed)
+        reply = self.transport.send(token, method, path, body, headers)
+        document = reply.document
+        if 200 <= reply.status < 300 and isinstance(document, dict):
+            return Answer(reply.status, document, reply.replayed)
         if not isinstance(document, dict) or "type" not in document:
             document = {
                 "type": PROBLEM_BASE + "gateway-answer-unreadable",
                 "title": "The gateway's answer is not a problem document",
-                "status": response.status_code,
-                "detail": f"{method} {path} answered {response.status_code} without JSON",
-                "retryable": response.status_code >= 500,
+                "status": reply.status,
+                "detail": f"{method} {path} answered {reply.status} without JSON",
+                "retryable": reply.status >= 500,
             }
-        raise Problem(document, _retry_after(response))
+        raise Problem(document, reply.retry_after)
 
     def token_valid(self, token: str) -> bool:
         """Whether the gateway knows ``token`` (``GET /v1/jobs?limit=1`` is not a 401).

@@ -52,6 +52,7 @@ from gateway.core import validation
 from gateway.core.exceptions import PROBLEM_BASE
 from gateway.core.version import VERSION
 from gateway.mcp import tools
+from gateway.mcp.client import Caller
 from gateway.mcp.client import GatewayAPI
 from gateway.mcp.client import Problem
 
@@ -89,7 +90,9 @@ def _unauthenticated(detail: str) -> Problem:
 
 class Tokens:
     """Where a call's gateway token comes from: one ``fixed`` token (stdio), or the bearer
-    token of the HTTP request the call came in (streamable HTTP; never a fixed one)."""
+    token of the HTTP request the call came in (streamable HTTP; never a fixed one). The
+    listener of ``gateway serve`` passes its own kind instead (any object whose ``of(ctx)``
+    gives a caller: :class:`gateway.remote.listener.Grants`, principals)."""
 
     def __init__(self, fixed: str | None = None):
         self.fixed = fixed
@@ -132,7 +135,7 @@ def _resource_error(problem: Problem) -> MCPError:
     return MCPError(code=code, message=text)
 
 
-def read_job(api: GatewayAPI, token: str, job_id: str) -> dict:
+def read_job(api: GatewayAPI, token: Caller, job_id: str) -> dict:
     """``gateway://jobs/{job_id}``: ``{"job": GET /v1/jobs/{job_id}, "verification": GET
     .../verification, or None with ``verification_problem`` when there is nothing to verify
     or WordPress cannot be read}``.
@@ -152,7 +155,8 @@ def read_job(api: GatewayAPI, token: str, job_id: str) -> dict:
 
 def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> Server:
     """The MCP server: every tool of :data:`gateway.mcp.tools.SPECS` and the resource
-    template ``gateway://jobs/{job_id}``, calling the gateway at ``api`` with ``tokens``."""
+    template ``gateway://jobs/{job_id}``, calling the gateway at ``api`` as the caller
+    ``tokens.of(ctx)`` gives for each request (a token, or a principal in process)."""
     runner = tools.Runner(api, roots)
     specs = {spec.name: spec for spec in tools.SPECS}
     listed = types.ListToolsResult(

@@ -36,6 +36,7 @@ from gateway.core import states
 from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.mcp.client import Answer
+from gateway.mcp.client import Caller
 from gateway.mcp.client import GatewayAPI
 from gateway.mcp.client import Problem
 
@@ -416,9 +417,12 @@ class Runner:
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
 
-    def run(self, spec: Spec, token: str, arguments: dict, meta_key: str | None) -> CallToolResult:
-        """Call the gateway for tool ``spec`` with the caller's ``token``; the client's request
-        key is the ``idempotency_key`` argument or else ``meta_key`` (from ``_meta``).
+    def run(
+        self, spec: Spec, caller: Caller, arguments: dict, meta_key: str | None
+    ) -> CallToolResult:
+        """Call the gateway for tool ``spec`` as ``caller`` (a gateway token over HTTP, a
+        principal in process: :mod:`gateway.mcp.client`); the client's request key is the
+        ``idempotency_key`` argument or else ``meta_key`` (from ``_meta``).
 
         Raises:
             Problem: the arguments are invalid (nothing sent), or the gateway refused.
@@ -432,7 +436,7 @@ class Runner:
         path = spec.path.format(**names)
         body = self._body(spec, args)
         key = key if spec.writes else None
-        answer = self.api.call(token, spec.method, path, body, key, job_id=job_id)
+        answer = self.api.call(caller, spec.method, path, body, key, job_id=job_id)
         structured = result(spec, job_id, answer)
         # the first result stored under the client's key (the ledger's own replays say so in
         # the body)

@@ -22,12 +22,25 @@ ROLES = ("workflow", "editor", "admin")
 @dataclass(frozen=True)
 class Principal:
     """Who is calling: ``tenant``, ``role``, the token's ``name`` (for audit) and its stored
-    SHA-256 (what an agent session's binding records; never the token)."""
+    SHA-256 (what an agent session's binding records and request rates are counted by; never
+    the token).
+
+    Two limits a grant may carry (a gateway token carries neither):
+
+    * ``sites`` - the sites of the tenant it may work on (None: every site). A job of another
+      site answers as a job of another tenant does (404 ``job-not-found``); starting a job on
+      another site, or any route that is not a job's, is 403 ``forbidden``
+      (:mod:`gateway.api.grant_limits`).
+    * ``tools_only`` - it may call only the routes of the MCP tools
+      (:data:`gateway.core.callers.TOOL_ROUTES`): never approve or publish (403).
+    """
 
     tenant: str
     role: str
     name: str
     token_hash: str = ""
+    sites: frozenset[str] | None = None
+    tools_only: bool = False
 
 
 def create_token(tenant: str, role: str, name: str) -> str:
@@ -73,11 +86,6 @@ def authenticate_hash(token_hash: str) -> Principal | None:
         return None
     tenant, role, name = row
     return Principal(tenant, role, name, token_hash)
-
-
-def rate_key(token: str) -> str:
-    """The name request-rate counters use for ``token``: its stored SHA-256, never the token."""
-    return sha256_hex(token)
 
 
 def revoke_tokens(tenant: str, name: str) -> int:

@@ -1,0 +1,216 @@
+"""The remote MCP listener: the gateway's MCP tools at ``<public>/mcp`` as an OAuth 2.1
+resource server (MCP 2026-07-28 and 2025-11-25 "Authorization"), on the ``mcp`` SDK's public
+``Server.streamable_http_app`` (stateless, JSON answers, its bearer check and its Protected
+Resource Metadata, RFC 9728, at ``/.well-known/oauth-protected-resource/mcp``), served by
+uvicorn in a child process of ``gateway serve`` (:class:`gateway.server.Background` starts it,
+restarts it when it dies and stops it).
+
+Its tools are :func:`gateway.mcp.server.build`'s, one code path with ``gateway mcp``; they
+call the gateway's own app (:func:`gateway.app.create_app`, made once in this process) in
+process, as the principal the bearer token stands for (:class:`Grants`), so no token is passed
+on and validation, request keys, shares, rate limits and logs are the HTTP API's own.
+
+Bearer tokens accepted (:class:`Verifier`): a gateway token of the tenant (first-party, for
+headless clients), and whatever the pluggable ``oauth_principal`` hook accepts (none by
+default: the authorization server, the other half of issue 43, plugs in there and its
+``auth_server_provider``). Every principal here is ``tools_only``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from collections.abc import Sequence
+
+import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+
+from gateway.core import config as config_module
+from gateway.core import logs
+from gateway.ledger.db import database
+from gateway.mcp import server as mcp_server
+from gateway.mcp.client import GatewayAPI
+from gateway.mcp.client import WsgiTransport
+from gateway.remote import settings as remote_settings
+from gateway.remote.address_gate import AddressGate
+from gateway.tenancy import tokens
+from gateway.tenancy.tokens import Principal
+
+log = logging.getLogger(__name__)
+#: The scope every token of this resource carries (the tools: drafts, never publishing); the
+#: metadata lists it (``scopes_supported``) and the bearer check requires it.
+SCOPE = "gateway:tools"
+CLAIM = "gateway_principal"  # the AccessToken claim carrying the principal's fields
+
+OAuthHook = Callable[[str], Principal | None]
+
+
+def no_oauth(_token: str) -> Principal | None:
+    """The default ``oauth_principal`` hook: no OAuth token is known."""
+    return None
+
+
+def claims_of(principal: Principal) -> dict:
+    """The principal's fields as an ``AccessToken`` claim (JSON: ``sites`` sorted or None);
+    its ``token_hash`` is a SHA-256, never a token."""
+    return {
+        CLAIM: {
+            "tenant": principal.tenant,
+            "role": principal.role,
+            "name": principal.name,
+            "token_hash": principal.token_hash,
+            "sites": None if principal.sites is None else sorted(principal.sites),
+            "tools_only": principal.tools_only,
+        }
+    }
+
+
+def principal_of(access: AccessToken) -> Principal:
+    """The principal :func:`claims_of` put in ``access``, always ``tools_only``.
+
+    Raises:
+        KeyError: ``access`` does not carry :data:`CLAIM` (not verified by :class:`Verifier`).
+    """
+    fields = dict(access.claims[CLAIM])
+    sites = fields.pop("sites")
+    fields["tools_only"] = True
+    return Principal(**fields, sites=None if sites is None else frozenset(sites))
+
+
+class Verifier:
+    """The SDK's ``TokenVerifier``: a bearer token to an ``AccessToken`` whose ``resource`` is
+    ``resource`` (this listener's ``/mcp`` URL; the SDK's ``validate_token_resource`` compares
+    it, RFC 8707), ``client_id`` the token's name, ``subject`` its tenant, ``scopes``
+    [:data:`SCOPE`], ``claims`` the principal (:func:`claims_of`); its ``token`` field holds
+    the principal's ``token_hash``, never the token. Looked up on every request (a revoked
+    token or grant is refused at once): a gateway token first
+    (:func:`gateway.tenancy.tokens.authenticate`), then ``oauth_principal``, both in a worker
+    thread inside a ledger connection."""
+
+    def __init__(self, resource: str, oauth_principal: OAuthHook = no_oauth):
+        self.resource = resource
+        self.oauth_principal = oauth_principal
+
+    def _principal(self, token: str) -> Principal | None:
+        with database.connection_context():
+            return tokens.authenticate(token) or self.oauth_principal(token)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The access the bearer ``token`` gives, or None (unknown, revoked, expired)."""
+        if not token.strip():
+            return None
+        principal = await anyio.to_thread.run_sync(self._principal, token.strip())
+        if principal is None:
+            return None
+        return AccessToken(
+            token=principal.token_hash,
+            client_id=principal.name,
+            scopes=[SCOPE],
+            resource=self.resource,
+            subject=principal.tenant,
+            claims=claims_of(principal),
+        )
+
+
+class Grants:
+    """Where a tool call's caller comes from here: the principal of the request's verified
+    token (the SDK's ``get_access_token()``), for :func:`gateway.mcp.server.build`."""
+
+    def of(self, ctx) -> Principal:
+        """The caller of the current request.
+
+        Raises:
+            Problem: ``unauthenticated`` - no verified token (the bearer check lets none
+                through; a guard all the same).
+        """
+        access = get_access_token()
+        if access is None or not (access.claims or {}).get(CLAIM):
+            raise mcp_server._unauthenticated("send 'Authorization: Bearer <token>'")
+        return principal_of(access)
+
+
+def asgi_app(
+    cfg,
+    gateway_app,
+    oauth_principal: OAuthHook = no_oauth,
+    auth_server_provider=None,
+    routes: Sequence = (),
+):
+    """The listener's ASGI app: the SDK's streamable HTTP app at ``/mcp`` (stateless, JSON),
+    Host and Origin checked (:func:`gateway.mcp.server.transport_security`: the loopback
+    names when bound there, and the public URL's host), bearer tokens through
+    :class:`Verifier` (401 with ``WWW-Authenticate: Bearer ... resource_metadata="..."``
+    otherwise), the Protected Resource Metadata naming the issuer, the authorization
+    server's routes when ``auth_server_provider`` is given, ``routes`` added; all but
+    ``/mcp`` behind :class:`gateway.remote.address_gate.AddressGate`. ``gateway_app``: the
+    WSGI app the tools call.
+
+    Raises:
+        ConfigError: see :func:`gateway.remote.settings.of`; or no listener configured.
+    """
+    where = remote_settings.of(cfg)
+    if where is None:
+        raise config_module.ConfigError("GATEWAY_MCP_LISTEN is empty: no listener to build")
+    api = GatewayAPI(WsgiTransport(gateway_app))
+    server = mcp_server.build(api, Grants())
+    security = mcp_server.transport_security(
+        where.host, allow_hosts=(where.public_host,), allow_origins=(where.public_origin,)
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=remote_settings.MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        host=where.host,
+        auth=AuthSettings(
+            issuer_url=where.issuer,
+            resource_server_url=where.resource,
+            validate_token_resource=True,
+            required_scopes=[SCOPE],
+        ),
+        token_verifier=Verifier(where.resource, oauth_principal),
+        auth_server_provider=auth_server_provider,
+        custom_starlette_routes=list(routes),
+    )
+    return AddressGate(app, cfg, token_path=remote_settings.MCP_PATH)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The listener process (``python -m gateway.remote.listener --log-format json``): the
+    configuration, the gateway's app (ledger bound, checked), then uvicorn on
+    ``GATEWAY_MCP_LISTEN`` until SIGTERM or SIGINT.
+
+    Raises:
+        ConfigError, LedgerError: as :func:`gateway.app.create_app`; see :func:`asgi_app`.
+    """
+    import uvicorn
+
+    from gateway.app import create_app
+
+    parser = argparse.ArgumentParser(prog="gateway-mcp-listener")
+    parser.add_argument("--log-format", choices=logs.FORMATS, default="json")
+    options = parser.parse_args(argv)
+    logs.configure(options.log_format)
+    cfg = config_module.load()
+    where = remote_settings.of(cfg)
+    if where is None:
+        raise config_module.ConfigError("GATEWAY_MCP_LISTEN is empty: no listener to start")
+    app = asgi_app(cfg, create_app())
+    log.info("remote MCP listener at %s (bound to %s:%s)", where.resource, where.host, where.port)
+    # its lines through the gateway's format; no access log (a path may carry OAuth parameters,
+    # and each tool call writes the API's own request line)
+    uvicorn.run(
+        app,
+        host=where.host,
+        port=where.port,
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - run by gateway serve
+    main()
