@@ -26,7 +26,9 @@ give what the gateway guarantees.
   only (a missing ``token_endpoint_auth_method`` is replaced by ``none``, RFC 7591 §3.2.1
   lets the server replace values and the answer says so; any other is refused before the SDK
   would mint a secret).
-* ``POST /revoke`` (RFC 7009): the SDK's handler; revoking ends the grant's family.
+* ``POST /revoke`` (RFC 7009): the SDK's handler behind :class:`PublicRevocation` (the SDK's
+  form requires a ``client_secret`` member, which a public client does not send: without this
+  its revocation would be a 400); revoking ends the grant's family.
 
 The client address is the ASGI ``client`` of the request: behind a TLS proxy the listener must
 set it from the trusted ``X-Forwarded-For`` hops (``GATEWAY_PROXY_HOPS``). The protected
@@ -192,6 +194,29 @@ class ResourceCheck:
         await self.app(scope, _replay(body, receive), send)
 
 
+class PublicRevocation:
+    """ASGI wrapper of the SDK's ``/revoke``: a form without ``client_secret`` gets an empty
+    one before the SDK reads it (its ``RevocationRequest`` requires the member; a public
+    client, ``token_endpoint_auth_method`` ``none``, has no secret to send: RFC 7009 §2.1
+    asks client authentication only of confidential clients). An empty secret authenticates
+    nothing: the SDK ignores it for a public client and refuses it for any other."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive, MAX_FORM_BYTES)
+        if body is None:
+            await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
+            return
+        if "client_secret" not in parse_qs(body.decode("latin-1"), keep_blank_values=True):
+            body += b"&client_secret=" if body else b"client_secret="
+        await self.app(scope, _replay(body, receive), send)
+
+
 class RegistrationGuard:
     """ASGI wrapper of the SDK's ``/register`` (RFC 7591): at most ``rate`` (``(calls,
     seconds)``, None = no limit) registrations per client address in this process (429
@@ -303,6 +328,7 @@ def routes(provider: GatewayProvider) -> list[Route]:
         "/authorize": lambda app: NoErrorRedirects(app, f"{provider.consent_url}?request="),
         "/token": lambda app: ResourceCheck(app, provider.resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
+        "/revoke": PublicRevocation,
     }
     handler = MetadataHandler(metadata(provider)).handle
     built = [
