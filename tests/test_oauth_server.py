@@ -631,6 +631,10 @@ def test_pkce_the_redirect_uri_and_the_resource_are_checked_at_token(ledger):
                 answer = await token(http, **{**base, **change})
                 assert (answer.status_code, answer.json()["error"]) == (400, error), change
                 assert "access_token" not in answer.text
+            multipart = await http.post(
+                "/token", files={"resource": (None, "https://other.example/mcp")}, data=base
+            )
+            assert multipart.json()["error"] == "invalid_request"  # form-urlencoded only
             other_client = await public_client(http)
             answer = await token(http, **{**base, "client_id": other_client})
             assert answer.json()["error"] == "invalid_grant"

@@ -110,6 +110,26 @@ async def _read_body(receive: Receive, cap: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _is_form(scope: Scope) -> bool:
+    """Whether the request says its body is ``application/x-www-form-urlencoded``, the only
+    body ``/token`` and ``/revoke`` take (RFC 6749 §4.1.3, RFC 7009 §2.1): what the wrappers
+    read is then what the SDK's form parser reads."""
+    headers = dict(scope.get("headers", []))
+    kind = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+    return kind == b"application/x-www-form-urlencoded"
+
+
+async def _form_only(send: Send) -> None:
+    await _answer(
+        send,
+        400,
+        {
+            "error": "invalid_request",
+            "error_description": "the body must be application/x-www-form-urlencoded",
+        },
+    )
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands ``body`` over once, then waits on the real one (disconnect)."""
     sent = False
@@ -168,7 +188,9 @@ class NoErrorRedirects:
 class ResourceCheck:
     """ASGI wrapper of the SDK's ``/token``: a ``resource`` parameter (RFC 8707, any number of
     them) naming anything but ``resource`` is answered 400 ``invalid_target`` before the SDK
-    sees the request; no ``resource`` is the one resource. The form is read once (at most
+    sees the request; no ``resource`` is the one resource. A body that is not
+    ``application/x-www-form-urlencoded`` (multipart, which the SDK's parser would also read)
+    is ``invalid_request``. The form is read once (at most
     :data:`MAX_FORM_BYTES`, else 413) and handed to the SDK as it came."""
 
     def __init__(self, app: ASGIApp, resource: str):
@@ -178,6 +200,9 @@ class ResourceCheck:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
+            return
+        if not _is_form(scope):
+            await _form_only(send)
             return
         body = await _read_body(receive, MAX_FORM_BYTES)
         if body is None:
@@ -207,6 +232,9 @@ class PublicRevocation:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
+            return
+        if not _is_form(scope):
+            await _form_only(send)
             return
         body = await _read_body(receive, MAX_FORM_BYTES)
         if body is None:
