@@ -54,11 +54,17 @@ def remember_document(
     ).execute()
 
 
-def register(metadata: dict, unused_for: dt.timedelta, now: dt.datetime | None = None) -> str:
+def register(
+    metadata: dict,
+    unused_for: dt.timedelta,
+    now: dt.datetime | None = None,
+    client_id: str | None = None,
+) -> str:
     """Register a public client (RFC 7591 §3.2.1) with ``metadata`` as accepted; returns its
-    new client id (``dcr-`` and 22 random characters), forgotten after ``unused_for`` unless
-    an editor approves it (:func:`note_approved`)."""
-    client_id = "dcr-" + secrets.token_urlsafe(16)
+    client id (``client_id`` when the registration endpoint minted one, e.g. the ``mcp``
+    SDK's random UUID, else ``dcr-`` and 22 random characters), forgotten after
+    ``unused_for`` unless an editor approves it (:func:`note_approved`)."""
+    client_id = client_id or "dcr-" + secrets.token_urlsafe(16)
     now = _now(now)
     OAuthClient.create(
         client_id=client_id,

@@ -1,0 +1,121 @@
+"""Client ID Metadata Documents (CIMD, issue 43): a client whose ``client_id`` is an HTTPS URL
+names the JSON document that describes it; the authorization server fetches it, checks it and
+caches it.
+
+* **Fetched through the egress guard** (:mod:`gateway.actions.egress`): HTTPS only, every
+  address the host resolves to public unless its ``host:port`` is listed verbatim in
+  ``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS`` (a loopback test server; the list only widens: an
+  unlisted public host is still fetched, an unlisted loopback or private one never), the
+  connection pinned to the checked address, TLS verified for the URL's host, one deadline
+  (:data:`DEADLINE_SECONDS`) for the whole exchange, at most :data:`MAX_BYTES` read, and no
+  redirect followed (a 3xx is a refusal).
+* **Checked**: a JSON object whose ``client_id`` equals the URL it was fetched from, a public
+  client (``token_endpoint_auth_method`` ``none``, no ``client_secret``), at least one
+  ``redirect_uris`` entry.
+* **Cached** by the caller in the ledger (:func:`gateway.tenancy.oauth_clients.remember_document`)
+  for ``GATEWAY_OAUTH_CIMD_CACHE_SECONDS``.
+
+Sources: OAuth Client ID Metadata Document (draft-ietf-oauth-client-id-metadata-document)
+§3 (the URL), §4 (the document), §6 (fetching: no redirects, a size limit, SSRF); MCP
+authorization (revision 2026-07-28), "Client ID Metadata Documents".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import urlsplit
+
+from gateway.actions import egress
+
+MAX_BYTES = 5 * 1024
+DEADLINE_SECONDS = 5.0
+SETTING = "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS"
+SCHEMES = frozenset({"https"})
+
+
+class DocumentRefused(Exception):
+    """The client metadata document cannot be used (``why`` in words, no secret)."""
+
+
+def is_document_url(client_id: str) -> bool:
+    """Whether ``client_id`` has the form of a metadata document URL (CIMD §3): ``https``,
+    a host, a path other than ``/``, no fragment, no credentials, no ``.`` or ``..`` segment.
+    Other client ids are registrations (RFC 7591)."""
+    try:
+        parts = urlsplit(client_id)
+    except ValueError:
+        return False
+    segments = parts.path.split("/")
+    return (
+        parts.scheme == "https"
+        and bool(parts.hostname)
+        and parts.path not in ("", "/")
+        and not parts.fragment
+        and "@" not in parts.netloc
+        and "." not in segments
+        and ".." not in segments
+    )
+
+
+def _written_host(url: str) -> str:
+    """``host:port`` as the URL writes it, the default port added (egress's allow-list form)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return netloc if parts.port is not None else f"{netloc}:{egress.DEFAULT_PORTS['https']}"
+
+
+def fetch(url: str, allow_hosts: frozenset[str], cafile: str | None = None) -> dict:
+    """Fetch and check the metadata document at ``url`` (blocking: at most
+    :data:`DEADLINE_SECONDS`). ``allow_hosts``: ``host:port`` entries that may be loopback or
+    private (``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS``); ``cafile``: a CA bundle to trust instead of
+    the system's (tests). Returns the document (a dict) as fetched.
+
+    Raises:
+        DocumentRefused: not a document URL, the egress guard refused it, no answer within
+            the deadline, a status other than 200 (a redirect included), a body over
+            :data:`MAX_BYTES`, not a JSON object, or a document that fails :func:`check`.
+    """
+    if not is_document_url(url):
+        raise DocumentRefused("the client id is not an https URL with a path")
+    listed = allow_hosts if _written_host(url) in allow_hosts else frozenset()
+    try:
+        where = egress.resolve(url, SCHEMES, listed, SETTING)
+        answer = egress.request(
+            where,
+            "GET",
+            time.monotonic() + DEADLINE_SECONDS,
+            MAX_BYTES,
+            headers={"Accept": "application/json"},
+            cafile=cafile,
+        )
+    except (egress.Refused, egress.ResolverUnavailable, egress.Failed, egress.TooLarge) as error:
+        raise DocumentRefused(f"{type(error).__name__}: {error}") from None
+    if answer.status != 200:
+        raise DocumentRefused(f"the document answered {answer.status}, not 200")
+    try:
+        document = json.loads(answer.content)
+    except (UnicodeDecodeError, ValueError):
+        raise DocumentRefused("the document is not JSON") from None
+    check(url, document)
+    return document
+
+
+def check(url: str, document: object) -> None:
+    """Check a fetched document against the URL it came from (CIMD §4).
+
+    Raises:
+        DocumentRefused: not a JSON object; ``client_id`` differs from ``url``; a
+            ``client_secret``, or a ``token_endpoint_auth_method`` other than ``none`` (a
+            missing one is RFC 7591's ``client_secret_basic``: only public clients, this
+            server holds no client key); no ``redirect_uris``.
+    """
+    if not isinstance(document, dict):
+        raise DocumentRefused("the document is not a JSON object")
+    if document.get("client_id") != url:
+        raise DocumentRefused("the document's client_id is not the URL it was fetched from")
+    if "client_secret" in document or document.get("token_endpoint_auth_method") != "none":
+        raise DocumentRefused("only public clients (token_endpoint_auth_method: none)")
+    uris = document.get("redirect_uris")
+    if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
+        raise DocumentRefused("the document names no redirect_uris")

@@ -1,0 +1,373 @@
+"""The authorization server's HTTP endpoints, for the MCP listener to mount (issue 43):
+the ``mcp`` SDK's own routes (``create_auth_routes``), each wrapped where the SDK does not
+give what the gateway guarantees.
+
+``routes(provider)`` returns Starlette routes for
+
+* ``GET /.well-known/oauth-authorization-server`` (RFC 8414): the SDK's metadata plus
+  ``client_id_metadata_document_supported: true`` when CIMD is on (the SDK's client then uses
+  its document URL instead of registering:
+  ``mcp.client.auth.utils.should_use_client_metadata_url``),
+  ``authorization_response_iss_parameter_supported: true`` (RFC 9207: the consent page's
+  redirect carries ``iss``, :func:`gateway.oauth.redirects.client_redirect`),
+  ``code_challenge_methods_supported: ["S256"]``, ``token_endpoint_auth_methods_supported:
+  ["none"]`` (public clients only), ``scopes_supported: ["gateway:tools"]``; no
+  ``registration_endpoint`` when DCR is off.
+* ``GET|POST /authorize``: the SDK's handler behind :class:`NoErrorRedirects`: the only
+  redirect that leaves it is to the consent page; every error (unknown client, a redirect URI
+  not registered, no PKCE or not S256, a wrong resource, a bad ``response_type``) is a 400 JSON
+  answer to the user, never a redirect to a client no editor approved (an open redirect, with
+  CIMD and DCR anyone can name any redirect URI).
+* ``POST /token``: the SDK's handler behind :class:`ResourceCheck`: a ``resource`` other than
+  the MCP endpoint is ``invalid_target`` (RFC 8707 §2; the SDK does not pass it to the
+  provider).
+* ``POST /register`` (only with ``GATEWAY_OAUTH_DCR`` on): the SDK's handler behind
+  :class:`RegistrationGuard`: ``GATEWAY_OAUTH_DCR_RATE`` per client address, and public clients
+  only (a missing ``token_endpoint_auth_method`` is replaced by ``none``, RFC 7591 §3.2.1
+  lets the server replace values and the answer says so; any other is refused before the SDK
+  would mint a secret).
+* ``POST /revoke`` (RFC 7009): the SDK's handler behind :class:`PublicRevocation` (the SDK's
+  form requires a ``client_secret`` member, which a public client does not send: without this
+  its revocation would be a 400); revoking ends the grant's family.
+
+The client address is the ASGI ``client`` of the request: behind a TLS proxy the listener must
+set it from the trusted ``X-Forwarded-For`` hops (``GATEWAY_PROXY_HOPS``). The protected
+resource metadata (RFC 9728) and ``/mcp`` are the listener's (``create_protected_resource_routes``,
+``AuthSettings(validate_token_resource=True)``).
+
+Sources: RFC 6749 §4.1.2.1 and §10.15; RFC 7009; RFC 7591 §3; RFC 8414; RFC 8707 §2;
+RFC 9207; OAuth 2.1 §4.1.2.1 and §7.12 (open redirectors); CIMD draft §5.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import parse_qs
+from urllib.parse import urlsplit
+
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import FixedWindowRateLimiter
+from mcp.server.auth.handlers.metadata import MetadataHandler
+from mcp.server.auth.routes import build_metadata
+from mcp.server.auth.routes import cors_middleware
+from mcp.server.auth.routes import create_auth_routes
+from mcp.server.auth.settings import ClientRegistrationOptions
+from mcp.server.auth.settings import RevocationOptions
+from mcp.shared.auth import OAuthMetadata
+from pydantic import AnyHttpUrl
+from pydantic import ConfigDict
+from pydantic import TypeAdapter
+from starlette.routing import Route
+from starlette.types import ASGIApp
+from starlette.types import Message
+from starlette.types import Receive
+from starlette.types import Scope
+from starlette.types import Send
+
+from gateway.oauth.provider import GatewayProvider
+from gateway.oauth.provider import same_resource
+from gateway.tenancy import grants
+
+METADATA_PATH = "/.well-known/oauth-authorization-server"
+MAX_FORM_BYTES = 64 * 1024
+NO_STORE = [(b"cache-control", b"no-store"), (b"pragma", b"no-cache")]
+_ISSUER = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+
+
+def issuer_url(issuer: str) -> AnyHttpUrl:
+    """The issuer as the SDK renders it (no trailing slash added to an empty path), so that
+    RFC 8414 §3.3 and RFC 9207 string comparisons by clients hold."""
+    return _ISSUER.validate_python(issuer.rstrip("/"))
+
+
+async def _answer(send: Send, status: int, body: dict, extra: list | None = None) -> None:
+    content = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), *NO_STORE, *(extra or [])]
+    headers.append((b"content-length", str(len(content)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+
+
+async def _read_body(receive: Receive, cap: int) -> bytes | None:
+    """The request's whole body, or None when it is larger than ``cap`` bytes."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _is_form(scope: Scope) -> bool:
+    """Whether the request says its body is ``application/x-www-form-urlencoded``, the only
+    body ``/token`` and ``/revoke`` take (RFC 6749 §4.1.3, RFC 7009 §2.1): what the wrappers
+    read is then what the SDK's form parser reads."""
+    headers = dict(scope.get("headers", []))
+    kind = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+    return kind == b"application/x-www-form-urlencoded"
+
+
+async def _form_only(send: Send) -> None:
+    await _answer(
+        send,
+        400,
+        {
+            "error": "invalid_request",
+            "error_description": "the body must be application/x-www-form-urlencoded",
+        },
+    )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands ``body`` over once, then waits on the real one (disconnect)."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+class NoErrorRedirects:
+    """ASGI wrapper of the SDK's ``/authorize``: a redirect anywhere but to the consent page
+    (``allowed_prefix``) is replaced by a 400 JSON answer to the user with the SDK's
+    ``error`` and ``error_description`` (never its ``state``). The SDK redirects errors to
+    the client's redirect URI once it knows the client and the URI (RFC 6749 §4.1.2.1); here
+    no editor has approved that client yet, so that would be an open redirect."""
+
+    def __init__(self, app: ASGIApp, allowed_prefix: str):
+        self.app = app
+        self.allowed_prefix = allowed_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def guarded(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers", []))
+                location = headers.get(b"location", b"").decode("latin-1")
+                redirect = 300 <= message["status"] < 400
+                if redirect and not location.startswith(self.allowed_prefix):
+                    replaced = True
+                    query = parse_qs(urlsplit(location).query)
+                    await _answer(
+                        send,
+                        400,
+                        {
+                            "error": query.get("error", ["invalid_request"])[0],
+                            "error_description": query.get("error_description", [None])[0],
+                        },
+                    )
+                    return
+            if not replaced:
+                await send(message)
+
+        await self.app(scope, receive, guarded)
+
+
+class ResourceCheck:
+    """ASGI wrapper of the SDK's ``/token``: a ``resource`` parameter (RFC 8707, any number of
+    them) naming anything but ``resource`` is answered 400 ``invalid_target`` before the SDK
+    sees the request; no ``resource`` is the one resource. A body that is not
+    ``application/x-www-form-urlencoded`` (multipart, which the SDK's parser would also read)
+    is ``invalid_request``. The form is read once (at most
+    :data:`MAX_FORM_BYTES`, else 413) and handed to the SDK as it came."""
+
+    def __init__(self, app: ASGIApp, resource: str):
+        self.app = app
+        self.resource = resource
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not _is_form(scope):
+            await _form_only(send)
+            return
+        body = await _read_body(receive, MAX_FORM_BYTES)
+        if body is None:
+            await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
+            return
+        asked = parse_qs(body.decode("latin-1")).get("resource", [])
+        if any(not same_resource(value, self.resource) for value in asked):
+            await _answer(
+                send,
+                400,
+                {"error": "invalid_target", "error_description": "the resource is not this server"},
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+class PublicRevocation:
+    """ASGI wrapper of the SDK's ``/revoke``: a form without ``client_secret`` gets an empty
+    one before the SDK reads it (its ``RevocationRequest`` requires the member; a public
+    client, ``token_endpoint_auth_method`` ``none``, has no secret to send: RFC 7009 §2.1
+    asks client authentication only of confidential clients). An empty secret authenticates
+    nothing: the SDK ignores it for a public client and refuses it for any other."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not _is_form(scope):
+            await _form_only(send)
+            return
+        body = await _read_body(receive, MAX_FORM_BYTES)
+        if body is None:
+            await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
+            return
+        if "client_secret" not in parse_qs(body.decode("latin-1"), keep_blank_values=True):
+            body += b"&client_secret=" if body else b"client_secret="
+        await self.app(scope, _replay(body, receive), send)
+
+
+class RegistrationGuard:
+    """ASGI wrapper of the SDK's ``/register`` (RFC 7591): at most ``rate`` (``(calls,
+    seconds)``, None = no limit) registrations per client address in this process (429
+    with ``Retry-After`` past it, counted before the body is read), and public clients only:
+    a missing ``token_endpoint_auth_method`` becomes ``none`` (RFC 7591 §3.2.1: the server may
+    replace a value; the answer shows it), any other is refused ``invalid_client_metadata``
+    before the SDK would mint a client secret."""
+
+    def __init__(self, app: ASGIApp, rate: tuple[int, int] | None):
+        self.app = app
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._limiter: FixedWindowRateLimiter | None = None
+
+    def _retry_after(self, address: str) -> int | None:
+        if self.rate is None:
+            return None
+        with self._lock:
+            if self._limiter is None:
+                self._limiter = FixedWindowRateLimiter(MemoryStorage())
+            limiter = self._limiter
+        item = RateLimitItemPerSecond(*self.rate)
+        if limiter.hit(item, "oauth-register", address):
+            return None
+        reset = limiter.get_window_stats(item, "oauth-register", address).reset_time
+        return max(1, math.ceil(reset - time.time()))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        address = (scope.get("client") or ("unknown", 0))[0]
+        retry = self._retry_after(address)
+        if retry is not None:
+            await _answer(
+                send,
+                429,
+                {"error": "temporarily_unavailable", "error_description": "too many registrations"},
+                [(b"retry-after", str(retry).encode())],
+            )
+            return
+        body = await _read_body(receive, MAX_FORM_BYTES)
+        if body is None:
+            await _answer(
+                send, 413, {"error": "invalid_client_metadata", "error_description": "too large"}
+            )
+            return
+        try:
+            asked = json.loads(body)
+        except ValueError:
+            asked = None
+        if isinstance(asked, dict):
+            method = asked.get("token_endpoint_auth_method")
+            if method is None:
+                asked["token_endpoint_auth_method"] = "none"
+                body = json.dumps(asked).encode()
+            elif method != "none":
+                await _answer(
+                    send,
+                    400,
+                    {
+                        "error": "invalid_client_metadata",
+                        "error_description": "only public clients: token_endpoint_auth_method none",
+                    },
+                )
+                return
+        await self.app(scope, _replay(body, receive), send)
+
+
+def metadata(provider: GatewayProvider) -> OAuthMetadata:
+    """The authorization server's metadata (RFC 8414 §2), the SDK's ``build_metadata`` with
+    the gateway's fields (see the module's docstring)."""
+    config = provider.config
+    built = build_metadata(
+        issuer_url(provider.issuer),
+        None,
+        ClientRegistrationOptions(enabled=config.oauth_dcr, valid_scopes=list(grants.SCOPES)),
+        RevocationOptions(enabled=True),
+    )
+    return built.model_copy(
+        update={
+            "token_endpoint_auth_methods_supported": ["none"],
+            "revocation_endpoint_auth_methods_supported": ["none"],
+            "code_challenge_methods_supported": ["S256"],
+            "client_id_metadata_document_supported": True if config.oauth_cimd else None,
+            "authorization_response_iss_parameter_supported": True,
+        }
+    )
+
+
+def routes(provider: GatewayProvider) -> list[Route]:
+    """The authorization server's routes for the MCP listener's Starlette app (paths at the
+    root of the issuer: ``/.well-known/oauth-authorization-server``, ``/authorize``,
+    ``/token``, ``/register`` when DCR is on, ``/revoke``). The listener adds the protected
+    resource metadata and ``/mcp``, and its per-address limits around these routes."""
+    config = provider.config
+    registration = ClientRegistrationOptions(
+        enabled=config.oauth_dcr,
+        valid_scopes=None,  # clamped at /authorize, never refused
+        default_scopes=list(grants.SCOPES),
+    )
+    sdk_routes = create_auth_routes(
+        provider,
+        issuer_url(provider.issuer),
+        client_registration_options=registration,
+        revocation_options=RevocationOptions(enabled=True),
+    )
+    wrappers: dict[str, Callable[[ASGIApp], ASGIApp]] = {
+        "/authorize": lambda app: NoErrorRedirects(app, f"{provider.consent_url}?request="),
+        "/token": lambda app: ResourceCheck(app, provider.resource),
+        "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
+        "/revoke": PublicRevocation,
+    }
+    handler = MetadataHandler(metadata(provider)).handle
+    built = [
+        Route(
+            METADATA_PATH, cors_middleware(handler, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"]
+        )
+    ]
+    for route in sdk_routes:
+        if route.path == METADATA_PATH:
+            continue
+        wrap = wrappers.get(route.path)
+        app = wrap(route.app) if wrap else route.app
+        built.append(Route(route.path, app, methods=sorted(route.methods or [])))
+    return built

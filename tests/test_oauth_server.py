@@ -1,0 +1,766 @@
+"""The MCP authorization server (issue 43) over HTTP: the ``mcp`` SDK's routes with the
+gateway's provider and wrappers (gateway.oauth), in a Starlette app reached through httpx2's
+ASGI transport, driven by the SDK's own OAuth client (``mcp.client.auth``) where it can be and
+by plain requests where a test must send what a good client never would. The editor's
+decision is made directly with ``grants.claim`` and ``grants.approve`` (the consent page is
+the review site's). A client metadata document is served over HTTPS on loopback with a test
+CA made here (``cryptography``), its ``host:port`` in ``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS``.
+Runs on SQLite and, in the PostgreSQL pass, on PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import http.server
+import ipaddress
+import json
+import logging
+import secrets
+import ssl
+import threading
+from urllib.parse import parse_qs
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+import httpx2
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from mcp.client.auth import OAuthClientProvider
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from mcp.server.auth.provider import ProviderTokenVerifier
+from mcp.server.auth.routes import build_resource_metadata_url
+from mcp.server.auth.routes import create_protected_resource_routes
+from mcp.shared.auth import AuthorizationCodeResult
+from mcp.shared.auth import OAuthClientInformationFull
+from mcp.shared.auth import OAuthClientMetadata
+from mcp.shared.auth import OAuthToken
+from pydantic import AnyHttpUrl
+from pydantic import AnyUrl
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import Route
+
+from gateway.core import config as config_module
+from gateway.ledger import db
+from gateway.ledger import migrations
+from gateway.ledger.db import database
+from gateway.ledger.oauth_models import OAuthClient
+from gateway.ledger.oauth_models import OAuthGrant
+from gateway.ledger.oauth_models import OAuthPending
+from gateway.oauth import client_documents
+from gateway.oauth.provider import GatewayProvider
+from gateway.oauth.redirects import client_redirect
+from gateway.oauth.routes import issuer_url
+from gateway.oauth.routes import routes
+from gateway.tenancy import grants
+from gateway.tenancy import oauth_clients
+from tests.support import all_ledger_rows
+
+ISSUER = "http://127.0.0.1:8765"
+RESOURCE = f"{ISSUER}/mcp"
+CONSENT = "http://127.0.0.1:8000"
+CALLBACK = "http://127.0.0.1:33418/callback"
+EDITOR = "editor-token-hash"
+
+
+@pytest.fixture
+def ledger(ledger_url):
+    db.bind(ledger_url)
+    migrations.migrate()
+    yield ledger_url
+    db.close_all()
+
+
+def settings(**overrides):
+    return config_module.load({}, testing=True).with_overrides(**overrides)
+
+
+def in_ledger(call):
+    with database.connection_context():
+        return call()
+
+
+async def echo(scope, receive, send):
+    """The stand-in for ``/mcp``: answers with the verified token's claims (what the
+    listener's tools would act for)."""
+    body = json.dumps(scope["user"].access_token.claims).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_app(provider: GatewayProvider) -> Starlette:
+    """The authorization server's routes, the protected resource metadata and a ``/mcp``
+    behind the SDK's bearer check with ``validate_token_resource`` (as the listener mounts
+    them)."""
+    resource = AnyHttpUrl(RESOURCE)
+    protected = RequireAuthMiddleware(
+        echo, [grants.TOOL_SCOPE], build_resource_metadata_url(resource)
+    )
+    backend = BearerAuthBackend(ProviderTokenVerifier(provider), resource_server_url=resource)
+    return Starlette(
+        routes=[
+            *routes(provider),
+            *create_protected_resource_routes(resource, [issuer_url(ISSUER)], [grants.TOOL_SCOPE]),
+            Route("/mcp", protected, methods=["GET", "POST"]),
+        ],
+        middleware=[Middleware(AuthenticationMiddleware, backend=backend)],
+    )
+
+
+class Server:
+    """One provider, its app and a plain HTTP client for it (no redirects followed)."""
+
+    def __init__(self, cafile: str | None = None, **overrides):
+        self.config = settings(**overrides)
+        self.provider = GatewayProvider(self.config, ISSUER, CONSENT, cafile=cafile)
+        self.app = build_app(self.provider)
+
+    def client(self, **kwargs) -> httpx2.AsyncClient:
+        transport = httpx2.ASGITransport(
+            app=self.app, client=kwargs.pop("address", ("10.0.0.1", 1))
+        )
+        return httpx2.AsyncClient(transport=transport, base_url=ISSUER, **kwargs)
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+async def register(http: httpx2.AsyncClient, **metadata) -> httpx2.Response:
+    body = {"redirect_uris": [CALLBACK], "client_name": "App", **metadata}
+    return await http.post("/register", json=body)
+
+
+async def public_client(http: httpx2.AsyncClient) -> str:
+    answer = await register(http, token_endpoint_auth_method="none")
+    assert answer.status_code == 201, answer.text
+    return answer.json()["client_id"]
+
+
+def authorize_query(client: str, challenge: str, **extra) -> dict:
+    query = {
+        "response_type": "code",
+        "client_id": client,
+        "redirect_uri": CALLBACK,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "st-1",
+        "resource": RESOURCE,
+    }
+    query.update(extra)
+    return {k: v for k, v in query.items() if v is not None}
+
+
+def pending_id_of(answer: httpx2.Response) -> str:
+    assert answer.status_code == 302, answer.text
+    location = answer.headers["location"]
+    assert location.startswith(f"{CONSENT}/review/oauth?request=")
+    return parse_qs(urlsplit(location).query)["request"][0]
+
+
+def approve(pending_id: str) -> str:
+    """The editor of acme approves the request for the site blog: the client's redirect."""
+
+    def decide():
+        assert grants.claim(pending_id, EDITOR) is not None
+        decision = grants.approve(
+            pending_id, EDITOR, "acme", ["blog"], "editor-1", "App", dt.timedelta(seconds=60)
+        )
+        return client_redirect(decision, ISSUER)
+
+    return in_ledger(decide)
+
+
+async def approve_async(pending_id: str) -> str:
+    return await anyio.to_thread.run_sync(approve, pending_id)
+
+
+async def code_for(http: httpx2.AsyncClient, client_id: str, challenge: str, **extra) -> str:
+    answer = await http.get("/authorize", params=authorize_query(client_id, challenge, **extra))
+    redirect = await approve_async(pending_id_of(answer))
+    query = parse_qs(urlsplit(redirect).query)
+    assert query["iss"] == [ISSUER] and query["state"] == ["st-1"]
+    return query["code"][0]
+
+
+async def token(http: httpx2.AsyncClient, **form) -> httpx2.Response:
+    return await http.post("/token", data={k: v for k, v in form.items() if v is not None})
+
+
+async def signed_in(http: httpx2.AsyncClient) -> tuple[str, dict]:
+    """A public client registered, approved and its code exchanged: (client id, tokens)."""
+    client_id = await public_client(http)
+    verifier, challenge = pkce()
+    code = await code_for(http, client_id, challenge)
+    answer = await token(
+        http,
+        grant_type="authorization_code",
+        code=code,
+        redirect_uri=CALLBACK,
+        client_id=client_id,
+        code_verifier=verifier,
+        resource=RESOURCE,
+    )
+    assert answer.status_code == 200, answer.text
+    return client_id, answer.json()
+
+
+def grant_row() -> OAuthGrant:
+    return in_ledger(lambda: OAuthGrant.get())
+
+
+class Memory:
+    """The SDK client's token storage, in memory."""
+
+    def __init__(self):
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info):
+        self.client = client_info
+
+
+def sdk_auth(server: Server, client_metadata_url: str | None = None):
+    """The SDK's ``OAuthClientProvider`` whose "browser" opens ``/authorize``, lets the editor
+    approve, and hands back what the redirect carried. Returns (auth, storage, seen): ``seen``
+    collects every secret the flow showed (pending id, code) for the log canary."""
+    storage, seen, result = Memory(), [], {}
+
+    async def open_browser(url: str) -> None:
+        async with server.client() as browser:
+            pending_id = pending_id_of(await browser.get(url))
+        redirect = await approve_async(pending_id)
+        query = parse_qs(urlsplit(redirect).query)
+        seen.extend([pending_id, query["code"][0]])
+        result["answer"] = AuthorizationCodeResult(
+            code=query["code"][0], state=query["state"][0], iss=query["iss"][0]
+        )
+
+    async def callback() -> AuthorizationCodeResult:
+        return result["answer"]
+
+    metadata = OAuthClientMetadata(
+        redirect_uris=[AnyUrl(CALLBACK)],
+        client_name="SDK client",
+        token_endpoint_auth_method="none",
+    )
+    auth = OAuthClientProvider(
+        RESOURCE, metadata, storage, open_browser, callback, client_metadata_url=client_metadata_url
+    )
+    return auth, storage, seen
+
+
+# --------------------------------------------------------------------------- a test CA
+
+
+def _certificates(folder) -> tuple[str, str, str]:
+    """A CA and a server certificate for ``127.0.0.1`` and ``localhost`` signed by it:
+    (CA bundle, server certificate, server key) paths."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return tuple(str(p) for p in paths)
+
+
+class Documents(http.server.BaseHTTPRequestHandler):
+    """Serves ``self.server.pages``: path -> (status, headers, body); counts requests."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.server.hits.append(self.path)
+        status, headers, body = self.server.pages.get(self.path, (404, {}, b""))
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def documents(tmp_path):
+    """An HTTPS server on 127.0.0.1 with a certificate from a test CA: (server, CA bundle,
+    base URL)."""
+    cafile, cert, key = _certificates(tmp_path)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Documents)
+    server.pages, server.hits = {}, []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, cafile, f"https://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def document(url: str, **fields) -> bytes:
+    body = {
+        "client_id": url,
+        "client_name": "Doc client",
+        "redirect_uris": [CALLBACK],
+        "token_endpoint_auth_method": "none",
+        **fields,
+    }
+    return json.dumps({k: v for k, v in body.items() if v is not None}).encode()
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_the_metadata_advertises_cimd_s256_iss_and_public_clients_and_follows_the_switches(
+    ledger,
+):
+    async def main():
+        async with Server().client() as http:
+            found = (await http.get("/.well-known/oauth-authorization-server")).json()
+        assert found["issuer"] == ISSUER  # no trailing slash: RFC 8414 §3.3 compares strings
+        assert found["client_id_metadata_document_supported"] is True
+        assert found["authorization_response_iss_parameter_supported"] is True
+        assert found["code_challenge_methods_supported"] == ["S256"]
+        assert found["token_endpoint_auth_methods_supported"] == ["none"]
+        assert found["scopes_supported"] == [grants.TOOL_SCOPE]
+        assert found["registration_endpoint"] == f"{ISSUER}/register"
+        assert found["revocation_endpoint"] == f"{ISSUER}/revoke"
+
+        async with Server(oauth_dcr=False, oauth_cimd=False).client() as http:
+            off = (await http.get("/.well-known/oauth-authorization-server")).json()
+            assert (await register(http, token_endpoint_auth_method="none")).status_code == 404
+        assert "registration_endpoint" not in off
+        assert "client_id_metadata_document_supported" not in off
+
+    anyio.run(main)
+
+
+def test_the_sdk_client_signs_in_from_a_401_with_dcr_and_nothing_secret_is_logged(ledger, caplog):
+    """Discovery from the 401 (RFC 9728), DCR, the consent redirect, the code exchange with
+    PKCE and the resource, the RFC 9207 ``iss`` checked by the SDK's client, then ``/mcp``
+    answered for the grant's tenant and sites. No code, token or pending id in any log line
+    (the SDK's loggers included) or the ledger."""
+    caplog.set_level(logging.DEBUG)
+    server = Server()
+
+    async def main():
+        auth, storage, seen = sdk_auth(server)
+        async with server.client(auth=auth) as http:
+            answer = await http.get("/mcp")
+        assert answer.status_code == 200, answer.text
+        claims = answer.json()
+        assert (claims["tenant"], claims["sites"], claims["resource"]) == (
+            "acme",
+            ["blog"],
+            RESOURCE,
+        )
+        assert claims["iss"] == ISSUER and claims["principal_hash"] == grant_row().principal_hash
+        assert storage.client.client_secret is None  # a public client: no secret minted
+        return [*seen, storage.tokens.access_token, storage.tokens.refresh_token]
+
+    secrets_seen = anyio.run(main)
+    logged, rows = caplog.text, all_ledger_rows()
+    assert "HTTP Request: POST" in logged and "oauth_token" in logged  # httpx2's, peewee's SQL
+    for secret in secrets_seen:
+        assert secret not in logged
+        assert secret not in rows
+    with database.connection_context():
+        assert server.provider.principal_for("not-a-token") is None
+
+
+def test_a_client_metadata_document_over_https_is_fetched_checked_and_cached(ledger, documents):
+    """The SDK's client uses its document URL as ``client_id`` (CIMD advertised); the
+    gateway fetches it through the egress guard with the test CA (its ``host:port`` listed)
+    once, and uses the cache after."""
+    server_, cafile, base = documents
+    url = f"{base}/client.json"
+    server_.pages["/client.json"] = (200, {"Content-Type": "application/json"}, document(url))
+    host = urlsplit(base).netloc
+    server = Server(cafile=cafile, oauth_cimd_allow_hosts=frozenset({host}))
+
+    async def main():
+        auth, storage, _ = sdk_auth(server, client_metadata_url=url)
+        async with server.client(auth=auth) as http:
+            answer = await http.get("/mcp")
+        assert answer.status_code == 200, answer.text
+        assert storage.client.client_id == url
+
+    anyio.run(main)
+    assert server_.hits == ["/client.json"]  # fetched once: /authorize, /token used the cache
+    row = in_ledger(lambda: OAuthClient.get(OAuthClient.client_id == url))
+    assert row.kind == oauth_clients.CIMD and grant_row().client_id == url
+
+
+def test_a_document_is_refused_unlisted_loopback_wrong_id_secret_redirect_or_too_large(
+    ledger, documents
+):
+    server_, cafile, base = documents
+    host = urlsplit(base).netloc
+    json_type = {"Content-Type": "application/json"}
+    pages = {
+        "/wrong-id.json": (200, json_type, document(f"{base}/other.json")),
+        "/secret.json": (200, json_type, document(f"{base}/secret.json", client_secret="s")),
+        "/basic.json": (
+            200,
+            json_type,
+            document(f"{base}/basic.json", token_endpoint_auth_method=None),
+        ),
+        "/no-uris.json": (200, json_type, document(f"{base}/no-uris.json", redirect_uris=[])),
+        "/moved.json": (302, {"Location": f"{base}/client.json"}, b""),
+        "/large.json": (200, json_type, document(f"{base}/large.json", client_name="x" * 6000)),
+        "/not-json.json": (200, json_type, b"<html>"),
+    }
+    server_.pages.update(pages)
+    allowed = frozenset({host})
+    for path in pages:
+        with pytest.raises(client_documents.DocumentRefused):
+            client_documents.fetch(f"{base}{path}", allowed, cafile)
+    unlisted = f"https://127.0.0.1:{server_.server_address[1] + 1}/client.json"
+    with pytest.raises(client_documents.DocumentRefused, match="not a public address"):
+        client_documents.fetch(unlisted, allowed, cafile)
+    with pytest.raises(client_documents.DocumentRefused, match="not a public address"):
+        client_documents.fetch(f"{base}/wrong-id.json", frozenset(), cafile)  # not listed
+    with pytest.raises(client_documents.DocumentRefused, match="https URL with a path"):
+        client_documents.fetch(base + "/", allowed, cafile)
+    hits_before = len(server_.hits)
+
+    server = Server(cafile=cafile, oauth_cimd_allow_hosts=allowed)
+    off = Server(cafile=cafile, oauth_cimd_allow_hosts=allowed, oauth_cimd=False)
+    server_.pages["/client.json"] = (200, json_type, document(f"{base}/client.json"))
+
+    async def main():
+        _, challenge = pkce()
+        async with server.client() as http:
+            for client_id in (unlisted, f"{base}/wrong-id.json"):
+                answer = await http.get("/authorize", params=authorize_query(client_id, challenge))
+                assert answer.status_code == 400 and "location" not in answer.headers
+        async with off.client() as http:
+            query = authorize_query(f"{base}/client.json", challenge)
+            answer = await http.get("/authorize", params=query)
+            assert answer.status_code == 400 and "location" not in answer.headers
+
+    anyio.run(main)
+    assert server_.hits[hits_before:] == ["/wrong-id.json"]  # CIMD off: not even fetched
+
+
+def test_dcr_registers_public_clients_only_and_is_rate_limited_per_address(ledger):
+    server = Server(oauth_dcr_rate=(3, 3600))
+
+    async def main():
+        async with server.client() as http:
+            secret = await register(http, token_endpoint_auth_method="client_secret_post")
+            assert secret.status_code == 400
+            assert secret.json()["error"] == "invalid_client_metadata"
+            plain = await register(http)  # no method: replaced by none, no secret minted
+            assert plain.status_code == 201, plain.text
+            assert plain.json()["token_endpoint_auth_method"] == "none"
+            assert "client_secret" not in plain.json()
+            assert (await register(http, token_endpoint_auth_method="none")).status_code == 201
+            limited = await register(http, token_endpoint_auth_method="none")
+            assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+        async with server.client(address=("10.0.0.2", 1)) as other:
+            assert (await register(other, token_endpoint_auth_method="none")).status_code == 201
+        return plain.json()["client_id"]
+
+    client_id = anyio.run(main)
+    rows = in_ledger(lambda: list(OAuthClient.select()))
+    assert len(rows) == 3 and all(r.kind == oauth_clients.DCR for r in rows)
+    assert all("client_secret" not in r.metadata for r in rows)
+    assert client_id in {r.client_id for r in rows}
+
+
+def test_unused_registrations_expire_and_are_forgotten_by_the_next_registration(ledger):
+    clock = {"now": dt.datetime(2026, 12, 5, 12, 0)}
+    server = Server(oauth_dcr_unused_hours=24.0)
+    server.provider.clock = lambda: clock["now"]
+
+    async def main():
+        async with server.client() as http:
+            old = await public_client(http)
+            assert await server.provider.get_client(old) is not None
+            clock["now"] += dt.timedelta(hours=25)
+            assert await server.provider.get_client(old) is None  # expired: never served
+            await public_client(http)  # and forgotten by the next registration
+
+    anyio.run(main)
+    assert in_ledger(lambda: OAuthClient.select().count()) == 1
+
+
+def test_authorize_errors_are_shown_to_the_user_never_redirected_to_the_client(ledger):
+    """Unknown client, a redirect URI not registered, no PKCE, ``plain`` PKCE, another
+    ``response_type``, a wrong resource: each a 400 for the user's eyes, no ``Location``,
+    no pending authorisation kept."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            _, challenge = pkce()
+            cases = [
+                {"client_id": "dcr-unknown"},
+                {"redirect_uri": "https://attacker.example/cb"},
+                {"code_challenge": None},
+                {"code_challenge_method": "plain"},
+                {"response_type": "token"},
+                {"resource": "https://other.example/mcp"},
+                {"resource": f"{ISSUER}/other"},
+            ]
+            errors = []
+            for case in cases:
+                answer = await http.get(
+                    "/authorize", params=authorize_query(client_id, challenge, **case)
+                )
+                assert answer.status_code == 400, (case, answer.status_code)
+                assert "location" not in answer.headers
+                errors.append(answer.json()["error"])
+            return errors
+
+    errors = anyio.run(main)
+    assert errors[-2:] == ["invalid_target", "invalid_target"]
+    assert errors[4] == "unsupported_response_type"
+    assert in_ledger(OAuthPending.select().count) == 0
+
+
+def test_loopback_redirects_match_on_any_port_with_the_exact_path_and_scopes_are_clamped(ledger):
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            _, challenge = pkce()
+
+            async def ask(redirect_uri, **extra):
+                query = authorize_query(client_id, challenge, redirect_uri=redirect_uri, **extra)
+                return await http.get("/authorize", params=query)
+
+            other_port = await ask("http://127.0.0.1:50123/callback", scope="admin gateway:publish")
+            pending_id = pending_id_of(other_port)
+            kept = in_ledger(lambda: grants.pending(pending_id))
+            assert kept.redirect_uri == "http://127.0.0.1:50123/callback"
+            assert kept.scopes == [grants.TOOL_SCOPE]  # clamped, not refused
+            assert kept.resource == RESOURCE
+            no_resource = pending_id_of(await ask(CALLBACK, resource=None))
+            assert in_ledger(lambda: grants.pending(no_resource)).resource == RESOURCE
+            for refused in (
+                "http://127.0.0.1:50123/callback/other",
+                "http://127.0.0.1:50123/",
+                "http://127.0.0.2.example:33418/callback",
+                "https://127.0.0.1:50123/callback",
+                "http://localhost:33418/callback",
+            ):
+                answer = await ask(refused)
+                assert answer.status_code == 400 and "location" not in answer.headers, refused
+
+    anyio.run(main)
+
+
+def test_pkce_the_redirect_uri_and_the_resource_are_checked_at_token(ledger):
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            verifier, challenge = pkce()
+            code = await code_for(http, client_id, challenge)
+            base = {
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": CALLBACK,
+                "client_id": client_id,
+                "code_verifier": verifier,
+                "resource": RESOURCE,
+            }
+            wrong = [
+                ({"code_verifier": pkce()[0]}, "invalid_grant"),
+                ({"redirect_uri": "http://127.0.0.1:33419/callback"}, "invalid_request"),
+                ({"resource": "https://other.example/mcp"}, "invalid_target"),
+            ]
+            for change, error in wrong:
+                answer = await token(http, **{**base, **change})
+                assert (answer.status_code, answer.json()["error"]) == (400, error), change
+                assert "access_token" not in answer.text
+            multipart = await http.post(
+                "/token", files={"resource": (None, "https://other.example/mcp")}, data=base
+            )
+            assert multipart.json()["error"] == "invalid_request"  # form-urlencoded only
+            other_client = await public_client(http)
+            answer = await token(http, **{**base, "client_id": other_client})
+            assert answer.json()["error"] == "invalid_grant"
+            assert grant_row().revoked_at is None  # refusals before redemption revoke nothing
+            good = await token(http, **base)
+            assert good.status_code == 200, good.text
+            assert good.headers["cache-control"] == "no-store"
+
+    anyio.run(main)
+
+
+def test_a_reused_code_is_refused_and_revokes_the_grant(ledger):
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            verifier, challenge = pkce()
+            code = await code_for(http, client_id, challenge)
+            form = {
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": CALLBACK,
+                "client_id": client_id,
+                "code_verifier": verifier,
+            }
+            first = await token(http, **form)
+            assert first.status_code == 200
+            again = await token(http, **form)
+            assert (again.status_code, again.json()["error"]) == (400, "invalid_grant")
+            bearer = {"Authorization": f"Bearer {first.json()['access_token']}"}
+            assert (await http.get("/mcp", headers=bearer)).status_code == 401
+
+    anyio.run(main)
+    assert grant_row().revoked_why == "code-reused"
+
+
+def test_a_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(ledger):
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, first = await signed_in(http)
+            form = {"grant_type": "refresh_token", "client_id": client_id, "resource": RESOURCE}
+            rotated = await token(http, **form, refresh_token=first["refresh_token"])
+            assert rotated.status_code == 200, rotated.text
+            second = rotated.json()
+            assert second["refresh_token"] != first["refresh_token"]
+            bearer = {"Authorization": f"Bearer {second['access_token']}"}
+            assert (await http.get("/mcp", headers=bearer)).status_code == 200
+            other = await token(
+                http,
+                grant_type="refresh_token",
+                client_id=client_id,
+                refresh_token=second["refresh_token"],
+                resource="https://other.example/mcp",
+            )
+            assert other.json()["error"] == "invalid_target"  # refused before any rotation
+            # the client whose answer was lost presents the used token again: the family ends
+            reused = await token(http, **form, refresh_token=first["refresh_token"])
+            assert (reused.status_code, reused.json()["error"]) == (400, "invalid_grant")
+            assert (await http.get("/mcp", headers=bearer)).status_code == 401
+            latest = await token(http, **form, refresh_token=second["refresh_token"])
+            assert latest.json()["error"] == "invalid_grant"
+
+    anyio.run(main)
+    assert grant_row().revoked_why == "refresh-reused"
+
+
+def test_revocation_by_the_client_ends_the_family(ledger):
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, tokens = await signed_in(http)
+            bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
+            assert (await http.get("/mcp", headers=bearer)).status_code == 200
+            other_client = await public_client(http)
+            ignored = await http.post(
+                "/revoke", data={"token": tokens["access_token"], "client_id": other_client}
+            )
+            assert ignored.status_code == 200  # RFC 7009 §2.2, and nothing revoked
+            assert (await http.get("/mcp", headers=bearer)).status_code == 200
+            revoked = await http.post(
+                "/revoke", data={"token": tokens["access_token"], "client_id": client_id}
+            )
+            assert revoked.status_code == 200
+            assert (await http.get("/mcp", headers=bearer)).status_code == 401
+            refresh = await token(
+                http,
+                grant_type="refresh_token",
+                client_id=client_id,
+                refresh_token=tokens["refresh_token"],
+            )
+            assert refresh.json()["error"] == "invalid_grant"
+
+    anyio.run(main)
+    assert grant_row().revoked_why == "client-revoked"
+
+
+def test_a_token_for_another_resource_is_refused_at_mcp(ledger):
+    """A grant bound to another resource (the public URL changed): its token is refused by
+    ``validate_token_resource`` at ``/mcp`` and its refresh is ``invalid_target``."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, tokens = await signed_in(http)
+            in_ledger(lambda: OAuthGrant.update(resource="https://old.example/mcp").execute())
+            bearer = {"Authorization": f"Bearer {tokens['access_token']}"}
+            assert (await http.get("/mcp", headers=bearer)).status_code == 401
+            with database.connection_context():
+                assert server.provider.principal_for(tokens["access_token"], RESOURCE) is None
+                assert server.provider.principal_for(tokens["access_token"]) is not None
+            refresh = await token(
+                http,
+                grant_type="refresh_token",
+                client_id=client_id,
+                refresh_token=tokens["refresh_token"],
+            )
+            assert refresh.json()["error"] == "invalid_target"
+
+    anyio.run(main)
+
+
+def test_the_consent_redirect_carries_iss_and_a_denial_carries_access_denied(ledger):
+    decision = grants.Decision("http://127.0.0.1:1/cb?x=1", None, "s")
+    query = parse_qs(urlsplit(client_redirect(decision, ISSUER + "/")).query)
+    assert query == {"x": ["1"], "error": ["access_denied"], "state": ["s"], "iss": [ISSUER]}
