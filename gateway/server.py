@@ -227,10 +227,10 @@ def run(
         PortInUse: something listens on ``host:port`` already (without ``share_port``), or on
             ``GATEWAY_MCP_LISTEN``'s.
     """
-    from gateway.remote import settings as remote_settings
+    from gateway.core import mcp_listen
 
     cfg = config_module.load()
-    remote = remote_settings.of(cfg)
+    remote = mcp_listen.of(cfg)
     logs.configure(log_format)
     from gateway.ledger import db
     from gateway.ledger import migrations
@@ -250,6 +250,7 @@ def run(
                     f"the remote MCP listener (GATEWAY_MCP_LISTEN, empty = none): {error}"
                 ) from None
         listener = [sys.executable, "-m", "gateway.remote.listener", "--log-format", log_format]
+        listener += ["--review-url", mcp_listen.review_base(cfg, host, port)]
     agent = agent_worker and bool(cfg.openai_api_key)
     os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
     background = Background(sweep_interval, agent, metrics_directory(), listener)

@@ -93,7 +93,7 @@ REFUSED = [
 
 
 def test_a_listener_on_a_public_address_needs_the_public_url():
-    from gateway.remote import settings
+    from gateway.core import mcp_listen as settings
 
     env = {"GATEWAY_SECRET_KEY": "k", "GATEWAY_MCP_LISTEN": "0.0.0.0:8001"}
     with pytest.raises(config.ConfigError, match="set GATEWAY_PUBLIC_URL"):

@@ -11,9 +11,9 @@ process, as the principal the bearer token stands for (:class:`Grants`), so no t
 on and validation, request keys, shares, rate limits and logs are the HTTP API's own.
 
 Bearer tokens accepted (:class:`Verifier`): a gateway token of the tenant (first-party, for
-headless clients), and whatever the pluggable ``oauth_principal`` hook accepts (none by
-default: the authorization server, the other half of issue 43, plugs in there and its
-``auth_server_provider``). Every principal here is ``tools_only``.
+headless clients), and an access token of an editor's OAuth grant
+(:func:`authorization_server`: the gateway's own authorization server, :mod:`gateway.oauth`,
+whose routes this listener serves too). Every principal here is ``tools_only``.
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ from mcp.server.auth.settings import AuthSettings
 
 from gateway.core import config as config_module
 from gateway.core import logs
+from gateway.core import mcp_listen
 from gateway.ledger.db import database
 from gateway.mcp import server as mcp_server
 from gateway.mcp.client import GatewayAPI
 from gateway.mcp.client import WsgiTransport
-from gateway.remote import settings as remote_settings
+from gateway.oauth import routes as oauth_routes
+from gateway.oauth.provider import GatewayProvider
 from gateway.remote.address_gate import AddressGate
 from gateway.tenancy import tokens
 from gateway.tenancy.tokens import Principal
@@ -149,9 +151,9 @@ def asgi_app(
     WSGI app the tools call.
 
     Raises:
-        ConfigError: see :func:`gateway.remote.settings.of`; or no listener configured.
+        ConfigError: see :func:`gateway.core.mcp_listen.of`; or no listener configured.
     """
-    where = remote_settings.of(cfg)
+    where = mcp_listen.of(cfg)
     if where is None:
         raise config_module.ConfigError("GATEWAY_MCP_LISTEN is empty: no listener to build")
     api = GatewayAPI(WsgiTransport(gateway_app))
@@ -160,7 +162,7 @@ def asgi_app(
         where.host, allow_hosts=(where.public_host,), allow_origins=(where.public_origin,)
     )
     app = server.streamable_http_app(
-        streamable_http_path=remote_settings.MCP_PATH,
+        streamable_http_path=mcp_listen.MCP_PATH,
         stateless_http=True,
         json_response=True,
         transport_security=security,
@@ -175,7 +177,34 @@ def asgi_app(
         auth_server_provider=auth_server_provider,
         custom_starlette_routes=list(routes),
     )
-    return AddressGate(app, cfg, token_path=remote_settings.MCP_PATH)
+    return AddressGate(app, cfg, token_path=mcp_listen.MCP_PATH)
+
+
+def authorization_server(cfg, where, review_url: str) -> tuple[GatewayProvider, OAuthHook]:
+    """The gateway's own authorization server for this listener (issuer ``where.issuer``,
+    consent page on the review site at ``review_url``: the public address behind the TLS
+    proxy, the API's own without one, :func:`gateway.core.mcp_listen.review_base`) and the
+    ``oauth_principal`` hook its access tokens go through: a live grant's tenant, its sites, its stable caller
+    key (``principal_hash``) as the principal's ``token_hash``; only tokens issued for
+    ``where.resource`` (RFC 8707). The routes are mounted by the caller
+    (:func:`gateway.oauth.routes.routes`), not by the SDK's ``auth_server_provider``, so that
+    the gateway's wrappers stand in front of them."""
+    provider = GatewayProvider(cfg, where.issuer, review_url, resource_url=where.resource)
+
+    def grant_principal(token: str) -> Principal | None:
+        seen = provider.principal_for(token, where.resource)
+        if seen is None:
+            return None
+        return Principal(
+            tenant=seen["tenant"],
+            role="workflow",
+            name=f"oauth-grant-{seen['grant_id']}",
+            token_hash=seen["principal_hash"],
+            sites=frozenset(seen["sites"]),
+            tools_only=True,
+        )
+
+    return provider, grant_principal
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -192,13 +221,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="gateway-mcp-listener")
     parser.add_argument("--log-format", choices=logs.FORMATS, default="json")
+    parser.add_argument("--review-url", help="where editors reach the review site")
     options = parser.parse_args(argv)
     logs.configure(options.log_format)
     cfg = config_module.load()
-    where = remote_settings.of(cfg)
+    where = mcp_listen.of(cfg)
     if where is None:
         raise config_module.ConfigError("GATEWAY_MCP_LISTEN is empty: no listener to start")
-    app = asgi_app(cfg, create_app())
+    provider, hook = authorization_server(cfg, where, options.review_url or where.issuer)
+    app = asgi_app(cfg, create_app(), hook, routes=oauth_routes.routes(provider))
     log.info("remote MCP listener at %s (bound to %s:%s)", where.resource, where.host, where.port)
     # its lines through the gateway's format; no access log (a path may carry OAuth parameters,
     # and each tool call writes the API's own request line)

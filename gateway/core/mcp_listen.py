@@ -55,3 +55,15 @@ def of(cfg: Config) -> Listener | None:
     where = f"[{host}]" if ":" in host else host
     issuer = cfg.public_url or f"http://{where}:{port}"
     return Listener(host, int(port), issuer, issuer + MCP_PATH)
+
+
+def review_base(cfg: Config, host: str, port: int) -> str:
+    """Where the review site (and so the OAuth consent page, ``/review/oauth``) is reached by
+    an editor's browser: ``GATEWAY_PUBLIC_URL`` behind the TLS proxy, else the API's own
+    address ``host:port`` (a wildcard bind read as loopback: the browser on this machine)."""
+    if cfg.public_url:
+        return cfg.public_url
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    where = f"[{host}]" if ":" in host else host
+    return f"http://{where}:{port}"
