@@ -184,8 +184,9 @@ def authorization_server(cfg, where, review_url: str) -> tuple[GatewayProvider, 
     """The gateway's own authorization server for this listener (issuer ``where.issuer``,
     consent page on the review site at ``review_url``: the public address behind the TLS
     proxy, the API's own without one, :func:`gateway.core.mcp_listen.review_base`) and the
-    ``oauth_principal`` hook its access tokens go through: a live grant's tenant, its sites, its stable caller
-    key (``principal_hash``) as the principal's ``token_hash``; only tokens issued for
+    ``oauth_principal`` hook its access tokens go through: a live grant's tenant, its sites,
+    its stable caller key (``principal_hash``) as the principal's ``token_hash``; only tokens
+    issued for
     ``where.resource`` (RFC 8707). The routes are mounted by the caller
     (:func:`gateway.oauth.routes.routes`), not by the SDK's ``auth_server_provider``, so that
     the gateway's wrappers stand in front of them."""
