@@ -350,6 +350,11 @@ def test_what_the_page_says_of_hosts_names_and_redirects():
     assert (other.redirect_kind, other.redirect_flagged) == ("other", True)
     for loopback in ("http://127.0.0.1:1/cb", "http://[::1]:2/cb", "http://localhost:3/cb"):
         assert consent.describe(CLIENT_ID, {}, loopback).redirect_kind == "loopback"
+    app_link = consent.describe(CLIENT_ID, {}, "com.example.app:/cb")
+    assert (app_link.redirect_host, app_link.redirect_flagged) == (
+        "an app's own link (com.example.app:)",
+        True,
+    )
     assert consent.redirect_origin("http://[::1]:2/cb") == "http://[::1]:2"
     assert consent.redirect_origin("https://u:p@a.example/cb") == "https://a.example"
     assert consent.redirect_origin("com.example.app:/cb") == "com.example.app:"

@@ -53,7 +53,8 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
-                seen.append(self.path)
+                if self.path.startswith("/callback"):  # not Chromium's /favicon.ico
+                    seen.append(self.path)
                 body = b"<!doctype html><title>connected</title><h1>App connected</h1>"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")

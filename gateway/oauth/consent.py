@@ -187,8 +187,10 @@ def describe(client_id: str, metadata: dict | None, redirect_uri: str) -> Client
     host = client_host(client_id)
     name = clean_name((metadata or {}).get("client_name"))
     redirect_host, port = _host_and_port(redirect_uri)
-    if not redirect_host:
-        redirect_host = urlsplit(redirect_uri).scheme.lower() + ":"
+    scheme = urlsplit(redirect_uri).scheme.lower()
+    if scheme not in ("http", "https"):  # a private-use scheme (RFC 8252 §7.1): any app's
+        kind, shown = "other", f"an app's own link ({scheme}:)"
+        return ClientView(name, host, redirect_uri, shown, kind, redirect_origin(redirect_uri))
     if is_loopback(redirect_uri):
         kind = "loopback"
         shown = LOOPBACK + (f" (port {port})" if port else "")
