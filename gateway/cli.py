@@ -32,6 +32,8 @@ from gateway.ledger import hot_sql
 from gateway.ledger import migrations
 from gateway.ledger.db import database
 from gateway.ledger.db import rfc3339
+from gateway.oauth import consent
+from gateway.tenancy import grants
 from gateway.tenancy import sites
 from gateway.tenancy import tokens
 
@@ -406,12 +408,35 @@ def tokens_create(tenant, role, name):
 
 @_needs_no_secret_key
 @tokens_group.command("revoke")
-@click.option("--tenant", required=True, help="The token's tenant.")
-@click.option("--name", required=True, help="The token's name (as given to tokens create).")
+@click.option("--tenant", required=True, help="The token's or grant's tenant.")
+@click.option("--name", default=None, help="The token's name (as given to tokens create).")
+@click.option(
+    "--grant",
+    "grant_id",
+    type=click.IntRange(1, 2147483647),
+    default=None,
+    help="An OAuth grant's id (gateway tokens list): the app's next call is refused.",
+)
 @needs_ledger
-def tokens_revoke(tenant, name):
-    """Revoke the token of TENANT named NAME (API calls and editor sessions end)."""
+def tokens_revoke(tenant, name, grant_id):
+    """Revoke a token (--name) or an OAuth grant (--grant) of TENANT.
+
+    A token's API calls and editor sessions end; every token a grant issued is refused from
+    its next call on."""
+    if (name is None) == (grant_id is None):
+        raise click.UsageError("give exactly one of --name (a token) or --grant (an OAuth grant)")
     known_tenant(tenant)
+    if grant_id is not None:
+        with database.connection_context():
+            revoked = grants.revoke_for_tenant(tenant, grant_id)
+            ids = [g.id for g in grants.list_grants(tenant)]
+        if not revoked and grant_id not in ids:
+            raise KnownProblem(
+                f"tenant {tenant!r} has no OAuth grant {grant_id}; its grants: "
+                f"{', '.join(map(str, ids)) or 'none'} (gateway tokens list)"
+            )
+        click.echo(json.dumps({"tenant": tenant, "grant": grant_id, "revoked": int(revoked)}))
+        return
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
         names = sorted({t.name for t in tokens.list_tokens(tenant)})
@@ -428,15 +453,22 @@ def tokens_revoke(tenant, name):
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
 def tokens_list(tenant):
-    """The tokens as JSON: tenant, name, role, created, revoked; never a secret.
+    """The tokens and the OAuth grants as JSON, never a secret.
+
+    A token: ``kind`` "token",
+    tenant, name, role, created, revoked. A grant an editor gave an MCP client: ``kind``
+    "grant", ``grant_id``, tenant, the client's name and verified host (null: registered
+    dynamically, unverified), sites, approved by, created, last use (written at most once a
+    minute), revoked and why.
 
     Neither a token nor its hash is shown, and nothing is written per request to keep a
-    "last used" date."""
+    token's "last used" date."""
     if tenant:
         known_tenant(tenant)
     with database.connection_context():
         listed = [
             {
+                "kind": "token",
                 "tenant": t.tenant,
                 "name": t.name,
                 "role": t.role,
@@ -444,6 +476,16 @@ def tokens_list(tenant):
                 "revoked_at": rfc3339(t.revoked_at),
             }
             for t in tokens.list_tokens(tenant)
+        ]
+        listed += [
+            {
+                "kind": "grant",
+                **row,
+                "created_at": rfc3339(row["created_at"]),
+                "last_used_at": rfc3339(row["last_used_at"]),
+                "revoked_at": rfc3339(row["revoked_at"]),
+            }
+            for row in consent.grant_list(tenant)
         ]
     click.echo(json.dumps(listed, indent=2, ensure_ascii=False))
 

@@ -388,4 +388,17 @@ OPERATIONS: dict[str, Contract] = {
     "POST /review/jobs/{job_id}/operations/retry": Contract(
         media_type=PAGE, ok=(303,), form=("operation_key", "reason"), pages=(400,)
     ),
+    "GET /review/oauth": Contract(
+        media_type=PAGE,
+        ok=(200, 303),
+        query={"request": {"type": "string", "minLength": 1, "maxLength": 128}},
+        pages=(403, 404),
+    ),
+    "POST /review/oauth/approve": Contract(
+        media_type=PAGE, ok=(303,), form=("sites",), pages=(400, 403, 404)
+    ),
+    "POST /review/oauth/deny": Contract(media_type=PAGE, ok=(303,), form=(), pages=(400, 403, 404)),
+    "POST /review/oauth/grants/{grant_id}/revoke": Contract(
+        media_type=PAGE, ok=(303,), form=(), pages=(400,)
+    ),
 }

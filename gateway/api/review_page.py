@@ -11,6 +11,9 @@ forms and buttons that call the same domain functions as the JSON API.
   explicit ``csrf.protect()`` for every POST of this blueprint only: the bearer-token JSON API
   under ``/v1`` reads no cookie, so it has nothing to protect and stays unchanged.
 * A :class:`GatewayError` becomes a flash message (problem title and detail), never a trace.
+* OAuth consent (:mod:`gateway.api.oauth_consent`): ``GET /review/oauth?request=ID`` keeps the
+  pending id sealed in the session (:data:`OAUTH_REQUEST`) before any sign-in check, and the
+  sign-in carries it over and lands on the consent page.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from gateway.editorial import resolution
 from gateway.editorial import review_board
 from gateway.jobs import budgets
 from gateway.ledger import models
+from gateway.oauth import consent
 from gateway.operations.target import target_for
 from gateway.operator import metrics
 from gateway.recovery import retries
@@ -61,6 +65,8 @@ log = logging.getLogger(__name__)
 bp = Blueprint("review_page", __name__, url_prefix="/review")
 csrf = CSRFProtect()
 SESSION_KEY = "editor"
+OAUTH_REQUEST = "oauth_request"  # the sealed pending id of an OAuth consent (never in clear)
+OAUTH_ID_CHARS = 128
 EDITOR_ROLES = ("editor", "admin")
 PUBLISHED_WORDS = {"publish": "published", "future": "scheduled", "private": "published privately"}
 SECURITY_HEADERS = {
@@ -104,6 +110,8 @@ def _signed_in() -> tokens.Principal | None:
 def _before():
     if request.method == "POST":
         csrf.protect()  # CSRFError (400) without a valid token
+    if request.endpoint == "review_page.oauth_consent" and "request" in request.args:
+        return _hold_oauth_request(request.args["request"])
     principal = _signed_in()
     if principal is not None:
         g.principal = principal
@@ -111,6 +119,14 @@ def _before():
     elif request.endpoint != "review_page.login":
         return redirect(url_for("review_page.login"), 303)
     return None
+
+
+def _hold_oauth_request(pending_id: str):
+    """Keep an OAuth pending id in the session, sealed, and send the browser to the consent
+    page without it in the URL (signed in or not: the sign-in carries it over)."""
+    if 0 < len(pending_id) <= OAUTH_ID_CHARS:
+        session[OAUTH_REQUEST] = consent.seal(config().secret_key, pending_id)
+    return redirect(url_for("review_page.oauth_consent"), 303)
 
 
 @bp.after_request
@@ -170,8 +186,11 @@ def login():
         log.warning("review page: sign-in refused (%s)", principal.role)
         flash("This page is for editors: sign in with an editor or admin token.", "error")
         return render_template("review_login.html"), 403
+    held = session.get(OAUTH_REQUEST)  # an OAuth consent waiting for this sign-in
     session.clear()
     session.regenerate()  # a new id at sign-in: an id planted before it opens nothing
+    if held:
+        session[OAUTH_REQUEST] = held
     session[SESSION_KEY] = {
         "tenant": principal.tenant,
         "role": principal.role,
@@ -180,6 +199,8 @@ def login():
     }
     log.info("review page: %s signed in (tenant %s)", principal.name, principal.tenant)
     flash(f"Signed in as {principal.name} ({principal.role}, tenant {principal.tenant}).", "info")
+    if held:
+        return redirect(url_for("review_page.oauth_consent"), 303)
     return _back()
 
 
@@ -230,6 +251,8 @@ def index():
         missed=scheduling.missed_schedules(tenant),
         over_budget=budgets.exhausted_jobs(config(), tenant),
         approval_hours=review_board.APPROVAL_HOURS,
+        grants=consent.grant_list(tenant),
+        unverified=consent.UNVERIFIED,
     )
 
 

@@ -24,6 +24,7 @@ from gateway.api import follow_up
 from gateway.api import grant_limits
 from gateway.api import health
 from gateway.api import jobs
+from gateway.api import oauth_consent  # noqa: F401 - its routes join review_page's blueprint
 from gateway.api import report
 from gateway.api import request_keys
 from gateway.api import review_page
