@@ -358,9 +358,6 @@ def test_what_the_page_says_of_hosts_names_and_redirects():
     assert consent.redirect_origin("http://[::1]:2/cb") == "http://[::1]:2"
     assert consent.redirect_origin("https://u:p@a.example/cb") == "https://a.example"
     assert consent.redirect_origin("com.example.app:/cb") == "com.example.app:"
-    assert consent.with_params("https://a/cb?x=1#f", {"code": "c", "state": None}) == (
-        "https://a/cb?x=1&code=c"
-    )
     sealed = consent.seal("key", "the-id")
     assert "the-id" not in sealed and consent.unseal("key", sealed, 60) == "the-id"
     assert consent.unseal("other-key", sealed, 60) is None and consent.unseal("key", 5, 60) is None

@@ -45,8 +45,10 @@ from gateway.api.http import roles
 from gateway.api.review_page import OAUTH_REQUEST
 from gateway.api.review_page import SECURITY_HEADERS
 from gateway.api.review_page import bp
+from gateway.core import mcp_listen
 from gateway.ledger.oauth_models import OAuthClient
 from gateway.oauth import consent
+from gateway.oauth import redirects
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
 from gateway.tenancy import sites as tenant_sites
@@ -59,10 +61,12 @@ GONE = (
 
 
 def issuer() -> str:
-    """The authorization server's issuer identifier for ``iss`` (RFC 9207 §2): the
-    configured ``GATEWAY_PUBLIC_URL``, else this request's scheme and host (what the proxy
-    in front says, with ``GATEWAY_PROXY_HOPS``), without a trailing slash."""
-    return config().public_url or request.host_url.rstrip("/")
+    """The authorization server's issuer identifier for ``iss`` (RFC 9207 §2), exactly as
+    the MCP listener's metadata names it (:func:`gateway.core.mcp_listen.of`:
+    ``GATEWAY_PUBLIC_URL``, else the listener's loopback address); with no listener
+    configured, this request's scheme and host. No trailing slash."""
+    where = mcp_listen.of(config())
+    return where.issuer if where is not None else request.host_url.rstrip("/")
 
 
 def _held_id() -> str | None:
@@ -157,9 +161,7 @@ def oauth_approve():
         g.principal.tenant,
         ", ".join(chosen),
     )
-    location = consent.with_params(
-        decision.redirect_uri, {"code": decision.code, "state": decision.state, "iss": issuer()}
-    )
+    location = redirects.client_redirect(decision, issuer())
     return _with_form_action(redirect(location, 303), view)
 
 
@@ -175,10 +177,7 @@ def oauth_deny():
         return _gone()
     session.pop(OAUTH_REQUEST, None)
     log.info("review page: %s denied an OAuth client (%s)", g.principal.name, view.host_words)
-    location = consent.with_params(
-        decision.redirect_uri,
-        {"error": "access_denied", "state": decision.state, "iss": issuer()},
-    )
+    location = redirects.client_redirect(decision, issuer())
     return _with_form_action(redirect(location, 303), view)
 
 

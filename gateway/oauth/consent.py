@@ -29,20 +29,16 @@ sign-in cookie nor the ledger's session row holds it in clear.
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass
-from urllib.parse import urlencode
 from urllib.parse import urlsplit
-from urllib.parse import urlunsplit
 
 from cryptography.fernet import Fernet
 from cryptography.fernet import InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from gateway.core import sealing
 from gateway.tenancy import grants
 
 #: The most characters of a client's name shown (and kept in the grant).
@@ -202,22 +198,8 @@ def describe(client_id: str, metadata: dict | None, redirect_uri: str) -> Client
     return ClientView(name, host, redirect_uri, shown, kind, redirect_origin(redirect_uri))
 
 
-def with_params(redirect_uri: str, params: dict[str, str | None]) -> str:
-    """``redirect_uri`` with ``params`` added to its query (RFC 6749 §3.1.2: a query the
-    client registered is kept; §4.1.2 and §4.1.2.1: ``code`` or ``error``, and ``state``
-    when the request had one; RFC 9207: ``iss``). None values are left out; a fragment is
-    dropped (RFC 6749 §3.1.2 forbids one)."""
-    parts = urlsplit(redirect_uri)
-    added = urlencode({k: v for k, v in params.items() if v is not None})
-    query = f"{parts.query}&{added}" if parts.query else added
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
-
-
 def _fernet(secret_key: str) -> Fernet:
-    key = HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"oauth-pending"
-    ).derive(secret_key.encode("utf-8"))
-    return Fernet(base64.urlsafe_b64encode(key))
+    return sealing.fernet(secret_key, b"oauth-pending")
 
 
 def seal(secret_key: str, pending_id: str) -> str:

@@ -7,12 +7,10 @@ response without it, and a response from another issuer).
 The consent page (:mod:`gateway.api`) calls :func:`client_redirect` with what
 :func:`gateway.tenancy.grants.approve` or :func:`gateway.tenancy.grants.deny` returned and
 answers ``303`` to it; the approve response's CSP must allow its origin in ``form-action``
-(:func:`redirect_origin`).
+(:func:`gateway.oauth.consent.redirect_origin`).
 """
 
 from __future__ import annotations
-
-from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import construct_redirect_uri
 
@@ -31,10 +29,3 @@ def client_redirect(decision: Decision, issuer: str) -> str:
     return construct_redirect_uri(
         decision.redirect_uri, code=decision.code, state=decision.state, iss=iss
     )
-
-
-def redirect_origin(decision: Decision) -> str:
-    """The origin (``scheme://host[:port]``) of the client's redirect URI, for the approve
-    response's ``Content-Security-Policy: form-action``."""
-    parts = urlsplit(decision.redirect_uri)
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"

@@ -9,7 +9,6 @@ lets FAILED 401/403 operations be sent again.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
@@ -20,9 +19,8 @@ from urllib.parse import urlunsplit
 
 from cryptography.fernet import Fernet
 from cryptography.fernet import InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from gateway.core import sealing
 from gateway.core import validation
 from gateway.core.config import ConfigError
 from gateway.core.exceptions import SecretKeyMismatch
@@ -76,14 +74,10 @@ XMLRPC = Companion(
 )
 
 
-@lru_cache(maxsize=4)
 def _fernet(secret_key: str) -> Fernet:
     if not secret_key:  # a command that needs no key was given none (config.load)
         raise ConfigError("GATEWAY_SECRET_KEY is required to use a site's application password")
-    key = HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"publishing-gateway", info=b"site-credentials"
-    ).derive(secret_key.encode("utf-8"))
-    return Fernet(base64.urlsafe_b64encode(key))
+    return sealing.fernet(secret_key, b"site-credentials")
 
 
 def encrypt_password(secret_key: str, password: str) -> str:
