@@ -153,3 +153,36 @@ def test_token_less_paths_are_limited_per_address_and_a_dead_listener_comes_back
     time.sleep(0.5)
     _wait_for_listener(served)
     assert requests.post(served.mcp, json={}, timeout=10).status_code == 401
+
+
+def test_behind_the_proxy_the_routes_see_the_forwarded_client_address():
+    """With ``GATEWAY_PROXY_HOPS=1`` the token-less routes behind the gate (the registration
+    rate per address) see the client's address, not the proxy's: one client's registrations
+    never use up another's."""
+    from gateway.core import config
+    from gateway.remote.address_gate import AddressGate
+
+    seen = []
+
+    async def inner(scope, receive, send):
+        seen.append(scope["client"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    cfg = config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_PROXY_HOPS": "1"})
+    gate = AddressGate(inner, cfg)
+    scope = {
+        "type": "http",
+        "path": "/register",
+        "client": ("127.0.0.1", 5000),
+        "headers": [(b"x-forwarded-for", b"203.0.113.9")],
+    }
+
+    async def nothing():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def ignore(_message):
+        return None
+
+    anyio.run(gate, scope, nothing, ignore)
+    assert seen == [("203.0.113.9", 5000)]

@@ -30,8 +30,9 @@ give what the gateway guarantees.
   form requires a ``client_secret`` member, which a public client does not send: without this
   its revocation would be a 400); revoking ends the grant's family.
 
-The client address is the ASGI ``client`` of the request: behind a TLS proxy the listener must
-set it from the trusted ``X-Forwarded-For`` hops (``GATEWAY_PROXY_HOPS``). The protected
+The client address is the ASGI ``client`` of the request: behind a TLS proxy the listener's
+:class:`gateway.remote.address_gate.AddressGate` sets it from the trusted ``X-Forwarded-For``
+hops (``GATEWAY_PROXY_HOPS``). The protected
 resource metadata (RFC 9728) and ``/mcp`` are the listener's (``create_protected_resource_routes``,
 ``AuthSettings(validate_token_resource=True)``).
 

@@ -52,6 +52,8 @@ class AddressGate:
         retry = self._enter(who)
         if retry is not None:
             return await _too_many(send, retry)
+        # the routes behind it (the registration rate) see the same address
+        scope = {**scope, "client": (who, (scope.get("client") or ("", 0))[1])}
         try:
             return await self.app(scope, receive, send)
         finally:
