@@ -12,15 +12,18 @@ dynamic registration (RFC 7591) or a client metadata document (CIMD, served over
 loopback with a test CA the served gateway trusts through ``SSL_CERT_FILE``, its
 ``host:port`` in ``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS``; an unlisted loopback URL refused);
 a tool call writes exactly one post, counted in WordPress; ``gateway tokens list`` shows the
-grant and its last use; the grant cannot leave its sites, has no publishing tool and its token
-opens nothing at ``/v1``; another tenant's editor and a workflow token cannot approve; a
-refresh rotates, a reused refresh token ends the family, ``gateway tokens revoke --grant``
-refuses the next call; and no code, token, client secret or pending id is in the served
-gateway's and listener's logs, the SDK client's log records, the ledger or any response but
-the one it belongs in.
+grant and its last use; a client that misbehaves (plain ``requests``) gets an unregistered
+redirect URI shown, not redirected, and a wrong PKCE verifier, redirect URI or resource
+refused at ``/token``, and a reused code ends its grant; the grant cannot leave its sites,
+has no publishing tool and its token opens nothing at ``/v1``; another tenant's editor and a
+workflow token cannot approve; a refresh rotates, a reused refresh token ends the family,
+``gateway tokens revoke --grant`` refuses the next call; and no code, token, client secret or
+pending id is in the served gateway's and listener's output (uvicorn's and the SDK server's
+lines included), the SDK client's log records, the ledger's rows and files, or any response
+but the one it belongs in.
 
-One served gateway for the module (about 10 s to start); each test signs its own client in,
-so they run in any order.
+One served gateway for the module (about 3 s to start; the module takes about 5 s on the
+project's 2-core machine); each test signs its own client in, so they run in any order.
 """
 
 from __future__ import annotations
