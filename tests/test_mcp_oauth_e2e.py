@@ -222,11 +222,11 @@ def served(shared_wp_site, documents, tmp_path_factory):
     for one in sdk_loggers:
         one.addHandler(records)
         one.setLevel(logging.DEBUG)
-    server.start()
     server.mcp = f"http://{listen}/mcp"
     server.issuer = f"http://{listen}"
     server.records = records
     try:
+        server.start()
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -255,10 +255,14 @@ def grant_of(served, client_name: str) -> dict:
 
 
 def mcp_status(served, token: str) -> int:
-    """The status of a plain ``tools/list`` POST to ``/mcp`` with ``token``."""
+    """The status of a plain ``tools/list`` POST to ``/mcp`` with ``token`` (a 200 lists
+    the tools)."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
     answer = requests.post(served.mcp, json=LIST_TOOLS, headers=headers, timeout=30)
     SEEN.keep("mcp", answer)
+    if answer.status_code == 200:
+        listed = {tool["name"] for tool in answer.json()["result"]["tools"]}
+        assert listed == set(TOOLS), answer.text
     return answer.status_code
 
 
@@ -661,10 +665,10 @@ def test_the_grant_keeps_to_its_sites_cannot_publish_and_only_its_editor_approve
         workflow = Browser(served)
         assert workflow.sign_in(served.token).status_code == 403
         assert workflow.get(link).url == served.url + "/review/login"
-        answer = workflow.http.post(
-            served.url + "/review/oauth/approve", data={"sites": [SITE_NAME]}, timeout=30
+        answer = workflow.post(
+            "/review/oauth/approve", {"sites": [SITE_NAME]}, csrf_page="/review/login"
         )
-        assert answer.status_code == 400 and "Location" not in answer.headers  # no CSRF token
+        assert answer.status_code == 303 and answer.headers["Location"] == "/review/login"
 
     flow = SignIn(served, before_approve=others_try)
     job_id = new_job_id()
