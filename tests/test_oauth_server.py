@@ -13,7 +13,6 @@ import base64
 import datetime as dt
 import hashlib
 import http.server
-import ipaddress
 import json
 import logging
 import secrets
@@ -26,11 +25,6 @@ import anyio
 import anyio.to_thread
 import httpx2
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.client.auth import OAuthClientProvider
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
@@ -63,6 +57,7 @@ from gateway.oauth.routes import routes
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
 from tests.support import all_ledger_rows
+from tests.support import loopback_ca
 
 ISSUER = "http://127.0.0.1:8765"
 RESOURCE = f"{ISSUER}/mcp"
@@ -272,49 +267,6 @@ def sdk_auth(server: Server, client_metadata_url: str | None = None):
 # --------------------------------------------------------------------------- a test CA
 
 
-def _certificates(folder) -> tuple[str, str, str]:
-    """A CA and a server certificate for ``127.0.0.1`` and ``localhost`` signed by it:
-    (CA bundle, server certificate, server key) paths."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return tuple(str(p) for p in paths)
-
-
 class Documents(http.server.BaseHTTPRequestHandler):
     """Serves ``self.server.pages``: path -> (status, headers, body); counts requests."""
 
@@ -336,7 +288,7 @@ class Documents(http.server.BaseHTTPRequestHandler):
 def documents(tmp_path):
     """An HTTPS server on 127.0.0.1 with a certificate from a test CA: (server, CA bundle,
     base URL)."""
-    cafile, cert, key = _certificates(tmp_path)
+    cafile, cert, key = loopback_ca(tmp_path)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Documents)
     server.pages, server.hits = {}, []
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

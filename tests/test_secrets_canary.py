@@ -9,7 +9,10 @@ and the server's agent worker answers the session's tool call with the key.
 
 Transports: each one, REST and XML-RPC (which carries the application password in every
 request body, where a logged request or an echoed fault would show it); the fault scenarios
-hit each transport's own create and upload calls."""
+hit each transport's own create and upload calls.
+
+The OAuth sign-in's secrets (codes, access and refresh tokens, pending ids) have their canary
+beside the flow that makes them, through the remote MCP listener: test_mcp_oauth_e2e."""
 
 from __future__ import annotations
 
