@@ -211,9 +211,6 @@ def served(shared_wp_site, documents, tmp_path_factory):
             "GATEWAY_MCP_LISTEN": listen,
             "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS": docs_host,
             "SSL_CERT_FILE": cafile,
-            # each sign-in makes about five token-less calls (metadata, /register, /token,
-            # /authorize) from this one address: the module's dozen flows stay under the limit
-            "GATEWAY_UNAUTHENTICATED_RATE": "1000/60",
         }
     )
     records = Records()

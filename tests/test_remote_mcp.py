@@ -25,7 +25,7 @@ from support import free_port
 from support import new_job_id
 from support import op_key
 
-RATE = 12  # token-less calls per address and minute (GATEWAY_UNAUTHENTICATED_RATE) here
+RATE = 12  # token-less calls per address and minute (GATEWAY_OAUTH_RATE) here
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def served(shared_wp_site, tmp_path_factory):
     server = McpGateway(shared_wp_site, f"sqlite:///{workdir / 'ledger.db'}", workdir)
     listen = f"127.0.0.1:{free_port()}"
     server.env["GATEWAY_MCP_LISTEN"] = listen
-    server.env["GATEWAY_UNAUTHENTICATED_RATE"] = f"{RATE}/60"
+    server.env["GATEWAY_OAUTH_RATE"] = f"{RATE}/60"
     server.start()
     server.mcp = f"http://{listen}/mcp"
     try:

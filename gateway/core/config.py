@@ -371,8 +371,13 @@ SETTINGS: tuple[Setting, ...] = (
     S("oauth_dcr", bool, "GATEWAY_OAUTH_DCR", _switch, True,
       "accept Dynamic Client Registration (RFC 7591) at ``/register``, for clients without "
       "a metadata document: public clients only; ``off`` refuses it."),
-    S("oauth_dcr_rate", tuple[int, int] | None, "GATEWAY_OAUTH_DCR_RATE", _rate, (10, 3600),
-      "registrations one client address may make, ``N/SECONDS``."),
+    S("oauth_dcr_rate", tuple[int, int] | None, "GATEWAY_OAUTH_DCR_RATE", _rate, (100, 3600),
+      "registrations one client address may make, ``N/SECONDS`` (a hosted client's users "
+      "share its cloud's few addresses)."),
+    S("oauth_rate", tuple[int, int] | None, "GATEWAY_OAUTH_RATE", _rate, (600, 60),
+      "requests to the MCP listener's token-less paths (the OAuth metadata, ``/authorize``, "
+      "``/token``, ``/register``, ``/revoke``) one client address may make, ``N/SECONDS``; "
+      "a sign-in takes about five, and a hosted client's users share its cloud's addresses."),
     S("oauth_dcr_unused_hours", float, "GATEWAY_OAUTH_DCR_UNUSED_HOURS", _seconds, 24.0,
       "hours after which a dynamic registration no editor has approved is forgotten."),
 )  # fmt: skip

@@ -3,8 +3,10 @@
 caller without a token can freeze the listener (docs/operations.md "The remote MCP
 listener"), in memory, per listener process:
 
-* at most ``GATEWAY_UNAUTHENTICATED_RATE`` such requests per address and window (default 30
-  a minute; the ``limits`` library's fixed window, as :mod:`gateway.tenancy.address_limits`);
+* at most ``GATEWAY_OAUTH_RATE`` such requests per address and window (default 600 a minute:
+  a sign-in takes about five requests, a refresh one, and claude.ai's or ChatGPT's users all
+  come from their cloud's few addresses; the ``limits`` library's fixed window, as
+  :mod:`gateway.tenancy.address_limits`);
 * at most :data:`PER_ADDRESS` of them in flight per address, and :data:`IN_FLIGHT` in all.
 
 Past either: 429 ``unauthenticated-rate-limited`` (RFC 9457 ``application/problem+json``)
@@ -68,7 +70,7 @@ class AddressGate:
         with self._lock:
             if self._in_flight[who] >= PER_ADDRESS or sum(self._in_flight.values()) >= IN_FLIGHT:
                 return 1
-            rate = self.cfg.unauthenticated_rate
+            rate = self.cfg.oauth_rate
             if rate is not None:
                 item = RateLimitItemPerSecond(*rate)
                 if not self._limiter.hit(item, NAMESPACE, who):
