@@ -716,3 +716,44 @@ def test_the_consent_redirect_carries_iss_and_a_denial_carries_access_denied(led
     decision = grants.Decision("http://127.0.0.1:1/cb?x=1", None, "s")
     query = parse_qs(urlsplit(client_redirect(decision, ISSUER + "/")).query)
     assert query == {"x": ["1"], "error": ["access_denied"], "state": ["s"], "iss": [ISSUER]}
+
+
+BAD_REDIRECTS = [
+    "javascript:alert(1)",
+    "data:text/html,hi",
+    "http://evil.example/cb",
+    "http://localhost.evil.example/cb",
+    "https://evil.example/cb#frag",
+    "https://user:pw@app.example/cb",
+    "file:///etc/passwd",
+]
+
+
+def test_a_registration_with_a_redirect_a_browser_must_not_follow_is_refused(ledger):
+    """Only https, loopback http and reverse-domain private-use schemes (OAuth 2.1 §2.3.1,
+    RFC 8252 §7): a javascript:, data: or foreign http redirect would take the editor's
+    browser, and the code, anywhere. Nothing is registered."""
+    server = Server()
+    good = ["https://app.example/cb", "http://127.0.0.1/cb", "http://[::1]:9/cb", "com.app.x:/cb"]
+
+    async def main():
+        async with server.client() as http:
+            for uri in BAD_REDIRECTS:
+                answer = await register(
+                    http, token_endpoint_auth_method="none", redirect_uris=[uri]
+                )
+                assert answer.status_code == 400, (uri, answer.text)
+                assert answer.json()["error"] == "invalid_redirect_uri", uri
+            fine = await register(http, token_endpoint_auth_method="none", redirect_uris=good)
+            assert fine.status_code == 201, fine.text
+
+    anyio.run(main)
+    assert in_ledger(lambda: OAuthClient.select().count()) == 1
+
+
+def test_a_client_document_with_a_javascript_redirect_is_refused():
+    url = "https://app.example/client.json"
+    document = {"client_id": url, "token_endpoint_auth_method": "none"}
+    for uri in BAD_REDIRECTS:
+        with pytest.raises(client_documents.DocumentRefused, match="redirect_uris"):
+            client_documents.check(url, {**document, "redirect_uris": [uri]})

@@ -101,7 +101,7 @@ def test_a_pending_authorisation_is_claimed_by_one_editor_and_decided_once(ledge
     assert OAuthGrant.select().count() == 1
 
 
-def test_a_code_is_redeemed_once_and_a_reused_code_revokes_the_grant(ledger):
+def test_a_code_is_redeemed_once_and_a_reused_code_revokes_the_grant(ledger, caplog):
     code = _approved()
     view = oauth_tokens.code_view(code, T0)
     assert (view.scopes, view.resource) == (["gateway:tools"], RESOURCE)
@@ -112,6 +112,9 @@ def test_a_code_is_redeemed_once_and_a_reused_code_revokes_the_grant(ledger):
     assert oauth_tokens.code_view(code, T0) is None  # presented again
     assert oauth_tokens.access(issued.access_token, T0 + dt.timedelta(minutes=1)) is None
     assert OAuthGrant.get().revoked_why == "code-reused"
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"OAuth grant {issued.grant_id} revoked: code-reused" in warned  # said once, no code
+    assert not any(code in r.getMessage() for r in caplog.records)
 
 
 def test_an_expired_code_and_an_expired_access_token_are_refused(ledger):

@@ -25,6 +25,7 @@ from support import free_port
 from support import new_job_id
 from support import op_key
 
+LOG = "gateway.listener.http"  # the listener's request lines
 RATE = 12  # token-less calls per address and minute (GATEWAY_OAUTH_RATE) here
 
 
@@ -119,6 +120,14 @@ def test_without_a_token_the_listener_names_its_resource_metadata(served):
     assert document["resource"] == served.mcp
     assert document["authorization_servers"] == [base]
     assert document["bearer_methods_supported"] == ["header"]
+    # the listener writes one line per request: the 401s too, without the token or a query
+    lines = [json.loads(line) for line in served.logs().splitlines() if line.startswith("{")]
+    listened = [(r.get("path"), r.get("status")) for r in lines if r.get("logger") == LOG]
+    assert ("/mcp", 401) in listened and (
+        "/.well-known/oauth-protected-resource/mcp",
+        200,
+    ) in listened
+    assert "not-a-token" not in served.logs()
     # with a valid token, another Host or a foreign browser Origin is still refused
     token = {"Authorization": f"Bearer {served.token}"}
     for other, status in (

@@ -27,6 +27,7 @@ import time
 from urllib.parse import urlsplit
 
 from gateway.actions import egress
+from gateway.oauth import redirects
 
 MAX_BYTES = 5 * 1024
 DEADLINE_SECONDS = 5.0
@@ -108,7 +109,8 @@ def check(url: str, document: object) -> None:
         DocumentRefused: not a JSON object; ``client_id`` differs from ``url``; a
             ``client_secret``, or a ``token_endpoint_auth_method`` other than ``none`` (a
             missing one is RFC 7591's ``client_secret_basic``: only public clients, this
-            server holds no client key); no ``redirect_uris``.
+            server holds no client key); no ``redirect_uris``, or one a browser must not be
+            sent to (:func:`gateway.oauth.redirects.redirect_uri_problem`).
     """
     if not isinstance(document, dict):
         raise DocumentRefused("the document is not a JSON object")
@@ -119,3 +121,7 @@ def check(url: str, document: object) -> None:
     uris = document.get("redirect_uris")
     if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
         raise DocumentRefused("the document names no redirect_uris")
+    for uri in uris:
+        problem = redirects.redirect_uri_problem(uri)
+        if problem is not None:
+            raise DocumentRefused(f"redirect_uris: {problem}")

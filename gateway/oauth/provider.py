@@ -62,6 +62,7 @@ from gateway.core.config import Config
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.oauth import client_documents
+from gateway.oauth import redirects
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
 from gateway.tenancy import oauth_tokens
@@ -261,7 +262,9 @@ class GatewayProvider:
         registrations and stale documents are forgotten first (lazily, here).
 
         Raises:
-            RegistrationError: ``invalid_client_metadata`` for anything but a public client
+            RegistrationError: ``invalid_redirect_uri`` for a redirect URI a browser must not
+                be sent to (:func:`gateway.oauth.redirects.redirect_uri_problem`);
+                ``invalid_client_metadata`` for anything but a public client
                 (``token_endpoint_auth_method`` ``none``, no secret): the SDK would compare a
                 secret in clear. :mod:`gateway.oauth.routes` refuses these before the SDK
                 mints one; this is the second check.
@@ -270,6 +273,10 @@ class GatewayProvider:
             raise RegistrationError(
                 "invalid_client_metadata", "only public clients: token_endpoint_auth_method none"
             )
+        for uri in client_info.redirect_uris or []:
+            problem = redirects.redirect_uri_problem(str(uri))
+            if problem is not None:
+                raise RegistrationError("invalid_redirect_uri", f"{uri}: {problem}")
         metadata = client_info.model_dump(
             mode="json",
             exclude_none=True,

@@ -1,5 +1,6 @@
-"""Per-client-address limits for every path of the listener that takes no token (all but
-``/mcp``: the OAuth metadata, and the authorization server's endpoints once served), so no
+"""One log line per request of the listener (``gateway.listener.http``), and per-client-address
+limits for every path of the listener that takes no token (all but ``/mcp``: the OAuth
+metadata and the authorization server's endpoints), so no
 caller without a token can freeze the listener (docs/operations.md "The remote MCP
 listener"), in memory, per listener process:
 
@@ -18,6 +19,7 @@ from the end (werkzeug's ``ProxyFix`` rule, as the API trusts them).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -33,6 +35,7 @@ from gateway.core.config import Config
 PER_ADDRESS = 4  # token-less requests in flight per client address
 IN_FLIGHT = 32  # token-less requests in flight in all
 NAMESPACE = "listener-tokenless"
+request_log = logging.getLogger("gateway.listener.http")
 
 
 class AddressGate:
@@ -48,9 +51,12 @@ class AddressGate:
         self._in_flight: Counter[str] = Counter()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] == self.token_path:
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         who = client_address(scope, self.cfg.proxy_hops)
+        send = _logged(scope, who, send)
+        if scope["path"] == self.token_path:
+            return await self.app(scope, receive, send)
         retry = self._enter(who)
         if retry is not None:
             return await _too_many(send, retry)
@@ -78,6 +84,29 @@ class AddressGate:
                     return max(1, math.ceil(reset - time.time()))
             self._in_flight[who] += 1
         return None
+
+
+def _logged(scope, who: str, send):
+    """``send`` that writes the request's one log line (``gateway.listener.http``: method,
+    path, status, client address) when its answer starts. Never the query string, which
+    carries ``state`` and PKCE values, nor any header (tokens)."""
+    started = time.perf_counter()
+
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            request_log.info(
+                "request",
+                extra={
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": message["status"],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "client": who,
+                },
+            )
+        await send(message)
+
+    return sending
 
 
 def client_address(scope, proxy_hops: int) -> str:

@@ -14,6 +14,7 @@ issued); RFC 7636 (PKCE); RFC 8707 (resource indicators).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import secrets
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from gateway.ledger.oauth_models import OAuthCode
 from gateway.ledger.oauth_models import OAuthGrant
 from gateway.ledger.oauth_models import OAuthPending
 from gateway.ledger.oauth_models import OAuthToken
+
+log = logging.getLogger(__name__)
 
 #: The one scope a grant carries: the eight MCP tools (start_job, get_job, upload_media,
 #: put_draft, insert_block, verify, request_approval, recover), never approve or publish.
@@ -185,12 +188,16 @@ def revoke(grant_id: int, why: str, now: dt.datetime | None = None) -> bool:
     """Revoke a grant and so its whole family: every code and token it issued is refused from
     the next call on. ``why``: ``editor``, ``code-reused``, ``refresh-reused``,
     ``client-revoked`` (RFC 7009). True when it was live until now."""
-    return (
+    revoked = (
         OAuthGrant.update(revoked_at=_now(now), revoked_why=why)
         .where(OAuthGrant.id == grant_id, OAuthGrant.revoked_at.is_null())
         .execute()
         == 1
     )
+    if revoked:  # a reuse is a stolen copy or a client that lost an answer: say which grant
+        level = logging.WARNING if why.endswith("-reused") else logging.INFO
+        log.log(level, "OAuth grant %s revoked: %s", grant_id, why)
+    return revoked
 
 
 def revoke_for_tenant(tenant: str, grant_id: int, now: dt.datetime | None = None) -> bool:
