@@ -186,6 +186,19 @@ class NoErrorRedirects:
         await self.app(scope, receive, guarded)
 
 
+async def _form(scope: Scope, receive: Receive, send: Send) -> bytes | None:
+    """The request's form body (at most :data:`MAX_FORM_BYTES`), or None once a refusal was
+    sent: not ``application/x-www-form-urlencoded`` (``invalid_request``), or too large
+    (413)."""
+    if not _is_form(scope):
+        await _form_only(send)
+        return None
+    body = await _read_body(receive, MAX_FORM_BYTES)
+    if body is None:
+        await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
+    return body
+
+
 class ResourceCheck:
     """ASGI wrapper of the SDK's ``/token``: a ``resource`` parameter (RFC 8707, any number of
     them) naming anything but ``resource`` is answered 400 ``invalid_target`` before the SDK
@@ -202,12 +215,8 @@ class ResourceCheck:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if not _is_form(scope):
-            await _form_only(send)
-            return
-        body = await _read_body(receive, MAX_FORM_BYTES)
+        body = await _form(scope, receive, send)
         if body is None:
-            await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
             return
         asked = parse_qs(body.decode("latin-1")).get("resource", [])
         if any(not same_resource(value, self.resource) for value in asked):
@@ -234,12 +243,8 @@ class PublicRevocation:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if not _is_form(scope):
-            await _form_only(send)
-            return
-        body = await _read_body(receive, MAX_FORM_BYTES)
+        body = await _form(scope, receive, send)
         if body is None:
-            await _answer(send, 413, {"error": "invalid_request", "error_description": "too large"})
             return
         if "client_secret" not in parse_qs(body.decode("latin-1"), keep_blank_values=True):
             body += b"&client_secret=" if body else b"client_secret="

@@ -149,24 +149,30 @@ def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None)
     grant is revoked: a code presented twice), when it expired, or its grant was revoked."""
     now = _now(now)
     key = sha256_hex(code)
+    spend = OAuthCode.update(used_at=now).where(
+        OAuthCode.code_hash == key, OAuthCode.used_at.is_null(), OAuthCode.expires_at > now
+    )
+    return _spend_once(
+        spend, lambda: OAuthCode.get_or_none(OAuthCode.code_hash == key), "code-reused",
+        lifetimes, now,
+    )  # fmt: skip
+
+
+def _spend_once(spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime) -> Issued | None:
+    """Run the conditional UPDATE ``spend`` (a code's or refresh token's ``used_at``): the
+    request whose UPDATE changed the row gets a new token pair from its live grant; one that
+    found the row used already (another request was first: a reuse) revokes the grant
+    (``why``). ``row_of`` reads the row after the UPDATE. None but for the winner."""
     with db.atomic():
-        won = (
-            OAuthCode.update(used_at=now)
-            .where(
-                OAuthCode.code_hash == key,
-                OAuthCode.used_at.is_null(),
-                OAuthCode.expires_at > now,
-            )
-            .execute()
-        )
-        row = OAuthCode.get_or_none(OAuthCode.code_hash == key)
+        won = spend.execute()
+        row = row_of()
         if row is None:
             return None
         grant = grants.live(row.grant_id)
         if won == 1 and grant is not None:
             return _issue(grant, lifetimes, now)
-    if won == 0 and row.used_at is not None:  # redeemed by another request: reuse
-        grants.revoke(row.grant_id, "code-reused", now)
+    if won == 0 and row.used_at is not None:
+        grants.revoke(row.grant_id, why, now)
     return None
 
 
@@ -183,26 +189,16 @@ def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> 
     expired, or its grant was revoked."""
     now = _now(now)
     key = sha256_hex(token)
-    with db.atomic():
-        won = (
-            OAuthToken.update(used_at=now)
-            .where(
-                OAuthToken.token_hash == key,
-                OAuthToken.kind == REFRESH,
-                OAuthToken.used_at.is_null(),
-                OAuthToken.expires_at > now,
-            )
-            .execute()
-        )
-        row = OAuthToken.get_or_none(OAuthToken.token_hash == key, OAuthToken.kind == REFRESH)
-        if row is None:
-            return None
-        grant = grants.live(row.grant_id)
-        if won == 1 and grant is not None:
-            return _issue(grant, lifetimes, now)
-    if won == 0 and row.used_at is not None:  # used by another request: reuse
-        grants.revoke(row.grant_id, "refresh-reused", now)
-    return None
+    spend = OAuthToken.update(used_at=now).where(
+        OAuthToken.token_hash == key,
+        OAuthToken.kind == REFRESH,
+        OAuthToken.used_at.is_null(),
+        OAuthToken.expires_at > now,
+    )
+    row_of = lambda: OAuthToken.get_or_none(  # noqa: E731
+        OAuthToken.token_hash == key, OAuthToken.kind == REFRESH
+    )
+    return _spend_once(spend, row_of, "refresh-reused", lifetimes, now)
 
 
 def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
