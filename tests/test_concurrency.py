@@ -29,10 +29,10 @@ LOOKUP = r"^/wp-json/publishing-gateway/v1/objects"
 def servers(wp_site, ledger_url, tmp_path, proxy):
     started: list[Server] = []
 
-    def start(workers: int = 4, wp_timeout: float = 3) -> Server:
+    def start(workers: int = 4, wp_timeout: float = 3, threads: int | None = None) -> Server:
         server = Server(
             wp_site, ledger_url, tmp_path, site_url=proxy.url, wp_timeout=wp_timeout
-        ).start(workers=workers)
+        ).start(workers=workers, threads=threads)
         started.append(server)
         return server
 
