@@ -48,7 +48,7 @@ PATH_PATTERNS = {"job_id": validation.JOB_ID, "slot": validation.SLOT, "name": v
 VARIABLE = re.compile(r"<(?:([a-z]+)(?:\([^)]*\))?:)?([A-Za-z_]\w*)>")
 PROBLEM = "application/problem+json"
 # Path variables declared <int:...> in the URL map (a non-integer value is 404 not-found).
-INT_PATH = re.compile(r"\{(approval_id|review_id|media_id)\}")
+INT_PATH = re.compile(r"\{(approval_id|review_id|media_id|grant_id)\}")
 
 
 def problem_types() -> dict[str, dict]:
