@@ -5,6 +5,7 @@ client (:class:`Gateway`) that drives the gateway as n8n would, and small WordPr
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import io
 import ipaddress
@@ -640,3 +641,64 @@ def metric_value(text: str, sample: str, **labels: str) -> float:
             if found.name == sample and found.labels == labels:
                 return found.value
     return 0.0
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+
+
+@contextlib.contextmanager
+def chromium_driver(profile: Path, window: str = "1280,1900"):
+    """Debian's headless Chromium through ``/usr/bin/chromedriver`` (selenium), with a fresh
+    profile in ``profile`` (removed after) and a ``window`` of ``width,height`` pixels; pages
+    load within 60 s. The caller checks that both programs are there."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROME_FLAGS, f"--window-size={window}", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class TokenMemory:
+    """The ``mcp`` SDK OAuth client's token storage (its ``TokenStorage`` protocol), in
+    memory; ``on_secret(kind, value)``, when given, hears each token and client secret the
+    client stores (the tests' log canary)."""
+
+    def __init__(self, on_secret=None):
+        self.tokens = None  # mcp.shared.auth.OAuthToken
+        self.client = None  # mcp.shared.auth.OAuthClientInformationFull
+        self.on_secret = on_secret or (lambda _kind, _value: None)
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+        self.on_secret("access token", tokens.access_token)
+        self.on_secret("refresh token", tokens.refresh_token)
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info):
+        self.client = client_info
+        self.on_secret("client secret", client_info.client_secret)

@@ -56,9 +56,7 @@ from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult
-from mcp.shared.auth import OAuthClientInformationFull
 from mcp.shared.auth import OAuthClientMetadata
-from mcp.shared.auth import OAuthToken
 from mcp_support import MODERN
 from mcp_support import TOOLS
 from mcp_support import McpGateway
@@ -71,6 +69,7 @@ from servers import PASSWORD_ENV
 from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
+from support import TokenMemory
 from support import all_ledger_rows
 from support import draft_body
 from support import free_port
@@ -327,29 +326,6 @@ class Consent:
     result: AuthorizationCodeResult | None = None
 
 
-class Memory:
-    """The SDK client's token storage, in memory."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-        SEEN.secret("access token", tokens.access_token)
-        SEEN.secret("refresh token", tokens.refresh_token)
-
-    async def get_client_info(self):
-        return self.client
-
-    async def set_client_info(self, client_info):
-        self.client = client_info
-        SEEN.secret("client secret", client_info.client_secret)
-
-
 class Refused(Exception):
     """``/authorize`` answered something other than the redirect to the consent page."""
 
@@ -417,7 +393,7 @@ class SignIn:
         self.sites = sites
         self.before_approve = before_approve
         self.name = f"E2E app {uuid.uuid4().hex[:8]}"
-        self.storage = Memory()
+        self.storage = TokenMemory(SEEN.secret)
         self.consent = Consent()
         self.exchanges: list[tuple[str, str, int]] = []  # (method, path, status) of the SDK's
         metadata = OAuthClientMetadata(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import shutil
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -27,9 +26,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from servers import Server
+from support import CHROMEDRIVER
+from support import CHROMIUM
 from support import OFFLINE_SITE
 from support import ROOT
 from support import TENANT
+from support import chromium_driver
 
 from gateway.ledger import db
 from gateway.ledger.db import database
@@ -37,8 +39,6 @@ from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
 from gateway.tenancy import oauth_tokens
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
 CLIENT_ID = "https://claude.example/oauth/client.json"
 VERIFIER = "w" * 64
@@ -77,32 +77,10 @@ class Receiver:
 @pytest.fixture
 def chromium(tmp_path):
     """A headless Chromium through ``/usr/bin/chromedriver``, a fresh profile."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     for program in (CHROMIUM, CHROMEDRIVER):
         assert Path(program).exists(), f"{program} missing: bash scripts/setup.sh installs it"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1100,1400",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium_driver(tmp_path / "chromium-profile", window="1100,1400") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
 
 
 @pytest.fixture

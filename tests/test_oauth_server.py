@@ -32,9 +32,7 @@ from mcp.server.auth.provider import ProviderTokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.shared.auth import AuthorizationCodeResult
-from mcp.shared.auth import OAuthClientInformationFull
 from mcp.shared.auth import OAuthClientMetadata
-from mcp.shared.auth import OAuthToken
 from pydantic import AnyHttpUrl
 from pydantic import AnyUrl
 from starlette.applications import Starlette
@@ -56,6 +54,7 @@ from gateway.oauth.routes import issuer_url
 from gateway.oauth.routes import routes
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
+from tests.support import TokenMemory
 from tests.support import all_ledger_rows
 from tests.support import loopback_ca
 
@@ -214,31 +213,11 @@ def grant_row() -> OAuthGrant:
     return in_ledger(lambda: OAuthGrant.get())
 
 
-class Memory:
-    """The SDK client's token storage, in memory."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client
-
-    async def set_client_info(self, client_info):
-        self.client = client_info
-
-
 def sdk_auth(server: Server, client_metadata_url: str | None = None):
     """The SDK's ``OAuthClientProvider`` whose "browser" opens ``/authorize``, lets the editor
     approve, and hands back what the redirect carried. Returns (auth, storage, seen): ``seen``
     collects every secret the flow showed (pending id, code) for the log canary."""
-    storage, seen, result = Memory(), [], {}
+    storage, seen, result = TokenMemory(), [], {}
 
     async def open_browser(url: str) -> None:
         async with server.client() as browser:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 from servers import Server
+from support import CHROMEDRIVER
+from support import CHROMIUM
 from support import ROOT
 from support import SITE_NAME
 from support import TENANT
 from support import admin_session
+from support import chromium_driver
 from support import draft_body
 from support import hide_companion
 from support import metric_value
@@ -30,20 +32,7 @@ from support import problem_slug
 
 from gateway_tools.fault_proxy import Fault
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts"
-CHROME_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--window-size=1280,1900",
-)
 
 
 # --------------------------------------------------------------------------- test client
@@ -299,8 +288,7 @@ def browser(tmp_path):
     """A headless Chromium driven through ``/usr/bin/chromedriver`` with a fresh profile."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         missing.append("selenium (pip install -e '.[test]')")
     if missing:
@@ -311,18 +299,8 @@ def browser(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium_driver(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
 
 
 @pytest.fixture
