@@ -85,6 +85,7 @@ class GrantAccess:
     resource: str
     expires_at: float
     principal_hash: str
+    last_used_at: dt.datetime | None = None  # the grant's, as read (naive UTC)
 
 
 def _now(now: dt.datetime | None) -> dt.datetime:
@@ -203,13 +204,16 @@ def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> 
 
 def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
     """Who the access token ``token`` speaks for, or None (unknown, expired, or its grant
-    revoked). Notes the grant's last use, at most once a minute."""
+    revoked). Notes the grant's last use, at most once a minute: the UPDATE is sent only when
+    the grant as read is due for it (a conditional UPDATE still decides between racers), so a
+    busy client's calls are reads."""
     now = _now(now)
     seen = _view(token, ACCESS, now)
-    if seen is not None:
+    stale = now - LAST_USE_EVERY
+    if seen is not None and (seen.last_used_at is None or seen.last_used_at < stale):
         OAuthGrant.update(last_used_at=now).where(
             OAuthGrant.id == seen.grant_id,
-            (OAuthGrant.last_used_at.is_null()) | (OAuthGrant.last_used_at < now - LAST_USE_EVERY),
+            (OAuthGrant.last_used_at.is_null()) | (OAuthGrant.last_used_at < stale),
         ).execute()
     return seen
 
@@ -235,6 +239,7 @@ def _view(token: str, kind: str, now: dt.datetime) -> GrantAccess | None:
         grant.resource,
         _posix(row.expires_at),
         grant.principal_hash,
+        grant.last_used_at,
     )
 
 
