@@ -61,3 +61,56 @@ PENDING = "PENDING"
 DELIVERED = "DELIVERED"
 REFUSED = "REFUSED"
 NOTIFICATION_STATES = (PENDING, DELIVERED, REFUSED)
+
+
+# --------------------------------------------------------------------------- moves
+# Which move between states is legal, as data: each table is declared once against its column
+# (gateway.ledger.moves.declare, beside the models in gateway.ledger.models) and every write of
+# the column goes through gateway.ledger.moves.move. From-state -> the states it may move to.
+
+# Every state an operation may still leave for CONFIRMED (a confirmation's ``expect``).
+NOT_CONFIRMED = (PREPARED, SENT, UNKNOWN, FAILED)
+
+# from-state -> the states an operation may move to, and who makes each move:
+OPERATION_MOVES: dict[str, frozenset[str]] = {
+    PREPARED: frozenset(
+        {
+            SENT,  # perform's send claim; an agent input's send
+            CONFIRMED,  # unchanged media bytes reused; a cancel no session needed
+        }
+    ),
+    SENT: frozenset(
+        {
+            CONFIRMED,  # read back after the write, or found by lookup
+            FAILED,  # a definite refusal
+            UNKNOWN,  # no proof either way; absent at reconciliation; a page in front of WP
+            PREPARED,  # the call never left the gateway (perform._not_sent: back to before)
+            SENT,  # a resend after the in-flight window; _not_sent restoring a SENT row
+        }
+    ),
+    UNKNOWN: frozenset(
+        {
+            SENT,  # resent after reconciliation proved it absent
+            CONFIRMED,  # found by lookup
+            UNKNOWN,  # reconciliation found it absent again (its clock restarts)
+        }
+    ),
+    FAILED: frozenset(
+        {
+            SENT,  # resent after the site's credentials were renewed (a 401/403 refusal)
+            UNKNOWN,  # an editor's retry (recovery.retries.retry_failed)
+            CONFIRMED,  # found by lookup / adopted by an editor; a cancel not needed
+        }
+    ),
+    CONFIRMED: frozenset(
+        {
+            UNKNOWN,  # an adopted object another job bound at the same moment (ownership)
+        }
+    ),
+}
+
+NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
+    PENDING: frozenset({DELIVERED, REFUSED}),
+    DELIVERED: frozenset(),
+    REFUSED: frozenset(),
+}

@@ -18,6 +18,7 @@ from peewee import TextField
 
 # The operation states are gateway.core.states's; importable from here too, where the 23
 # modules that compare a row's state import them (``as`` marks the re-export).
+from gateway.core import states
 from gateway.core.states import CONFIRMED as CONFIRMED
 from gateway.core.states import FAILED as FAILED
 from gateway.core.states import PENDING
@@ -25,6 +26,7 @@ from gateway.core.states import PREPARED as PREPARED
 from gateway.core.states import SENT as SENT
 from gateway.core.states import STATES as STATES
 from gateway.core.states import UNKNOWN as UNKNOWN
+from gateway.ledger import moves
 from gateway.ledger.db import database
 from gateway.ledger.db import rfc3339
 from gateway.ledger.db import utcnow
@@ -541,3 +543,14 @@ def counter(name: str, tenant: str | None = None) -> int:
     """Current value of counter ``name``, global or of ``tenant`` (0 when never bumped)."""
     row = Counter.get_or_none(Counter.name == counter_name(name, tenant))
     return row.value if row else 0
+
+
+# ----------------------------------------------------------------------------- state columns
+# Every column holding a state the gateway owns, declared once with its moves (the tables:
+# gateway.core.states); every write of one goes through gateway.ledger.moves.move.
+OPERATION_STATE = moves.declare(
+    Operation, "state", states.OPERATION_MOVES, owner="gateway.operations.transitions"
+)
+NOTIFICATION_STATE = moves.declare(
+    Notification, "state", states.NOTIFICATION_MOVES, owner="gateway.operations.transitions"
+)

@@ -30,81 +30,27 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gateway.core.states import DELIVERED
+from gateway.core.states import NOT_CONFIRMED as NOT_CONFIRMED
+from gateway.core.states import NOTIFICATION_MOVES as NOTIFICATION_MOVES
+from gateway.core.states import OPERATION_MOVES as OPERATION_MOVES
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
 from gateway.ledger import db
 from gateway.ledger import hot_sql
+from gateway.ledger import moves
 from gateway.ledger import unique
-from gateway.ledger.models import CONFIRMED
-from gateway.ledger.models import FAILED
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
-
-# Every state an operation may still leave for CONFIRMED (a confirmation's ``expect``).
-NOT_CONFIRMED = (PREPARED, SENT, UNKNOWN, FAILED)
-
-# from-state -> the states an operation may move to, and who makes each move:
-OPERATION_MOVES: dict[str, frozenset[str]] = {
-    PREPARED: frozenset(
-        {
-            SENT,  # perform's send claim; an agent input's send
-            CONFIRMED,  # unchanged media bytes reused; a cancel no session needed
-        }
-    ),
-    SENT: frozenset(
-        {
-            CONFIRMED,  # read back after the write, or found by lookup
-            FAILED,  # a definite refusal
-            UNKNOWN,  # no proof either way; absent at reconciliation; a page in front of WP
-            PREPARED,  # the call never left the gateway (perform._not_sent: back to before)
-            SENT,  # a resend after the in-flight window; _not_sent restoring a SENT row
-        }
-    ),
-    UNKNOWN: frozenset(
-        {
-            SENT,  # resent after reconciliation proved it absent
-            CONFIRMED,  # found by lookup
-            UNKNOWN,  # reconciliation found it absent again (its clock restarts)
-        }
-    ),
-    FAILED: frozenset(
-        {
-            SENT,  # resent after the site's credentials were renewed (a 401/403 refusal)
-            UNKNOWN,  # an editor's retry (recovery.retries.retry_failed)
-            CONFIRMED,  # found by lookup / adopted by an editor; a cancel not needed
-        }
-    ),
-    CONFIRMED: frozenset(
-        {
-            UNKNOWN,  # an adopted object another job bound at the same moment (ownership)
-        }
-    ),
-}
-
-NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
-    PENDING: frozenset({DELIVERED, REFUSED}),
-    DELIVERED: frozenset(),
-    REFUSED: frozenset(),
-}
-
-_TABLES = {Operation: OPERATION_MOVES, Notification: NOTIFICATION_MOVES}
-
-
-class IllegalMove(RuntimeError):
-    """A move the state table does not allow: a bug in the caller, never a client's error."""
+from gateway.ledger.moves import IllegalMove as IllegalMove
 
 
 def check_move(model, from_states: tuple[str, ...], to: str) -> None:
-    """Raise :class:`IllegalMove` unless ``model``'s table allows ``from -> to`` for every
-    state in ``from_states``."""
-    table = _TABLES[model]
-    for state in from_states:
-        if to not in table.get(state, ()):
-            raise IllegalMove(f"{model.__name__} may not move from {state} to {to}")
+    """Raise :class:`IllegalMove` unless ``model``'s declared state column allows ``from ->
+    to`` for every state in ``from_states``."""
+    moves.declaration(model, "state").check(from_states, to)
 
 
 def claim(
@@ -181,29 +127,20 @@ def move(
         IllegalMove: the state table does not allow a move from ``expect`` to ``to``
             (before any statement).
 
-    The operation hot path's moves are plain SQL: a move from the state read at the same
-    attempt (:func:`gateway.ledger.hot_sql.move_operation`) and a confirmation from
-    :data:`NOT_CONFIRMED` (:func:`gateway.ledger.hot_sql.confirm_operation`); other moves
-    are one peewee UPDATE.
+    Every move is :func:`gateway.ledger.moves.move` on the declared ``state`` column: plain
+    SQL unless ``when`` holds peewee expressions.
     """
     model = type(row)
     states = (row.state,) if expect is None else (expect,) if isinstance(expect, str) else expect
-    check_move(model, tuple(states), to)
     if model is Operation:
         fields.setdefault("updated_at", db.utcnow())
-    values = {"state": to, **fields}
-    if model is Operation and not when and same_attempt and len(states) == 1:
-        updated = hot_sql.move_operation(row.id, states[0], row.attempts, values)
-    elif model is Operation and not when and not same_attempt and states == NOT_CONFIRMED:
-        updated = hot_sql.confirm_operation(row.id, values)
-    else:
-        conditions = [model.id == row.id, model.state.in_(states), *when]
-        if same_attempt:
-            conditions.append(model.attempts == row.attempts)
-        updated = model.update(**values).where(*conditions).execute()
-    if updated != 1:
+    where = {"id": row.id}
+    if same_attempt:
+        where["attempts"] = row.attempts
+    declared = moves.declaration(model, "state")
+    if moves.move(declared, where, to, tuple(states), when=when, **fields) != 1:
         return False
-    for name, value in values.items():
+    for name, value in {"state": to, **fields}.items():
         setattr(row, name, value)
     return True
 
