@@ -305,7 +305,7 @@ def settle(target: Target, row: Operation) -> None:
     job = target.job
     if row.task_version == job.task_version:
         verified = ((row.receipt or {}).get("verification") or {}).get("ok")
-        phase = "verified" if verified else "draft_confirmed"
+        phase = states.VERIFIED if verified else states.DRAFT_CONFIRMED
         records.advance_phase(job, phase, post_id=row.remote_id)
     elif job.post_id is None:
         records.touch(job, post_id=row.remote_id)
@@ -527,7 +527,7 @@ def verify_job(target: Target) -> dict:
         raise refusals.cannot_read(error) from error
     media_metadata.add_to(result, field)
     if result["ok"]:
-        records.advance_phase(job, "verified")
+        records.advance_phase(job, states.VERIFIED)
     return {"job_id": job.job_id, **result}
 
 

@@ -49,8 +49,12 @@ from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import rounds
 from gateway.core.config import Config
+from gateway.core.states import APPROVAL_PENDING
 from gateway.core.states import DELIVERED
+from gateway.core.states import NEEDS_ATTENTION
 from gateway.core.states import PENDING
+from gateway.core.states import PUBLISHED
+from gateway.core.states import READY_FOR_APPROVAL
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import unique
@@ -63,7 +67,6 @@ from gateway.operations import transitions
 
 log = logging.getLogger(__name__)
 
-EVENTS = ("ready_for_approval", "needs_attention", "published")
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
 ACTION = "notify"  # the action part of the key; its registry entry is at the end
 SCHEMES = frozenset({"http", "https"})
@@ -71,8 +74,8 @@ ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
 _wake = threading.Event()  # set when this process decides a notification
 # The phase a job must have reached for the event to be true.
 DUE_PHASES = {
-    "ready_for_approval": ("approval_pending", "published"),
-    "published": ("published",),
+    READY_FOR_APPROVAL: (APPROVAL_PENDING, PUBLISHED),
+    PUBLISHED: (PUBLISHED,),
 }
 
 
@@ -128,9 +131,9 @@ def key_of(job: Job, event: str) -> str:
 
 def _text(job: Job, event: str, reason: str | None) -> str:
     version = f"job {job.job_id} (version {job.task_version})"
-    if event == "ready_for_approval":
+    if event == READY_FOR_APPROVAL:
         return f"Draft {job.post_id} of {version} is verified and waits for approval."
-    if event == "published":
+    if event == PUBLISHED:
         return f"Post {job.post_id} of {version} is published."
     return f"{version[0].upper()}{version[1:]} needs attention: {reason}"
 
@@ -139,7 +142,7 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
     """Decide ``event`` for the job's current version, once.
 
     Args:
-        event: one of :data:`EVENTS`.
+        event: one of :data:`gateway.core.states.NOTIFICATION_EVENTS`.
         reason: why (required for ``needs_attention``; kept from the first decision).
 
     Returns ``(row, decided_now)``.
@@ -154,7 +157,7 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
             f"job {job.job_id} is in phase {job.phase!r}; {event!r} needs {' or '.join(due)}",
             phase=job.phase,
         )
-    if event == "needs_attention" and not (reason or "").strip():
+    if event == NEEDS_ATTENTION and not (reason or "").strip():
         raise exc.ValidationFailed("needs_attention needs a reason editors can act on")
     key = key_of(job, event)
     payload = {
@@ -355,7 +358,7 @@ def attention_for_idle_jobs(config: Config, idle_seconds: float) -> int:
             f"no request for {int(idle // 60)} min in phase {job.phase or 'none'}: the run "
             "stopped and was not resumed; resume it (recover_job) or send the article again"
         )
-        row, now = decide(job, "needs_attention", reason)
+        row, now = decide(job, NEEDS_ATTENTION, reason)
         deliver(config, row)  # the sweep's own process: no API request waits for it
         decided += now
     return decided

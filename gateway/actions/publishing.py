@@ -22,6 +22,7 @@ from gateway.actions import blocks
 from gateway.actions import drafts
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.digests import request_digest
 from gateway.jobs import guards
 from gateway.jobs import records
@@ -167,7 +168,7 @@ def settle(target: Target, row: Operation) -> None:
     when WordPress holds it as ``future``)."""
     if row.task_version == target.job.task_version:
         future = (row.receipt or {}).get("status") == "future"
-        records.advance_phase(target.job, "scheduled" if future else "published")
+        records.advance_phase(target.job, states.SCHEDULED if future else states.PUBLISHED)
 
 
 def publish(target: Target, by: str) -> Outcome:
@@ -226,7 +227,7 @@ registry.register(
         send=lambda target, request: publish(target, request["by"]),
         rebuild=rebuild,
         step="publish",
-        phases=frozenset({"approval_pending"}),
+        phases=frozenset({states.APPROVAL_PENDING}),
         settle=settle,
         sweep_pass=scheduling.sweep_scheduled,
         answer=registry.Answer(

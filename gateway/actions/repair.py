@@ -33,6 +33,7 @@ from gateway.actions import blocks
 from gateway.actions import drafts
 from gateway.actions import media_metadata
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.digests import canonical_json
 from gateway.core.digests import request_digest
 from gateway.core.digests import sha256_hex
@@ -146,7 +147,7 @@ def settle(target: Target, row: Operation) -> None:
     """A CONFIRMED repair whose read-back verifies makes the job ``verified``."""
     check = (row.receipt or {}).get("verification") or {}
     if row.task_version == target.job.task_version and check.get("ok"):
-        records.advance_phase(target.job, "verified")
+        records.advance_phase(target.job, states.VERIFIED)
 
 
 @dataclass
@@ -315,7 +316,7 @@ registry.register(
         send=lambda target, _request: repair_job(target).outcome,
         rebuild=rebuild,
         step="repair",
-        phases=frozenset({"draft_confirmed"}),
+        phases=frozenset({states.DRAFT_CONFIRMED}),
         settle=settle,
     )
 )

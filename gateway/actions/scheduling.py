@@ -33,6 +33,7 @@ import datetime as dt
 import logging
 
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core import validation
 from gateway.core.config import Config
 from gateway.core.digests import request_digest
@@ -224,8 +225,8 @@ def settle(target: Target, row: Operation) -> None:
     ``scheduled`` until now, waits for an approval again (``approval_pending``), so
     verification expects a draft."""
     job = target.job
-    if row.task_version == job.task_version and job.phase == "scheduled":
-        records.touch(job, phase="approval_pending")
+    if row.task_version == job.task_version and job.phase == states.SCHEDULED:
+        records.touch(job, phase=states.APPROVAL_PENDING)
 
 
 def unschedule(target: Target, why: str) -> Operation | None:
@@ -263,7 +264,7 @@ def sweep_scheduled(config: Config) -> dict:
     publish receipt ``missed_schedule``. Returns ``{"published", "missed"}`` counts."""
     counts = {"published": 0, "missed": 0}
     now = db.utcnow()
-    for job in Job.select().where(Job.phase == "scheduled", Job.cancelled == False):  # noqa: E712
+    for job in Job.select().where(Job.phase == states.SCHEDULED, Job.cancelled == False):  # noqa: E712
         row = scheduled_publish(job)
         if row is None:
             continue
@@ -276,7 +277,7 @@ def sweep_scheduled(config: Config) -> dict:
             log.warning("sweep: scheduled job_id=%s unreadable: %s", job.job_id, error)
             continue
         if status == "publish":
-            records.advance_phase(job, "published")
+            records.advance_phase(job, states.PUBLISHED)
             counts["published"] += 1
         elif (now - when).total_seconds() >= MISSED_AFTER and not row.receipt.get(
             "missed_schedule"
@@ -292,7 +293,7 @@ def missed_schedules(tenant: str) -> list[dict]:
     """The tenant's jobs still ``scheduled`` whose publish receipt says the schedule was
     missed: ``[{"job_id", "post_id", "scheduled_for"}]`` (report and review page)."""
     missed = []
-    for job in Job.select().where(Job.tenant == tenant, Job.phase == "scheduled"):
+    for job in Job.select().where(Job.tenant == tenant, Job.phase == states.SCHEDULED):
         row = scheduled_publish(job)
         if row is not None and row.receipt.get("missed_schedule"):
             missed.append(

@@ -40,6 +40,7 @@ from gateway.agents import sessions
 from gateway.agents import stops
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
@@ -159,7 +160,7 @@ def content_mismatch(job: Job, name: str, arguments) -> dict | None:
     checkpointed digest for it, or it matches)."""
     args = _arguments(arguments)
     if name == "put_draft" and isinstance(args.get("content"), str):
-        role, expected = "body", _checkpointed(job, "body", "body_generated")
+        role, expected = "body", _checkpointed(job, "body", states.BODY_GENERATED)
         content = args["content"].encode("utf-8")
     elif name == "upload_media" and isinstance(args.get("content_base64"), str):
         role = f"media:{args.get('slot')}"

@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 # send to settle before answering: at most one SDK call (gateway.agents.sessions.client_for's
 # timeout), so both racers answer with the same recorded outcome.
 SETTLE_WAIT = 30.0
-VERIFIED_PHASES = ("verified", "approval_pending", "scheduled", "published")
+VERIFIED_PHASES = (states.VERIFIED, states.APPROVAL_PENDING, states.SCHEDULED, states.PUBLISHED)
 NOT_ALLOWED = (
     "do not create a second post for this job: the draft above is the job's post",
     "do not upload the confirmed images again",

@@ -36,13 +36,14 @@ from collections.abc import Callable
 
 from peewee import fn
 
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.ledger import db
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 
 # Job phases after which nothing is left for an agent (docs/api.md, "Job status and phases").
-FINISHED_PHASES = ("scheduled", "published")
+FINISHED_PHASES = (states.SCHEDULED, states.PUBLISHED)
 FINISHED_STATUSES = ("failed",)
 JITTER = (0.8, 1.2)
 MAX_EXPONENT = 30

@@ -10,6 +10,7 @@ import re
 from peewee import fn
 
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.validation import MAX_DB_INT
 from gateway.jobs import attention
 from gateway.jobs import records
@@ -93,7 +94,7 @@ def list_jobs(
 
 # The changes feed (GET /v1/job-changes): what a poller (the n8n trigger node) needs to see
 # "approval pending", "published" and "needs attention" without paging every job each time.
-ATTENTION = frozenset(("failed", "unknown", "needs_review"))
+ATTENTION = frozenset((states.JOB_FAILED, states.JOB_UNKNOWN, states.NEEDS_REVIEW))
 NOW = "now"  # the cursor a new poller sends to start from now, not from the first job
 CURSOR = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})$")
 
@@ -188,11 +189,11 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
-        events = [view["phase"]] if view["phase"] in ("approval_pending", "published") else []
+        events = [view["phase"]] if view["phase"] in states.CHANGE_EVENTS else []
         if view["status"] in ATTENTION or attention.stalled(
             job, view["status"], attention_after, now
         ):
-            events.append("needs_attention")
+            events.append(states.NEEDS_ATTENTION)
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},

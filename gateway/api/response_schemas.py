@@ -268,7 +268,7 @@ SCHEMAS: dict[str, dict] = {
                 ("job_id", "status", "phase", "task_version", "post_id", "changed_at", "events"),
                 **{k: JOB[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
                 changed_at=TIME,
-                events=arr({"enum": ["approval_pending", "published", "needs_attention"]}),
+                events=arr({"enum": list(states.CHANGE_EVENTS)}),
             )
         ),
         next_cursor=NSTR,
@@ -337,7 +337,7 @@ SCHEMAS: dict[str, dict] = {
         idempotency_key=STR,
         job_id=STR,
         task_version=INT,
-        event={"enum": ["ready_for_approval", "needs_attention", "published"]},
+        event={"enum": list(states.NOTIFICATION_EVENTS)},
         reason=NSTR,
         text=NSTR,
         state={"enum": list(states.NOTIFICATION_STATES)},

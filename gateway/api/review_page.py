@@ -43,6 +43,7 @@ from gateway.api.common import side_effect_target
 from gateway.api.http import config
 from gateway.api.http import roles
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core import validation
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
@@ -68,7 +69,12 @@ SESSION_KEY = "editor"
 OAUTH_REQUEST = "oauth_request"  # the sealed pending id of an OAuth consent (never in clear)
 OAUTH_ID_CHARS = 128
 EDITOR_ROLES = ("editor", "admin")
-PUBLISHED_WORDS = {"publish": "published", "future": "scheduled", "private": "published privately"}
+# WordPress's post status after a publish -> what the page says: the phase it moved the job to
+PUBLISHED_WORDS = {
+    "publish": states.PUBLISHED,
+    "future": states.SCHEDULED,
+    "private": "published privately",
+}
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",

@@ -36,22 +36,28 @@ STATUSES = (IN_PROGRESS, COMPLETED, JOB_FAILED, JOB_UNKNOWN, NEEDS_REVIEW, CANCE
 
 # A job's phases, in order: the first four posted by clients as checkpoints, the others set
 # only by the gateway on its own evidence. A phase never moves backwards.
-PHASES = (
-    "sources_collected",
-    "body_generated",
-    "structure_checked",
-    "images_prepared",
-    "draft_confirmed",
-    "verified",
-    "approval_pending",
-    "scheduled",
-    "published",
-)
-GATEWAY_PHASES = frozenset(
-    ("draft_confirmed", "verified", "approval_pending", "scheduled", "published")
-)
-COMPLETED_PHASES = frozenset(("verified", "approval_pending", "scheduled", "published"))
+SOURCES_COLLECTED = "sources_collected"
+BODY_GENERATED = "body_generated"
+STRUCTURE_CHECKED = "structure_checked"
+IMAGES_PREPARED = "images_prepared"
+DRAFT_CONFIRMED = "draft_confirmed"  # the draft is in WordPress, read back
+VERIFIED = "verified"  # the draft passed read-back verification
+APPROVAL_PENDING = "approval_pending"  # in front of editors (/review)
+SCHEDULED = "scheduled"  # WordPress publishes it at its date (post status "future")
+PUBLISHED = "published"  # post status "publish"
+CLIENT_PHASES = (SOURCES_COLLECTED, BODY_GENERATED, STRUCTURE_CHECKED, IMAGES_PREPARED)
+PHASES = (*CLIENT_PHASES, DRAFT_CONFIRMED, VERIFIED, APPROVAL_PENDING, SCHEDULED, PUBLISHED)
+GATEWAY_PHASES = frozenset(PHASES) - frozenset(CLIENT_PHASES)
+COMPLETED_PHASES = frozenset((VERIFIED, APPROVAL_PENDING, SCHEDULED, PUBLISHED))
 DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no phase)
+
+# What a poller (GET /v1/job-changes, gateway.api.job_views) and a tenant's notification URL
+# (gateway.actions.notifications) are told about a job: events named after the phase they
+# announce, and needs_attention (no phase: a status that needs a person, or a stalled run).
+NEEDS_ATTENTION = "needs_attention"
+READY_FOR_APPROVAL = "ready_for_approval"  # a notification: the job reached APPROVAL_PENDING
+CHANGE_EVENTS = (APPROVAL_PENDING, PUBLISHED, NEEDS_ATTENTION)
+NOTIFICATION_EVENTS = (READY_FOR_APPROVAL, NEEDS_ATTENTION, PUBLISHED)
 
 # --------------------------------------------------------------------------- notifications
 # A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or

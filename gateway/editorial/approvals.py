@@ -24,6 +24,7 @@ from gateway.actions import drafts
 from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core import validation
 from gateway.jobs import guards
 from gateway.jobs import records
@@ -94,7 +95,7 @@ def request_approval(target: Target, requested_by: str) -> Request:
             ApprovalRequest.task_version == job.task_version,
         ).execute()
         created = False
-    records.advance_phase(job, "approval_pending")
+    records.advance_phase(job, states.APPROVAL_PENDING)
     return Request(values["post_id"], values["content_sha256"], result, created, unchecked)
 
 
@@ -175,7 +176,7 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
             post_id=post_id,
             content_sha256=digest,
         )
-    expected = "publish" if job.phase == "published" else "draft"
+    expected = "publish" if job.phase == states.PUBLISHED else "draft"
     unchecked = _evidence(
         verification.compare(draft.receipt, live, target.companion.present, expected)
     )

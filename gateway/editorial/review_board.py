@@ -16,6 +16,7 @@ from peewee import fn
 
 from gateway.actions import drafts
 from gateway.actions import publishing
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
 from gateway.core.exceptions import GatewayError
@@ -37,7 +38,7 @@ from gateway.recovery import retries
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
-AWAITING_PHASES = ("verified", "approval_pending")
+AWAITING_PHASES = (states.VERIFIED, states.APPROVAL_PENDING)
 APPROVAL_HOURS = 24
 ImageURL = Callable[[str, int], str]  # (job_id, attachment id) -> the page's thumbnail URL
 CARDS_PER_PAGE = 10  # drafts awaiting approval per page: one WordPress read each

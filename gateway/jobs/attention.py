@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import datetime as dt
 
+from gateway.core.states import APPROVAL_PENDING
 from gateway.core.states import JOB_UNKNOWN
+from gateway.core.states import PUBLISHED
+from gateway.core.states import SCHEDULED
 from gateway.jobs import records
 from gateway.ledger.models import Job
 
 # Phases from which editors and the clock act, not a run: such a job never stalls.
-AFTER_THE_RUN = ("approval_pending", "scheduled", "published")
+AFTER_THE_RUN = (APPROVAL_PENDING, SCHEDULED, PUBLISHED)
 
 
 def attention_at(job: Job, after_seconds: float) -> dt.datetime:

@@ -172,7 +172,7 @@ def _get(job: Job, phase: str, task_version: int | None = None) -> Checkpoint | 
 def body_digest(job: Job) -> str | None:
     """The ``sha256`` of the ``body`` artifact of the current version's ``body_generated``
     checkpoint, or None when there is none."""
-    checkpoint = _get(job, "body_generated")
+    checkpoint = _get(job, states.BODY_GENERATED)
     if checkpoint is None:
         return None
     return next((a["sha256"] for a in checkpoint.artifacts if a["role"] == "body"), None)

@@ -12,6 +12,7 @@ from gateway.core import exceptions as exc
 from gateway.core.states import CANCELLED
 from gateway.core.states import COMPLETED
 from gateway.core.states import COMPLETED_PHASES
+from gateway.core.states import DRAFT_CONFIRMED
 from gateway.core.states import DRAFTING
 from gateway.core.states import GATEWAY_PHASES
 from gateway.core.states import IN_PROGRESS
@@ -19,6 +20,9 @@ from gateway.core.states import JOB_FAILED
 from gateway.core.states import JOB_UNKNOWN
 from gateway.core.states import NEEDS_REVIEW
 from gateway.core.states import PHASES
+from gateway.core.states import PUBLISHED
+from gateway.core.states import SCHEDULED
+from gateway.core.states import VERIFIED
 from gateway.jobs import guards
 from gateway.ledger import db
 from gateway.ledger import hot_sql
@@ -32,10 +36,10 @@ from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 from gateway.tenancy import sites
 
-EXPECTED_STATUS = {"published": "publish", "scheduled": "future"}  # post status by phase
+EXPECTED_STATUS = {PUBLISHED: "publish", SCHEDULED: "future"}  # post status by phase
 # What a job needs next at a stage that is no ledger action (each registered action names its
 # own stages: :attr:`gateway.operations.registry.Action.phases`).
-STAGE_STEPS = {"draft_confirmed": ("verify",), "verified": ("request_approval",)}
+STAGE_STEPS = {DRAFT_CONFIRMED: ("verify",), VERIFIED: ("request_approval",)}
 
 
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
@@ -221,4 +225,4 @@ def run_unfinished(job: Job, status: str | None = None) -> bool:
     wait for a person; from ``approval_pending`` on, editors and the clock act.
     ``status``: the job's status when already derived (:func:`status_of`)."""
     status = status_of(job) if status is None else status
-    return status in (IN_PROGRESS, JOB_UNKNOWN) or (status == COMPLETED and job.phase == "verified")
+    return status in (IN_PROGRESS, JOB_UNKNOWN) or (status == COMPLETED and job.phase == VERIFIED)

@@ -90,7 +90,7 @@ def _job_status(body: dict) -> Summary:
 
 
 def _verified(body: dict) -> Summary:
-    return None, "verified" if body.get("ok") else "not_verified", False, False
+    return None, states.VERIFIED if body.get("ok") else "not_verified", False, False
 
 
 def _phase(body: dict) -> Summary:

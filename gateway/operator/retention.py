@@ -28,6 +28,7 @@ import datetime as dt
 
 from peewee import JOIN
 
+from gateway.core import states
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
@@ -67,7 +68,7 @@ def prune(older_than_days: float, now: dt.datetime | None = None) -> dict:
     cutoff = (now or db.utcnow()) - dt.timedelta(days=older_than_days)
     finished = (
         (Job.cancelled == True)  # noqa: E712 - peewee expression
-        | (Job.phase == "published")
+        | (Job.phase == states.PUBLISHED)
         | (Job.updated_at <= cutoff)
     )
     candidates = (

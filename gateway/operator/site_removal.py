@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gateway.core.states import CANCELLED
 from gateway.core.states import JOB_FAILED
+from gateway.core.states import PUBLISHED
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Job
@@ -48,7 +49,7 @@ def unfinished_jobs(site: Site) -> list[str]:
     return [
         job.job_id
         for job in query
-        if job.phase != "published" and records.status_of(job) not in FINISHED
+        if job.phase != PUBLISHED and records.status_of(job) not in FINISHED
     ]
 
 

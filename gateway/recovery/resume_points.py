@@ -32,6 +32,7 @@ from peewee import IntegrityError
 
 from gateway.actions import notifications
 from gateway.core import exceptions as exc
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import canonical_json
 from gateway.jobs import records
@@ -40,7 +41,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import ResumePoint
 
 MAX_BYTES = 256 * 1024  # the article and image references; images themselves are never kept
-DONE_PHASES = ("approval_pending", "scheduled", "published")
+DONE_PHASES = (states.APPROVAL_PENDING, states.SCHEDULED, states.PUBLISHED)
 
 
 def _point(job: Job) -> ResumePoint | None:
@@ -145,7 +146,7 @@ def _input(job: Job, point: ResumePoint) -> tuple[dict | None, str | None]:
 
 
 def _needs_person(job: Job, reason: str, answer: dict) -> dict:
-    row, _ = notifications.notify(job, "needs_attention", reason)
+    row, _ = notifications.notify(job, states.NEEDS_ATTENTION, reason)
     return {
         **answer,
         "action": "needs_person",
