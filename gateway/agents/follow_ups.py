@@ -67,7 +67,6 @@ log = logging.getLogger(__name__)
 # send to settle before answering: at most one SDK call (gateway.agents.sessions.client_for's
 # timeout), so both racers answer with the same recorded outcome.
 SETTLE_WAIT = 30.0
-VERIFIED_PHASES = (states.VERIFIED, states.APPROVAL_PENDING, states.SCHEDULED, states.PUBLISHED)
 NOT_ALLOWED = (
     "do not create a second post for this job: the draft above is the job's post",
     "do not upload the confirmed images again",
@@ -94,7 +93,7 @@ def facts(job: Job) -> dict:
         "phase": job.phase,
         "draft": None
         if draft is None
-        else {"post_id": draft.remote_id, "verified": job.phase in VERIFIED_PHASES},
+        else {"post_id": draft.remote_id, "verified": job.phase in states.COMPLETED_PHASES},
         "media": [
             {"slot": slot, "attachment_id": row.remote_id}
             for slot, row in sorted(records.confirmed_media(job).items())

@@ -42,8 +42,6 @@ from gateway.ledger import db
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 
-# Job phases after which nothing is left for an agent (docs/api.md, "Job status and phases").
-FINISHED_PHASES = (states.SCHEDULED, states.PUBLISHED)
 FINISHED_STATUSES = ("failed",)
 JITTER = (0.8, 1.2)
 MAX_EXPONENT = 30
@@ -83,7 +81,7 @@ def due(config: Config, now: dt.datetime | None = None) -> list[AgentSession]:
         )
         .where(
             Job.cancelled == False,  # noqa: E712 (peewee expression)
-            Job.phase.is_null() | Job.phase.not_in(FINISHED_PHASES),
+            Job.phase.is_null() | Job.phase.not_in(states.RELEASED_PHASES),
             AgentSession.stopped_reason.is_null(),
             AgentSession.status.is_null() | AgentSession.status.not_in(FINISHED_STATUSES),
             AgentSession.next_poll_at.is_null() | (AgentSession.next_poll_at <= now),

@@ -48,7 +48,17 @@ PUBLISHED = "published"  # post status "publish"
 CLIENT_PHASES = (SOURCES_COLLECTED, BODY_GENERATED, STRUCTURE_CHECKED, IMAGES_PREPARED)
 PHASES = (*CLIENT_PHASES, DRAFT_CONFIRMED, VERIFIED, APPROVAL_PENDING, SCHEDULED, PUBLISHED)
 GATEWAY_PHASES = frozenset(PHASES) - frozenset(CLIENT_PHASES)
+# Phase sets, each written once. Three are "done" in a different sense, and differ on purpose:
+# the draft passed read-back verification: the job is completed, its agent's business succeeded
 COMPLETED_PHASES = frozenset((VERIFIED, APPROVAL_PENDING, SCHEDULED, PUBLISHED))
+# past the run: editors and the clock act, not a client's run (it never stalls, has nothing
+# to resume); VERIFIED is not, a run that stopped before the approval request is unfinished
+RUN_DONE_PHASES = frozenset((APPROVAL_PENDING, SCHEDULED, PUBLISHED))
+# out of the editors' hands, published or scheduled to be: nothing left for an agent either;
+# APPROVAL_PENDING is not, an agent may still ask for something while editors decide
+RELEASED_PHASES = frozenset((SCHEDULED, PUBLISHED))
+# a draft an editor can approve, or asked to: what the review board (/review) lists
+AWAITING_APPROVAL_PHASES = frozenset((VERIFIED, APPROVAL_PENDING))
 DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no phase)
 
 # What a poller (GET /v1/job-changes, gateway.api.job_views) and a tenant's notification URL

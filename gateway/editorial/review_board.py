@@ -38,7 +38,6 @@ from gateway.recovery import retries
 from gateway.wordpress.errors import WordPressError
 
 log = logging.getLogger(__name__)
-AWAITING_PHASES = (states.VERIFIED, states.APPROVAL_PENDING)
 APPROVAL_HOURS = 24
 ImageURL = Callable[[str, int], str]  # (job_id, attachment id) -> the page's thumbnail URL
 CARDS_PER_PAGE = 10  # drafts awaiting approval per page: one WordPress read each
@@ -219,7 +218,7 @@ def _request_of(job: Job) -> ApprovalRequest | None:
 def _awaiting(tenant: str):
     return Job.select().where(
         Job.tenant == tenant,
-        Job.phase << AWAITING_PHASES,
+        Job.phase << states.AWAITING_APPROVAL_PHASES,
         Job.cancelled == False,  # noqa: E712 (peewee expression)
     )
 

@@ -17,15 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gateway.core.states import APPROVAL_PENDING
 from gateway.core.states import JOB_UNKNOWN
-from gateway.core.states import PUBLISHED
-from gateway.core.states import SCHEDULED
+from gateway.core.states import RUN_DONE_PHASES
 from gateway.jobs import records
 from gateway.ledger.models import Job
-
-# Phases from which editors and the clock act, not a run: such a job never stalls.
-AFTER_THE_RUN = (APPROVAL_PENDING, SCHEDULED, PUBLISHED)
 
 
 def attention_at(job: Job, after_seconds: float) -> dt.datetime:
@@ -49,8 +44,8 @@ def crossing_between(
 ) -> set[str]:
     """The ids of the tenant's jobs whose attention time lies in ``[since, until]`` (every one
     up to ``until`` when ``since`` is None), cancelled jobs and jobs past their run
-    (:data:`AFTER_THE_RUN`) left out: one SELECT of the job table (the ``(tenant, job_id)``
-    index). Their status is not judged here (:func:`stalled`)."""
+    (:data:`gateway.core.states.RUN_DONE_PHASES`) left out: one SELECT of the job table (the
+    ``(tenant, job_id)`` index). Their status is not judged here (:func:`stalled`)."""
     span = dt.timedelta(seconds=after_seconds)
     last, created = Job.last_request_at, Job.created_at
     # the attention time is last_request_at + span, or created_at + span before any request
@@ -63,7 +58,7 @@ def crossing_between(
     query = Job.select(Job.job_id).where(
         Job.tenant == tenant,
         Job.cancelled == False,  # noqa: E712 (peewee expression)
-        Job.phase.is_null() | Job.phase.not_in(AFTER_THE_RUN),
+        Job.phase.is_null() | Job.phase.not_in(RUN_DONE_PHASES),
         noted | never,
     )
     return {row.job_id for row in query.namedtuples()}

@@ -41,7 +41,6 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import ResumePoint
 
 MAX_BYTES = 256 * 1024  # the article and image references; images themselves are never kept
-DONE_PHASES = (states.APPROVAL_PENDING, states.SCHEDULED, states.PUBLISHED)
 
 
 def _point(job: Job) -> ResumePoint | None:
@@ -170,7 +169,7 @@ def resume(config: Config, job: Job) -> dict:
         "budget": config.resume_budget,
     }
     status = records.status_of(job)
-    if job.phase in DONE_PHASES or not records.run_unfinished(job, status):
+    if job.phase in states.RUN_DONE_PHASES or not records.run_unfinished(job, status):
         reason = f"nothing to resume: the job is {status} in phase {job.phase or 'none'}"
         return {**answer, "action": "none", "reason": reason}
     if point is not None and point.refusal:
