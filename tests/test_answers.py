@@ -171,3 +171,64 @@ def test_every_row_of_the_wordpress_tables_is_listed_here():
 def test_an_unknown_upstream_is_refused():
     with pytest.raises(ValueError, match="unknown upstream 'smtp'"):
         answers.verdict("smtp", 550)
+
+
+# (status of a page from in front of WordPress, the class both transports raise for it)
+UPSTREAM_PAGES = [
+    (403, errors.UpstreamRefused),  # a firewall's page: a person must act
+    (404, errors.UpstreamRefused),
+    (413, errors.UpstreamRefused),  # the web server's own limit
+    (429, errors.UpstreamRefused),  # retryable: the block lifts by itself
+    (503, errors.UpstreamRefused),
+    (500, errors.WordPressOutcomeUnknown),  # a 5xx may follow a forwarded request
+    (502, errors.WordPressOutcomeUnknown),
+    (504, errors.WordPressOutcomeUnknown),
+]
+
+
+@pytest.mark.parametrize(("status", "error"), UPSTREAM_PAGES)
+def test_a_page_from_in_front_of_wordpress_is_one_rule_for_both_transports(status, error):
+    """``errors.UPSTREAM_ANSWERS`` decides for the REST client (an HTML page) and the XML-RPC
+    transport (a non-200 answer) alike, and the verdict reads the same table: never definite."""
+    url = "https://wp.example/xmlrpc.php"
+    rest = client.error_for("POST", url, _response(status, None))
+    fault = xmlrpc.client.ProtocolError(url, status, "Blocked", {"Retry-After": "7"})
+    rpc = xmlrpc_errors.classify("wp.newPost", url, fault, True)
+    assert type(rest) is type(rpc) is error is errors.upstream_case(status).error
+    assert rest.origin == rpc.origin == "upstream"
+    assert not rest.definite and not rpc.definite
+    assert answers.verdict(answers.WORDPRESS, status, None) == UNKNOWN
+    if error is errors.UpstreamRefused:
+        assert rest.retryable is rpc.retryable is (status in (429, 503))
+
+
+def test_every_row_of_the_upstream_table_is_listed_here():
+    for case in errors.UPSTREAM_ANSWERS:
+        assert any(status in case.statuses for status, _ in UPSTREAM_PAGES), case
+
+
+# (WordPress's status and error code as a stored problem keeps them, whether they refused the
+# site's credentials or the user's capability: the site must be updated before a resend)
+CREDENTIALS = [
+    (401, "rest_not_logged_in", True),
+    (403, "rest_cannot_create", True),
+    (403, None, True),
+    (403, "xmlrpc_fault_403", True),  # InvalidCredentialsError
+    (401, "xmlrpc_fault_401", True),  # a capability fault
+    (404, "rest_post_invalid_id", False),
+    (409, "gateway_duplicate_operation", False),
+    (400, "rest_invalid_param", False),
+    (500, "rest_upload_sideload_error", False),
+    (None, "xmlrpc_unsupported", False),
+    (None, None, False),
+]
+
+
+@pytest.mark.parametrize(("status", "code", "refused"), CREDENTIALS)
+def test_wordpress_credentials_refused_is_the_tables_auth_rows(status, code, refused):
+    assert answers.wordpress_credentials_refused(status, code) is refused
+    if status is not None and code is not None and not code.startswith("xmlrpc_"):
+        raised = client.error_for(
+            "POST", "https://wp.example/wp-json/wp/v2/posts", _response(status, code)
+        )
+        assert isinstance(raised, errors.WordPressAuthError) is refused

@@ -37,6 +37,7 @@ from gateway.agents import stops
 from gateway.agents import submissions
 from gateway.agents import tools
 from gateway.agents.openai_sdk import openai
+from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.editorial import resolution
@@ -52,7 +53,6 @@ from gateway.operations.target import Target
 
 log = logging.getLogger(__name__)
 KIND = "agent_action"
-AUTH_STATUSES = (401, 403)
 _LATER = (exc.NeedsReview, exc.StaleFencingToken, exc.LeaseRequired)
 # The ledger action of the result each person-decided request type gets.
 RESULT_ACTION = {
@@ -169,7 +169,10 @@ def _function_call(ctx: Context, action) -> str:
     except exc.JobCancelled:
         return "stopped"
     except exc.WordPressRefused as refusal:
-        if refusal.extensions.get("wordpress_status") not in AUTH_STATUSES:
+        facts = refusal.extensions
+        if not answers.wordpress_credentials_refused(
+            facts.get("wordpress_status"), facts.get("wordpress_code")
+        ):
             result = _failure(refusal)
         else:
             stops.stop(ctx.session, "WordPress refused the site's credentials", ctx.target)

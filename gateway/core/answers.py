@@ -7,12 +7,14 @@ a 5xx, a request to back off - leaves the outcome unknown: reconcile, or send ag
 same idempotency key. One table per upstream:
 
 * ``wordpress``: the tables of :mod:`gateway.wordpress.errors` (``REST_ANSWERS``,
-  ``FAULT_ANSWERS``), which the transports also build their errors from. They live there
-  because the WordPress package imports nothing of the gateway and must choose the error class
-  (the class's ``definite`` is the verdict); this module reads them, so the verdict has one
-  source. Only WordPress's own answer (a REST error body with a ``code``, an XML-RPC fault)
-  can be definite; a page from in front of it never is (``code`` None). WordPress's definite
-  500 (``rest_upload_sideload_error``) is a row of that table.
+  ``FAULT_ANSWERS``, and ``UPSTREAM_ANSWERS`` for a page from in front of WordPress), which
+  the transports also build their errors from. They live there because the WordPress package
+  imports nothing of the gateway and must choose the error class (the class's ``definite`` is
+  the verdict); this module reads them, so the verdict has one source. Only WordPress's own
+  answer (a REST error body with a ``code``, an XML-RPC fault) can be definite; a page from in
+  front of it never is (``code`` None: no row of ``UPSTREAM_ANSWERS`` is). WordPress's
+  definite 500 (``rest_upload_sideload_error``) is a row of that table, and so is its 401/403:
+  the site's credentials or capability (:func:`wordpress_credentials_refused`).
 * ``openai``: the Agents API (``POST /v1/agents/sessions/{id}/events`` and the other calls of
   :mod:`gateway.agents`). 401/403 refuse the gateway's one key, not the request: the verdict
   :data:`KEY_REFUSED` pauses the workers (:mod:`gateway.agents.openai_key`) and the row stays
@@ -89,9 +91,24 @@ def _is_fault(code: str | None) -> bool:
     return code is not None and code.startswith("xmlrpc_fault_")
 
 
+def wordpress_credentials_refused(status: int | None, code: str | None = None) -> bool:
+    """Whether WordPress's own refusal refused the site's credentials or the user's capability
+    (the rows of its tables whose class is ``WordPressAuthError``: 401, 403): the same request
+    is refused until the site's credentials are renewed (``gateway sites add``).
+
+    Args:
+        status, code: as :func:`verdict`; a stored problem's ``wordpress_status`` and
+            ``wordpress_code``.
+    """
+    error = wordpress_errors.answer_error(status, code, fault=_is_fault(code))
+    return issubclass(error, wordpress_errors.WordPressAuthError)
+
+
 def _wordpress(status: int | None, code: str | None) -> str:
     if code is None:  # no WordPress error body: a page from in front of it, or no answer
-        return UNKNOWN
+        if status is None:
+            return UNKNOWN
+        return REFUSED if wordpress_errors.upstream_case(status).error.definite else UNKNOWN
     fault = _is_fault(code)
     if status is None and not fault:
         return UNKNOWN

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.core.config import Config
@@ -254,7 +255,9 @@ def _claim_send(target: Target, row: Operation) -> bool:
 def _credentials_renewed(target: Target, row: Operation) -> bool:
     problem = row.problem or {}
     return (
-        problem.get("wordpress_status") in (401, 403)
+        answers.wordpress_credentials_refused(
+            problem.get("wordpress_status"), problem.get("wordpress_code")
+        )
         and target.site.credential_version != row.credential_version
     )
 

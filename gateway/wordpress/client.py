@@ -31,7 +31,7 @@ from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import answer_error
 from gateway.wordpress.errors import is_wordpress_error_body
 from gateway.wordpress.errors import parse_retry_after
-from gateway.wordpress.errors import upstream_refusal
+from gateway.wordpress.errors import upstream_error
 from gateway.wordpress.identifiers import attachment_slug
 
 OPERATION_KEY_META = "_gateway_operation_key"
@@ -93,8 +93,8 @@ def _session(base_url: str, username: str) -> http_session.Session:
     return sessions[key]
 
 
-def _upstream(method: str, url: str, response: requests.Response) -> UpstreamRefused:
-    return upstream_refusal(
+def _upstream(method: str, url: str, response: requests.Response) -> WordPressError:
+    return upstream_error(
         method=method,
         url=url,
         status=response.status_code,
@@ -139,20 +139,16 @@ def error_for(method: str, url: str, response: requests.Response) -> WordPressEr
     """Map a non-2xx response to the right error class, by origin first: only a WordPress
     REST error body (JSON ``code`` + ``message``) can be a definite refusal, and its class is
     the row of :data:`gateway.wordpress.errors.REST_ANSWERS` it falls under; an HTML or
-    empty page is :class:`UpstreamRefused` (4xx, 429, 503) or an unknown outcome (other
-    5xx, which a proxy also sends after forwarding)."""
+    empty page is the row of :data:`gateway.wordpress.errors.UPSTREAM_ANSWERS` it falls under
+    (:class:`UpstreamRefused`: 4xx, 429, 503; an unknown outcome: other 5xx, which a proxy
+    also sends after forwarding)."""
     status = response.status_code
     try:
         body = parse_json_lenient(response.text)
     except ValueError:
         body = None
     if not is_wordpress_error_body(body):
-        if status >= 500 and status != 503:
-            refusal = _upstream(method, url, response)
-            return WordPressOutcomeUnknown(
-                refusal.message, method=method, url=url, status=status, origin="upstream"
-            )
-        return _upstream(method, url, response)
+        return _upstream(method, url, response)  # the table: errors.UPSTREAM_ANSWERS
     code, message = body.get("code"), body.get("message") or response.reason
     data = body.get("data") if isinstance(body.get("data"), dict) else {}
     facts = dict(

@@ -6,9 +6,9 @@ outcome is unknown) and says who answered: its ``origin``.
 Origins: ``"wordpress"`` (a REST error body: JSON with ``code``, ``message`` and
 ``data.status``, or an XML-RPC fault), ``"upstream"`` (anything else: an HTML or empty page from
 a firewall, CDN, load balancer, proxy or the web server in front of WordPress) and
-``"network"`` (no answer at all). Only WordPress can refuse definitely; :func:`upstream_refusal`
-builds the error for an upstream answer from plain HTTP facts, so every transport classifies
-the same way.
+``"network"`` (no answer at all). Only WordPress can refuse definitely; :func:`upstream_error`
+builds the error for an upstream answer from plain HTTP facts (the table
+:data:`UPSTREAM_ANSWERS`), so every transport classifies the same way.
 """
 
 from __future__ import annotations
@@ -192,6 +192,19 @@ FAULT_ANSWERS: tuple[Case, ...] = (
 )
 
 
+#: A page from in front of WordPress (no REST error body; for XML-RPC any answer but 200, as
+#: WordPress answers every call with 200, faults included), first matching row wins. No row is
+#: definite: such a page proves nothing about WordPress. The transports build their errors
+#: with :func:`upstream_error`.
+UPSTREAM_ANSWERS: tuple[Case, ...] = (
+    Case((429, 503), UpstreamRefused, "a block that lifts by itself (retryable, Retry-After)"),
+    Case(range(500, 600), WordPressOutcomeUnknown, "a 5xx may follow a request the proxy "
+         "forwarded: WordPress may have acted"),
+    Case(ANY_STATUS, UpstreamRefused, "a firewall, CDN, proxy or the web server answered "
+         "instead of WordPress (a 2xx: a login or maintenance page); a person must act"),
+)  # fmt: skip
+
+
 def answer_case(status: int | None, code: str | None, fault: bool = False) -> Case | None:
     """The row of :data:`REST_ANSWERS` (``fault``: :data:`FAULT_ANSWERS`) that an answer of
     WordPress with ``status`` (for a fault: its fault code when it is an integer, else None)
@@ -207,6 +220,12 @@ def answer_error(status: int | None, code: str | None, fault: bool = False) -> t
     :class:`WordPressOutcomeUnknown` when no row matches)."""
     case = answer_case(status, code, fault)
     return WordPressOutcomeUnknown if case is None else case.error
+
+
+def upstream_case(status: int) -> Case:
+    """The row of :data:`UPSTREAM_ANSWERS` that a page from in front of WordPress with HTTP
+    ``status`` falls under (every status has one)."""
+    return next(case for case in UPSTREAM_ANSWERS if status in case.statuses)
 
 
 # --------------------------------------------------------------------------- classification
@@ -316,6 +335,37 @@ def upstream_refusal(
         content_type=mime,
         title=title,
         retry_after=parse_retry_after(retry_after),
+    )
+
+
+def upstream_error(
+    *,
+    method: str,
+    url: str,
+    status: int,
+    content_type: str,
+    text: str,
+    retry_after: str | None,
+    message: str | None = None,
+) -> WordPressError:
+    """The error for a response that did not come from WordPress, by the row of
+    :data:`UPSTREAM_ANSWERS` its status falls under: the :class:`UpstreamRefused` of
+    :func:`upstream_refusal`, or (a 5xx other than 503) a :class:`WordPressOutcomeUnknown` of
+    origin ``upstream`` carrying ``message`` (default: the page as :func:`upstream_refusal`
+    describes it). Arguments as :func:`upstream_refusal`."""
+    refusal = upstream_refusal(
+        method=method,
+        url=url,
+        status=status,
+        content_type=content_type,
+        text=text,
+        retry_after=retry_after,
+    )
+    error = upstream_case(status).error
+    if issubclass(error, UpstreamRefused):
+        return refusal
+    return error(
+        message or refusal.message, method=method, url=url, status=status, origin="upstream"
     )
 
 

@@ -15,7 +15,7 @@ from gateway.wordpress.errors import WordPressRefused
 from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import answer_error
 from gateway.wordpress.errors import shortened
-from gateway.wordpress.errors import upstream_refusal
+from gateway.wordpress.errors import upstream_error
 from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
 
 
@@ -34,19 +34,14 @@ def _upstream(rpc_method: str, url: str, error: xmlrpc.client.ProtocolError) -> 
     """A non-200 answer: WordPress answers every XML-RPC call with 200 (faults included), so
     the page came from in front of it or from the web server."""
     headers = {k.lower(): v for k, v in (error.headers or {}).items()}
-    status = error.errcode
-    if status >= 500 and status != 503:  # a 5xx may follow a forwarded request: unknown
-        return WordPressOutcomeUnknown(
-            f"HTTP {status} {error.errmsg} from xmlrpc.php",
-            method=rpc_method, url=url, status=status, origin="upstream",
-        )  # fmt: skip
-    return upstream_refusal(
+    return upstream_error(  # the table: errors.UPSTREAM_ANSWERS
         method=rpc_method,
         url=url,
-        status=status,
+        status=error.errcode,
         content_type=headers.get("content-type", ""),
         text="",  # xmlrpc.client discards the body of a non-200 answer
         retry_after=headers.get("retry-after"),
+        message=f"HTTP {error.errcode} {error.errmsg} from xmlrpc.php",
     )
 
 
@@ -66,7 +61,8 @@ def classify(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPre
     A fault is WordPress's own answer, hence definite (403 ``InvalidCredentialsError`` and
     401 capability faults are :class:`WordPressAuthError`). A non-200 page (a host blocking
     ``xmlrpc.php``, a WAF's 403) or a 200 page without XML-RPC is from in front of WordPress:
-    :class:`UpstreamRefused` (other 5xx: unknown, origin ``upstream``). Output printed before
+    :class:`UpstreamRefused` (other 5xx: unknown, origin ``upstream``; the table
+    :data:`gateway.wordpress.errors.UPSTREAM_ANSWERS`). Output printed before
     ``<?xml`` (a parse error of WordPress's answer), a reset or a timeout after sending is an
     unknown outcome; ``sent=False`` (connecting, listing methods) makes those
     :class:`WordPressUnavailable`. Nothing after a send is ever a definite refusal unless
@@ -91,8 +87,8 @@ def classify(rpc_method: str, url: str, error: Exception, sent: bool) -> WordPre
         )
     if isinstance(error, xmlrpc.client.ProtocolError):
         return _upstream(rpc_method, url, error)
-    if isinstance(error, NotXmlRpcAnswer):
-        return upstream_refusal(
+    if isinstance(error, NotXmlRpcAnswer):  # a 200 page: UpstreamRefused
+        return upstream_error(
             status=error.status, content_type=error.content_type, text=error.text,
             retry_after=None, **facts,
         )  # fmt: skip
