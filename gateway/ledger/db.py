@@ -77,7 +77,10 @@ def observe_commits(observer: Callable[[str], None] | None) -> None:
     ``COMMIT`` (peewee's ``Database.commit``, which ``atomic()`` calls when the outermost
     block ends; a savepoint's ``RELEASE`` is not durable and does not count) and every
     ``INSERT``/``UPDATE``/``DELETE``/``REPLACE`` run outside a transaction (autocommit: the
-    driver commits it by itself). Rollbacks are not observed.
+    driver commits it by itself), and with ``"rollback"`` before a transaction's
+    ``ROLLBACK`` (peewee's ``Database.rollback``: an ``atomic()`` block left by an error, or a
+    ``COMMIT`` that failed; a savepoint's ``ROLLBACK TO`` is a ``"statement"``): a test may
+    end the session there (tests/test_ledger_death.py).
     """
     global _commit_observer
     _commit_observer = observer
@@ -86,9 +89,9 @@ def observe_commits(observer: Callable[[str], None] | None) -> None:
 
 
 def _observe(db, observer: Callable[[str], None]) -> None:
-    """Wrap this peewee database's ``execute_sql`` and ``commit`` (instance attributes over
-    its class's methods: peewee calls both through ``self``, and ``hot_sql`` calls
-    ``execute_sql`` on the concrete database)."""
+    """Wrap this peewee database's ``execute_sql``, ``commit`` and ``rollback`` (instance
+    attributes over its class's methods: peewee calls them through ``self``, and ``hot_sql``
+    calls ``execute_sql`` on the concrete database)."""
     cls = type(db)
 
     def execute_sql(sql, params=None, *args, **kwargs):
@@ -105,8 +108,13 @@ def _observe(db, observer: Callable[[str], None]) -> None:
         observer("commit")
         return done
 
+    def rollback():
+        observer("rollback")
+        return cls.rollback(db)
+
     db.execute_sql = execute_sql
     db.commit = commit
+    db.rollback = rollback
 
 
 def close_all() -> None:
