@@ -208,6 +208,32 @@ def test_a_constraint_violation_is_not_ledger_unavailable():
     assert db.is_unavailable(OperationalError(sqlite3.OperationalError("database is locked")))
 
 
+def _wrapped(driver_error: Exception):
+    """peewee's InterfaceError for ``driver_error``, raised as peewee raises it (while the
+    driver's error is handled: tests/test_ledger_death.py meets the real one)."""
+    from peewee import InterfaceError
+
+    try:
+        try:
+            raise driver_error
+        except Exception as error:
+            raise InterfaceError(error, *error.args) from None
+    except InterfaceError as wrapped:
+        return wrapped
+
+
+def test_a_lost_postgresql_connection_is_ledger_unavailable_other_interface_errors_are_bugs():
+    """psycopg2's InterfaceError ("connection already closed": the ROLLBACK after a COMMIT
+    whose session died) is "try again later"; sqlite3's (a value it cannot bind) and peewee's
+    own (a query without a database) stay 500s."""
+    import psycopg2
+    from peewee import InterfaceError
+
+    assert db.is_unavailable(_wrapped(psycopg2.InterfaceError("connection already closed")))
+    assert not db.is_unavailable(_wrapped(sqlite3.InterfaceError("Error binding parameter 1")))
+    assert not db.is_unavailable(InterfaceError("Query must be bound to a database"))
+
+
 @pytest.mark.postgresql_pass
 def test_read_only_postgresql_through_gateway_serve(wp_site, ledger_url, tmp_path, proxy):
     """The issue's row through a real ``gateway serve``: the ledger's database turned

@@ -15,11 +15,11 @@ import logging
 from flask import g
 from flask import jsonify
 from flask import request
-from peewee import DatabaseError
 
 from gateway.api import jsonio
 from gateway.api.http import config
 from gateway.core.digests import request_digest
+from gateway.ledger import db
 from gateway.tenancy import request_keys
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,6 @@ def finish(response):
     body = response.get_json(silent=True) if response.is_json else None
     try:
         request_keys.finish(held, response.status_code, body)
-    except DatabaseError as error:
+    except db.LEDGER_ERRORS as error:
         log.error("could not store the answer under request key %r: %s", held.key, error)
     return response

@@ -12,6 +12,7 @@ from flask import current_app
 from flask import g
 from flask import request
 from peewee import DatabaseError
+from peewee import InterfaceError
 from werkzeug.exceptions import HTTPException
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import IntegerConverter
@@ -119,10 +120,11 @@ def _start_request():
 
 
 def _finish_request(response):
-    """Note what the answer says about its job's run (:mod:`gateway.api.run_activity`), echo
-    the request id, count the request and write its one log line."""
-    run_activity.note(response)
+    """Echo the request id (first: whatever fails after, the answer carries it), note what the
+    answer says about its job's run (:mod:`gateway.api.run_activity`), count the request and
+    write its one log line."""
     response.headers["X-Request-Id"] = g.get("request_id") or logs.start()
+    run_activity.note(response)
     route = request.url_rule.rule if request.url_rule is not None else "unmatched"
     seconds = time.perf_counter() - g.get("started", time.perf_counter())
     metrics.observe_request(route, request.method, response.status_code, seconds)
@@ -207,9 +209,10 @@ def init_app(app: Flask) -> None:
         tokenless.leave()
         try:
             site_slots.release_held()
-        except DatabaseError as error:  # the slot expires by itself (site_slots.slot_ttl)
+        except db.LEDGER_ERRORS as error:  # the slot expires by itself (site_slots.slot_ttl)
             log.error("could not release a site concurrency slot: %s", error)
         finally:
+            # the pool keeps a connection only if it is idle and alive (playhouse.pool)
             if not database.is_closed():
                 database.close()
             logs.clear()
@@ -240,6 +243,7 @@ def init_app(app: Flask) -> None:
         return problem_response(exc.NotFound("no object has this id"))
 
     @app.errorhandler(DatabaseError)
+    @app.errorhandler(InterfaceError)  # a lost connection's (db.LEDGER_ERRORS): one handler
     def _ledger_error(error):
         if not db.is_unavailable(error):
             log.exception("ledger error %s %s", request.method, request.path)

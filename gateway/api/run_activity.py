@@ -20,9 +20,9 @@ import logging
 from flask import Response
 from flask import g
 from flask import request
-from peewee import DatabaseError
 
 from gateway.jobs import records
+from gateway.ledger import db
 from gateway.recovery import resume_points
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def note(response: Response) -> None:
         records.record_request(principal.tenant, job_id)
         if request.endpoint in CONTENT_ROUTES and response.status_code in CONTENT_REFUSALS:
             _record_refusal(principal.tenant, job_id, response)
-    except DatabaseError as error:  # the answer stands; idle time is a best effort
+    except db.LEDGER_ERRORS as error:  # the answer stands; idle time is a best effort
         log.error("job_id=%s: could not note the request: %s", job_id, error)
 
 

@@ -27,9 +27,9 @@ from flask.sessions import SecureCookieSessionInterface
 from flask.sessions import SessionInterface
 from flask.sessions import SessionMixin
 from itsdangerous import BadSignature
-from peewee import OperationalError
 from werkzeug.datastructures import CallbackDict
 
+from gateway.ledger import db
 from gateway.tenancy import review_sessions
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,11 @@ class LedgerSessionInterface(SessionInterface):
         sid = request.cookies.get(COOKIE)
         try:
             data = review_sessions.load(sid, self.idle) if sid else None
-        except OperationalError as error:  # ledger down: signed out, never a trace
+        except db.LEDGER_ERRORS as error:  # ledger down: signed out, never a trace
+            if not db.is_unavailable(error):
+                raise
             log.error("review sessions unavailable: %s", error)
+            db.discard_connection()  # the request's own statements get a live one, if any
             data = None
         if data is not None:
             return LedgerSession(data, sid)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+import psycopg2
 from peewee import DatabaseError
 from peewee import DatabaseProxy
+from peewee import InterfaceError
 from peewee import OperationalError
 from peewee import PostgresqlDatabase
 from peewee import SqliteDatabase
@@ -33,6 +35,14 @@ POOL = {"max_connections": 16, "stale_timeout": 300, "timeout": 30}
 # Statements that change rows: outside a transaction each one commits by itself (autocommit).
 _WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 _commit_observer: Callable[[str], None] | None = None
+
+# What the ledger raises when a statement, a COMMIT or a ROLLBACK fails: peewee's
+# ``DatabaseError`` family, and its ``InterfaceError``, which is not of that family but is what
+# a statement on a connection the driver knows to be lost raises (psycopg2's "connection
+# already closed", e.g. the ROLLBACK after a COMMIT whose server session died). Every
+# ``except`` that takes a ledger failure takes both; :func:`is_unavailable` tells "try again
+# later" from a bug.
+LEDGER_ERRORS = (DatabaseError, InterfaceError)
 
 
 def bind(url: str, connections: int | None = None, **driver_options):
@@ -77,7 +87,10 @@ def observe_commits(observer: Callable[[str], None] | None) -> None:
     ``COMMIT`` (peewee's ``Database.commit``, which ``atomic()`` calls when the outermost
     block ends; a savepoint's ``RELEASE`` is not durable and does not count) and every
     ``INSERT``/``UPDATE``/``DELETE``/``REPLACE`` run outside a transaction (autocommit: the
-    driver commits it by itself). Rollbacks are not observed.
+    driver commits it by itself), and with ``"rollback"`` before a transaction's
+    ``ROLLBACK`` (peewee's ``Database.rollback``: an ``atomic()`` block left by an error, or a
+    ``COMMIT`` that failed; a savepoint's ``ROLLBACK TO`` is a ``"statement"``): a test may
+    end the session there (tests/test_ledger_death.py).
     """
     global _commit_observer
     _commit_observer = observer
@@ -86,9 +99,9 @@ def observe_commits(observer: Callable[[str], None] | None) -> None:
 
 
 def _observe(db, observer: Callable[[str], None]) -> None:
-    """Wrap this peewee database's ``execute_sql`` and ``commit`` (instance attributes over
-    its class's methods: peewee calls both through ``self``, and ``hot_sql`` calls
-    ``execute_sql`` on the concrete database)."""
+    """Wrap this peewee database's ``execute_sql``, ``commit`` and ``rollback`` (instance
+    attributes over its class's methods: peewee calls them through ``self``, and ``hot_sql``
+    calls ``execute_sql`` on the concrete database)."""
     cls = type(db)
 
     def execute_sql(sql, params=None, *args, **kwargs):
@@ -105,8 +118,13 @@ def _observe(db, observer: Callable[[str], None]) -> None:
         observer("commit")
         return done
 
+    def rollback():
+        observer("rollback")
+        return cls.rollback(db)
+
     db.execute_sql = execute_sql
     db.commit = commit
+    db.rollback = rollback
 
 
 def close_all() -> None:
@@ -161,19 +179,32 @@ PG_UNAVAILABLE_CLASSES = ("08", "53", "57")
 PG_UNAVAILABLE_CODES = frozenset({"25006", "40001", "40P01", "55P03"})
 
 
-def is_unavailable(error: DatabaseError) -> bool:
-    """True when ``error`` (a peewee database error) says the ledger cannot serve right now
-    and the same request may succeed later: on PostgreSQL a refused or lost connection, a
-    read-only transaction, a serialization failure or deadlock, a lock or statement
-    timeout; on SQLite a lock held past the busy timeout, a read-only file, a disk I/O
-    error (sqlite3 reports all of those as ``OperationalError``). Constraint violations and
-    programming errors are not: they are bugs or bad input."""
+def is_unavailable(error: Exception) -> bool:
+    """True when ``error`` (one of :data:`LEDGER_ERRORS`) says the ledger cannot serve right
+    now and the same request may succeed later: on PostgreSQL a refused or lost connection
+    (a server session that died answers its next statement with ``OperationalError``, and
+    every later one, the ``ROLLBACK`` after a failed ``COMMIT`` included, with psycopg2's
+    ``InterfaceError`` "connection already closed"), a read-only transaction, a
+    serialization failure or deadlock, a lock or statement timeout; on SQLite a lock held past
+    the busy timeout, a read-only file, a disk I/O error (sqlite3 reports all of those as
+    ``OperationalError``). Constraint violations and programming errors are not: they are
+    bugs or bad input (peewee's own ``InterfaceError``, a query without a database; sqlite3's,
+    a value it cannot bind)."""
     code = None
     for original in (error, error.__cause__, error.__context__, *error.args[:1]):
         code = code or getattr(original, "pgcode", None)  # the driver's error, wrapped
     if code:
         return code in PG_UNAVAILABLE_CODES or code[:2] in PG_UNAVAILABLE_CLASSES
+    if isinstance(error, InterfaceError):  # the driver's own error is the one peewee wrapped
+        return _connection_lost(error.__context__)
     return isinstance(error, OperationalError)
+
+
+def _connection_lost(driver_error) -> bool:
+    """Whether the driver's error that peewee wrapped in its ``InterfaceError`` is
+    psycopg2's: psycopg2 raises ``InterfaceError`` only for a connection or cursor it has
+    closed (the server ended the session, or the network lost it)."""
+    return isinstance(driver_error, psycopg2.InterfaceError)
 
 
 def discard_connection() -> None:
