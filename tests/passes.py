@@ -103,6 +103,8 @@ NOT_WORDPRESS_VERSION = {
     "test_mcp_races": "a door: racing MCP calls reach WordPress through the actions",
     "test_mcp_schemas": "a door: strict clients reach WordPress through the actions",
     "test_mcp_transports": "a door: each MCP revision reaches WordPress through the actions",
+    "test_never_sent": "the request dies before WordPress; its retry is an ordinary draft "
+    "or media write, whose WordPress calls run on both lines in test_actions",
     "test_notifications": "the gateway's notifications to a local receiver",
     "test_observability": "logs and metrics of the gateway",
     "test_readme": "the README's commands; their WordPress calls are the main job's",

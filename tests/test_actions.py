@@ -132,6 +132,7 @@ def test_site_scoped_operations_are_left_to_the_sweep(offline_gw, registered):
         counts = reconciliation.sweep(offline_gw.app.config["GATEWAY"], older_than=0)
         state = Operation.get(Operation.operation_key == key).state
     assert counts == {
+        "never_sent": 0,
         "examined": 1,
         "confirmed": 1,
         "absent": 0,

@@ -199,6 +199,7 @@ def test_reconcile_and_report_print_json(run, wp_site):
     add_site(run, wp_site["url"], wp_site["users"]["author"])
     counts = json.loads(run("reconcile").stdout)
     assert counts == {
+        "never_sent": 0,
         "examined": 0,
         "confirmed": 0,
         "absent": 0,

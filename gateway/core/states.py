@@ -15,12 +15,18 @@ from __future__ import annotations
 # An operation (one side effect, a ledger row) is PREPARED (intent stored) before the remote
 # call, SENT just before it, then CONFIRMED on read-back evidence, FAILED on a definite
 # refusal, or UNKNOWN (anything else after SENT) until reconciliation proves what happened.
+# FAILED always means that nothing was created: a definite refusal, or a row never sent
+# (NEVER_SENT below).
 PREPARED = "PREPARED"
 SENT = "SENT"
 CONFIRMED = "CONFIRMED"
 FAILED = "FAILED"
 UNKNOWN = "UNKNOWN"
 STATES = (PREPARED, SENT, CONFIRMED, FAILED, UNKNOWN)
+# ``problem.reason`` of a FAILED row that was never sent: the request that stored its intent
+# died before sending, and the sweep settled it once the in-flight window had passed
+# (gateway.recovery.never_sent). The same request sends it (gateway.operations.perform).
+NEVER_SENT = "never-sent"
 
 # --------------------------------------------------------------------------- jobs
 # A job's status is derived from its ledger rows, never stored; by precedence
@@ -93,6 +99,7 @@ OPERATION_MOVES: dict[str, frozenset[str]] = {
         {
             SENT,  # perform's send claim; an agent input's send
             CONFIRMED,  # unchanged media bytes reused; a cancel no session needed
+            FAILED,  # the sweep: its request died before sending (NEVER_SENT; not agent inputs)
         }
     ),
     SENT: frozenset(
@@ -113,7 +120,8 @@ OPERATION_MOVES: dict[str, frozenset[str]] = {
     ),
     FAILED: frozenset(
         {
-            SENT,  # resent after the site's credentials were renewed (a 401/403 refusal)
+            SENT,  # resent after the site's credentials were renewed (a 401/403 refusal);
+            # the first send of a NEVER_SENT row (perform, the same request again)
             UNKNOWN,  # an editor's retry (recovery.retries.retry_failed)
             CONFIRMED,  # found by lookup / adopted by an editor; a cancel not needed
         }

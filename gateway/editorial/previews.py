@@ -30,6 +30,7 @@ import nh3
 from gateway.core.config import Config
 from gateway.core.exceptions import NotFound
 from gateway.core.exceptions import WordPressUnavailable
+from gateway.core.states import NEVER_SENT
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import SENT
@@ -194,6 +195,8 @@ def problem_in_words(row: dict) -> dict:
             "Nothing is sent again by itself: fix the cause, then allow a retry (or renew the "
             "site's application password after a 401 or 403)."
         )
+    if problem.get("reason") == NEVER_SENT:
+        next_step = "The same request sends it once; nobody needs to decide anything."
     upstream = problem.get("upstream") or {}
     status = problem.get("wordpress_status") or upstream.get("status")
     technical = "; ".join(
@@ -212,6 +215,8 @@ def problem_in_words(row: dict) -> dict:
 def _what_happened(row: dict, problem: dict, what: str) -> str:
     status, detail = problem.get("wordpress_status"), str(problem.get("detail") or "")
     upstream = problem.get("upstream") or {}
+    if problem.get("reason") == NEVER_SENT:
+        return f"The request for {what} ended before it was sent: nothing reached WordPress."
     if row["state"] == FAILED:
         message = detail.removeprefix("WordPress refused: ")
         code = f" (HTTP {status})" if status else ""

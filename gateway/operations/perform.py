@@ -4,8 +4,9 @@
 
 1. claim the operation key (INSERT ... PREPARED; the unique constraint is the lock);
 2. refuse a different request digest under the same key (422);
-3. dispatch on the row's state: replay a CONFIRMED receipt; repeat a FAILED refusal; look up
-   SENT/UNKNOWN rows in WordPress before anything is sent again (reconciliation);
+3. dispatch on the row's state: replay a CONFIRMED receipt; repeat a FAILED refusal (send a
+   FAILED row that was never sent); look up SENT/UNKNOWN rows in WordPress before anything is
+   sent again (reconciliation);
 4. commit SENT *before* the WordPress call (a conditional UPDATE decides the single sender);
 5. after the call: CONFIRMED on read-back evidence, FAILED on a definite refusal, UNKNOWN
    otherwise - never "failed" for an outcome that cannot be proven.
@@ -22,6 +23,7 @@ from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import logs
 from gateway.core.config import Config
+from gateway.core.states import NEVER_SENT
 from gateway.jobs import budgets
 from gateway.jobs import leases
 from gateway.jobs.guards import refuse_cancelled
@@ -199,7 +201,7 @@ def perform(
                 ledger_state=row.state,
             )
         if row.state == FAILED:
-            if not _credentials_renewed(target, row):
+            if not (never_sent(row) or _credentials_renewed(target, row)):
                 raise _stored_refusal(row)
         if row.state in (SENT, UNKNOWN):
             try:
@@ -250,6 +252,14 @@ def _claim_send(target: Target, row: Operation) -> bool:
         if won:
             budgets.spend(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
     return won
+
+
+def never_sent(row: Operation) -> bool:
+    """True for a FAILED ``row`` the sweep settled because the request that stored its intent
+    died before sending (``problem.reason`` :data:`~gateway.core.states.NEVER_SENT`,
+    :mod:`gateway.recovery.never_sent`): nothing reached WordPress, so the same request sends
+    it (FAILED -> SENT, won by one conditional UPDATE) without a lookup."""
+    return row.state == FAILED and (row.problem or {}).get("reason") == NEVER_SENT
 
 
 def _credentials_renewed(target: Target, row: Operation) -> bool:

@@ -5,7 +5,9 @@ Policy:
 
 * **Pruned**: operations in a final state (CONFIRMED or FAILED) last updated more than DAYS
   ago, of *finished* jobs: published, cancelled, or untouched (no update) for DAYS. SENT,
-  UNKNOWN and PREPARED rows are never pruned: they still need reconciliation.
+  UNKNOWN and PREPARED rows are never pruned: they still need reconciliation; nor is a
+  FAILED row that was never sent (no ``sent_at``: its request died before sending), which
+  the same request still sends.
 * **Dropped** from such a row: the stored intent (what a reconciliation would have needed),
   and from the receipt every nested object and every text longer than
   :data:`CORE_TEXT_CHARS` characters - the copies of WordPress bodies (baseline, sent and
@@ -80,6 +82,7 @@ def prune(older_than_days: float, now: dt.datetime | None = None) -> dict:
         )
         .where(
             Operation.state.in_([CONFIRMED, FAILED]),
+            (Operation.state == CONFIRMED) | Operation.sent_at.is_null(False),  # sent FAILED
             Operation.pruned_at.is_null(),
             Operation.updated_at <= cutoff,
             finished,

@@ -13,6 +13,7 @@ import logging
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.core.states import NEVER_SENT
 from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
@@ -27,6 +28,7 @@ from gateway.operations import review_items
 from gateway.operations import transitions
 from gateway.operations.target import Target
 from gateway.operations.target import target_for
+from gateway.recovery import never_sent
 from gateway.tenancy import site_slots
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
@@ -139,8 +141,9 @@ def recover_job(target: Target) -> dict:
         elif row.state == CONFIRMED:
             report["completed"].append(_entry(row, remote_id=row.remote_id))
             _settle(target, row)  # e.g. a crash between the ledger and the job update
-        elif row.state == FAILED:
-            report["failed"].append(_entry(row, problem="wordpress-refused"))
+        elif row.state == FAILED:  # a refusal, or never sent (the same request sends it)
+            problem = NEVER_SENT if perform.never_sent(row) else "wordpress-refused"
+            report["failed"].append(_entry(row, problem=problem))
     report["status"] = records.status_of(job)
     report["next_allowed_actions"] = next_actions(job, report)
     return report
@@ -181,7 +184,7 @@ def _recover_row(target: Target, row: Operation, report: dict) -> None:
 def next_actions(job: Job, report: dict) -> list[str]:
     """What the automation may do next, from the job and its recover report: ``none`` for a
     cancelled job, ``editor_review``, ``retry_later`` while an outcome cannot be proven, the
-    steps that redo operations proven absent, then the steps of the job's stage (each
+    steps that redo operations proven absent or never sent, then the steps of the job's stage (each
     registered action's :attr:`~gateway.operations.registry.Action.phases`, plus
     :data:`gateway.jobs.records.STAGE_STEPS`). Pure: no ledger or WordPress access beyond
     ``job``."""
@@ -191,7 +194,8 @@ def next_actions(job: Job, report: dict) -> list[str]:
         return ["editor_review"]
     if any(not e.get("absent") for e in report["unknown"]):
         return ["retry_later"]
-    steps = {registry.get(e["action"]).step for e in report["unknown"]}
+    redo = report["unknown"] + [e for e in report["failed"] if e.get("problem") == NEVER_SENT]
+    steps = {registry.get(e["action"]).step for e in redo}
     if report["failed"]:
         return sorted(steps) or ["none"]
     stage = records.stage(job)
@@ -203,20 +207,24 @@ def next_actions(job: Job, report: dict) -> list[str]:
 def sweep(config: Config, older_than: float | None = None) -> dict:
     """One pass over stale SENT/UNKNOWN rows of every job (site-scoped rows included), each
     finished as its action's recovery kind says; operations whose objects carry their key are
-    looked up in batches (one WordPress query per 100 keys per site).
+    looked up in batches (one WordPress query per 100 keys per site). First, PREPARED rows
+    whose request died before sending are settled FAILED never sent once the in-flight window
+    passed (:func:`gateway.recovery.never_sent.settle`; not by ``older_than``; no lookup).
 
     Args:
         older_than: seconds since the last update for a row to count as stale
             (default: the in-flight window).
 
-    Returns counts: ``{"examined", "confirmed", "absent", "needs_review", "unreachable",
-    "refused", "site_busy"}`` (``refused``: the object found is not provably the operation's;
-    ``site_busy``: rows of a site whose every concurrency slot was held, and extra passes
-    that met such a site - left as they are until the next sweep). Each site is swept inside
-    its own :func:`gateway.tenancy.site_slots.scope`, and so is each action's extra pass.
+    Returns counts: ``{"never_sent", "examined", "confirmed", "absent", "needs_review",
+    "unreachable", "refused", "site_busy"}`` (``refused``: the object found is not provably
+    the operation's; ``site_busy``: rows of a site whose every concurrency slot was held,
+    and extra passes that met such a site - left as they are until the next sweep;
+    ``never_sent``: PREPARED rows settled). Each site is swept inside its own
+    :func:`gateway.tenancy.site_slots.scope`, and so is each action's extra pass.
     """
     older_than = config.inflight_window if older_than is None else older_than
     counts = {
+        **never_sent.settle(config),
         "examined": 0,
         "confirmed": 0,
         "absent": 0,
