@@ -18,6 +18,7 @@ import threading
 
 import pytest
 from support import SECRET_KEY
+from support import SITE_NAME
 from support import TENANT
 from support import Gateway
 from support import draft_body
@@ -28,9 +29,11 @@ from support import png_bytes
 import gateway
 from gateway.agents import submissions
 from gateway.core import states
+from gateway.editorial import previews
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
+from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import crashes
 from gateway.operations import perform
@@ -38,6 +41,8 @@ from gateway.operations import transitions
 from gateway.operations.crashes import SimulatedCrash
 from gateway.operations.effects import Effect
 from gateway.operations.target import target_for
+from gateway.operator import retention
+from gateway.operator import site_removal
 from gateway.recovery import never_sent
 from gateway.recovery import reconciliation
 from gateway.tenancy import sites
@@ -172,6 +177,12 @@ def test_only_a_stale_prepared_row_of_a_request_is_settled(app, offline_gw):
     assert (after[fresh.id].state, after[queued.id].state) == ("PREPARED", "PREPARED")
     job = offline_gw.job(job_id).get_json()
     assert job["status"] == "failed"
+    # failed only by a write never sent: its run still has work on it (a person need not)
+    listed = offline_gw.client.get("/v1/jobs?unfinished=true", headers=offline_gw.headers())
+    assert [j["job_id"] for j in listed.get_json()["jobs"]] == [job_id]
+    with app.app_context(), database.connection_context():
+        site = sites.get_site(TENANT, SITE_NAME)
+        assert site_removal.unfinished_jobs(site) == [job_id]
 
 
 # --------------------------------------------------------------------------- the race
@@ -299,3 +310,35 @@ def test_a_sweep_racing_a_late_request_one_wins_and_it_is_sent_once(app, offline
         assert results["sweep"] in (0, 1) and results["request"].created, results
         assert sent == 1, (job_id, results)
         assert (stored.state, stored.attempts) == ("CONFIRMED", 1), (job_id, results)
+
+
+# --------------------------------------------------------------------------- what else reads it
+
+
+def test_a_row_never_sent_keeps_its_intent_through_pruning_and_is_told_as_such(app, offline_gw):
+    """``gateway prune`` keeps the intent of a FAILED row never sent (the same request may
+    still send it, and a lookup after that send needs it), while a refused row of the same
+    finished job loses it; the review page says it was never sent, not refused."""
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    config = _config(app)
+    with app.app_context(), database.connection_context():
+        target = target_for(config, records.get_job(TENANT, job_id))
+        intent = {"title": "kept"}
+        never = perform.claim(target, op_key(job_id, "draft"), "d1", "draft", intent=intent)
+        refused = perform.claim(target, op_key(job_id, "media", "hero"), "d2", "media", "hero")
+        assert transitions.move(refused, states.SENT, attempts=1, sent_at=db.utcnow())
+        assert transitions.move(refused, states.FAILED, problem={"detail": "WordPress refused"})
+        _ago(never.id, WINDOW + 1)
+        assert never_sent.settle(config) == {"never_sent": 1}
+        Job.update(cancelled=True).where(Job.job_id == job_id).execute()  # finished
+        later = db.utcnow() + dt.timedelta(days=30)
+        assert retention.prune(older_than_days=1, now=later)["operations"] == 1
+        kept, pruned = Operation.get_by_id(never.id), Operation.get_by_id(refused.id)
+    assert (kept.intent, kept.pruned_at) == (intent, None)
+    assert pruned.intent is None and pruned.pruned_at is not None
+    words = previews.problem_in_words(kept.as_dict())
+    assert words["summary"] == (
+        "The request for the post ended before it was sent: nothing reached WordPress."
+    )
+    assert "same request sends it" in words["next"]

@@ -19,6 +19,7 @@ from gateway.core.states import IN_PROGRESS
 from gateway.core.states import JOB_FAILED
 from gateway.core.states import JOB_UNKNOWN
 from gateway.core.states import NEEDS_REVIEW
+from gateway.core.states import NEVER_SENT
 from gateway.core.states import PHASES
 from gateway.core.states import PUBLISHED
 from gateway.core.states import SCHEDULED
@@ -221,8 +222,22 @@ def idle_seconds(job: Job) -> float:
 def run_unfinished(job: Job, status: str | None = None) -> bool:
     """Whether a run still has work on the job: status ``in_progress`` or ``unknown``, or
     ``completed`` in phase ``verified`` (a verified draft without an approval request: the
-    run stopped before asking editors). ``failed``, ``needs_review`` and ``cancelled`` jobs
-    wait for a person; from ``approval_pending`` on, editors and the clock act.
-    ``status``: the job's status when already derived (:func:`status_of`)."""
+    run stopped before asking editors), or ``failed`` only by writes never sent (a request
+    died before sending: the same request sends them, :func:`failed_never_sent`).
+    ``failed`` by a refusal, ``needs_review`` and ``cancelled`` jobs wait for a person; from
+    ``approval_pending`` on, editors and the clock act. ``status``: the job's status when
+    already derived (:func:`status_of`)."""
     status = status_of(job) if status is None else status
+    if status == JOB_FAILED:
+        return failed_never_sent(job)
     return status in (IN_PROGRESS, JOB_UNKNOWN) or (status == COMPLETED and job.phase == VERIFIED)
+
+
+def failed_never_sent(job: Job) -> bool:
+    """True when every FAILED row of the job's current task version was never sent
+    (``problem.reason`` :data:`~gateway.core.states.NEVER_SENT`: settled by the sweep after
+    its request died, :mod:`gateway.recovery.never_sent`), and there is one."""
+    failed = [
+        r for r in operations_of(job) if r.task_version == job.task_version and r.state == FAILED
+    ]
+    return bool(failed) and all((r.problem or {}).get("reason") == NEVER_SENT for r in failed)

@@ -2,10 +2,11 @@
 history stays.
 
 A site is removed only when none of its jobs is unfinished: a job is finished when it is
-published, cancelled or failed (:func:`gateway.jobs.records.status_of`); any other job (in
-progress, unknown, needing review, or a draft waiting for approval or its schedule) would
-lose the only credentials that can finish it, so the removal is refused and names those
-jobs, unless forced. A removed site's jobs answer ``site-not-found`` at their next write
+published, cancelled or failed (:func:`gateway.jobs.records.status_of`; not failed only by
+writes never sent, which a run sends again: :func:`gateway.jobs.records.run_unfinished`);
+any other job (in progress, unknown, needing review, or a draft waiting for approval or its
+schedule) would lose the only credentials that can finish it, so the removal is refused and
+names those jobs, unless forced. A removed site's jobs answer ``site-not-found`` at their next write
 (:mod:`gateway.operations.target`); adding the name again lets them go on. Source:
 docs/operations.md, "Sites".
 """
@@ -46,11 +47,12 @@ def unfinished_jobs(site: Site) -> list[str]:
         .where(Job.tenant == site.tenant, Job.site == site.name)
         .order_by(Job.created_at)
     )
-    return [
-        job.job_id
-        for job in query
-        if job.phase != PUBLISHED and records.status_of(job) not in FINISHED
-    ]
+    return [job.job_id for job in query if job.phase != PUBLISHED and _unfinished(job)]
+
+
+def _unfinished(job: Job) -> bool:
+    status = records.status_of(job)  # failed only by writes never sent: a run resends them
+    return status not in FINISHED or records.run_unfinished(job, status)
 
 
 def remove_site(tenant: str, name: str, force: bool = False) -> dict:
