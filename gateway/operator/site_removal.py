@@ -6,9 +6,9 @@ published, cancelled or failed (:func:`gateway.jobs.records.status_of`; not fail
 writes never sent, which a run sends again: :func:`gateway.jobs.records.run_unfinished`);
 any other job (in progress, unknown, needing review, or a draft waiting for approval or its
 schedule) would lose the only credentials that can finish it, so the removal is refused and
-names those jobs, unless forced. A removed site's jobs answer ``site-not-found`` at their next write
-(:mod:`gateway.operations.target`); adding the name again lets them go on. Source:
-docs/operations.md, "Sites".
+names those jobs, unless forced. A removed site's jobs answer ``site-not-found`` at their
+next write (:mod:`gateway.operations.target`); adding the name again lets them go on.
+Source: docs/operations.md, "Sites".
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ conditional UPDATE each (:func:`gateway.operations.transitions.move` with ``same
 if the request's PREPARED -> SENT came first, the sweep's move finds no PREPARED row and
 changes nothing; if the sweep's came first, the request's claim finds no PREPARED row,
 reads the row again, finds it FAILED never sent, and claims FAILED -> SENT: either way the
-write is sent once. Source: docs/api.md ("The ledger").
+write is sent once. So the window (``updated_at`` is written by the gateway's clock, judged
+against the database's) only keeps the sweep off rows a live request is about to send; a
+clock's skew can make the job say ``failed`` a little early, never send twice. Source:
+docs/api.md ("The ledger").
 """
 
 from __future__ import annotations
