@@ -1,0 +1,237 @@
+"""The AST scan behind ``tests/test_transitions.py``: every write of a declared state column
+outside :func:`gateway.ledger.moves.move` (issue 51).
+
+The guarded (model, column) pairs are read from :func:`gateway.ledger.moves.declared`, so a
+column declared by any module is covered the moment it is declared. A write is:
+
+* ``Model.update(col=...)``, ``Model.update({Model.col: ...})``, ``Model.update({"col": ...})``
+  and ``Model.replace(...)`` of a guarded column (an UPDATE: only the mover may);
+* ``Model.create/insert/insert_many/get_or_create(...)`` writing a guarded column with a value
+  that is not one of its declaration's ``initial`` values (resolved through the file's own
+  imports: ``state=KEY_IN_PROGRESS``, ``status=states.EVENT_PENDING``; a value the scan cannot
+  resolve passes only where the declaration's initial values are :data:`~states.SET`, any
+  value: a lease's owner);
+* the wrappers that write a job's or an operation's columns by name (:data:`WRAPPERS`:
+  ``records.touch(job, phase=...)``, ``hot_sql.update_job(id, {"phase": ...})``...), and
+  hot_sql's operation statements (:data:`HOT_MOVES`, the state is an argument);
+* ``x.save()`` without arguments (a model's save writes every column it holds);
+* a ``**name`` splat into one of these whose ``name`` is given a guarded column in the same
+  function (``fields["phase"] = phase; touch(job, **fields)``).
+
+A column that is part of a state's claim (:data:`CLAIMS`: a notification's delivery claim) may
+be written only in its state's owner module (the declaration's ``owner``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+
+from gateway.core import states
+from gateway.ledger import moves
+from gateway.ledger import oauth_models  # noqa: F401 - its declarations
+from gateway.ledger.models import NOTIFICATION_STATE
+
+UPDATES = {"update", "replace"}
+INSERTS = {"insert", "create", "insert_many", "get_or_create"}
+# A function that writes a model's columns named by keyword or by a dict's keys:
+# name -> (model, "update" or "insert").
+WRAPPERS = {
+    "touch": ("Job", "update"),  # gateway.jobs.records.touch(job, **fields)
+    "update_job": ("Job", "update"),  # gateway.ledger.hot_sql.update_job(id, values)
+    "insert_job": ("Job", "insert"),  # gateway.ledger.hot_sql.insert_job(values)
+    "insert_operation": ("Operation", "insert"),  # gateway.ledger.hot_sql.insert_operation
+}
+# hot_sql statements whose state is an argument: only the mover's owner calls them.
+HOT_MOVES = {"move_operation", "confirm_operation"}
+# (model, column) -> the state whose claim it is: written only in that state's owner module.
+CLAIMS = {
+    ("Notification", "claimed_until"): NOTIFICATION_STATE,
+    ("Notification", "refusals"): NOTIFICATION_STATE,
+}
+UNRESOLVED = object()
+
+
+def guarded() -> dict[str, dict[str, moves.StateColumn]]:
+    """model class name -> {column: its declaration}, from :func:`moves.declared`."""
+    found: dict[str, dict[str, moves.StateColumn]] = {}
+    for column in moves.declared():
+        found.setdefault(column.model.__name__, {})[column.column] = column
+    return found
+
+
+def _namespace(tree: ast.Module) -> dict[str, object]:
+    """The file's imported names -> their objects (modules or values)."""
+    names: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            try:
+                module = importlib.import_module(node.module)
+            except ImportError:
+                continue
+            for alias in node.names:
+                value = getattr(module, alias.name, UNRESOLVED)
+                if value is UNRESOLVED:
+                    try:
+                        value = importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        continue
+                names[alias.asname or alias.name] = value
+    return names
+
+
+def _value(node: ast.AST, names: dict) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id, UNRESOLVED)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        owner = names.get(node.value.id, UNRESOLVED)
+        return UNRESOLVED if owner is UNRESOLVED else getattr(owner, node.attr, UNRESOLVED)
+    return UNRESOLVED
+
+
+def _initial(column: moves.StateColumn, value) -> bool:
+    """May an INSERT write ``value`` into ``column``?"""
+    if value is UNRESOLVED:
+        return states.SET in column.initial
+    if value is None:
+        return False
+    return column.kind(value) in column.initial
+
+
+def _model_of(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _key(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute):  # {Model.state: ...}
+        return node.attr
+    return None
+
+
+def _dicts(node: ast.AST):
+    if isinstance(node, ast.Dict):
+        yield node
+    elif isinstance(node, ast.List | ast.Tuple):
+        for item in node.elts:
+            yield from _dicts(item)
+
+
+def _written(call: ast.Call, splats: dict[str, list]) -> list[tuple[str, ast.AST | None]]:
+    """(column name, value node) of every column ``call`` writes by keyword, dict key, a
+    ``defaults=`` dict, or a ``**name`` splat traced in the enclosing function."""
+    pairs = []
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            if isinstance(keyword.value, ast.Name):
+                pairs += splats.get(keyword.value.id, [])
+            for found in _dicts(keyword.value):
+                pairs += [(_key(k), v) for k, v in zip(found.keys, found.values, strict=True)]
+        elif keyword.arg == "defaults":
+            for found in _dicts(keyword.value):
+                pairs += [(_key(k), v) for k, v in zip(found.keys, found.values, strict=True)]
+        else:
+            pairs.append((keyword.arg, keyword.value))
+    for arg in call.args:
+        for found in _dicts(arg):
+            for key, value in zip(found.keys, found.values, strict=True):
+                if key is None and isinstance(value, ast.Name):  # {**fields}
+                    pairs += splats.get(value.id, [])
+                else:
+                    pairs.append((_key(key), value))
+    return [(name, value) for name, value in pairs if name]
+
+
+def _splats(function: ast.AST) -> dict[str, list]:
+    """name -> (column, value) pairs a function gives a dict: ``name["col"] = v``,
+    ``name = {"col": v}``, ``name.update(col=v)``."""
+    found: dict[str, list] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    key = _key(target.slice)
+                    if key:
+                        found.setdefault(target.value.id, []).append((key, node.value))
+                elif isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
+                    pairs = zip(node.value.keys, node.value.values, strict=True)
+                    found.setdefault(target.id, []).extend((_key(k), v) for k, v in pairs)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "update"
+            and isinstance(node.func.value, ast.Name)
+        ):
+            for keyword in node.keywords:
+                if keyword.arg:
+                    found.setdefault(node.func.value.id, []).append((keyword.arg, keyword.value))
+    return found
+
+
+def state_writes(
+    source: str, filename: str = "<source>", module: str = "", columns: dict | None = None
+) -> list[str]:
+    """Every write in ``source`` (the module ``module``) of a guarded column outside the mover
+    (see the module's docstring): ``file:line what``. ``columns``: :func:`guarded` unless
+    given (a test plants a declaration of its own)."""
+    columns = guarded() if columns is None else columns
+    tree = ast.parse(source, filename)
+    names = _namespace(tree)
+    found = []
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] or [tree]
+    seen: set[int] = set()
+    for function in [*reversed(functions), tree]:  # the innermost function first
+        splats = _splats(function)
+        for node in ast.walk(function):
+            if id(node) in seen or not isinstance(node, ast.Call):
+                continue
+            seen.add(id(node))
+            where = f"{filename}:{node.lineno}"
+            if isinstance(node.func, ast.Attribute):
+                found += _call(node, where, module, names, splats, columns)
+            elif isinstance(node.func, ast.Name) and node.func.id in WRAPPERS:
+                found += _wrapper(node, node.func.id, where, names, splats, columns)
+    return sorted(found, key=lambda f: int(f.split(" ", 1)[0].rsplit(":", 1)[1]))
+
+
+def _call(node: ast.Call, where, module, names, splats, columns) -> list[str]:
+    method = node.func.attr
+    if method in HOT_MOVES:
+        return [f"{where} hot_sql.{method}"]
+    if method == "save" and not node.args:
+        return [f"{where} .save()"]
+    if method in WRAPPERS:
+        return _wrapper(node, method, where, names, splats, columns)
+    model = _model_of(node.func.value)
+    if method not in UPDATES | INSERTS or model is None:
+        return []
+    found = []
+    for column, value in _written(node, splats):
+        claim = CLAIMS.get((model, column))
+        if claim is not None and module != claim.owner:
+            found.append(f"{where} {model}.{method}({column}) outside {claim.owner}")
+        declared = columns.get(model, {}).get(column)
+        if declared is None:
+            continue
+        if method in UPDATES or not _initial(declared, _value(value, names)):
+            found.append(f"{where} {model}.{method}({column})")
+    return found
+
+
+def _wrapper(node: ast.Call, name: str, where, names, splats, columns) -> list[str]:
+    model, kind = WRAPPERS[name]
+    found = []
+    for column, value in _written(node, splats):
+        declared = columns.get(model, {}).get(column)
+        if declared is None:
+            continue
+        if kind == "update" or not _initial(declared, _value(value, names)):
+            found.append(f"{where} {name}({column})")
+    return found
