@@ -25,7 +25,7 @@ be written only in its state's owner module (the declaration's ``owner``).
 from __future__ import annotations
 
 import ast
-import importlib
+import sys
 
 from gateway.core import states
 from gateway.ledger import moves
@@ -60,22 +60,18 @@ def guarded() -> dict[str, dict[str, moves.StateColumn]]:
     return found
 
 
-def _namespace(tree: ast.Module) -> dict[str, object]:
-    """The file's imported names -> their objects (modules or values)."""
+def _namespace(imports: list[ast.ImportFrom]) -> dict[str, object]:
+    """The file's imported names -> their objects (modules or values). Only modules imported
+    already are read (where states are named: core, the ledger's models); a name imported
+    from any other module is not resolved."""
     names: dict[str, object] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            try:
-                module = importlib.import_module(node.module)
-            except ImportError:
-                continue
+    for node in imports:
+        if node.module and node.level == 0:
+            module = sys.modules.get(node.module)
             for alias in node.names:
                 value = getattr(module, alias.name, UNRESOLVED)
                 if value is UNRESOLVED:
-                    try:
-                        value = importlib.import_module(f"{node.module}.{alias.name}")
-                    except ImportError:
-                        continue
+                    value = sys.modules.get(f"{node.module}.{alias.name}", UNRESOLVED)
                 names[alias.asname or alias.name] = value
     return names
 
@@ -182,23 +178,47 @@ def state_writes(
     (see the module's docstring): ``file:line what``. ``columns``: :func:`guarded` unless
     given (a test plants a declaration of its own)."""
     columns = guarded() if columns is None else columns
+    calls: list[tuple[ast.Call, ast.AST]] = []  # each call and its innermost function
+    imports: list[ast.ImportFrom] = []
+
+    def visit(node: ast.AST, function: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call):
+                calls.append((child, function))
+            elif isinstance(child, ast.ImportFrom):
+                imports.append(child)
+            inner = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            visit(child, child if inner else function)
+
     tree = ast.parse(source, filename)
-    names = _namespace(tree)
+    visit(tree, tree)
+    names = _namespace(imports)
+    traced: dict[int, dict] = {}  # the splats of a function, traced when one is used
     found = []
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] or [tree]
-    seen: set[int] = set()
-    for function in [*reversed(functions), tree]:  # the innermost function first
-        splats = _splats(function)
-        for node in ast.walk(function):
-            if id(node) in seen or not isinstance(node, ast.Call):
-                continue
-            seen.add(id(node))
-            where = f"{filename}:{node.lineno}"
-            if isinstance(node.func, ast.Attribute):
-                found += _call(node, where, module, names, splats, columns)
-            elif isinstance(node.func, ast.Name) and node.func.id in WRAPPERS:
-                found += _wrapper(node, node.func.id, where, names, splats, columns)
+    for node, function in calls:
+        if id(function) not in traced:
+            traced[id(function)] = _Splats(function)
+        splats = traced[id(function)]
+        where = f"{filename}:{node.lineno}"
+        if isinstance(node.func, ast.Attribute):
+            found += _call(node, where, module, names, splats, columns)
+        elif isinstance(node.func, ast.Name) and node.func.id in WRAPPERS:
+            found += _wrapper(node, node.func.id, where, names, splats, columns)
     return sorted(found, key=lambda f: int(f.split(" ", 1)[0].rsplit(":", 1)[1]))
+
+
+class _Splats(dict):
+    """:func:`_splats` of ``function``, traced on first use (most calls splat nothing)."""
+
+    def __init__(self, function: ast.AST):
+        super().__init__()
+        self.function, self.traced = function, False
+
+    def get(self, name, default=None):
+        if not self.traced:
+            self.update(_splats(self.function))
+            self.traced = True
+        return super().get(name, default)
 
 
 def _call(node: ast.Call, where, module, names, splats, columns) -> list[str]:
