@@ -14,6 +14,8 @@ column declared by any module is covered the moment it is declared. A write is:
 * the wrappers that write a job's or an operation's columns by name (:data:`WRAPPERS`:
   ``records.touch(job, phase=...)``, ``hot_sql.update_job(id, {"phase": ...})``...), and
   hot_sql's operation statements (:data:`HOT_MOVES`, the state is an argument);
+* ``Model.insert(...).on_conflict(update=...)`` and ``.on_conflict_replace()`` of a guarded
+  column (an upsert's UPDATE);
 * ``x.save()`` without arguments (a model's save writes every column it holds);
 * a ``**name`` splat into one of these whose ``name`` is given a guarded column in the same
   function (``fields["phase"] = phase; touch(job, **fields)``).
@@ -34,6 +36,7 @@ from gateway.ledger.models import NOTIFICATION_STATE
 
 UPDATES = {"update", "replace"}
 INSERTS = {"insert", "create", "insert_many", "get_or_create"}
+UPSERTS = {"on_conflict", "on_conflict_replace"}  # Model.insert(...).on_conflict(update=...)
 # A function that writes a model's columns named by keyword or by a dict's keys:
 # name -> (model, "update" or "insert").
 WRAPPERS = {
@@ -229,6 +232,8 @@ def _call(node: ast.Call, where, module, names, splats, columns) -> list[str]:
         return [f"{where} .save()"]
     if method in WRAPPERS:
         return _wrapper(node, method, where, names, splats, columns)
+    if method in UPSERTS and isinstance(node.func.value, ast.Call):  # insert(...).on_conflict
+        return _upsert(node, where, splats, columns)
     model = _model_of(node.func.value)
     if method not in UPDATES | INSERTS or model is None:
         return []
@@ -243,6 +248,25 @@ def _call(node: ast.Call, where, module, names, splats, columns) -> list[str]:
         if method in UPDATES or not _initial(declared, _value(value, names)):
             found.append(f"{where} {model}.{method}({column})")
     return found
+
+
+def _upsert(node: ast.Call, where, splats, columns) -> list[str]:
+    """``Model.insert(...).on_conflict(update=...)`` / ``.on_conflict_replace()``: an UPDATE
+    of the columns it updates (or of every inserted column, for a replace)."""
+    insert = node.func.value
+    if not isinstance(insert.func, ast.Attribute) or insert.func.attr not in INSERTS:
+        return []
+    model = _model_of(insert.func.value)
+    if node.func.attr == "on_conflict_replace":
+        written = _written(insert, splats)
+    else:
+        update = [ast.keyword(arg=None, value=k.value) for k in node.keywords if k.arg == "update"]
+        written = _written(ast.Call(func=node.func, args=[], keywords=update), splats)
+        for keyword in node.keywords:  # preserve=[Model.col, ...]: the inserted value
+            if keyword.arg == "preserve" and isinstance(keyword.value, ast.List | ast.Tuple):
+                written += [(_key(e), None) for e in keyword.value.elts if _key(e)]
+    named = {column for column, _ in written} & set(columns.get(model, {}))
+    return [f"{where} {model}.{node.func.attr}({column})" for column in sorted(named)]
 
 
 def _wrapper(node: ast.Call, name: str, where, names, splats, columns) -> list[str]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from types import SimpleNamespace
 
 import pytest
 
+from gateway.agents import openai_key
 from gateway.agents import stops
 from gateway.agents import worker
 from gateway.core import exceptions as exc
@@ -30,6 +32,7 @@ from gateway.ledger.models import AGENT_STOP
 from gateway.ledger.models import JOB_CANCELLED
 from gateway.ledger.models import LEASE_OWNER
 from gateway.ledger.models import AgentSession
+from gateway.ledger.models import AgentWorkerState
 from gateway.ledger.models import Approval
 from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
@@ -281,3 +284,19 @@ def test_two_revocations_of_a_grant_one_is_true(ledger):
         grant.id, "client-revoked", T0))  # fmt: skip
     assert sorted(results) == [False, True], results
     assert OAuthGrant.get().revoked_why in ("editor", "client-revoked")
+
+
+# --------------------------------------------------------------------------- the workers' pause
+
+
+def test_two_workers_refused_at_once_pause_once_and_another_key_clears_it(ledger):
+    one, two = (SimpleNamespace(secret_key="s", openai_api_key=k) for k in ("sk-1", "sk-2"))
+    results = race(
+        lambda: openai_key.refused(one, 401, "a"), lambda: openai_key.refused(one, 403, "b")
+    )
+    assert results == [None, None], results  # the loser of the INSERT paused the row all the same
+    row = AgentWorkerState.get()
+    assert row.paused_status in (401, 403) and openai_key.paused(one).id == row.id
+    assert race(lambda: openai_key.paused(two), lambda: openai_key.paused(two)) == [None, None]
+    assert AgentWorkerState.get().paused_reason is None  # cleared: the key changed
+    assert openai_key.paused(one) is None

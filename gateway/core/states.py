@@ -182,3 +182,8 @@ CANCEL_MOVES: dict[bool, frozenset[bool]] = {False: frozenset({True}), True: fro
 # An agent session's ``stopped_reason`` (gateway.agents.stops): stopped with a reason (the
 # first reason is kept), lifted by an editor's follow-up or new site credentials.
 STOP_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozenset({None})}
+
+# The agent workers' pause (``agent_worker_state.paused_reason``, gateway.agents.openai_key):
+# paused when OpenAI refused the key (a later refusal's reason replaces an earlier one's),
+# cleared by a worker holding another key.
+PAUSE_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozenset({SET, None})}

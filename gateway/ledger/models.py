@@ -590,6 +590,13 @@ APPROVAL_REVOKED = moves.declare(
     Approval, "revoked_at", moves.SET_ONCE, owner="gateway.editorial.approvals"
 )
 TOKEN_REVOKED = moves.declare(Token, "revoked_at", moves.SET_ONCE, owner="gateway.tenancy.tokens")
+WORKER_PAUSE = moves.declare(
+    AgentWorkerState,
+    "paused_reason",
+    states.PAUSE_MOVES,
+    owner="gateway.agents.openai_key",
+    initial=(states.SET,),
+)
 # Not state columns (never declared, written as they come): copies of another system's state
 # - AgentSession.status (an OpenAI session's status as last retrieved) and the status inside
 # AgentSession.environment (an OpenAI environment's, as last seen) - and ApprovalRequest,
