@@ -17,8 +17,9 @@ column declared by any module is covered the moment it is declared. A write is:
 * ``Model.insert(...).on_conflict(update=...)`` and ``.on_conflict_replace()`` of a guarded
   column (an upsert's UPDATE);
 * ``x.save()`` without arguments (a model's save writes every column it holds);
-* a ``**name`` splat into one of these whose ``name`` is given a guarded column in the same
-  function (``fields["phase"] = phase; touch(job, **fields)``).
+* a ``**name`` splat or a ``name`` argument into one of these whose ``name`` is given a
+  guarded column in the same function (``fields["phase"] = phase; touch(job, **fields)``,
+  ``values = {"phase": ...}; hot_sql.insert_job(values)``).
 
 A column that is part of a state's claim (:data:`CLAIMS`: a notification's delivery claim) may
 be written only in its state's owner module (the declaration's ``owner``).
@@ -139,6 +140,8 @@ def _written(call: ast.Call, splats: dict[str, list]) -> list[tuple[str, ast.AST
         else:
             pairs.append((keyword.arg, keyword.value))
     for arg in call.args:
+        if isinstance(arg, ast.Name):  # insert_job(values): what the function gave values
+            pairs += splats.get(arg.id, [])
         for found in _dicts(arg):
             for key, value in zip(found.keys, found.values, strict=True):
                 if key is None and isinstance(value, ast.Name):  # {**fields}
