@@ -1,98 +1,123 @@
-"""One module moves ledger rows (issue 37): ``gateway/operations/transitions.py``.
+"""Every state moves by one rule (issues 37 and 51): :func:`gateway.ledger.moves.move`.
 
-* no state of an operation or a notification (nor a notification's delivery claim) is
-  written anywhere else in ``gateway/`` (an AST scan, shown to catch a planted write);
+* no declared state column (:func:`gateway.ledger.moves.declared`: an operation's and a
+  notification's state, a webhook event's status, a request key's state, a lease's owner, a
+  job's cancel, an agent's stop, the set-once revocations and OAuth uses...) is written
+  anywhere else in ``gateway/``, nor a notification's delivery claim outside its owner (an AST
+  scan, :mod:`state_writes`, shown to catch planted writes);
 * every move its state tables do not allow is refused before any statement, and every move
   they allow is made;
 * a move is decided by its row count: a caller that read the row before another moved it
   gets False and changes nothing; of racing senders exactly one wins (also on PostgreSQL:
-  ``GATEWAY_TEST_DATABASE_URL``).
+  ``GATEWAY_TEST_DATABASE_URL``). The other columns' races: ``tests/test_state_columns.py``.
 """
 
 from __future__ import annotations
 
-import ast
 import threading
 from pathlib import Path
 
 import pytest
+import state_writes
 from support import TENANT
 
 from gateway.core import states
 from gateway.ledger import db
+from gateway.ledger import moves
 from gateway.ledger.db import database
 from gateway.ledger.models import STATES
+from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.operations import transitions
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVER = ROOT / "gateway" / "operations" / "transitions.py"
-# Where the hot path's statements are written out (the mover calls them).
-HOT_SQL = ROOT / "gateway" / "ledger" / "hot_sql.py"
-STATE_COLUMNS = {
-    "Operation": {"state"},
-    "Notification": {"state", "claimed_until", "refusals"},
-}
-WRITES = {"update", "insert", "create", "insert_many", "replace", "get_or_create"}
-HOT_MOVES = {"insert_operation", "move_operation", "confirm_operation"}
+PLANTED = """
+from gateway.core import states
+from gateway.core.states import KEY_DONE
+from gateway.core.states import KEY_IN_PROGRESS as IN_PROGRESS
+Operation.update(state=SENT).where(Operation.id == 1).execute()
+Notification.update({Notification.claimed_until: None}).execute()
+Operation.create(operation_key='k', state='CONFIRMED')
+hot_sql.move_operation(1, 'SENT', 0, {})
+Operation.update(receipt=None).execute()
+WebhookEvent.update({"status": states.EVENT_DONE}).execute()
+RequestKey.create(token_hash='t', key='k', state=KEY_DONE)
+RequestKey.create(token_hash='t', key='k', state=IN_PROGRESS)
+Lease.create(tenant='acme', job_id='j', owner=owner)
+Lease.insert(tenant='acme', job_id='j', owner=None).execute()
+models.Job.update(cancelled=True).execute()
+OAuthCode.insert_many([{"code_hash": "h", "used_at": now}]).execute()
+AgentSession.get_or_create(session_id='s', defaults={"stopped_reason": "x"})
+Approval.replace(id=1, revoked_at=None).execute()
+job.save()
+touch(job, phase="published")
+records.touch(job, post_id=1)
+hot_sql.update_job(job.id, {"updated_at": now, "phase": "verified"})
+Lease.insert(tenant='a', job_id='j', owner=o).on_conflict(update={Lease.owner: o}).execute()
+
+def advance(job, phase, **fields):
+    fields["phase"] = phase
+    records.touch(job, **fields)
+
+def create(tenant, job_id):
+    values = {"tenant": tenant, "job_id": job_id, "phase": "published"}
+    hot_sql.insert_job(values)
+"""
+# What the planted source writes (line order), and what it may write.
+CAUGHT = [
+    "Operation.update(state)",
+    "Notification.update(claimed_until) outside gateway.operations.transitions",
+    "Operation.create(state)",  # an INSERT of a state that is not the column's initial one
+    "hot_sql.move_operation",
+    "WebhookEvent.update(status)",
+    "RequestKey.create(state)",  # DONE: not an initial state (IN_PROGRESS below is)
+    "Lease.insert(owner)",  # NULL is not held: the lease's initial value is any owner
+    "Job.update(cancelled)",
+    "OAuthCode.insert_many(used_at)",  # a set-once column has no initial value but NULL
+    "AgentSession.get_or_create(stopped_reason)",
+    "Approval.replace(revoked_at)",
+    ".save()",
+    "touch(phase)",
+    "update_job(phase)",
+    "Lease.on_conflict(owner)",  # the INSERT of an owner is allowed, its upsert's UPDATE not
+    "touch(phase)",  # through the splat of ``fields``
+    "insert_job(phase)",  # through ``values``: an INSERT of a phase that is not an initial one
+]
 
 
-def state_writes(source: str, filename: str = "<source>") -> list[str]:
-    """Every place in ``source`` that writes a state column of an operation or a
-    notification (``Operation.update(state=...)``, ``Notification.update(claimed_until=...)``,
-    ``Model.update({Model.state: ...})``, ``Operation.create(state=...)``...) or calls one of
-    hot_sql's operation statements: ``file:line``."""
-    found = []
-    for node in ast.walk(ast.parse(source, filename)):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-            continue
-        owner, method = node.func.value, node.func.attr
-        if method in HOT_MOVES and isinstance(owner, ast.Name) and owner.id == "hot_sql":
-            found.append(f"{filename}:{node.lineno} hot_sql.{method}")
-            continue
-        if method not in WRITES or not isinstance(owner, ast.Name):
-            continue
-        columns = STATE_COLUMNS.get(owner.id)
-        if not columns:
-            continue
-        named = {k.arg for k in node.keywords} & columns
-        for arg in node.args:  # Model.update({Model.state: ...}) / ({"state": ...})
-            if isinstance(arg, ast.Dict):
-                for key in arg.keys:
-                    if isinstance(key, ast.Attribute) and key.attr in columns:
-                        named.add(key.attr)
-                    if isinstance(key, ast.Constant) and key.value in columns:
-                        named.add(key.value)
-        if named:
-            found.append(f"{filename}:{node.lineno} {owner.id}.{method}({', '.join(named)})")
-    return found
+def _planted_columns() -> dict:
+    """The declared columns, and a job's phase as the planted source's wrappers write it
+    (declared here if no module declares it yet)."""
+    columns = state_writes.guarded()
+    if "phase" not in columns.get("Job", {}):
+        phase = moves.StateColumn(Job, "phase", {None: frozenset()}, "planted")
+        columns.setdefault("Job", {})["phase"] = phase
+    return columns
 
 
-def test_the_scan_finds_a_state_written_outside_the_mover():
-    planted = (
-        "Operation.update(state=SENT).where(Operation.id == 1).execute()\n"
-        "Notification.update({Notification.claimed_until: None}).execute()\n"
-        "Operation.create(operation_key='k', state='CONFIRMED')\n"
-        "hot_sql.move_operation(1, 'SENT', 0, {})\n"
-        "Operation.update(receipt=None).execute()\n"  # not a state column: allowed
-    )
-    found = sorted(state_writes(planted))
-    assert [f.split()[1].split("(")[0] for f in found] == [
-        "Operation.update",
-        "Notification.update",
-        "Operation.create",
-        "hot_sql.move_operation",
-    ], found
+def test_the_scan_finds_every_planted_write_of_a_state_column():
+    found = state_writes.state_writes(PLANTED, columns=_planted_columns())
+    assert [f.split(" ", 1)[1] for f in found] == CAUGHT, found
 
 
-def test_no_state_is_written_outside_operations_transitions():
+def test_every_declared_column_is_scanned_and_its_default_is_an_initial_value():
+    """The scan reads the declarations; a column's default (what an INSERT that does not name
+    it writes) must be one of its declared initial values, or NULL."""
+    names = {(c.model.__name__, c.column) for c in moves.declared()}
+    assert {("Operation", "state"), ("RequestKey", "state"), ("Lease", "owner")} <= names
+    assert {("OAuthCode", "used_at"), ("WebhookEvent", "status"), ("Job", "cancelled")} <= names
+    for column in moves.declared():
+        default = column.model._meta.fields[column.column].default
+        assert default is None or column.kind(default) in column.initial, column.name
+
+
+def test_no_state_is_written_outside_the_mover():
     found = []
     for path in sorted((ROOT / "gateway").rglob("*.py")):
-        if path in (MOVER, HOT_SQL):
-            continue
-        found += state_writes(path.read_text(), str(path.relative_to(ROOT)))
-    assert found == [], "state changes must go through gateway/operations/transitions.py"
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        found += state_writes.state_writes(path.read_text(), str(path.relative_to(ROOT)), module)
+    assert found == [], "state changes must go through gateway.ledger.moves.move"
 
 
 # --------------------------------------------------------------------------- the ledger
@@ -134,21 +159,21 @@ NOTIFICATION_PAIRS = [(a, b) for a in NOTIFICATION_STATES for b in NOTIFICATION_
 
 
 def test_the_operation_table_covers_every_ledger_state():
-    assert set(transitions.OPERATION_MOVES) == set(STATES)
-    assert set().union(*transitions.OPERATION_MOVES.values()) <= set(STATES)
-    assert transitions.OPERATION_MOVES[transitions.CONFIRMED] == {transitions.UNKNOWN}
+    assert set(states.OPERATION_MOVES) == set(STATES)
+    assert set().union(*states.OPERATION_MOVES.values()) <= set(STATES)
+    assert states.OPERATION_MOVES[states.CONFIRMED] == {states.UNKNOWN}
 
 
 def test_an_operation_moves_only_as_the_table_allows(ledger):
     """Every (from, to) pair of ledger states, each on a row of its own."""
     for start, to in OPERATION_PAIRS:
         row = _operation(start, key=f"acme/j/v1/draft/{start}-{to}")
-        allowed = to in transitions.OPERATION_MOVES[start]
+        allowed = to in states.OPERATION_MOVES[start]
         if allowed:
             assert transitions.move(row, to) is True, (start, to)
             assert row.state == to
         else:
-            with pytest.raises(transitions.IllegalMove):
+            with pytest.raises(moves.IllegalMove):
                 transitions.move(row, to)
         assert Operation.get_by_id(row.id).state == (to if allowed else start), (start, to)
 
@@ -156,44 +181,44 @@ def test_an_operation_moves_only_as_the_table_allows(ledger):
 def test_a_notification_moves_only_as_the_table_allows(ledger):
     for start, to in NOTIFICATION_PAIRS:
         row = _notification(start, key=f"acme/j/v1/notify/{start}-{to}")
-        allowed = to in transitions.NOTIFICATION_MOVES[start]
+        allowed = to in states.NOTIFICATION_MOVES[start]
         if allowed:
             assert transitions.move(row, to) is True, (start, to)
         else:
-            with pytest.raises(transitions.IllegalMove):
+            with pytest.raises(moves.IllegalMove):
                 transitions.move(row, to)
         assert Notification.get_by_id(row.id).state == (to if allowed else start), (start, to)
 
 
 def test_an_illegal_expect_is_refused_even_when_one_of_its_states_is_legal(ledger):
-    row = _operation(transitions.SENT)
-    with pytest.raises(transitions.IllegalMove, match="from PREPARED to UNKNOWN"):
-        transitions.move(row, transitions.UNKNOWN, (transitions.SENT, transitions.PREPARED))
-    assert Operation.get_by_id(row.id).state == transitions.SENT
+    row = _operation(states.SENT)
+    with pytest.raises(moves.IllegalMove, match="from PREPARED to UNKNOWN"):
+        transitions.move(row, states.UNKNOWN, (states.SENT, states.PREPARED))
+    assert Operation.get_by_id(row.id).state == states.SENT
 
 
 def test_a_lost_race_returns_false_and_changes_nothing(ledger):
-    first = _operation(transitions.SENT)
+    first = _operation(states.SENT)
     second = Operation.get_by_id(first.id)  # read before the first caller moves it
-    assert transitions.move(first, transitions.FAILED, problem={"detail": "refused"})
-    assert transitions.move(second, transitions.UNKNOWN, problem={"detail": "lost"}) is False
+    assert transitions.move(first, states.FAILED, problem={"detail": "refused"})
+    assert transitions.move(second, states.UNKNOWN, problem={"detail": "lost"}) is False
     stored = Operation.get_by_id(first.id)
     assert (stored.state, stored.problem) == ("FAILED", {"detail": "refused"})
-    assert second.state == transitions.SENT  # the loser's row is not changed in memory either
+    assert second.state == states.SENT  # the loser's row is not changed in memory either
     # the confirmation decides by its row count too: the second confirmer loses
-    for state, attempt in ((transitions.UNKNOWN, 1), (transitions.CONFIRMED, 2)):
-        row = _operation(transitions.UNKNOWN, key=f"acme/j/v1/media/{attempt}")
+    for state, attempt in ((states.UNKNOWN, 1), (states.CONFIRMED, 2)):
+        row = _operation(states.UNKNOWN, key=f"acme/j/v1/media/{attempt}")
         stale = Operation.get_by_id(row.id)
-        assert transitions.move(row, transitions.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=1)
-        won = transitions.move(stale, transitions.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=2)
+        assert transitions.move(row, states.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=1)
+        won = transitions.move(stale, states.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=2)
         assert won is False and Operation.get_by_id(row.id).remote_id == 1, state
 
 
 def test_a_send_claimed_at_the_same_attempt_is_won_once(ledger):
-    row = _operation(transitions.PREPARED)
+    row = _operation(states.PREPARED)
     readers = [Operation.get_by_id(row.id) for _ in range(2)]
-    assert transitions.move(readers[0], transitions.SENT, same_attempt=True, attempts=1)
-    assert not transitions.move(readers[1], transitions.SENT, same_attempt=True, attempts=1)
+    assert transitions.move(readers[0], states.SENT, same_attempt=True, attempts=1)
+    assert not transitions.move(readers[1], states.SENT, same_attempt=True, attempts=1)
     assert Operation.get_by_id(row.id).attempts == 1
 
 
@@ -202,7 +227,7 @@ def test_racing_senders_of_an_agent_input_one_wins_and_an_in_flight_row_is_not_r
     send of one agent input: exactly one wins; afterwards the SENT row is in flight (by the
     database's clock) and nobody may send it again until the window passed."""
     with app.app_context(), database.connection_context():
-        row_id = _operation(transitions.PREPARED, key="acme/j/v1/follow_up/abc").id
+        row_id = _operation(states.PREPARED, key="acme/j/v1/follow_up/abc").id
     barrier, wins, errors = threading.Barrier(8), [], []
 
     def sender():

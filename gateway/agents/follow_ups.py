@@ -265,9 +265,7 @@ def _sent_before(job: Job, session_id: str) -> Operation | None:
 
 def _lift(row: AgentSession, actor: str, reason: str | None) -> dict:
     lifted = {"stopped_reason": row.stopped_reason, "by": actor, "reason": reason}
-    AgentSession.update(stopped_reason=None, stopped_credential_version=None).where(
-        AgentSession.id == row.id
-    ).execute()
+    stops.lift(row)  # False: lifted by a racing decision, or a new stop (which holds)
     log.warning(
         "job_id=%s: stop %r lifted by %s: %s", row.job_id, row.stopped_reason, actor, reason
     )

@@ -22,7 +22,11 @@ import hmac
 import logging
 
 from gateway.core.config import Config
+from gateway.core.states import SET
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger import unique
+from gateway.ledger.models import WORKER_PAUSE
 from gateway.ledger.models import AgentWorkerState
 
 log = logging.getLogger(__name__)
@@ -43,16 +47,22 @@ def refused(config: Config, status: int, detail: str) -> None:
     holding the same key pauses. ``detail`` is OpenAI's message (it never contains the key:
     OpenAI shows at most its last four characters)."""
     reason = f"OpenAI refused the gateway's API key ({status}): {detail[:300]}"
+    now = db.utcnow()
     values = {
-        "paused_reason": reason,
         "paused_status": status,
-        "paused_at": db.utcnow(),
+        "paused_at": now,
         "key_fingerprint": fingerprint(config),
-        "updated_at": db.utcnow(),
+        "updated_at": now,
     }
-    AgentWorkerState.insert(name=NAME, **values).on_conflict(
-        conflict_target=[AgentWorkerState.name], update=values
-    ).execute()
+
+    def pause() -> int:  # paused or not, the row pauses now (gateway.core.states.PAUSE_MOVES)
+        return moves.move(WORKER_PAUSE, {"name": NAME}, reason, (None, SET), **values)
+
+    def first() -> AgentWorkerState:
+        return AgentWorkerState.create(name=NAME, paused_reason=reason, **values)
+
+    if not pause() and not unique.insert_or_get(first)[1]:
+        pause()  # another worker's refusal made the row first
     log.error("agent workers paused: %s", reason)
 
 
@@ -64,13 +74,15 @@ def paused(config: Config) -> AgentWorkerState | None:
         return None
     if hmac.compare_digest(row.key_fingerprint or "", fingerprint(config)):
         return row
-    same = (AgentWorkerState.id == row.id) & (
-        AgentWorkerState.key_fingerprint == row.key_fingerprint
-    )
-    cleared = (
-        AgentWorkerState.update(paused_reason=None, paused_status=None, updated_at=db.utcnow())
-        .where(same)
-        .execute()
+    same_key = (AgentWorkerState.key_fingerprint == row.key_fingerprint,)  # as read
+    cleared = moves.move(
+        WORKER_PAUSE,
+        {"id": row.id},
+        None,
+        SET,
+        when=same_key,
+        paused_status=None,
+        updated_at=db.utcnow(),
     )
     if cleared:
         log.warning("agent workers resumed: the OpenAI key changed since %s", row.paused_at)

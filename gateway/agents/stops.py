@@ -30,7 +30,10 @@ from gateway.agents import submissions
 from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.core.states import SET
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.models import AGENT_STOP
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
@@ -46,10 +49,19 @@ ACTIVE = ("in_progress", "requires_action")
 def stop(row: AgentSession, reason: str, target: Target | None = None) -> None:
     """Stop the agent's work on the job (the first reason is kept)."""
     version = target.site.credential_version if target is not None else None
-    AgentSession.update(stopped_reason=reason, stopped_credential_version=version).where(
-        AgentSession.id == row.id, AgentSession.stopped_reason.is_null()
-    ).execute()
+    moves.move(AGENT_STOP, {"id": row.id}, reason, None, stopped_credential_version=version)
     log.warning("agent on job_id=%s stopped: %s", row.job_id, reason)
+
+
+def lift(row: AgentSession) -> bool:
+    """Lift the stop read on ``row`` (its reason and credential version as read): False when
+    it was lifted meanwhile or another stop replaced it (that one holds)."""
+    as_read = {"id": row.id, "stopped_reason": row.stopped_reason}
+    same_version = (AgentSession.stopped_credential_version == row.stopped_credential_version,)
+    lifted = moves.move(
+        AGENT_STOP, as_read, None, SET, when=same_version, stopped_credential_version=None
+    )
+    return lifted == 1
 
 
 def still_stopped(row: AgentSession, job: Job) -> bool:
@@ -62,9 +74,7 @@ def still_stopped(row: AgentSession, job: Job) -> bool:
     site = Site.get_or_none(Site.tenant == job.tenant, Site.name == job.site)
     if site is None or site.credential_version == row.stopped_credential_version:
         return True
-    AgentSession.update(stopped_reason=None, stopped_credential_version=None).where(
-        AgentSession.id == row.id
-    ).execute()
+    lift(row)  # a racing lift, or a new stop meanwhile: the next pass reads it
     return False
 
 

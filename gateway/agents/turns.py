@@ -23,6 +23,7 @@ import collections
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gateway.core.states import EVENT_PENDING
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import WebhookEvent
 
@@ -59,7 +60,7 @@ def lanes(
     for event in events:
         tenant = tenant_of.get(event.session_id, NO_TENANT)
         queues.setdefault(tenant, collections.deque()).append(Item("event", event))
-        if event.status == "pending":
+        if event.status == EVENT_PENDING:
             evented.add(event.session_id)
     for row in sessions:
         if row.session_id not in evented:

@@ -49,9 +49,15 @@ from gateway.agents.openai_sdk import openai
 from gateway.core import exceptions as exc
 from gateway.core import rounds
 from gateway.core.config import Config
+from gateway.core.states import EVENT_DONE
+from gateway.core.states import EVENT_IGNORED
+from gateway.core.states import EVENT_PENDING
+from gateway.core.states import EVENT_PROCESSING
 from gateway.jobs import leases
 from gateway.jobs import records
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.models import WEBHOOK_EVENT_STATUS
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Job
 from gateway.ledger.models import WebhookEvent
@@ -134,61 +140,73 @@ def _take_turn(config: Config, oai, item: turns.Item, counts: dict) -> None:
 
 def _pending_events() -> list[WebhookEvent]:
     now = db.utcnow()
-    due = (WebhookEvent.status == "pending") & (
+    due = (WebhookEvent.status == EVENT_PENDING) & (
         WebhookEvent.next_attempt_at.is_null() | (WebhookEvent.next_attempt_at <= now)
     )
     return list(
         WebhookEvent.select()
-        .where(due | (WebhookEvent.status == "processing"))
+        .where(due | (WebhookEvent.status == EVENT_PROCESSING))
         .order_by(WebhookEvent.id)
     )
 
 
 def _claim(event: WebhookEvent, timeout: float) -> bool:
     """Take the event for this worker: pending, or claimed ``timeout`` seconds ago by a
-    worker that never finished it."""
+    worker that never finished it. The claim is the event's ``attempts`` as counted by this
+    worker's UPDATE: every finish names it (:func:`_finish`)."""
     now = db.utcnow()
     stale = now - dt.timedelta(seconds=timeout)
-    claimable = (WebhookEvent.status == "pending") | (
-        (WebhookEvent.status == "processing") & (WebhookEvent.claimed_at < stale)
-    )
-    claimed = (
-        WebhookEvent.update(status="processing", claimed_at=now, attempts=event.attempts + 1)
-        .where(WebhookEvent.id == event.id, WebhookEvent.attempts == event.attempts, claimable)
-        .execute()
+    claimable = (WebhookEvent.status == EVENT_PENDING) | (WebhookEvent.claimed_at < stale)
+    claimed = moves.move(
+        WEBHOOK_EVENT_STATUS,
+        {"id": event.id, "attempts": event.attempts},
+        EVENT_PROCESSING,
+        (EVENT_PENDING, EVENT_PROCESSING),
+        when=(claimable,),
+        claimed_at=now,
+        attempts=event.attempts + 1,
     )
     if claimed:
         event.attempts += 1
     return claimed == 1
 
 
-def _finish(config: Config, event: WebhookEvent, outcome: str) -> None:
-    """``done``/``ignored`` are final; ``retry`` puts the event back for a later pass."""
-    if outcome == "retry":
+def _finish(config: Config, event: WebhookEvent, outcome: str | None) -> bool:
+    """Finish the claim this worker holds on ``event`` (its ``attempts`` as claimed):
+    ``done``/``ignored`` are final; None (not handled yet) puts the event back for a later
+    pass. False when the claim was taken over meanwhile (a worker that stalled past the
+    lease): the other worker's outcome stands."""
+    held = {"id": event.id, "attempts": event.attempts}
+    if outcome is None:
         wait = polling.retry_delay(config, max(event.attempts, 1))
-        WebhookEvent.update(
-            status="pending", next_attempt_at=db.utcnow() + dt.timedelta(seconds=wait)
-        ).where(WebhookEvent.id == event.id).execute()
+        later = db.utcnow() + dt.timedelta(seconds=wait)
+        finished = moves.move(
+            WEBHOOK_EVENT_STATUS, held, EVENT_PENDING, EVENT_PROCESSING, next_attempt_at=later
+        )
         log.info("webhook %s not handled yet (attempt %s)", event.event_id, event.attempts)
-        return
-    WebhookEvent.update(status=outcome, processed_at=db.utcnow()).where(
-        WebhookEvent.id == event.id
-    ).execute()
+    else:
+        finished = moves.move(
+            WEBHOOK_EVENT_STATUS, held, outcome, EVENT_PROCESSING, processed_at=db.utcnow()
+        )
+    if not finished:
+        log.warning("webhook %s: claim %s was taken over", event.event_id, event.attempts)
+    return finished == 1
 
 
-def _process_event(config: Config, oai, event: WebhookEvent, counts: dict) -> str:
-    """``done`` (its session was handled), ``ignored`` (nothing of ours), ``retry``."""
+def _process_event(config: Config, oai, event: WebhookEvent, counts: dict) -> str | None:
+    """``done`` (its session was handled), ``ignored`` (nothing of ours), None (later)."""
     if event.event_type.startswith("agent.environment."):
         data = (event.payload or {}).get("data") or {}
-        return "done" if environments.on_event(event.event_type, data.get("id")) else "ignored"
+        handled = environments.on_event(event.event_type, data.get("id"))
+        return EVENT_DONE if handled else EVENT_IGNORED
     row = AgentSession.get_or_none(AgentSession.session_id == event.session_id)
     if row is None:
         log.info("webhook %s: session %s is bound to no job", event.event_id, event.session_id)
-        return "ignored"
+        return EVENT_IGNORED
     try:
-        return "done" if _process_session(config, oai, row, counts) else "retry"
+        return EVENT_DONE if _process_session(config, oai, row, counts) else None
     except exc.AgentKeyRefused:
-        _finish(config, event, "retry")  # handled after the pause, with the new key
+        _finish(config, event, None)  # handled after the pause, with the new key
         raise
 
 

@@ -1,5 +1,5 @@
 """The names of the gateway's states, in one place: an operation's ledger state, a job's status
-and phases, a notification's state.
+and phases, a notification's state, a webhook event's status, a request key's state.
 
 Everything that stores, derives, shows or documents one of them imports it from here: the
 ledger's models (:mod:`gateway.ledger.models` re-exports the operation states for its callers),
@@ -84,6 +84,29 @@ DELIVERED = "DELIVERED"
 REFUSED = "REFUSED"
 NOTIFICATION_STATES = (PENDING, DELIVERED, REFUSED)
 
+# --------------------------------------------------------------------------- webhook events
+# A stored webhook event (gateway.agents.worker) is pending until a worker claims it
+# (processing), then done (its session was handled) or ignored (nothing of ours); one that
+# could not be handled yet goes back to pending.
+EVENT_PENDING = "pending"
+EVENT_PROCESSING = "processing"
+EVENT_DONE = "done"
+EVENT_IGNORED = "ignored"
+EVENT_STATUSES = (EVENT_PENDING, EVENT_PROCESSING, EVENT_DONE, EVENT_IGNORED)
+
+# --------------------------------------------------------------------------- request keys
+# A client's Idempotency-Key (gateway.tenancy.request_keys): held by a request, answered 2xx
+# (its answer stored), or open again. Spelled in capitals as stored since schema version 9
+# (not a job's status ``in_progress``: another column, another meaning).
+KEY_IN_PROGRESS = "IN_PROGRESS"
+KEY_DONE = "DONE"
+KEY_OPEN = "OPEN"
+KEY_STATES = (KEY_IN_PROGRESS, KEY_DONE, KEY_OPEN)
+
+# Any value but NULL, in a move table whose column holds a value the gateway does not name: a
+# lease's owner (held), a stop's reason, a set-once timestamp (gateway.ledger.moves.SET_ONCE).
+SET = "<set>"
+
 
 # --------------------------------------------------------------------------- moves
 # Which move between states is legal, as data: each table is declared once against its column
@@ -138,3 +161,53 @@ NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
     DELIVERED: frozenset(),
     REFUSED: frozenset(),
 }
+
+# A stored webhook event's status (gateway.agents.worker; every finish is conditional on the
+# claim it holds: the event's ``attempts`` as claimed).
+EVENT_MOVES: dict[str, frozenset[str]] = {
+    EVENT_PENDING: frozenset({EVENT_PROCESSING}),  # a worker's claim
+    EVENT_PROCESSING: frozenset(
+        {
+            EVENT_DONE,  # its session was handled
+            EVENT_IGNORED,  # nothing of ours
+            EVENT_PENDING,  # not handled yet: claimed again after a backoff
+            EVENT_PROCESSING,  # a claim left by a crashed worker, taken over
+        }
+    ),
+    EVENT_DONE: frozenset(),
+    EVENT_IGNORED: frozenset(),
+}
+
+# A request key's state (gateway.tenancy.request_keys; every move is conditional on the row
+# as read: its state, retention and claim).
+REQUEST_KEY_MOVES: dict[str, frozenset[str]] = {
+    KEY_IN_PROGRESS: frozenset(
+        {
+            KEY_DONE,  # answered 2xx: the answer stored
+            KEY_OPEN,  # answered otherwise: the next identical request runs again
+            KEY_IN_PROGRESS,  # a claim whose holder died (past claimed_until) taken over
+        }
+    ),
+    KEY_OPEN: frozenset({KEY_IN_PROGRESS}),  # claimed again
+    KEY_DONE: frozenset({KEY_IN_PROGRESS}),  # past its retention: a new key
+}
+
+# A job lease's ``owner`` (gateway.jobs.leases): NULL once released, else held. The fencing
+# rules (same owner renews; an expired lease goes to the next owner with token + 1; a release
+# names its owner and token) stay in leases.py and are the move's conditions.
+LEASE_MOVES: dict[str | None, frozenset] = {
+    None: frozenset({SET}),  # granted to an owner
+    SET: frozenset({SET, None}),  # renewed, or granted to the next owner once expired; released
+}
+
+# A job's ``cancelled`` (gateway.jobs.records.cancel_job): once, never lifted.
+CANCEL_MOVES: dict[bool, frozenset[bool]] = {False: frozenset({True}), True: frozenset()}
+
+# An agent session's ``stopped_reason`` (gateway.agents.stops): stopped with a reason (the
+# first reason is kept), lifted by an editor's follow-up or new site credentials.
+STOP_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozenset({None})}
+
+# The agent workers' pause (``agent_worker_state.paused_reason``, gateway.agents.openai_key):
+# paused when OpenAI refused the key (a later refusal's reason replaces an earlier one's),
+# cleared by a worker holding another key.
+PAUSE_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozenset({SET, None})}

@@ -29,6 +29,8 @@ from gateway.core import validation
 from gateway.jobs import guards
 from gateway.jobs import records
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.models import APPROVAL_REVOKED
 from gateway.ledger.models import Approval
 from gateway.ledger.models import ApprovalRequest
 from gateway.ledger.models import Job
@@ -207,9 +209,7 @@ def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None
     )
     if approval is None:
         raise exc.NotFound(f"no approval {approval_id} for job {job.job_id}")
-    Approval.update(revoked_at=db.utcnow(), revoked_by=editor).where(
-        Approval.id == approval.id, Approval.revoked_at.is_null()
-    ).execute()
+    moves.move(APPROVAL_REVOKED, {"id": approval.id}, db.utcnow(), None, revoked_by=editor)
     scheduled = scheduling.scheduled_publish(job)
     if target is not None and scheduled and scheduled.receipt.get("approval_id") == approval.id:
         scheduling.unschedule(target, f"approval {approval.id} revoked")

@@ -8,6 +8,10 @@ read-then-write), and expiry is judged by the database's clock (:func:`gateway.l
 Fencing (docs/api.md, "Headers"): while a job has an active lease, a
 workflow-token call to a side-effect endpoint must carry ``X-Fencing-Token`` equal to the latest
 grant; the check runs before the call is claimed and again just before the WordPress write.
+
+The lease's state is its ``owner`` (declared in :mod:`gateway.ledger.models`, moves:
+:data:`gateway.core.states.LEASE_MOVES`): NULL once released, held otherwise. Every write of
+it is :func:`gateway.ledger.moves.move`; the fencing rules above are its conditions.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ import logging
 import math
 
 from gateway.core import exceptions as exc
+from gateway.core.states import SET
 from gateway.ledger import db
+from gateway.ledger import moves
 from gateway.ledger import unique
+from gateway.ledger.models import LEASE_OWNER
 from gateway.ledger.models import Job
 from gateway.ledger.models import Lease
 
@@ -42,8 +49,8 @@ def _row(job: Job) -> Lease | None:
     return Lease.get_or_none(Lease.tenant == job.tenant, Lease.job_id == job.job_id)
 
 
-def _of(job: Job):
-    return (Lease.tenant == job.tenant) & (Lease.job_id == job.job_id)
+def _of(job: Job) -> dict:
+    return {"tenant": job.tenant, "job_id": job.job_id}
 
 
 def acquire(job: Job, owner: str, ttl_seconds: int) -> Lease:
@@ -59,21 +66,20 @@ def acquire(job: Job, owner: str, ttl_seconds: int) -> Lease:
         now = db.db_now()
         expires = now + dt.timedelta(seconds=ttl_seconds)
         with db.atomic():
-            renewed = (
-                Lease.update(expires_at=expires, updated_at=now)
-                .where(_of(job), Lease.owner == owner)
-                .execute()
-            )
-            if not renewed:
-                renewed = (
-                    Lease.update(
-                        owner=owner,
-                        fencing_token=Lease.fencing_token + 1,
-                        expires_at=expires,
-                        updated_at=now,
-                    )
-                    .where(_of(job), (Lease.owner.is_null()) | (Lease.expires_at <= now))
-                    .execute()
+            # the same owner renews: same token, later expiry
+            mine = {**_of(job), "owner": owner}
+            renewed = moves.move(LEASE_OWNER, mine, owner, SET, expires_at=expires, updated_at=now)
+            if not renewed:  # released or expired: the next grant, token + 1
+                free = ((Lease.owner.is_null()) | (Lease.expires_at <= now),)
+                renewed = moves.move(
+                    LEASE_OWNER,
+                    _of(job),
+                    owner,
+                    (None, SET),
+                    when=free,
+                    fencing_token=Lease.fencing_token + 1,
+                    expires_at=expires,
+                    updated_at=now,
                 )
             if renewed:
                 lease = _row(job)
@@ -112,11 +118,8 @@ def release(job: Job, owner: str, fencing_token: int) -> dict:
         StaleFencingToken: the lease was granted to someone else (or a newer token) since.
     """
     now = db.db_now()
-    released = (
-        Lease.update(owner=None, expires_at=now, updated_at=now)
-        .where(_of(job), Lease.owner == owner, Lease.fencing_token == fencing_token)
-        .execute()
-    )
+    held = {**_of(job), "owner": owner, "fencing_token": fencing_token}
+    released = moves.move(LEASE_OWNER, held, None, SET, expires_at=now, updated_at=now)
     current = _row(job)
     if released or (current and current.owner is None and current.fencing_token == fencing_token):
         return {"owner": owner, "fencing_token": fencing_token, "released": True}

@@ -27,9 +27,11 @@ from gateway.core.states import VERIFIED
 from gateway.jobs import guards
 from gateway.ledger import db
 from gateway.ledger import hot_sql
+from gateway.ledger import moves
 from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
+from gateway.ledger.models import JOB_CANCELLED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
@@ -119,10 +121,8 @@ def advance_phase(job: Job, phase: str, **fields) -> None:
 def cancel_job(job: Job, reason: str) -> Job:
     """Cancel the job (repeat-safe: the first reason is kept). Afterwards every side-effect
     call is refused with 409 ``job-cancelled`` before any ledger claim or WordPress call."""
-    Job.update(cancelled=True, cancel_reason=reason, updated_at=db.utcnow()).where(
-        Job.id == job.id,
-        Job.cancelled == False,  # noqa: E712 (peewee expression)
-    ).execute()
+    now = db.utcnow()
+    moves.move(JOB_CANCELLED, {"id": job.id}, True, False, cancel_reason=reason, updated_at=now)
     return Job.get_by_id(job.id)
 
 

@@ -331,7 +331,7 @@ class WebhookEvent(BaseModel):
     event_type = TextField()
     session_id = TextField(null=True, index=True)
     payload = JSONField()
-    status = TextField(default="pending", index=True)
+    status = TextField(default=states.EVENT_PENDING, index=True)
     attempts = IntegerField(default=0)
     received_at = DateTimeField(default=utcnow)
     claimed_at = DateTimeField(null=True)
@@ -549,8 +549,56 @@ def counter(name: str, tenant: str | None = None) -> int:
 # Every column holding a state the gateway owns, declared once with its moves (the tables:
 # gateway.core.states); every write of one goes through gateway.ledger.moves.move.
 OPERATION_STATE = moves.declare(
-    Operation, "state", states.OPERATION_MOVES, owner="gateway.operations.transitions"
+    Operation,
+    "state",
+    states.OPERATION_MOVES,
+    owner="gateway.operations.transitions",
+    initial=(PREPARED,),
 )
 NOTIFICATION_STATE = moves.declare(
-    Notification, "state", states.NOTIFICATION_MOVES, owner="gateway.operations.transitions"
+    Notification,
+    "state",
+    states.NOTIFICATION_MOVES,
+    owner="gateway.operations.transitions",
+    initial=(PENDING,),
 )
+WEBHOOK_EVENT_STATUS = moves.declare(
+    WebhookEvent,
+    "status",
+    states.EVENT_MOVES,
+    owner="gateway.agents.worker",
+    initial=(states.EVENT_PENDING,),
+)
+REQUEST_KEY_STATE = moves.declare(
+    RequestKey,
+    "state",
+    states.REQUEST_KEY_MOVES,
+    owner="gateway.tenancy.request_keys",
+    initial=(states.KEY_IN_PROGRESS,),
+)
+# A lease is held while ``owner`` is set (its fencing rules: gateway.jobs.leases).
+LEASE_OWNER = moves.declare(
+    Lease, "owner", states.LEASE_MOVES, owner="gateway.jobs.leases", initial=(states.SET,)
+)
+JOB_CANCELLED = moves.declare(
+    Job, "cancelled", states.CANCEL_MOVES, owner="gateway.jobs.records", initial=(False,)
+)
+AGENT_STOP = moves.declare(
+    AgentSession, "stopped_reason", states.STOP_MOVES, owner="gateway.agents.stops"
+)
+APPROVAL_REVOKED = moves.declare(
+    Approval, "revoked_at", moves.SET_ONCE, owner="gateway.editorial.approvals"
+)
+TOKEN_REVOKED = moves.declare(Token, "revoked_at", moves.SET_ONCE, owner="gateway.tenancy.tokens")
+WORKER_PAUSE = moves.declare(
+    AgentWorkerState,
+    "paused_reason",
+    states.PAUSE_MOVES,
+    owner="gateway.agents.openai_key",
+    initial=(states.SET,),
+)
+# Not state columns (never declared, written as they come): copies of another system's state
+# - AgentSession.status (an OpenAI session's status as last retrieved) and the status inside
+# AgentSession.environment (an OpenAI environment's, as last seen) - and ApprovalRequest,
+# which holds no state (one row per task version; a repeated request refreshes its digest).
+# The OAuth tables' set-once columns are declared beside them (gateway.ledger.oauth_models).

@@ -18,6 +18,11 @@ Two kinds of column:
 * **set once** (:data:`SET_ONCE`): NULL -> a value, never back and never again (an OAuth
   code's ``used_at``, a grant's ``revoked_at``); a move to any non-NULL value from NULL.
 
+In a table, :data:`SET` stands for any value the table does not name (a lease's owner: held;
+a stop's reason), and as an ``expect`` it matches ``IS NOT NULL``. ``initial`` names the
+values an INSERT may write (none: the INSERT leaves the column to its default, which must be
+one of them); the AST test allows an INSERT of the column only with one of them.
+
 Each owning module keeps its own rules (fencing, delivery claims, token rotation) and calls
 :func:`move` with them as extra conditions (``where``: column equalities; ``when``: peewee
 expressions). Not state columns, and so not declared: copies of another system's state (an
@@ -37,10 +42,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 
+from gateway.core.states import SET
 from gateway.ledger.db import database
 
-# The to-state of a set-once column's one move: any value but NULL.
-SET = "<set>"
+# A set-once column's one move: NULL -> any value but NULL (SET).
 SET_ONCE: Mapping[str | None, frozenset[str]] = {None: frozenset({SET})}
 
 
@@ -59,12 +64,14 @@ class StateColumn:
         moves: from-state (``None``: NULL) -> the states it may move to; :data:`SET_ONCE`
             for a column set once from NULL.
         owner: the module that decides its moves (documentation; the AST test names it).
+        initial: the values an INSERT may write (:data:`SET`: any value but NULL).
     """
 
     model: type
     column: str
     moves: Mapping[str | None, frozenset]
     owner: str
+    initial: frozenset = frozenset()
     _field: object = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -80,11 +87,20 @@ class StateColumn:
         """True for a NULL -> value column (:data:`SET_ONCE`)."""
         return self.moves is SET_ONCE
 
+    def kind(self, value):
+        """``value`` as the table names it: :data:`SET` for a value the table does not name
+        (when the table has SET), else ``value`` itself."""
+        if value is None or SET not in self.moves or value in self.moves:
+            return value
+        return SET
+
     def allows(self, from_state, to) -> bool:
         """True when the declaration allows ``from_state -> to``."""
+        if to == SET:  # the placeholder itself is never written
+            return False
         if self.set_once:
             return from_state is None and to is not None
-        return to in self.moves.get(from_state, ())
+        return self.kind(to) in self.moves.get(self.kind(from_state), ())
 
     def check(self, from_states: Iterable, to) -> None:
         """Raise :class:`IllegalMove` unless every ``from_states -> to`` is declared."""
@@ -96,14 +112,15 @@ class StateColumn:
 _DECLARED: dict[tuple[type, str], StateColumn] = {}
 
 
-def declare(model, column: str, moves: Mapping, owner: str) -> StateColumn:
-    """Declare ``model.column`` a state column with ``moves`` (see :class:`StateColumn`), and
-    return its declaration.
+def declare(model, column: str, moves: Mapping, owner: str, initial=()) -> StateColumn:
+    """Declare ``model.column`` a state column with ``moves`` (see :class:`StateColumn`) and
+    the values an INSERT may write (``initial``), and return its declaration.
 
     Raises:
         ValueError: the column is declared already (a registry refuses a taken name), or a
             to-state of ``moves`` is neither a key of ``moves`` nor a final state listed as
-            one (a typo would otherwise be a state nothing can leave).
+            one (a typo would otherwise be a state nothing can leave), or an initial value is
+            not a state of ``moves``.
     """
     key = (model, column)
     if key in _DECLARED:
@@ -113,7 +130,10 @@ def declare(model, column: str, moves: Mapping, owner: str) -> StateColumn:
             unknown = set(targets) - set(moves)
             if unknown:
                 raise ValueError(f"{model.__name__}.{column}: no moves declared from {unknown}")
-    declared_column = StateColumn(model, column, moves, owner)
+    initial = frozenset(initial)
+    if initial - set(moves):
+        raise ValueError(f"{model.__name__}.{column}: {set(initial) - set(moves)} not a state")
+    declared_column = StateColumn(model, column, moves, owner, initial)
     _DECLARED[key] = declared_column
     return declared_column
 
@@ -138,7 +158,8 @@ def _expected(expect) -> tuple:
     return (expect,)
 
 
-_TEXTS: dict[tuple, str] = {}  # (parameter marker, table.column, set names, where names, n, null)
+# (parameter marker, table.column, set names, where names, n, null, held) -> the UPDATE
+_TEXTS: dict[tuple, str] = {}
 
 
 def move(
@@ -168,13 +189,14 @@ def move(
     if when:
         return _move_with_peewee(state, where, states, values, when)
     model = state.model
-    named = tuple(s for s in states if s is not None)
-    null = len(named) != len(states)
+    named = tuple(s for s in states if s is not None and s != SET)
+    null, held = None in states, SET in states
     concrete = database.obj
-    key = (concrete.param, state.name, tuple(values), tuple(where), len(named), null)
+    key = (concrete.param, state.name, tuple(values), tuple(where), len(named), null, held)
     sql = _TEXTS.get(key)
     if sql is None:
-        sql = _TEXTS[key] = _update_text(model, state, tuple(values), tuple(where), named, null)
+        shape = (tuple(values), tuple(where), named, null, held)
+        sql = _TEXTS[key] = _update_text(model, state, *shape)
     fields_of = model._meta.fields
     column = fields_of[state.column]
     params = [fields_of[name].db_value(value) for name, value in values.items()]
@@ -183,7 +205,7 @@ def move(
     return concrete.execute_sql(sql, params).rowcount
 
 
-def _update_text(model, state: StateColumn, names, where_names, named, null: bool) -> str:
+def _update_text(model, state: StateColumn, names, where_names, named, null, held) -> str:
     p = database.obj.param
     fields_of = model._meta.fields
 
@@ -198,6 +220,8 @@ def _update_text(model, state: StateColumn, names, where_names, named, null: boo
         alternatives.append(f"{column} IN ({', '.join([p] * len(named))})")
     if null:
         alternatives.append(f"{column} IS NULL")
+    if held:
+        alternatives.append(f"{column} IS NOT NULL")
     conditions.append("(" + " OR ".join(alternatives) + ")")
     table = f'"{model._meta.table_name}"'
     return f"UPDATE {table} SET {assignments} WHERE {' AND '.join(conditions)}"
@@ -206,12 +230,14 @@ def _update_text(model, state: StateColumn, names, where_names, named, null: boo
 def _move_with_peewee(state: StateColumn, where, states, values, when) -> int:
     model = state.model
     column = getattr(model, state.column)
-    named = [s for s in states if s is not None]
+    named = [s for s in states if s is not None and s != SET]
     alternatives = []
     if named:
         alternatives.append(column.in_(named))
-    if len(named) != len(states):
+    if None in states:
         alternatives.append(column.is_null())
+    if SET in states:
+        alternatives.append(column.is_null(False))
     matches = alternatives[0]
     for alternative in alternatives[1:]:
         matches = matches | alternative

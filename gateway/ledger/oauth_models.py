@@ -19,6 +19,7 @@ from peewee import DateTimeField
 from peewee import IntegerField
 from peewee import TextField
 
+from gateway.ledger import moves
 from gateway.ledger.db import utcnow
 from gateway.ledger.models import BaseModel
 from gateway.ledger.models import JSONField
@@ -126,3 +127,25 @@ class OAuthToken(BaseModel):
 
 
 TABLES = [OAuthClient, OAuthPending, OAuthGrant, OAuthCode, OAuthToken]
+
+
+# ----------------------------------------------------------------------------- state columns
+# Set once, NULL -> a value, never back (gateway.ledger.moves.SET_ONCE); every write goes
+# through gateway.ledger.moves.move with the owner's own rules as conditions (expiry, the
+# claiming editor, the token's kind). Not a state column: OAuthPending.state, the client's
+# own ``state`` parameter, returned to it unchanged (OAuth 2.1 §4.1.1).
+PENDING_CLAIMED = moves.declare(
+    OAuthPending, "claimed_by", moves.SET_ONCE, owner="gateway.tenancy.grants"
+)
+PENDING_USED = moves.declare(
+    OAuthPending, "used_at", moves.SET_ONCE, owner="gateway.tenancy.grants"
+)
+GRANT_REVOKED = moves.declare(
+    OAuthGrant, "revoked_at", moves.SET_ONCE, owner="gateway.tenancy.grants"
+)
+CODE_USED = moves.declare(
+    OAuthCode, "used_at", moves.SET_ONCE, owner="gateway.tenancy.oauth_tokens"
+)
+TOKEN_USED = moves.declare(
+    OAuthToken, "used_at", moves.SET_ONCE, owner="gateway.tenancy.oauth_tokens"
+)

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 
 from gateway.core.digests import sha256_hex
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.oauth_models import GRANT_REVOKED
+from gateway.ledger.oauth_models import PENDING_CLAIMED
+from gateway.ledger.oauth_models import PENDING_USED
 from gateway.ledger.oauth_models import OAuthCode
 from gateway.ledger.oauth_models import OAuthGrant
 from gateway.ledger.oauth_models import OAuthPending
@@ -101,9 +105,7 @@ def claim(pending_id: str, editor_hash: str, now: dt.datetime | None = None) -> 
     unknown, or claimed by another editor."""
     now = _now(now)
     key = sha256_hex(pending_id)
-    OAuthPending.update(claimed_by=editor_hash).where(
-        OAuthPending.id_hash == key, OAuthPending.claimed_by.is_null()
-    ).execute()
+    moves.move(PENDING_CLAIMED, {"id_hash": key}, editor_hash, None)
     found = pending(pending_id, now)
     return found if found is not None and found.claimed_by == editor_hash else None
 
@@ -113,16 +115,8 @@ def _take(pending_id: str, editor_hash: str, now: dt.datetime) -> OAuthPending |
     ``used_at``; None when it was decided already, expired, claimed by another editor, or
     never existed."""
     key = sha256_hex(pending_id)
-    taken = (
-        OAuthPending.update(used_at=now)
-        .where(
-            OAuthPending.id_hash == key,
-            OAuthPending.used_at.is_null(),
-            OAuthPending.expires_at > now,
-            OAuthPending.claimed_by == editor_hash,
-        )
-        .execute()
-    )
+    mine = {"id_hash": key, "claimed_by": editor_hash}
+    taken = moves.move(PENDING_USED, mine, now, None, when=(OAuthPending.expires_at > now,))
     return OAuthPending.get_or_none(OAuthPending.id_hash == key) if taken == 1 else None
 
 
@@ -188,12 +182,7 @@ def revoke(grant_id: int, why: str, now: dt.datetime | None = None) -> bool:
     """Revoke a grant and so its whole family: every code and token it issued is refused from
     the next call on. ``why``: ``editor``, ``code-reused``, ``refresh-reused``,
     ``client-revoked`` (RFC 7009). True when it was live until now."""
-    revoked = (
-        OAuthGrant.update(revoked_at=_now(now), revoked_why=why)
-        .where(OAuthGrant.id == grant_id, OAuthGrant.revoked_at.is_null())
-        .execute()
-        == 1
-    )
+    revoked = moves.move(GRANT_REVOKED, {"id": grant_id}, _now(now), None, revoked_why=why) == 1
     if revoked:  # a reuse is a stolen copy or a client that lost an answer: say which grant
         level = logging.WARNING if why.endswith("-reused") else logging.INFO
         log.log(level, "OAuth grant %s revoked: %s", grant_id, why)

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 
 from gateway.core.digests import sha256_hex
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.oauth_models import CODE_USED
+from gateway.ledger.oauth_models import TOKEN_USED
 from gateway.ledger.oauth_models import OAuthCode
 from gateway.ledger.oauth_models import OAuthGrant
 from gateway.ledger.oauth_models import OAuthToken
@@ -150,8 +153,8 @@ def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None)
     grant is revoked: a code presented twice), when it expired, or its grant was revoked."""
     now = _now(now)
     key = sha256_hex(code)
-    spend = OAuthCode.update(used_at=now).where(
-        OAuthCode.code_hash == key, OAuthCode.used_at.is_null(), OAuthCode.expires_at > now
+    spend = lambda: moves.move(  # noqa: E731
+        CODE_USED, {"code_hash": key}, now, None, when=(OAuthCode.expires_at > now,)
     )
     return _spend_once(
         spend, lambda: OAuthCode.get_or_none(OAuthCode.code_hash == key), "code-reused",
@@ -160,12 +163,13 @@ def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None)
 
 
 def _spend_once(spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime) -> Issued | None:
-    """Run the conditional UPDATE ``spend`` (a code's or refresh token's ``used_at``): the
+    """Run ``spend``, the conditional UPDATE of a code's or refresh token's ``used_at``
+    (:func:`gateway.ledger.moves.move`; returns its row count): the
     request whose UPDATE changed the row gets a new token pair from its live grant; one that
     found the row used already (another request was first: a reuse) revokes the grant
     (``why``). ``row_of`` reads the row after the UPDATE. None but for the winner."""
     with db.atomic():
-        won = spend.execute()
+        won = spend()
         row = row_of()
         if row is None:
             return None
@@ -190,11 +194,12 @@ def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> 
     expired, or its grant was revoked."""
     now = _now(now)
     key = sha256_hex(token)
-    spend = OAuthToken.update(used_at=now).where(
-        OAuthToken.token_hash == key,
-        OAuthToken.kind == REFRESH,
-        OAuthToken.used_at.is_null(),
-        OAuthToken.expires_at > now,
+    spend = lambda: moves.move(  # noqa: E731
+        TOKEN_USED,
+        {"token_hash": key, "kind": REFRESH},
+        now,
+        None,
+        when=(OAuthToken.expires_at > now,),
     )
     row_of = lambda: OAuthToken.get_or_none(  # noqa: E731
         OAuthToken.token_hash == key, OAuthToken.kind == REFRESH

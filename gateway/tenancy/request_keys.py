@@ -20,7 +20,9 @@ Rules, per ``(token, key)``:
 * OPEN (the last attempt was not answered 2xx): claimed again - the request runs again.
 
 A unique index on ``(token_hash, key)`` is the lock; conditional UPDATEs decide who took
-over a row. Only the token's SHA-256 is stored.
+over a row (:func:`gateway.ledger.moves.move` on the declared ``state``, moves:
+:data:`gateway.core.states.REQUEST_KEY_MOVES`): a take-over names the row as read (state,
+retention and claim), a finish names the claim it holds. Only the token's SHA-256 is stored.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ import re
 from dataclasses import dataclass
 
 from gateway.core import exceptions as exc
+from gateway.core.states import KEY_DONE as DONE
+from gateway.core.states import KEY_IN_PROGRESS as IN_PROGRESS
+from gateway.core.states import KEY_OPEN as OPEN
 from gateway.ledger import db
+from gateway.ledger import moves
 from gateway.ledger import unique
+from gateway.ledger.models import REQUEST_KEY_STATE
 from gateway.ledger.models import RequestKey
 
-IN_PROGRESS = "IN_PROGRESS"
-DONE = "DONE"
-OPEN = "OPEN"
 HEADER = "Idempotency-Key"
 # Printable ASCII without spaces, as a structured-field string carries it; at most 255.
 KEY = re.compile(r"^[\x21-\x7e]{1,255}(?![\s\S])")
@@ -44,11 +48,13 @@ KEY = re.compile(r"^[\x21-\x7e]{1,255}(?![\s\S])")
 
 @dataclass(frozen=True)
 class Claim:
-    """This request holds ``(token_hash, key)`` and must :func:`finish` it."""
+    """This request holds ``(token_hash, key)`` until ``claimed_until`` (naive UTC) and must
+    :func:`finish` it."""
 
     token_hash: str
     key: str
     fingerprint: str
+    claimed_until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def claim(
     now = now or db.utcnow()
     held = now + dt.timedelta(seconds=lease_seconds)
     expires = now + dt.timedelta(hours=retention_hours)
-    mine = Claim(token_hash, key, fingerprint)
+    mine = Claim(token_hash, key, fingerprint, held)
     row, created = unique.insert_or_get(
         lambda: RequestKey.create(
             token_hash=token_hash,
@@ -118,7 +124,7 @@ def claim(
         return mine
     if row is None:  # pruned between the insert and the read: rare, ask for a retry
         raise _in_progress(key, 1)
-    fresh = {"claimed_until": held, "state": IN_PROGRESS}
+    fresh = {"claimed_until": held}
     if row.expires_at <= now:  # past its retention: a new key
         fresh.update(
             fingerprint=fingerprint, status=None, body=None, created_at=now, expires_at=expires
@@ -133,14 +139,12 @@ def claim(
         return Stored(row.status, row.body)
     elif row.state == IN_PROGRESS and row.claimed_until is not None and row.claimed_until > now:
         raise _in_progress(key, max(1, int((row.claimed_until - now).total_seconds()) // 4))
-    taken = (
-        RequestKey.update(**fresh)
-        .where(
-            RequestKey.id == row.id,
-            RequestKey.state == row.state,
-            RequestKey.expires_at == row.expires_at,
-        )
-        .execute()
+    # the row as read: its state, retention and claim (two requests that both found a claim
+    # past its time take it over once: the first one's claimed_until differs)
+    as_read = {"id": row.id, "expires_at": row.expires_at}
+    claim_as_read = (RequestKey.claimed_until == row.claimed_until,)  # None: IS NULL
+    taken = moves.move(
+        REQUEST_KEY_STATE, as_read, IN_PROGRESS, row.state, when=claim_as_read, **fresh
     )
     if not taken:  # another request took it over first
         raise _in_progress(key, 1)
@@ -158,19 +162,17 @@ def _in_progress(key: str, retry_after: int) -> exc.GatewayError:
 def finish(held: Claim, status: int, body) -> None:
     """Store the answer of the request that holds ``held``: a 2xx answer with a JSON object
     body makes the key DONE (every retry gets it); any other answer makes it OPEN (the next
-    identical request runs again; the key stays bound to its fingerprint)."""
+    identical request runs again; the key stays bound to its fingerprint). Nothing changes
+    when the claim was taken over meanwhile (its holder was presumed dead): the request that
+    holds the key now answers it."""
     done = 200 <= status < 300 and isinstance(body, dict)
-    values = (
-        {"state": DONE, "status": status, "body": body, "claimed_until": None}
-        if done
-        else {"state": OPEN, "claimed_until": None}
+    values = {"status": status, "body": body} if done else {}
+    mine = {"token_hash": held.token_hash, "key": held.key, "fingerprint": held.fingerprint}
+    if held.claimed_until is not None:
+        mine["claimed_until"] = held.claimed_until
+    moves.move(
+        REQUEST_KEY_STATE, mine, DONE if done else OPEN, IN_PROGRESS, claimed_until=None, **values
     )
-    RequestKey.update(**values).where(
-        RequestKey.token_hash == held.token_hash,
-        RequestKey.key == held.key,
-        RequestKey.fingerprint == held.fingerprint,
-        RequestKey.state == IN_PROGRESS,
-    ).execute()
 
 
 def prune(now: dt.datetime | None = None) -> int:

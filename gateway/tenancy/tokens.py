@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from gateway.core import validation
 from gateway.core.digests import sha256_hex
 from gateway.ledger import hot_sql
+from gateway.ledger import moves
 from gateway.ledger import unique
 from gateway.ledger.db import utcnow
+from gateway.ledger.models import TOKEN_REVOKED
 from gateway.ledger.models import Token
 from gateway.tenancy import review_sessions
 
@@ -95,7 +97,7 @@ def revoke_tokens(tenant: str, name: str) -> int:
         Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null()
     )
     hashes = [t.token_hash for t in live]
-    count = Token.update(revoked_at=utcnow()).where(Token.token_hash << hashes).execute()
+    count = moves.move(TOKEN_REVOKED, {}, utcnow(), None, when=(Token.token_hash << hashes,))
     for token_hash in hashes:
         review_sessions.end_for_token(token_hash)
     return count
