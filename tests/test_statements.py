@@ -4,6 +4,7 @@ statements of the hot path's requests, counted at the database driver."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -19,6 +20,7 @@ from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import migrations
+from gateway.ledger import rows
 from gateway.ledger.models import Budget
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
@@ -38,31 +40,53 @@ def ledger(ledger_url):
     db.database.close()
 
 
+# The row class hot_sql builds for each model it reads (gateway.ledger.rows).
+_MODEL = {
+    rows.JobRow: Job,
+    rows.SiteRow: Site,
+    rows.LeaseRow: Lease,
+    rows.OperationRow: Operation,
+    rows.CheckpointRow: Checkpoint,
+}
+
+
 def _fields(row) -> dict:
-    """Every field of a model instance, with its value's type (a datetime is not its text)."""
+    """Every field of the row's model (a model instance's, or the model of a hot_sql row), with
+    its value's type (a datetime is not its text)."""
     if row is None:
         return None
+    model = _MODEL.get(type(row), type(row))
     return {
         f.name: (getattr(row, f.name), type(getattr(row, f.name)))
-        for f in type(row)._meta.sorted_fields
+        for f in model._meta.sorted_fields
     }
 
 
-def _as_selected(ours, theirs) -> None:
-    """``ours`` (a row :mod:`gateway.ledger.hot_sql` built) is in the state peewee's own
-    SELECT left ``theirs`` in: the same instance attributes (what peewee's ``Model.__init__``
-    sets, ``__data__``, ``_dirty`` and ``__rel__``, which hot_sql sets directly, plus a join's
-    ``attr=`` rows) with the same column values, nothing dirty, no related rows cached. A
-    peewee whose constructor sets something else fails here: pyproject.toml pins peewee to
-    the minors this passes on."""
+def _as_selected(ours, theirs, joined: tuple[str, ...] = ()) -> None:
+    """``ours`` (a row :mod:`gateway.ledger.hot_sql` built) reads as ``theirs`` (peewee's own
+    SELECT of the same row) does for every reader: the model's row class, whose attributes
+    are exactly the model's fields in order (then ``joined``, which peewee's join names too),
+    the same values of the same types, and the model's own methods giving the same answers;
+    a write of a field is kept (the mover writes back), a misspelt one refused."""
     if theirs is None:
         assert ours is None
         return
-    assert type(ours) is type(theirs)
-    assert vars(ours).keys() == vars(theirs).keys()
-    assert ours.__data__ == theirs.__data__
-    assert ours._dirty == theirs._dirty == set()  # a save() writes what peewee's row would
-    assert ours.__rel__ == theirs.__rel__ == {}
+    model = type(theirs)
+    assert _MODEL[type(ours)] is model
+    names = [f.name for f in model._meta.sorted_fields]
+    assert [f.name for f in dataclasses.fields(ours)] == [*names, *joined]
+    assert all(hasattr(theirs, name) for name in joined)
+    assert _fields(ours) == _fields(theirs)
+    methods = rows.own_methods(model)
+    assert all(getattr(type(ours), name) is method for name, method in methods.items())
+    for name in methods:  # e.g. Operation.as_dict
+        assert getattr(ours, name)() == getattr(theirs, name)(), name
+    with pytest.raises(AttributeError):
+        ours.no_such_column = 1
+    before = ours.id
+    ours.id = -1
+    assert ours.id == -1
+    ours.id = before
 
 
 def _peewee_job(tenant: str, job_id: str) -> Job | None:
@@ -132,7 +156,7 @@ def test_reads_return_what_peewee_returns(ledger):
     for job_id in ("plain", "gone", "leased", "absent"):
         ours, theirs = hot_sql.job_with_site("acme", job_id), _peewee_job("acme", job_id)
         assert _fields(ours) == _fields(theirs), job_id
-        _as_selected(ours, theirs)
+        _as_selected(ours, theirs, joined=("site_row", "lease_row"))
         if theirs is not None:
             assert _fields(ours.site_row) == _fields(theirs.site_row), job_id
             assert _fields(ours.lease_row) == _fields(theirs.lease_row), job_id

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,11 @@ from support import TENANT
 
 from gateway.core import states
 from gateway.ledger import db
+from gateway.ledger import hot_sql
 from gateway.ledger import moves
+from gateway.ledger import rows
 from gateway.ledger.db import database
+from gateway.ledger.models import NOTIFICATION_STATE
 from gateway.ledger.models import STATES
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
@@ -183,10 +187,10 @@ def test_a_notification_moves_only_as_the_table_allows(ledger):
         row = _notification(start, key=f"acme/j/v1/notify/{start}-{to}")
         allowed = to in states.NOTIFICATION_MOVES[start]
         if allowed:
-            assert transitions.move(row, to) is True, (start, to)
+            assert transitions.move(row, to, column=NOTIFICATION_STATE) is True, (start, to)
         else:
             with pytest.raises(moves.IllegalMove):
-                transitions.move(row, to)
+                transitions.move(row, to, column=NOTIFICATION_STATE)
         assert Notification.get_by_id(row.id).state == (to if allowed else start), (start, to)
 
 
@@ -212,6 +216,28 @@ def test_a_lost_race_returns_false_and_changes_nothing(ledger):
         assert transitions.move(row, states.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=1)
         won = transitions.move(stale, states.CONFIRMED, transitions.NOT_CONFIRMED, remote_id=2)
         assert won is False and Operation.get_by_id(row.id).remote_id == 1, state
+
+
+def test_the_caller_names_the_column_and_any_row_with_its_attributes_moves(ledger):
+    """The mover reads the row's ``id``, ``state`` and ``attempts``, never its class (issue
+    51): a plain row of hot_sql, or any object with those attributes, moves as a model
+    instance does; the declared column is the caller's (an operation's by default), so a
+    notification row moved as an operation is refused before any statement."""
+    row = _operation(states.PREPARED)
+    plain = types.SimpleNamespace(id=row.id, state=row.state, attempts=row.attempts)
+    assert transitions.move(plain, states.SENT, same_attempt=True, attempts=1)
+    assert plain.state == states.SENT and plain.attempts == 1
+    assert Operation.get_by_id(row.id).state == states.SENT
+    hot = hot_sql.operation_by_key(row.operation_key)
+    assert type(hot) is rows.OperationRow
+    assert transitions.move(hot, states.UNKNOWN) and hot.state == states.UNKNOWN
+    assert Operation.get_by_id(row.id).state == states.UNKNOWN
+    assert not transitions.move(plain, states.UNKNOWN)  # read as SENT: moved since
+    note = _notification(states.PENDING)
+    with pytest.raises(moves.IllegalMove):
+        transitions.move(note, states.DELIVERED)
+    assert transitions.move(note, states.DELIVERED, column=NOTIFICATION_STATE)
+    assert Notification.get_by_id(note.id).state == states.DELIVERED
 
 
 def test_a_send_claimed_at_the_same_attempt_is_won_once(ledger):

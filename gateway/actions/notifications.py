@@ -58,6 +58,7 @@ from gateway.core.states import READY_FOR_APPROVAL
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import unique
+from gateway.ledger.models import NOTIFICATION_STATE
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import NotificationTarget
@@ -218,7 +219,13 @@ def _send_claimed(config: Config, row: Notification) -> Notification:
     error, refused = _send(config, row)
     if error is None:
         transitions.move(
-            row, DELIVERED, PENDING, delivered_at=db.utcnow(), claimed_until=None, last_error=None
+            row,
+            DELIVERED,
+            PENDING,
+            column=NOTIFICATION_STATE,
+            delivered_at=db.utcnow(),
+            claimed_until=None,
+            last_error=None,
         )
         log.info("job_id=%s: notification %s delivered", row.job_id, row.key)
     else:

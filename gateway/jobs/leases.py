@@ -139,11 +139,14 @@ def check_fencing(job: Job, fencing_token: int | None) -> None:
         LeaseRequired: an active lease exists and no token was sent.
         StaleFencingToken: the token is not the latest grant.
     """
-    # The lease row read with the job in the same statement (records.get_job(with_site=True)),
-    # used once: a later check on the same job object reads the lease again.
-    lease = job.__dict__.pop("lease_row", _UNREAD)
+    # The lease row read with the job in the same statement (records.get_job(with_site=True):
+    # a JobRow's lease_row; a Job instance has none), used once: a later check on the same
+    # job object reads the lease again.
+    lease = getattr(job, "lease_row", _UNREAD)
     if lease is _UNREAD:
         lease = _row(job)
+    else:
+        job.lease_row = _UNREAD
     if lease is None:
         return
     active = lease.owner is not None and lease.expires_at > db.db_now()

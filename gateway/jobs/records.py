@@ -51,8 +51,9 @@ def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
     and ``job.lease_row`` (None: no lease), for a side-effect call's
     :func:`gateway.operations.target.target_for` and its fencing check in the same request
     (:func:`gateway.jobs.leases.check_fencing` uses the joined lease row once, then reads the
-    lease again); that join is plain SQL (:func:`gateway.ledger.hot_sql.job_with_site`), the
-    job alone a peewee query."""
+    lease again); that join is plain SQL (:func:`gateway.ledger.hot_sql.job_with_site`,
+    whose row is a :data:`gateway.ledger.rows.JobRow`: the same attributes), the job alone a
+    peewee query."""
     if with_site:
         job = hot_sql.job_with_site(tenant, job_id)
     else:

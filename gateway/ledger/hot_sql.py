@@ -23,17 +23,14 @@ run through ``database.execute_sql``, peewee's own entry to the driver: the conn
 request's pooled one, inside or outside ``db.atomic()``, and a driver error arrives as
 peewee's exception (``IntegrityError``, ``OperationalError``...) exactly as before. Values are
 converted with each field's ``db_value`` and columns back with its ``python_value``, as
-peewee does; rows come back as the models' instances, the same values in the same state as
-peewee's own ``SELECT`` gives (``tests/test_statements.py`` compares them on both databases).
+peewee does.
 
-Peewee's internals: peewee documents no public way to make an instance in the state its
-``SELECT`` leaves one (``Model(**columns)`` evaluates the defaults and marks every field
-dirty; clearing ``_dirty`` is private; ``Model.raw`` is public but maps each row through
-peewee's cursor wrapper and constructor, which is what this module saves). So rows are built
-from the instance attributes peewee's ``Model.__init__`` sets (:meth:`_Columns.build`), and
-``pyproject.toml`` pins peewee to the minor on which the suite's ``tests/test_statements.py``
-finds these rows equal to peewee's own, attribute by attribute (4.5; 4.2 to 4.4 passed it
-by hand; before 4.2 peewee's join leaves no ``attr=`` attribute for an absent row).
+Rows come back as plain objects of :mod:`gateway.ledger.rows` (``JobRow``, ``OperationRow``...),
+not the models' instances: the same attributes with the same values as peewee's own ``SELECT``
+gives, and the model's own methods (``tests/test_statements.py`` compares them on both
+databases). Only peewee's public API is used (``database.execute_sql``, ``database.param``,
+``Model._meta``'s fields, each field's ``db_value``, ``python_value`` and ``default``), so any
+peewee the suite passes on will do (``pyproject.toml``).
 
 Errors: every function raises what ``execute_sql`` raises, peewee's ``DatabaseError`` family
 (``OperationalError`` when the ledger cannot serve: :func:`gateway.ledger.db.is_unavailable`),
@@ -49,6 +46,7 @@ from peewee import AutoField
 from peewee import IntegerField
 from peewee import TextField
 
+from gateway.ledger import rows
 from gateway.ledger.db import database
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Budget
@@ -70,45 +68,38 @@ def _q(name: str) -> str:
 
 
 class _Columns:
-    """How one model's columns are selected and its rows rebuilt: every field, in the
-    model's order, under table alias ``alias``."""
+    """How one model's columns are selected and its rows built: every field, in the
+    model's order, under table alias ``alias``, as ``row_class`` (:mod:`gateway.ledger.rows`)."""
 
-    def __init__(self, model, alias: str):
+    def __init__(self, model, alias: str, row_class: type):
         self.model = model
+        self.row_class = row_class
         fields = model._meta.sorted_fields
-        self.names = tuple(f.name for f in fields)
         self.width = len(fields)
         self.sql = ", ".join(f"{_q(alias)}.{_q(f.column_name)}" for f in fields)
         self.converters = tuple(
             (i, f.python_value) for i, f in enumerate(fields) if type(f) not in _AS_RETURNED
         )
 
-    def build(self, row, start: int = 0):
-        """The model instance of ``row[start:start + width]`` (a DB-API row tuple), in the
-        state peewee's own ``SELECT`` leaves it (``Model(__no_default__=1, **columns)``, then
-        no dirty field): the column values, no defaults evaluated, nothing dirty. Set
-        directly on a new instance (``__data__``, ``_dirty``, ``__rel__``: what peewee
-        4.5's ``Model.__init__`` sets, private to peewee, hence the pin in
-        ``pyproject.toml``; the ledger's models have no foreign keys): about 1 µs per
-        Operation row of 21 fields against 14-17 µs through the constructor's ``setattr``
-        per field, each after the column conversions (``tests/test_statements.py`` compares
-        the rows with peewee's, attribute by attribute)."""
-        values = list(row[start : start + self.width])
-        for i, convert in self.converters:
-            if values[i] is not None:
-                values[i] = convert(values[i])
-        instance = self.model.__new__(self.model)
-        instance.__data__ = dict(zip(self.names, values, strict=True))
-        instance._dirty = set()
-        instance.__rel__ = {}
-        return instance
+    def build(self, row, start: int = 0, *joined):
+        """The row of ``row[start:start + width]`` (a DB-API row tuple), each column through
+        its field's ``python_value`` where the driver's value is not already it, then
+        ``joined`` (a job's site and lease rows), in one call of the row class (about 0.5 µs
+        for an operation's 21 fields, the conversions apart)."""
+        values = row[start : start + self.width]
+        if self.converters:
+            values = list(values)
+            for i, convert in self.converters:
+                if values[i] is not None:
+                    values[i] = convert(values[i])
+        return self.row_class(*values, *joined)
 
 
-_JOB = _Columns(Job, "j")
-_SITE = _Columns(Site, "s")
-_LEASE = _Columns(Lease, "l")
-_OPERATION = _Columns(Operation, "o")
-_CHECKPOINT = _Columns(Checkpoint, "c")
+_JOB = _Columns(Job, "j", rows.JobRow)
+_SITE = _Columns(Site, "s", rows.SiteRow)
+_LEASE = _Columns(Lease, "l", rows.LeaseRow)
+_OPERATION = _Columns(Operation, "o", rows.OperationRow)
+_CHECKPOINT = _Columns(Checkpoint, "c", rows.CheckpointRow)
 
 
 def _table(model) -> str:
@@ -175,85 +166,91 @@ def live_token(token_hash: str) -> tuple[str, str, str] | None:
     return concrete.execute_sql(sql, (token_hash,)).fetchone()
 
 
-def job_with_site(tenant: str, job_id: str) -> Job | None:
+def job_with_site(tenant: str, job_id: str) -> rows.JobRow | None:
     """The job ``(tenant, job_id)`` with its site and lease read in the same statement (two
     LEFT JOINs), or None when the tenant has no such job. The site row is ``job.site_row``
     (None when the site was removed) and the lease row ``job.lease_row`` (None: the job was
-    never leased), as peewee's join with ``attr=`` gives them."""
+    never leased), as peewee's join with ``attr=`` names them."""
     concrete, sql = _text("job")
     row = concrete.execute_sql(sql, (tenant, job_id)).fetchone()
     if row is None:
         return None
-    job = _JOB.build(row)
-    offset = _JOB.width
-    job.site_row = _SITE.build(row, offset) if row[offset] is not None else None
-    offset += _SITE.width
-    job.lease_row = _LEASE.build(row, offset) if row[offset] is not None else None
-    return job
+    at = _JOB.width
+    site = _SITE.build(row, at) if row[at] is not None else None
+    at += _SITE.width
+    lease = _LEASE.build(row, at) if row[at] is not None else None
+    return _JOB.build(row, 0, site, lease)
 
 
-def operation_by_key(key: str) -> Operation | None:
+def operation_by_key(key: str) -> rows.OperationRow | None:
     """The ledger row of operation key ``key`` (unique), or None."""
     concrete, sql = _text("operation")
     row = concrete.execute_sql(sql, (key,)).fetchone()
     return None if row is None else _OPERATION.build(row)
 
 
-def _insert(model, values: dict):
-    """Insert a row of ``model`` and return it, with its ``id``: ``values`` by field name, and
-    each field that has a default and is not in ``values`` gets it, as ``model.create`` does
-    (the columns of fields without either are left to the database: NULL).
+def _default(field):
+    """``field``'s default as ``Model(...)`` evaluates it (a callable is called), or None."""
+    return field.default() if callable(field.default) else field.default
+
+
+def _insert(columns: _Columns, values: dict):
+    """Insert a row of ``columns.model`` and return it as its row class, with its ``id``:
+    ``values`` by field name, and each field that has a default and is not in ``values`` gets
+    it, as ``model.create`` does (the columns of fields without either are left to the
+    database: NULL, and None in the row).
 
     Raises:
         peewee.IntegrityError: a unique constraint refused the row.
     """
-    row = model(**values)  # the model's defaults, evaluated as model.create does
+    model = columns.model
+    fields = model._meta.sorted_fields
+    data = {f.name: values[f.name] if f.name in values else _default(f) for f in fields}
     names = tuple(
-        f.name
-        for f in model._meta.sorted_fields
-        if f.name in values or (f.default is not None and not f.primary_key)
+        f.name for f in fields if f.name in values or (f.default is not None and not f.primary_key)
     )
     concrete = database.obj
     key = (concrete.param, "insert", model, names)
     sql = _SHAPED.get(key)
     if sql is None:
-        columns = ", ".join(_column(model, n) for n in names)
+        names_sql = ", ".join(_column(model, n) for n in names)
         marks = ", ".join([concrete.param] * len(names))
         table = _table(model)
-        sql = _SHAPED[key] = f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id"
-    params = _db_values(model, {n: getattr(row, n) for n in names})
-    row.id = concrete.execute_sql(sql, params).fetchone()[0]
-    row._dirty.clear()
-    return row
+        sql = _SHAPED[key] = f"INSERT INTO {table} ({names_sql}) VALUES ({marks}) RETURNING id"
+    params = _db_values(model, {n: data[n] for n in names})
+    data["id"] = concrete.execute_sql(sql, params).fetchone()[0]
+    return columns.row_class(*data.values())
 
 
-def insert_operation(values: dict) -> Operation:
+def insert_operation(values: dict) -> rows.OperationRow:
     """Insert a ledger row and return it (:func:`_insert`: ``values`` by field name, the
     model's defaults for the rest, its new ``id``).
 
     Raises:
         peewee.IntegrityError: the operation key exists (the claim's lock).
     """
-    return _insert(Operation, values)
+    return _insert(_OPERATION, values)
 
 
-def insert_job(values: dict) -> Job:
+def insert_job(values: dict) -> rows.JobRow:
     """Insert a job row and return it (:func:`_insert`), as ``Job.create(**values)``.
 
     Raises:
         peewee.IntegrityError: the tenant has a job with this ``job_id``.
     """
-    return _insert(Job, values)
+    return _insert(_JOB, values)
 
 
-def site_by_name(tenant: str, name: str) -> Site | None:
+def site_by_name(tenant: str, name: str) -> rows.SiteRow | None:
     """The site ``name`` of ``tenant`` (unique per tenant), or None."""
     concrete, sql = _text("site")
     row = concrete.execute_sql(sql, (tenant, name)).fetchone()
     return None if row is None else _SITE.build(row)
 
 
-def checkpoint_of(tenant: str, job_id: str, task_version: int, phase: str) -> Checkpoint | None:
+def checkpoint_of(
+    tenant: str, job_id: str, task_version: int, phase: str
+) -> rows.CheckpointRow | None:
     """The checkpoint of ``phase`` in task version ``task_version`` of the job (unique), or
     None."""
     concrete, sql = _text("checkpoint")

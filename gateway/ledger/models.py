@@ -49,21 +49,6 @@ class BaseModel(Model):
         database = database
         legacy_table_names = False
 
-    @classmethod
-    def get_or_none(cls, *query, **filters):
-        """The first row matching ``query``/``filters``, or None: peewee's ``get_or_none``
-        (the same ``LIMIT 1 OFFSET 0`` statement) without its cost on a miss, where peewee
-        builds the SQL text once more for a ``DoesNotExist`` message it then drops."""
-        select = cls.select()
-        if query:
-            if len(query) == 1 and isinstance(query[0], int):  # a primary key, as peewee
-                select = select.where(cls._meta.primary_key == query[0])
-            else:
-                select = select.where(*query)
-        if filters:
-            select = select.filter(**filters)
-        return next(iter(select.paginate(1, 1)), None)
-
 
 class Token(BaseModel):
     """An API token: only its SHA-256 is stored. Roles: workflow, editor, admin. ``name`` is

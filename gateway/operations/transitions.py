@@ -39,12 +39,15 @@ from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import moves
 from gateway.ledger import unique
+from gateway.ledger.models import NOTIFICATION_STATE
+from gateway.ledger.models import OPERATION_STATE
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.moves import IllegalMove as IllegalMove
+from gateway.ledger.rows import OperationRow
 
 
 def check_move(model, from_states: tuple[str, ...], to: str) -> None:
@@ -66,7 +69,7 @@ def claim(
     binds: str | None,
     credential_version: int | None,
     fencing_token: int | None,
-) -> tuple[Operation, bool]:
+) -> tuple[Operation | OperationRow, bool]:
     """Insert the PREPARED row of operation ``key`` or get the one that holds the key.
 
     One plain-SQL INSERT (:func:`gateway.ledger.hot_sql.insert_operation`) in its own
@@ -75,7 +78,8 @@ def claim(
     ``attachment``, None for no WordPress object), ``credential_version`` the site's,
     ``fencing_token`` the lease grant the caller holds (None: none).
 
-    Returns ``(row, created)``. The caller compares ``row.request_hash`` with its digest (a
+    Returns ``(row, created)``: the inserted row (an ``OperationRow``), or the holder's
+    (an :class:`Operation` instance). The caller compares ``row.request_hash`` with its digest (a
     different one is its 422 ``operation-key-reused``, before anything is sent).
 
     Raises:
@@ -106,15 +110,23 @@ def move(
     to: str,
     expect: str | tuple[str, ...] | None = None,
     *,
+    column: moves.StateColumn = OPERATION_STATE,
     same_attempt: bool = False,
     when: tuple = (),
     **fields,
 ) -> bool:
-    """Move ``row`` (an :class:`Operation` or a :class:`Notification`) to state ``to`` if it
-    is still in ``expect`` (a state or a tuple of them; default: the state ``row`` was read
-    in), writing ``fields`` (column name -> value) with it.
+    """Move ``row`` to state ``to`` in the declared state column ``column`` if it is still in
+    ``expect`` (a state or a tuple of them; default: the state ``row`` was read in), writing
+    ``fields`` (column name -> value) with it.
+
+    ``row`` is any object with the attributes read (``id``, ``state``, and ``attempts`` with
+    ``same_attempt``), whatever its class: a model instance from a peewee query or a plain row
+    of :mod:`gateway.ledger.hot_sql`.
 
     Args:
+        column: the state column moved: an operation's (the default,
+            :data:`gateway.ledger.models.OPERATION_STATE`) or a notification's
+            (:data:`gateway.ledger.models.NOTIFICATION_STATE`).
         same_attempt: also require the attempt count ``row`` was read with (a sender's
             claim: nobody sent it since).
         when: further peewee conditions on the row (e.g. the object it holds).
@@ -130,15 +142,13 @@ def move(
     Every move is :func:`gateway.ledger.moves.move` on the declared ``state`` column: plain
     SQL unless ``when`` holds peewee expressions.
     """
-    model = type(row)
     states = (row.state,) if expect is None else (expect,) if isinstance(expect, str) else expect
-    if model is Operation:
+    if column is OPERATION_STATE:
         fields.setdefault("updated_at", db.utcnow())
     where = {"id": row.id}
     if same_attempt:
         where["attempts"] = row.attempts
-    declared = moves.declaration(model, "state")
-    if moves.move(declared, where, to, tuple(states), when=when, **fields) != 1:
+    if moves.move(column, where, to, tuple(states), when=when, **fields) != 1:
         return False
     for name, value in {"state": to, **fields}.items():
         setattr(row, name, value)
@@ -215,7 +225,15 @@ def release_delivery(
     if (
         max_refusals
         and refusals >= max_refusals
-        and move(row, REFUSED, PENDING, refusals=refusals, claimed_until=None, last_error=error)
+        and move(
+            row,
+            REFUSED,
+            PENDING,
+            column=NOTIFICATION_STATE,
+            refusals=refusals,
+            claimed_until=None,
+            last_error=error,
+        )
     ):
         return REFUSED
     until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
