@@ -188,7 +188,7 @@ class Review(BaseModel):
     operation_key = TextField(index=True)
     kind = TextField()
     detail = JSONField()
-    status = TextField(default="open")
+    status = TextField(default=states.REVIEW_OPEN)  # the declared initial state (REVIEW_MOVES)
     decision = TextField(null=True)
     post_id = IntegerField(null=True)
     resolved_by = TextField(null=True)
@@ -553,4 +553,8 @@ OPERATION_STATE = moves.declare(
 )
 NOTIFICATION_STATE = moves.declare(
     Notification, "state", states.NOTIFICATION_MOVES, owner="gateway.operations.transitions"
+)
+JOB_PHASE = moves.declare(Job, "phase", states.PHASE_MOVES, owner="gateway.jobs.records")
+REVIEW_STATUS = moves.declare(
+    Review, "status", states.REVIEW_MOVES, owner="gateway.editorial.reviews"
 )
