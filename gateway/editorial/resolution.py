@@ -109,10 +109,10 @@ def resolve_review(
             f"decision {decision!r} does not fit a {review.kind} review item",
             errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
         )
-    if decision == "same_as":
+    if decider is not None:
+        post_id = None  # an agent's request is about no WordPress object
+    elif decision == "same_as":
         reviews.check_candidate(review, post_id)
-    else:
-        post_id = None
     claimed = reviews.claim(review, decision, post_id, editor, config.inflight_window)
     try:
         if decider is not None:
