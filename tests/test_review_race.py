@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+from support import Gateway
 from support import draft_body
 from support import hide_companion
 from support import new_job_id
@@ -30,6 +31,7 @@ from gateway.ledger.models import Review
 from gateway.recovery import reconciliation
 from gateway.tenancy import sites
 from gateway_tools.fault_proxy import Fault
+from gateway_tools.openai_standin import OpenAIStandIn
 
 POSTS = r"^/wp-json/wp/v2/posts/?$"
 RACERS = 4
@@ -158,6 +160,57 @@ def test_two_editors_dismissing_an_agent_action_one_wins(app, client):
         assert problem["resolved_by"] == winner["resolved_by"]
     assert winner["status"] == states.REVIEW_RESOLVED
     assert winner["detail"]["reason"] == "not ours"
+
+
+@pytest.fixture
+def agent_gw(ledger_url, wp_site):
+    """The gateway on the test WordPress (the worker checks the site's credentials before
+    it answers a session), its OpenAI client pointed at a stand-in:
+    ``(Gateway, OpenAIStandIn)``."""
+    from agent_support import agent_app
+
+    with OpenAIStandIn() as standin:
+        application = agent_app(ledger_url, standin)
+        yield Gateway(application, application.test_client(), wp_site), standin
+        if not database.is_closed():
+            database.close()
+
+
+@pytest.mark.wordpress
+def test_editors_racing_an_agents_approval_answer_it_once(agent_gw):
+    """The agents' decider writes to OpenAI (the ``*_result`` event): of the editors
+    approving one MCP approval request at once, one answers it, once."""
+    from agent_support import bind
+    from agent_support import run_worker
+
+    from gateway.agents import tools
+
+    gw, standin = agent_gw
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(gw, job_id, sid).status_code == 201
+    standin.require(sid, OpenAIStandIn.mcp_approval())
+    run_worker(gw.app)
+    editors = [gw.make_token("editor") for _ in range(RACERS)]
+    [item] = gw.client.get("/v1/reviews", headers=gw.headers(editors[0])).get_json()["reviews"]
+    barrier = threading.Barrier(RACERS)
+
+    def decide(token: str):
+        barrier.wait()
+        return gw.app.test_client().post(
+            f"/v1/reviews/{item['review_id']}/resolve",
+            json={"decision": "approve"},
+            headers=gw.headers(token),
+        )
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        answers = list(pool.map(decide, editors))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
+    for lost in (a for a in answers if a.status_code == 409):
+        assert problem_slug(lost) == "review-decided"
+        assert lost.get_json()["decision"] == "approve"
+    kind = "agent.session.input.mcp_approval_request_result"
+    assert len(standin.events(sid, kind)) == 1
 
 
 # --------------------------------------------------------------------------- WordPress
