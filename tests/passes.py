@@ -107,9 +107,13 @@ NOT_WORDPRESS_VERSION = {
     "or media write, whose WordPress calls run on both lines in test_actions",
     "test_notifications": "the gateway's notifications to a local receiver",
     "test_observability": "logs and metrics of the gateway",
+    "test_phase_moves": "a job's phase decided in the ledger; the draft, approval and publish "
+    "calls are the actions' (test_editorial runs on both lines)",
     "test_readme": "the README's commands; their WordPress calls are the main job's",
     "test_request_keys": "clients' request keys answered by the ledger",
     "test_retention": "pruning the ledger",
+    "test_review_race": "one decision claimed in the ledger; the adoption's WordPress calls "
+    "run in test_ownership on both lines",
     "test_review_page": "a browser on the gateway's page; the decisions' WordPress calls run "
     "in test_editorial on both lines",
     "test_secrets_canary": "what the gateway logs and answers",

@@ -336,7 +336,8 @@ def test_requests_only_a_person_decides_become_review_items(gw, standin):
     [cua_result] = standin.events(sid, "agent.session.input.computer_use_approval_request_result")
     assert cua_result["request_id"] == cua["request_id"]
     assert cua_result["response"] == {"type": "browser_origin_access", "decision": "deny"}
-    assert _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss").status_code == 404
+    again = _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss")
+    assert again.status_code == 409 and problem_slug(again) == "review-decided"
     assert [a.type for a in standin.session(sid).required_actions] == ["environment_connection"]
 
 

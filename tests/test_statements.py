@@ -28,6 +28,7 @@ from gateway.ledger.models import Lease
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
 from gateway.ledger.models import Token
+from gateway.ledger.moves import IllegalMove
 from gateway.tenancy import tokens
 
 
@@ -263,13 +264,14 @@ def test_writes_store_what_peewee_stores(ledger):
         with db.atomic():
             hot_sql.insert_job({"tenant": "acme", "job_id": "j2", "site": "blog"})
     assert (
-        hot_sql.update_job(ours.id, {"phase": "draft_confirmed", "post_id": 12, "updated_at": when})
-        == 1
+        hot_sql.update_job(ours.id, {"session_id": "s-1", "post_id": 12, "updated_at": when}) == 1
     )
-    assert hot_sql.update_job(10**9, {"phase": "verified"}) == 0
+    assert hot_sql.update_job(10**9, {"post_id": 13}) == 0
+    with pytest.raises(IllegalMove):  # a state column: only the mover writes it
+        hot_sql.update_job(ours.id, {"phase": "verified"})
     again = Job.get_by_id(ours.id)
-    assert (again.phase, again.post_id, again.updated_at, again.task_version) == (
-        "draft_confirmed",
+    assert (again.session_id, again.post_id, again.updated_at, again.task_version) == (
+        "s-1",
         12,
         when,
         3,

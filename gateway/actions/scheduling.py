@@ -225,8 +225,8 @@ def settle(target: Target, row: Operation) -> None:
     ``scheduled`` until now, waits for an approval again (``approval_pending``), so
     verification expects a draft."""
     job = target.job
-    if row.task_version == job.task_version and job.phase == states.SCHEDULED:
-        records.touch(job, phase=states.APPROVAL_PENDING)
+    if row.task_version == job.task_version:
+        records.end_schedule(job)  # only from scheduled, decided in SQL
 
 
 def unschedule(target: Target, why: str) -> Operation | None:

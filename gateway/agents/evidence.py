@@ -49,7 +49,6 @@ from gateway.editorial import reviews
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
-from gateway.ledger.models import Review
 from gateway.operations import perform
 from gateway.operations import review_items
 
@@ -214,10 +213,7 @@ def _dismiss(config: Config, review, decision: str, reason: str | None, editor: 
             "an artifact_mismatch item takes: dismiss",
             errors=[{"pointer": "/decision", "message": "only dismiss"}],
         )
-    Review.update(detail={**review.detail, "reason": reason}).where(
-        Review.id == review.id
-    ).execute()
-    closed = reviews.close(review, decision, None, editor)
+    closed = reviews.close(review, detail={**review.detail, "reason": reason})
     return {"review": reviews.review_view(closed), "operation": None}
 
 

@@ -315,7 +315,9 @@ def _result_event(action: dict, decision: str, reason: str | None) -> dict:
 
 
 def resolve(config: Config, review: Review, decision: str, reason: str | None, editor: str) -> dict:
-    """Apply an editor's decision on an ``agent_action`` review item.
+    """Apply an editor's decision on an ``agent_action`` review item, claimed for it already
+    (:func:`gateway.editorial.resolution.resolve_review`: of two editors deciding at once,
+    only the claim's holder gets here, so the ``*_result`` is submitted once).
 
     The ``*_result`` event is submitted once as a ledger operation; if OpenAI cannot be
     reached the row stays UNKNOWN and the worker resends it with the same key.
@@ -341,8 +343,7 @@ def resolve(config: Config, review: Review, decision: str, reason: str | None, e
         )
     elif decision not in DECISIONS["environment_connection"]:
         _result_event(action, decision, reason)  # raises the 422
-    Review.update(detail={**detail, "reason": reason}).where(Review.id == review.id).execute()
-    closed = reviews.close(review, decision, None, editor)
+    closed = reviews.close(review, detail={**detail, "reason": reason})
     return {
         "review": reviews.review_view(closed),
         "operation": row.as_dict() if row is not None else None,

@@ -327,6 +327,6 @@ def _open_agent_reviews(job: Job) -> list[Review]:
             Review.tenant == job.tenant,
             Review.job_id == job.job_id,
             Review.kind == "agent_action",
-            Review.status == "open",
+            Review.status.in_(states.REVIEW_UNRESOLVED),
         )
     )

@@ -64,6 +64,9 @@ EXTENSIONS = (
     "blocking",
     "openai_status",
     "share",
+    "decision",
+    "resolved_by",
+    "review_status",
 )
 
 HEADERS = {
@@ -324,6 +327,7 @@ OPERATIONS: dict[str, Contract] = {
         returns="ReviewResolution",
         problems=(
             "not-found",
+            "review-decided",
             "job-not-found",
             "foreign-object",
             "wordpress-refused",

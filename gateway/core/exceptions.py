@@ -78,6 +78,9 @@ OperationInProgress = _problem(
 NeedsReview = _problem(
     "NeedsReview", 409, "needs-review", "An editor must decide before any further write"
 )
+ReviewDecided = _problem(
+    "ReviewDecided", 409, "review-decided", "Another decision on this review item stands"
+)
 StaleTaskVersion = _problem(
     "StaleTaskVersion", 409, "stale-task-version", "The job already has a higher task version"
 )

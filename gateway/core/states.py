@@ -1,5 +1,6 @@
 """The names of the gateway's states, in one place: an operation's ledger state, a job's status
-and phases, a notification's state, a webhook event's status, a request key's state.
+and phases, a notification's state, a review item's status, a webhook event's status, a
+request key's state.
 
 Everything that stores, derives, shows or documents one of them imports it from here: the
 ledger's models (:mod:`gateway.ledger.models` re-exports the operation states for its callers),
@@ -41,7 +42,8 @@ CANCELLED = "cancelled"
 STATUSES = (IN_PROGRESS, COMPLETED, JOB_FAILED, JOB_UNKNOWN, NEEDS_REVIEW, CANCELLED)
 
 # A job's phases, in order: the first four posted by clients as checkpoints, the others set
-# only by the gateway on its own evidence. A phase never moves backwards.
+# only by the gateway on its own evidence. A phase moves backwards only by a declared move
+# (PHASE_MOVES, below).
 SOURCES_COLLECTED = "sources_collected"
 BODY_GENERATED = "body_generated"
 STRUCTURE_CHECKED = "structure_checked"
@@ -106,6 +108,18 @@ KEY_STATES = (KEY_IN_PROGRESS, KEY_DONE, KEY_OPEN)
 # Any value but NULL, in a move table whose column holds a value the gateway does not name: a
 # lease's owner (held), a stop's reason, a set-once timestamp (gateway.ledger.moves.SET_ONCE).
 SET = "<set>"
+
+
+# --------------------------------------------------------------------------- review items
+# A review item (what the gateway could not decide alone) is OPEN until an editor decides it.
+# The decision is claimed first (DECIDING, one conditional UPDATE: of two editors deciding at
+# once one wins, before any WordPress write the decision causes), then RESOLVED once applied;
+# a claim whose write failed goes back to OPEN (gateway.editorial.reviews).
+REVIEW_OPEN = "open"
+REVIEW_DECIDING = "deciding"
+REVIEW_RESOLVED = "resolved"
+REVIEW_STATUSES = (REVIEW_OPEN, REVIEW_DECIDING, REVIEW_RESOLVED)
+REVIEW_UNRESOLVED = (REVIEW_OPEN, REVIEW_DECIDING)  # still holds its operation back
 
 
 # --------------------------------------------------------------------------- moves
@@ -211,3 +225,29 @@ STOP_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozense
 # paused when OpenAI refused the key (a later refusal's reason replaces an earlier one's),
 # cleared by a worker holding another key.
 PAUSE_MOVES: dict[str | None, frozenset] = {None: frozenset({SET}), SET: frozenset({SET, None})}
+
+# A job's phase (None: no phase yet) moves forward: None and each phase to any LATER phase of
+# PHASES (a client's checkpoint, the gateway's own evidence: gateway.jobs.records.advance_phase).
+# Backwards only by the moves added to each below, with who makes it.
+PHASE_MOVES: dict[str | None, frozenset[str | None]] = {
+    before: frozenset(PHASES[PHASES.index(before) + 1 :] if before else PHASES)
+    | {None}  # a new task version resets the phase, from any (gateway.jobs.records.put_job)
+    for before in (None, *PHASES)
+}
+PHASE_MOVES[SCHEDULED] |= {
+    APPROVAL_PENDING,  # a CONFIRMED unschedule ends the publish round, by cancel or by
+    # revoking the approval (gateway.actions.scheduling.settle -> records.end_schedule)
+}
+# The phases a job may move forward to ``phase`` from (a forward move's ``expect``).
+BEFORE_PHASE: dict[str, tuple[str | None, ...]] = {
+    phase: (None, *PHASES[:index]) for index, phase in enumerate(PHASES)
+}
+
+# open -> deciding (an editor claims the decision) -> resolved (applied); deciding -> open (the
+# decision's write failed: released); deciding -> deciding (a claim older than the in-flight
+# window, left by a process that died, is taken over by the next decider: database clock).
+REVIEW_MOVES: dict[str, frozenset[str]] = {
+    REVIEW_OPEN: frozenset({REVIEW_DECIDING}),
+    REVIEW_DECIDING: frozenset({REVIEW_RESOLVED, REVIEW_OPEN, REVIEW_DECIDING}),
+    REVIEW_RESOLVED: frozenset(),
+}

@@ -9,6 +9,7 @@ sits below them, never imports them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 
 OPERATION_DECISIONS = ("same_as", "distinct")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,15 @@ def resolve_review(
     registered for them (``agent_action``: :func:`gateway.agents.required_actions.resolve`,
     with ``approve``/``deny``/``dismiss`` and a ``reason``).
 
+    The decision is claimed (:func:`gateway.editorial.reviews.claim`, ``open -> deciding``)
+    after the request is checked and before anything is written for it: of two editors
+    deciding one item at once, one applies its decision, the other gets 409
+    ``review-decided`` and nothing is written for it. A decision whose write fails gives the
+    claim back (the item is ``open`` again) and raises.
+
     Raises:
-        NotFound: no open review ``review_id`` for ``tenant``.
+        NotFound: no review ``review_id`` for ``tenant``.
+        ReviewDecided (409): another decision stands (being applied, or resolved).
         ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
         ForeignObject (409): the object is not provably this operation's
             (:func:`gateway.operations.ownership.check_adoptable`); nothing is written, the review
@@ -101,14 +110,36 @@ def resolve_review(
             errors=[{"pointer": "/decision", "message": f"not allowed for {review.kind}"}],
         )
     if decider is not None:
-        return decider.decide(config, review, decision, reason, editor)
-    row = Operation.get(Operation.operation_key == review.operation_key)
-    if decision == "same_as":
+        post_id = None  # an agent's request is about no WordPress object
+    elif decision == "same_as":
         reviews.check_candidate(review, post_id)
-        target = target_for(config, records.get_job(review.tenant, review.job_id))
+    claimed = reviews.claim(review, decision, post_id, editor, config.inflight_window)
+    try:
+        if decider is not None:
+            return decider.decide(config, claimed, decision, reason, editor)
+        return _decide_operation(config, claimed, decision, post_id)
+    except BaseException:
+        _give_back(claimed)
+        raise
+
+
+def _decide_operation(config: Config, claimed, decision: str, post_id: int | None) -> dict:
+    row = Operation.get(Operation.operation_key == claimed.operation_key)
+    if decision == "same_as":
+        target = target_for(config, records.get_job(claimed.tenant, claimed.job_id))
         reconciliation.adopt(target, row, post_id)
-    review = reviews.close(review, decision, post_id, editor)
+    review = reviews.close(claimed)
     return {
         "review": reviews.review_view(review),
         "operation": Operation.get_by_id(row.id).as_dict(),
     }
+
+
+def _give_back(claimed) -> None:
+    """Release a claim whose decision failed; a ledger that cannot serve leaves it
+    ``deciding`` until the window lets the next decider take it over (the error raised is
+    the decision's)."""
+    try:
+        reviews.release(claimed)
+    except Exception as error:  # the decision's own error is what is raised
+        log.warning("review %s: claim not released: %s", claimed.id, error)

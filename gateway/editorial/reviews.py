@@ -15,25 +15,43 @@ Review items are what the gateway could not decide alone and shows to an editor.
 * ``artifact_mismatch``: an agent session's saved items, content or environment do not hold
   the artifacts the job's checkpoints prove; the session is stopped (``dismiss`` closes the
   item; an editor's checked follow-up lifts the stop); see :mod:`gateway.agents.evidence`.
+
+An item's ``status`` (declared in :mod:`gateway.ledger.models` from
+:data:`gateway.core.states.REVIEW_MOVES`) moves only here, by :func:`gateway.ledger.moves.move`:
+``open`` -> ``deciding`` (:func:`claim`: one editor's decision, before any WordPress write
+it causes; of two editors deciding at once the other gets 409 ``review-decided`` naming the
+decision that stands) -> ``resolved`` (:func:`close`); ``deciding`` -> ``open``
+(:func:`release`: the decision's write failed). While ``deciding``, ``decision``,
+``resolved_by`` and ``resolved_at`` name the claim (what, who, since when by the database's
+clock); a claim older than the in-flight window (``GATEWAY_INFLIGHT_WINDOW``: its process
+died) is taken over by the next decider (``deciding`` -> ``deciding``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from gateway.core import exceptions as exc
+from gateway.core.states import REVIEW_DECIDING
+from gateway.core.states import REVIEW_OPEN
+from gateway.core.states import REVIEW_RESOLVED
+from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.models import REVIEW_STATUS
 from gateway.ledger.models import Review
 
 log = logging.getLogger(__name__)
 
 
 def list_open(tenant: str) -> list[dict]:
-    """Open review items of ``tenant``, oldest first."""
+    """Review items of ``tenant`` not yet resolved (``open``, or ``deciding``: a decision
+    being applied), oldest first."""
     return [
         review_view(r)
         for r in Review.select()
-        .where(Review.tenant == tenant, Review.status == "open")
+        .where(Review.tenant == tenant, Review.status.in_(REVIEW_UNRESOLVED))
         .order_by(Review.id)
     ]
 
@@ -56,15 +74,104 @@ def review_view(review: Review) -> dict:
 
 
 def get_open(tenant: str, review_id: int) -> Review:
-    """The open review ``review_id`` of ``tenant``.
+    """The review ``review_id`` of ``tenant``, not yet resolved (``open``, or ``deciding``:
+    :func:`claim` decides whether that claim may be taken over).
 
     Raises:
-        NotFound: no such review for this tenant, or it was already resolved.
+        NotFound: no such review for this tenant.
+        ReviewDecided (409): it was resolved already (the decision that stands).
     """
     review = Review.get_or_none(Review.id == review_id, Review.tenant == tenant)
-    if review is None or review.status != "open":
+    if review is None:
         raise exc.NotFound(f"no open review {review_id}")
+    if review.status == REVIEW_RESOLVED:
+        raise decided(review)
     return review
+
+
+def decided(review: Review) -> exc.ReviewDecided:
+    """The 409 ``review-decided`` naming the decision on ``review`` that stands (``decision``,
+    ``resolved_by``, ``review_status``: ``deciding`` while it is applied, or ``resolved``)."""
+    return exc.ReviewDecided(
+        f"review {review.id} is {review.status}: {review.decision} by {review.resolved_by}",
+        review_id=review.id,
+        decision=review.decision,
+        resolved_by=review.resolved_by,
+        review_status=review.status,
+    )
+
+
+def claim(review: Review, decision: str, post_id: int | None, editor: str, window: float) -> Review:
+    """Claim the decision on ``review`` for ``editor`` before anything is written for it: one
+    conditional UPDATE ``open -> deciding`` (or ``deciding -> deciding`` for a claim older than
+    ``window`` seconds by the database's clock, left by a process that died), recording
+    ``decision``, ``post_id``, ``resolved_by`` and the claim's moment in ``resolved_at``.
+    Returns the review as claimed; :func:`close` or :func:`release` ends the claim.
+
+    Raises:
+        ReviewDecided (409): another editor's decision stands (being applied, or resolved).
+    """
+    now = db.db_now()
+    taken_over = (Review.status == REVIEW_OPEN) | (
+        Review.resolved_at <= now - dt.timedelta(seconds=window)
+    )
+    claimed = moves.move(
+        REVIEW_STATUS,
+        {"id": review.id},
+        REVIEW_DECIDING,
+        REVIEW_UNRESOLVED,
+        when=(taken_over,),
+        decision=decision,
+        post_id=post_id,
+        resolved_by=editor,
+        resolved_at=now,
+    )
+    current = Review.get_by_id(review.id)
+    if not claimed:
+        raise decided(current)
+    if review.status == REVIEW_DECIDING:
+        log.warning("review %s: took over the claim %s left", review.id, review.resolved_by)
+    return current
+
+
+def release(claimed: Review) -> bool:
+    """Give the claim back (``deciding -> open``) after its decision's write failed, so an
+    editor may decide again; True when released (False: another decider took it over)."""
+    released = moves.move(
+        REVIEW_STATUS,
+        {"id": claimed.id, "resolved_at": claimed.resolved_at},
+        REVIEW_OPEN,
+        REVIEW_DECIDING,
+        decision=None,
+        post_id=None,
+        resolved_by=None,
+        resolved_at=None,
+    )
+    log.info("review %s: decision %s released", claimed.id, claimed.decision)
+    return bool(released)
+
+
+def close(claimed: Review, detail: dict | None = None) -> Review:
+    """Record the claimed decision (:func:`claim`) as applied: ``deciding -> resolved``, with
+    ``detail`` (the item's detail, e.g. with the editor's ``reason``) when given.
+
+    Raises:
+        ReviewDecided (409): the claim was taken over meanwhile (older than the window).
+    """
+    fields = {"resolved_at": db.utcnow()}
+    if detail is not None:
+        fields["detail"] = detail
+    where = {"id": claimed.id, "resolved_at": claimed.resolved_at}
+    if not moves.move(REVIEW_STATUS, where, REVIEW_RESOLVED, REVIEW_DECIDING, **fields):
+        raise decided(Review.get_by_id(claimed.id))
+    log.info(
+        "review %s resolved as %s by %s (%s)",
+        claimed.id,
+        claimed.decision,
+        claimed.resolved_by,
+        claimed.operation_key,
+    )
+    return Review.get_by_id(claimed.id)
 
 
 def candidate_ids(review: Review) -> list[int]:
@@ -87,18 +194,3 @@ def check_candidate(review: Review, post_id: int | None) -> None:
             f"post {post_id} is not one of this review's candidates {allowed}",
             errors=[{"pointer": "/post_id", "message": f"must be one of {allowed}"}],
         )
-
-
-def close(review: Review, decision: str, post_id: int | None, editor: str) -> Review:
-    """Record an editor's decision (``same_as`` or ``distinct``) on ``review``."""
-    Review.update(
-        status="resolved",
-        decision=decision,
-        post_id=post_id,
-        resolved_by=editor,
-        resolved_at=db.utcnow(),
-    ).where(Review.id == review.id).execute()
-    log.info(
-        "review %s resolved as %s by %s (%s)", review.id, decision, editor, review.operation_key
-    )
-    return Review.get_by_id(review.id)

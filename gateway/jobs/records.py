@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 
 from gateway.core import exceptions as exc
+from gateway.core.states import APPROVAL_PENDING
+from gateway.core.states import BEFORE_PHASE
 from gateway.core.states import CANCELLED
 from gateway.core.states import COMPLETED
 from gateway.core.states import COMPLETED_PHASES
@@ -22,6 +24,7 @@ from gateway.core.states import NEEDS_REVIEW
 from gateway.core.states import NEVER_SENT
 from gateway.core.states import PHASES
 from gateway.core.states import PUBLISHED
+from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.core.states import SCHEDULED
 from gateway.core.states import VERIFIED
 from gateway.jobs import guards
@@ -32,6 +35,7 @@ from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import JOB_CANCELLED
+from gateway.ledger.models import JOB_PHASE
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
@@ -43,6 +47,7 @@ EXPECTED_STATUS = {PUBLISHED: "publish", SCHEDULED: "future"}  # post status by 
 # What a job needs next at a stage that is no ledger action (each registered action names its
 # own stages: :attr:`gateway.operations.registry.Action.phases`).
 STAGE_STEPS = {DRAFT_CONFIRMED: ("verify",), VERIFIED: ("request_approval",)}
+ANY_PHASE = (None, *PHASES)  # a new task version resets the phase from any
 
 
 def get_job(tenant: str, job_id: str, with_site: bool = False) -> Job:
@@ -92,12 +97,17 @@ def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job
             task_version=job.task_version,
         )
     if task_version > job.task_version:
-        # Conditional: of two racing bumps to the same version, one updates, both succeed.
-        Job.update(
+        # Conditional: of two racing bumps to the same version, one updates, both succeed. The
+        # phase goes back to none from any: the declared backward move of a new version.
+        moves.move(
+            JOB_PHASE,
+            {"id": job.id},
+            None,
+            ANY_PHASE,
+            when=(Job.task_version < task_version,),
             task_version=task_version,
-            phase=None,
             updated_at=db.utcnow(),
-        ).where(Job.id == job.id, Job.task_version < task_version).execute()
+        )
         job = Job.get_by_id(job.id)
     return job, False
 
@@ -108,15 +118,54 @@ def stage(job: Job) -> str:
     return job.phase if job.phase in GATEWAY_PHASES else DRAFTING
 
 
-def advance_phase(job: Job, phase: str, **fields) -> None:
+def advance_phase(job: Job, phase: str, **fields) -> bool:
     """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
-    ``post_id``) in the same UPDATE; no UPDATE when nothing changes."""
+    ``post_id``) in the same UPDATE; no UPDATE when nothing changes.
+
+    One conditional UPDATE (:func:`gateway.ledger.moves.move`) whose ``WHERE`` names the
+    phases before ``phase`` and the task version as read: a job that another request moved
+    to ``phase`` or beyond meanwhile (published while an approval request waited on
+    WordPress), or that a new task version reset, is left as it stands (0 rows). ``job`` is
+    then read again, and the ``fields`` it still lacks are recorded by :func:`touch`.
+    Returns True when this call moved the phase."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
-        fields["phase"] = phase
-    fields = {name: value for name, value in fields.items() if getattr(job, name) != value}
-    if fields:
-        touch(job, **fields)
+        if _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields)):
+            return True
+        _read_again(job)
+    changed = _changed(job, fields)
+    if changed:
+        touch(job, **changed)
+    return False
+
+
+def end_schedule(job: Job) -> bool:
+    """``scheduled`` -> ``approval_pending`` for the job's task version as read: the declared
+    backward move of a CONFIRMED unschedule (:func:`gateway.actions.scheduling.settle`).
+    Returns True when this call moved it (0 rows: the job was published or given a new task
+    version meanwhile, and stays so)."""
+    return _move_phase(job, APPROVAL_PENDING, (SCHEDULED,))
+
+
+def _changed(job: Job, fields: dict) -> dict:
+    return {name: value for name, value in fields.items() if getattr(job, name) != value}
+
+
+def _move_phase(job: Job, phase: str, expect: tuple, **fields) -> bool:
+    where = {"id": job.id, "task_version": job.task_version}
+    now = db.utcnow()
+    if not moves.move(JOB_PHASE, where, phase, expect, updated_at=now, **fields):
+        return False
+    for name, value in {"phase": phase, "updated_at": now, **fields}.items():
+        setattr(job, name, value)
+    return True
+
+
+def _read_again(job: Job) -> None:
+    """Refresh ``job`` in place from the ledger after a move another writer decided."""
+    fresh = Job.get_by_id(job.id)
+    for name in ("phase", "task_version", "post_id", "updated_at"):
+        setattr(job, name, getattr(fresh, name))
 
 
 def cancel_job(job: Job, reason: str) -> Job:
@@ -138,7 +187,12 @@ def ensure_active(job: Job) -> None:
 
 def touch(job: Job, **fields) -> None:
     """Record ``fields`` (e.g. ``post_id``) on the job and bump ``updated_at``: one plain-SQL
-    UPDATE by id (:func:`gateway.ledger.hot_sql.update_job`)."""
+    UPDATE by id (:func:`gateway.ledger.hot_sql.update_job`).
+
+    Raises:
+        IllegalMove: ``fields`` names ``phase``, which moves only by :func:`advance_phase`,
+            :func:`end_schedule` and :func:`put_job` (before any statement).
+    """
     hot_sql.update_job(job.id, {"updated_at": db.utcnow(), **fields})
     for name, value in fields.items():
         setattr(job, name, value)
@@ -154,10 +208,12 @@ def operations_of(job: Job) -> list[Operation]:
 
 
 def open_reviews(job: Job) -> list[Review]:
-    """The job's open review items."""
+    """The job's review items not yet resolved (open, or a decision being applied)."""
     return list(
         Review.select().where(
-            Review.tenant == job.tenant, Review.job_id == job.job_id, Review.status == "open"
+            Review.tenant == job.tenant,
+            Review.job_id == job.job_id,
+            Review.status.in_(REVIEW_UNRESOLVED),
         )
     )
 

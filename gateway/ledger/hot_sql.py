@@ -46,6 +46,7 @@ from peewee import AutoField
 from peewee import IntegerField
 from peewee import TextField
 
+from gateway.ledger import moves
 from gateway.ledger import rows
 from gateway.ledger.db import database
 from gateway.ledger.models import CONFIRMED
@@ -274,7 +275,14 @@ def _update_text(kind: str, names: tuple, where: str, model=Operation) -> tuple:
 
 def update_job(row_id: int, values: dict) -> int:
     """``UPDATE job SET <values> WHERE id = row_id`` (``values`` by field name); returns the
-    rows updated."""
+    rows updated.
+
+    Raises:
+        IllegalMove: ``values`` names ``phase``, a state column that moves only through
+            :func:`gateway.ledger.moves.move` (before any statement).
+    """
+    if "phase" in values:
+        raise moves.IllegalMove("job.phase moves only through gateway.ledger.moves.move")
     concrete, sql = _update_text("job", tuple(values), "id = {p}", Job)
     return concrete.execute_sql(sql, [*_db_values(Job, values), row_id]).rowcount
 

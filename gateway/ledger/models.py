@@ -173,7 +173,7 @@ class Review(BaseModel):
     operation_key = TextField(index=True)
     kind = TextField()
     detail = JSONField()
-    status = TextField(default="open")
+    status = TextField(default=states.REVIEW_OPEN)  # the declared initial state (REVIEW_MOVES)
     decision = TextField(null=True)
     post_id = IntegerField(null=True)
     resolved_by = TextField(null=True)
@@ -581,6 +581,14 @@ WORKER_PAUSE = moves.declare(
     states.PAUSE_MOVES,
     owner="gateway.agents.openai_key",
     initial=(states.SET,),
+)
+JOB_PHASE = moves.declare(Job, "phase", states.PHASE_MOVES, owner="gateway.jobs.records")
+REVIEW_STATUS = moves.declare(
+    Review,
+    "status",
+    states.REVIEW_MOVES,
+    owner="gateway.editorial.reviews",
+    initial=(states.REVIEW_OPEN,),
 )
 # Not state columns (never declared, written as they come): copies of another system's state
 # - AgentSession.status (an OpenAI session's status as last retrieved) and the status inside

@@ -7,6 +7,7 @@ title match is only a *suspected duplicate*: an editor decides (review kind
 from __future__ import annotations
 
 from gateway.core import exceptions as exc
+from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.ledger import db
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
@@ -25,7 +26,7 @@ def check_suspected_duplicates(target, row: Operation, effect) -> None:
         NeedsReview: a suspect exists; a review item names it.
     """
     open_item = Review.get_or_none(
-        Review.operation_key == row.operation_key, Review.status == "open"
+        Review.operation_key == row.operation_key, Review.status.in_(REVIEW_UNRESOLVED)
     )
     if open_item is not None:
         raise exc.NeedsReview(

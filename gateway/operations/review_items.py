@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.ledger import db
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
@@ -25,10 +26,13 @@ def open_review(target, row: Operation, kind: str, detail: dict) -> Review:
 
 
 def open_item(tenant: str, job_id: str, operation_key: str, kind: str, detail: dict) -> Review:
-    """The open review item of ``operation_key``, created on first need (also for items
-    that have no WordPress operation, such as an agent's request only a person decides)."""
+    """The unresolved review item of ``operation_key`` (open, or being decided), created
+    ``open`` on first need (also for items that have no WordPress operation, such as an
+    agent's request only a person decides)."""
     with db.atomic():
-        review = Review.get_or_none(Review.operation_key == operation_key, Review.status == "open")
+        review = Review.get_or_none(
+            Review.operation_key == operation_key, Review.status.in_(REVIEW_UNRESOLVED)
+        )
         if review is None:
             review = Review.create(
                 tenant=tenant, job_id=job_id, operation_key=operation_key, kind=kind, detail=detail

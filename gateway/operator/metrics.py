@@ -33,6 +33,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
+from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.ledger import models
 from gateway.ledger.models import AgentWorkerState
 from gateway.ledger.models import Counter
@@ -69,7 +70,7 @@ class LedgerCollector:
         )
         for tenant, count in (
             Review.select(Review.tenant, fn.COUNT(Review.id))
-            .where(Review.status == "open")
+            .where(Review.status.in_(REVIEW_UNRESOLVED))
             .group_by(Review.tenant)
             .tuples()
         ):

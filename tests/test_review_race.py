@@ -1,0 +1,339 @@
+"""Editors deciding one review item at once (issue 51): the decision is claimed (``open`` ->
+``deciding``, one conditional UPDATE) before any write it causes, so one decision applies,
+every other decider gets 409 ``review-decided`` naming it, and WordPress sees one write.
+
+Real threads against the real ledger (SQLite, or PostgreSQL with
+``GATEWAY_TEST_DATABASE_URL``: this module runs in both passes) and, where the decision
+writes, the real test WordPress behind the fault proxy, which counts the writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from support import Gateway
+from support import draft_body
+from support import hide_companion
+from support import new_job_id
+from support import problem_slug
+
+from gateway.core import exceptions as exc
+from gateway.core import states
+from gateway.editorial import reviews
+from gateway.ledger.db import database
+from gateway.ledger.models import Job
+from gateway.ledger.models import Review
+from gateway.recovery import reconciliation
+from gateway.tenancy import sites
+from gateway_tools.fault_proxy import Fault
+from gateway_tools.openai_standin import OpenAIStandIn
+
+POSTS = r"^/wp-json/wp/v2/posts/?$"
+RACERS = 4
+
+
+def _ledger(app):
+    """Enter the app's context and a ledger connection (a thread of its own needs both)."""
+    context = app.app_context()
+    context.push()
+    database.connect(reuse_if_open=True)
+    return context
+
+
+def _leave(context) -> None:
+    database.close()
+    context.pop()
+
+
+def _review(app, kind="suspected_duplicate", detail=None, **fields) -> int:
+    with app.app_context(), database.connection_context():
+        return Review.create(
+            tenant="acme",
+            job_id=new_job_id(),
+            operation_key=f"acme/{new_job_id()}/v1/draft",
+            kind=kind,
+            detail=detail or {"suspects": [{"id": 7}]},
+            **fields,
+        ).id
+
+
+def _claim_in_thread(app, review_id: int, editor: str, barrier: threading.Barrier):
+    context = _ledger(app)
+    try:
+        review = reviews.get_open("acme", review_id)
+        barrier.wait()
+        try:
+            return reviews.claim(review, "distinct", None, editor, window=60).resolved_by
+        except exc.ReviewDecided as decided:
+            return decided.extensions
+    finally:
+        _leave(context)
+
+
+def test_one_of_several_racing_claims_wins_and_the_others_name_it(app):
+    review_id = _review(app)
+    barrier = threading.Barrier(RACERS)
+    with ThreadPoolExecutor(RACERS) as pool:
+        editors = [f"editor-{n}" for n in range(RACERS)]
+        answers = list(pool.map(lambda e: _claim_in_thread(app, review_id, e, barrier), editors))
+    winners = [a for a in answers if isinstance(a, str)]
+    assert len(winners) == 1, answers
+    for lost in (a for a in answers if not isinstance(a, str)):
+        assert lost["resolved_by"] == winners[0] and lost["decision"] == "distinct"
+        assert lost["review_status"] == states.REVIEW_DECIDING
+    with app.app_context(), database.connection_context():
+        stored = Review.get_by_id(review_id)
+        assert (stored.status, stored.resolved_by) == (states.REVIEW_DECIDING, winners[0])
+        closed = reviews.close(stored)
+        assert closed.status == states.REVIEW_RESOLVED
+        with pytest.raises(exc.ReviewDecided):  # resolved: never claimed again
+            reviews.get_open("acme", review_id)
+
+
+def test_a_released_claim_is_open_again_and_a_stale_one_is_taken_over(app):
+    review_id = _review(app)
+    with app.app_context(), database.connection_context():
+        claimed = reviews.claim(reviews.get_open("acme", review_id), "distinct", None, "a", 60)
+        with pytest.raises(exc.ReviewDecided):  # a fresh claim is not taken over
+            reviews.claim(reviews.get_open("acme", review_id), "distinct", None, "b", 60)
+        assert reviews.release(claimed) is True
+        assert Review.get_by_id(review_id).status == states.REVIEW_OPEN
+        # a claim left by a process that died: older than the window by the database's clock
+        claimed = reviews.claim(reviews.get_open("acme", review_id), "distinct", None, "a", 60)
+        hour_ago = claimed.resolved_at - dt.timedelta(hours=1)
+        reviews.moves.move(
+            reviews.REVIEW_STATUS,
+            {"id": review_id},
+            states.REVIEW_DECIDING,
+            states.REVIEW_DECIDING,
+            resolved_at=hour_ago,
+        )
+        taken = reviews.claim(reviews.get_open("acme", review_id), "distinct", None, "b", 60)
+        assert taken.resolved_by == "b"
+        with pytest.raises(exc.ReviewDecided):  # the dead claim can no longer close it
+            reviews.close(claimed)
+        assert reviews.close(taken).resolved_by == "b"
+
+
+def test_two_editors_dismissing_an_agent_action_one_wins(app, client):
+    """The agents' decider (``agent_action``, here an environment reconnection, which
+    answers nothing at OpenAI) is claimed the same way."""
+    from gateway.tenancy import tokens
+
+    with app.app_context(), database.connection_context():
+        job = Job.create(tenant="acme", job_id=new_job_id(), site="blog")
+        review_id = Review.create(
+            tenant="acme",
+            job_id=job.job_id,
+            operation_key=f"acme/{job.job_id}/v1/environment_connection/env-1",
+            kind="agent_action",
+            detail={
+                "session_id": "sess-1",
+                "action": {"type": "environment_connection", "environment_id": "env-1"},
+                "decisions": ["dismiss"],
+            },
+        ).id
+        names = [tokens.create_token("acme", "editor", f"editor-{n}") for n in range(RACERS)]
+    barrier = threading.Barrier(RACERS)
+
+    def decide(token: str):
+        barrier.wait()
+        return app.test_client().post(
+            f"/v1/reviews/{review_id}/resolve",
+            json={"decision": "dismiss", "reason": "not ours"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        answers = list(pool.map(decide, names))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
+    winner = next(a for a in answers if a.status_code == 200).get_json()["review"]
+    for lost in (a for a in answers if a.status_code == 409):
+        problem = lost.get_json()
+        assert problem_slug(lost) == "review-decided" and problem["decision"] == "dismiss"
+        assert problem["resolved_by"] == winner["resolved_by"]
+    assert winner["status"] == states.REVIEW_RESOLVED
+    assert winner["detail"]["reason"] == "not ours"
+
+
+@pytest.fixture
+def agent_gw(ledger_url, wp_site):
+    """The gateway on the test WordPress (the worker checks the site's credentials before
+    it answers a session), its OpenAI client pointed at a stand-in:
+    ``(Gateway, OpenAIStandIn)``."""
+    from agent_support import agent_app
+
+    with OpenAIStandIn() as standin:
+        application = agent_app(ledger_url, standin)
+        yield Gateway(application, application.test_client(), wp_site), standin
+        if not database.is_closed():
+            database.close()
+
+
+@pytest.mark.wordpress
+def test_editors_racing_an_agents_approval_answer_it_once(agent_gw):
+    """The agents' decider writes to OpenAI (the ``*_result`` event): of the editors
+    approving one MCP approval request at once, one answers it, once."""
+    from agent_support import bind
+    from agent_support import run_worker
+
+    from gateway.agents import tools
+
+    gw, standin = agent_gw
+    job_id, sid = new_job_id(), standin.create_session(tools=tools.definitions())
+    assert bind(gw, job_id, sid).status_code == 201
+    standin.require(sid, OpenAIStandIn.mcp_approval())
+    run_worker(gw.app)
+    editors = [gw.make_token("editor") for _ in range(RACERS)]
+    [item] = gw.client.get("/v1/reviews", headers=gw.headers(editors[0])).get_json()["reviews"]
+    barrier = threading.Barrier(RACERS)
+
+    def decide(token: str):
+        barrier.wait()
+        return gw.app.test_client().post(
+            f"/v1/reviews/{item['review_id']}/resolve",
+            json={"decision": "approve"},
+            headers=gw.headers(token),
+        )
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        answers = list(pool.map(decide, editors))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
+    for lost in (a for a in answers if a.status_code == 409):
+        assert problem_slug(lost) == "review-decided"
+        assert lost.get_json()["decision"] == "approve"
+    kind = "agent.session.input.mcp_approval_request_result"
+    assert len(standin.events(sid, kind)) == 1
+
+
+# --------------------------------------------------------------------------- WordPress
+
+
+@pytest.fixture
+def suspected(gwp, proxy):
+    """A suspected duplicate (a keyless post of the same title by the gateway's author
+    appeared after the draft was sent), then the companion plugin visible again, so that
+    ``same_as`` writes the operation key onto the suspect: the one WordPress write a
+    decision makes. Yields ``(review_id, suspect_id, editor tokens)``."""
+    sites.forget_companion()
+    hide_companion(proxy)
+    job_id = new_job_id()
+    body = draft_body(title=f"Race {job_id}")
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.add_fault(Fault(kind="status_without_forward", status=500, method="POST", path=POSTS))
+    assert gwp.put_draft(job_id, body).status_code == 503
+    author = gwp.site["users"]["author"]
+    made = requests.post(
+        gwp.wp_url + "/wp-json/wp/v2/posts",
+        timeout=30,
+        auth=(author["username"], author["app_password"]),
+        json={"title": body["title"], "status": "draft"},
+    )
+    assert made.status_code == 201
+    time.sleep(3.2)  # absence is provable only after the in-flight window (test_recovery)
+    assert problem_slug(gwp.put_draft(job_id, body)) == "needs-review"
+    editors = [gwp.make_token("editor") for _ in range(RACERS)]
+    listed = gwp.client.get("/v1/reviews", headers=gwp.headers(editors[0])).get_json()
+    review = next(r for r in listed["reviews"] if r["job_id"] == job_id)
+    proxy.clear_faults()
+    sites.forget_companion()
+    proxy.reset_log()
+    yield review["review_id"], made.json()["id"], editors
+    sites.forget_companion()
+
+
+def _same_as(gwp, review_id: int, post_id: int, token: str):
+    return gwp.app.test_client().post(
+        f"/v1/reviews/{review_id}/resolve",
+        json={"decision": "same_as", "post_id": post_id},
+        headers=gwp.headers(token),
+    )
+
+
+def _key_writes(proxy, post_id: int) -> int:
+    return proxy.count(method="POST", path=rf"^/wp-json/wp/v2/posts/{post_id}/?$", forwarded=True)
+
+
+@pytest.mark.wordpress
+def test_editors_racing_same_as_make_one_wordpress_write(gwp, proxy, suspected):
+    review_id, suspect, editors = suspected
+    barrier = threading.Barrier(RACERS)
+
+    def decide(token: str):
+        barrier.wait()
+        return _same_as(gwp, review_id, suspect, token)
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        answers = list(pool.map(decide, editors))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
+    winner = next(a for a in answers if a.status_code == 200).get_json()
+    assert winner["operation"]["state"] == "CONFIRMED"
+    assert winner["operation"]["remote_id"] == suspect
+    for lost in (a for a in answers if a.status_code == 409):
+        problem = lost.get_json()
+        assert problem_slug(lost) == "review-decided", problem
+        assert (problem["decision"], problem["resolved_by"]) == (
+            "same_as",
+            winner["review"]["resolved_by"],
+        )
+    assert _key_writes(proxy, suspect) == 1
+    assert gwp.lookup(winner["operation"]["operation_key"])[0]["id"] == suspect
+
+
+@pytest.mark.wordpress
+def test_the_decision_is_claimed_before_its_wordpress_write(gwp, proxy, suspected, monkeypatch):
+    """The first editor is held inside the adoption, before it writes to WordPress: the
+    second already gets 409 naming the first's decision, and nothing was written yet."""
+    review_id, suspect, editors = suspected
+    adopting, go = threading.Event(), threading.Event()
+    adopt = reconciliation.adopt
+
+    def held_adopt(*args, **kwargs):
+        adopting.set()
+        assert go.wait(60)
+        return adopt(*args, **kwargs)
+
+    monkeypatch.setattr(reconciliation, "adopt", held_adopt)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_same_as, gwp, review_id, suspect, editors[0])
+        assert adopting.wait(60)
+        second = _same_as(gwp, review_id, suspect, editors[1])
+        assert second.status_code == 409 and problem_slug(second) == "review-decided"
+        assert second.get_json()["review_status"] == states.REVIEW_DECIDING
+        assert second.get_json()["resolved_by"] == "test-editor"
+        assert _key_writes(proxy, suspect) == 0
+        go.set()
+        assert first.result().status_code == 200, first.result().get_json()
+    assert _key_writes(proxy, suspect) == 1
+
+
+@pytest.mark.wordpress
+def test_a_decision_whose_write_fails_gives_the_item_back(gwp, proxy, suspected):
+    review_id, suspect, editors = suspected
+    proxy.add_fault(
+        Fault(
+            kind="status_without_forward",
+            status=503,
+            method="GET",
+            path=rf"^/wp-json/wp/v2/posts/{suspect}/?$",
+            times=None,
+        )
+    )
+    failed = _same_as(gwp, review_id, suspect, editors[0])
+    assert failed.status_code == 503, failed.get_json()
+    listed = gwp.client.get("/v1/reviews", headers=gwp.headers(editors[0])).get_json()
+    item = next(r for r in listed["reviews"] if r["review_id"] == review_id)
+    assert (item["status"], item["decision"]) == (states.REVIEW_OPEN, None)
+    proxy.clear_faults()
+    decided = _same_as(gwp, review_id, suspect, editors[1])
+    assert decided.status_code == 200, decided.get_json()
+    assert decided.get_json()["review"]["resolved_by"] == "test-editor-2"
+    assert _key_writes(proxy, suspect) == 1
