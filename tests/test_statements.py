@@ -228,31 +228,6 @@ def test_writes_store_what_peewee_stores(ledger):
             hot_sql.insert_operation(_op("acme/j1/v1/draft", request_hash="other"))
 
     when = dt.datetime(2026, 1, 2, 3, 4, 5, 678901)
-    for attempt in range(3):  # conditional on the state and attempts last read
-        values = {"state": "SENT", "attempts": attempt + 1, "sent_at": when, "fencing_token": 4}
-        state = "PREPARED" if attempt == 0 else "SENT"
-        assert hot_sql.move_operation(ours.id, state, attempt, values) == 1
-        assert hot_sql.move_operation(ours.id, state, attempt, values) == 0  # stale now
-        again = Operation.get_by_id(ours.id)
-        assert (again.state, again.attempts, again.sent_at, again.fencing_token) == (
-            "SENT",
-            attempt + 1,
-            when,
-            4,
-        )
-    receipt = {"id": 9, "title": "é 🙂", "nested": {"b": [1, 2]}}
-    values = {"state": "CONFIRMED", "remote_id": 9, "receipt": receipt, "problem": None}
-    assert hot_sql.confirm_operation(ours.id, values) == 1
-    assert hot_sql.confirm_operation(ours.id, values) == 0  # the first confirmer wins
-    again = Operation.get_by_id(ours.id)
-    assert (again.state, again.remote_id, again.receipt, again.problem) == (
-        "CONFIRMED",
-        9,
-        receipt,
-        None,
-    )
-    assert Operation.select().where(Operation.receipt == receipt).count() == 1  # same JSON text
-
     ours = hot_sql.insert_job({"tenant": "acme", "job_id": "j2", "site": "blog", "task_version": 3})
     theirs = Job.create(tenant="acme", job_id="j3", site="blog", task_version=3)
     stored, expected = _fields(Job.get_by_id(ours.id)), _fields(Job.get_by_id(theirs.id))

@@ -3,8 +3,7 @@ side-effect request runs, written out once instead of built by peewee on every c
 
 Which: the token lookup (:func:`live_token`), the job with its site and lease in one join
 (:func:`job_with_site`), the operation by key (:func:`operation_by_key`), the claim's INSERT
-(:func:`insert_operation`), the conditional UPDATEs of a send and of a confirmation
-(:func:`move_operation`, :func:`confirm_operation`), the budget spend's upsert
+(:func:`insert_operation`), the budget spend's upsert
 (:func:`spend_budget`) and the job's last client request (:func:`note_request`); and on a
 fresh job's path, the site by name (:func:`site_by_name`), the job's INSERT
 (:func:`insert_job`), a checkpoint by phase (:func:`checkpoint_of`) and the job's UPDATE by id
@@ -49,7 +48,6 @@ from peewee import TextField
 from gateway.ledger import moves
 from gateway.ledger import rows
 from gateway.ledger.db import database
-from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Budget
 from gateway.ledger.models import Checkpoint
 from gateway.ledger.models import Job
@@ -285,26 +283,6 @@ def update_job(row_id: int, values: dict) -> int:
         raise moves.IllegalMove("job.phase moves only through gateway.ledger.moves.move")
     concrete, sql = _update_text("job", tuple(values), "id = {p}", Job)
     return concrete.execute_sql(sql, [*_db_values(Job, values), row_id]).rowcount
-
-
-def move_operation(row_id: int, state: str, attempts: int, values: dict) -> int:
-    """``UPDATE operation SET <values> WHERE id = row_id AND state = state AND attempts =
-    attempts``: a transition that happens only when nobody moved the row since it was read
-    (its state and attempt count). Returns the rows updated (1: this caller won; 0: not)."""
-    concrete, sql = _update_text(
-        "move", tuple(values), "id = {p} AND state = {p} AND attempts = {p}"
-    )
-    params = [*_db_values(Operation, values), row_id, state, attempts]
-    return concrete.execute_sql(sql, params).rowcount
-
-
-def confirm_operation(row_id: int, values: dict) -> int:
-    """``UPDATE operation SET <values> WHERE id = row_id AND state != 'CONFIRMED'``: the
-    confirmation, which only the first confirmer writes. Returns the rows updated (0: the row
-    was CONFIRMED already)."""
-    concrete, sql = _update_text("confirm", tuple(values), "id = {p} AND state != {p}")
-    params = [*_db_values(Operation, values), row_id, CONFIRMED]
-    return concrete.execute_sql(sql, params).rowcount
 
 
 def spend_budget(

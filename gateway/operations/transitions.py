@@ -50,12 +50,6 @@ from gateway.ledger.moves import IllegalMove as IllegalMove
 from gateway.ledger.rows import OperationRow
 
 
-def check_move(model, from_states: tuple[str, ...], to: str) -> None:
-    """Raise :class:`IllegalMove` unless ``model``'s declared state column allows ``from ->
-    to`` for every state in ``from_states``."""
-    moves.declaration(model, "state").check(from_states, to)
-
-
 def claim(
     *,
     key: str,
