@@ -342,3 +342,51 @@ def test_a_row_never_sent_keeps_its_intent_through_pruning_and_is_told_as_such(a
         "The request for the post ended before it was sent: nothing reached WordPress."
     )
     assert "same request sends it" in words["next"]
+
+
+@pytest.mark.wordpress
+def test_an_attach_step_never_sent_is_sent_by_the_sweep(wp_site, ledger_url):
+    """The soak's finding: a draft answers 201 while its attach step could not reach
+    WordPress (the call never left the gateway: the row goes back to PREPARED, the image has
+    no parent). No client repeats an attach, so the sweep settles such a row UNKNOWN (not
+    FAILED, which would wait for a client that never comes and leave the job ``failed`` after
+    2xx answers), and its next pass finds it absent and sends it: the image is attached once."""
+    settings = {
+        "database_url": ledger_url,
+        "secret_key": SECRET_KEY,
+        "wp_timeout": 20.0,
+        "inflight_window": WINDOW,
+    }
+    app = gateway.create_app(settings)
+    gw = Gateway(app, app.test_client(), wp_site)
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    assert gw.put_media(job_id, "hero", png_bytes((11, 12, 13), 2)).status_code == 201
+    body = draft_body(title=f"Never attached {job_id}", featured_media={"slot": "hero"})
+    drafted = gw.put_draft(job_id, body)
+    assert drafted.status_code == 201, drafted.get_json()
+    post_id = drafted.get_json()["post_id"]
+    key = op_key(job_id, "attach", "hero")
+    rows = {r["operation_key"]: r for r in gw.operations(job_id)}
+    media_id = rows[op_key(job_id, "media", "hero")]["remote_id"]
+    # What perform._not_sent leaves when the attach call never left the gateway.
+    detached = gw.wp.post(f"{gw.wp_url}/wp-json/wp/v2/media/{media_id}", json={"post": 0})
+    assert detached.status_code == 200 and not gw.wp_media(media_id)["post"]
+    with app.app_context(), database.connection_context():
+        Operation.update(
+            state=states.PREPARED, remote_id=None, receipt=None, sent_at=None, attempts=0
+        ).where(Operation.operation_key == key).execute()
+        config = app.config["GATEWAY"]
+        row_id = Operation.get(Operation.operation_key == key).id
+        _ago(row_id, WINDOW + 1)
+        assert reconciliation.sweep(config)["never_sent"] == 1
+        row = Operation.get_by_id(row_id)
+        assert (row.state, row.problem["reason"]) == (states.UNKNOWN, states.NEVER_SENT)
+        assert not gw.wp_media(media_id)["post"]  # settled, nothing sent yet
+        _ago(row_id, WINDOW + 1)
+        counts = reconciliation.sweep(config)
+        assert counts["confirmed"] == 1, counts
+    rows = {r["operation_key"]: r for r in gw.operations(job_id)}
+    assert rows[key]["state"] == "CONFIRMED", rows[key]
+    assert gw.wp_media(media_id)["post"] == post_id
+    assert gw.job(job_id).get_json()["status"] == "completed"

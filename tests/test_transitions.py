@@ -196,8 +196,8 @@ def test_a_notification_moves_only_as_the_table_allows(ledger):
 
 def test_an_illegal_expect_is_refused_even_when_one_of_its_states_is_legal(ledger):
     row = _operation(states.SENT)
-    with pytest.raises(moves.IllegalMove, match="from PREPARED to UNKNOWN"):
-        transitions.move(row, states.UNKNOWN, (states.SENT, states.PREPARED))
+    with pytest.raises(moves.IllegalMove, match="from CONFIRMED to FAILED"):
+        transitions.move(row, states.FAILED, (states.SENT, states.CONFIRMED))
     assert Operation.get_by_id(row.id).state == states.SENT
 
 

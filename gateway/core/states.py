@@ -137,6 +137,8 @@ OPERATION_MOVES: dict[str, frozenset[str]] = {
             SENT,  # perform's send claim; an agent input's send
             CONFIRMED,  # unchanged media bytes reused; a cancel no session needed
             FAILED,  # the sweep: its request died before sending (NEVER_SENT; not agent inputs)
+            UNKNOWN,  # the same, for an action no client repeats (resend_if_absent): the
+            # sweep's next pass looks it up and sends it (gateway.recovery.never_sent)
         }
     ),
     SENT: frozenset(

@@ -13,6 +13,13 @@ refusal), so the job's status says ``failed`` instead of waiting forever; nothin
 up in WordPress, since nothing was sent. The same request afterwards sends it once
 (FAILED -> SENT, :func:`gateway.operations.perform.never_sent`).
 
+An action that no client call repeats (``resend_if_absent``: a draft's attach step, which the
+draft answers 2xx without when WordPress could not be reached, and an unschedule) goes to
+UNKNOWN instead, with the same reason: the sweep's next pass over UNKNOWN rows looks it up
+and, absent, sends it (:func:`gateway.recovery.reconciliation.reconcile_row`); FAILED would
+leave it to a client that never comes, and the job ``failed`` although every call was
+answered 2xx (the soak's nemesis found it: a WordPress partition during an attach).
+
 The agent worker's queued inputs (:mod:`gateway.agents.submissions`: PREPARED by design until
 the worker sends them) are left alone, as the sweep leaves every worker-scoped action
 (:func:`gateway.operations.registry.worker_actions`).
@@ -38,6 +45,7 @@ from gateway.core.states import NEVER_SENT
 from gateway.ledger import db
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import PREPARED
+from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.operations import registry
 from gateway.operations import transitions
@@ -67,19 +75,24 @@ def settle(config: Config) -> dict:
     for row in list(stale):
         if settle_row(row, cutoff):
             settled += 1
-            log.info("never sent %s (job_id=%s): settled FAILED", row.operation_key, row.job_id)
+            log.info("never sent %s (job_id=%s): settled", row.operation_key, row.job_id)
     return {"never_sent": settled}
 
 
 def settle_row(row: Operation, cutoff: dt.datetime) -> bool:
-    """Move ``row`` (read PREPARED) to FAILED never sent if it is still PREPARED at the
-    attempt count it was read with and was last updated before ``cutoff`` (naive UTC).
+    """Move ``row`` (read PREPARED) to FAILED never sent (UNKNOWN for an action no client
+    repeats, ``resend_if_absent``) if it is still PREPARED at the attempt count it was read
+    with and was last updated before ``cutoff`` (naive UTC).
 
     Returns True when this caller moved it; False when a request claimed its send (or
     touched it) since it was read."""
+    try:
+        to = UNKNOWN if registry.for_row(row).resend_if_absent else FAILED
+    except registry.UnknownAction:
+        to = FAILED
     return transitions.move(
         row,
-        FAILED,
+        to,
         PREPARED,
         same_attempt=True,
         when=(Operation.updated_at < cutoff,),
