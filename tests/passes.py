@@ -14,8 +14,9 @@ matrix passes run the tests whose outcome can differ on their axis:
   client whose own tests run in that pass). A new module that uses WordPress runs there too.
 
 The soak and the fuzzers run once per run: the soak (marker ``soak``) in the PostgreSQL pass,
-whose several gateway processes on one ledger are its deployment (the SQLite pass leaves it out
-with ``-m "not soak"``); the fuzzers in the SQLite pass (``sqlite_pass``, test_fuzz's docstring).
+whose several gateway processes on one ledger are its deployment (it makes a PostgreSQL cluster
+of its own, which its nemesis kills; the SQLite pass leaves it out with ``-m "not soak"``); the
+fuzzers in the SQLite pass (``sqlite_pass``, test_fuzz's docstring).
 
 ``tests/test_passes.py`` keeps the tables honest: every listed module exists, and every test
 a listed module holds that races writers is still selected.
