@@ -70,6 +70,7 @@ NOT_DIALECT = {
     "test_scheduling": "WordPress's cron and the post's date, one request at a time",
     "test_scripts": "shell scripts' output, no ledger",
     "test_secrets_canary": "what is logged and answered, one process",
+    "test_soak_checker": "the soak's checker and schedule on made-up histories, no ledger",
     "test_state_names": "a scan of gateway/'s source for spelled states, no ledger",
     "test_tenant_shares": "the fair shares' in-memory counters, no ledger",
     "test_terms": "categories and tags in WordPress, one request at a time",
