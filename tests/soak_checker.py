@@ -90,12 +90,14 @@ def objects_by_title(site: dict, run: str) -> dict:
     for the run's token ``run`` (100 a page), as the admin user: no operation key trusted."""
     session = admin_session(site)
     found: dict = {}
+    # ordered by id: a search's default order (relevance) has ties, which pages may split
+    query = {"search": run, "context": "edit", "per_page": 100, "orderby": "id", "order": "asc"}
     for kind, extra in (("posts", {"status": "any"}), ("media", {})):
         page, pages = 1, 1
         while page <= pages:
             answer = session.get(
                 site["url"].rstrip("/") + f"/wp-json/wp/v2/{kind}",
-                params={"search": run, "context": "edit", "per_page": 100, "page": page, **extra},
+                params={**query, "page": page, **extra},
                 timeout=60,
             )
             answer.raise_for_status()
