@@ -57,14 +57,14 @@ class Answer:
 
 @dataclass
 class Job:
-    """One job of the run: its id, the steps its workflow finished with a 2xx, and whether
-    the workflow gave up (abandoned, or a request past its deadline)."""
+    """One job of the run: its id, the run's token ``run`` (in its titles), the ``seed`` of its
+    requests' bytes, and the steps its last workflow finished with a 2xx (``done``: it
+    stopped at the first other, abandoned or past its deadline)."""
 
     job_id: str
     run: str
     seed: float
     done: tuple = ()
-    gave_up: bool = False
 
     def titles(self) -> dict:
         """step -> the title of its object, unique, with the run's token: the checker counts
@@ -108,11 +108,9 @@ class Client:
         done = []
         for step, method, path, kwargs in steps:
             if self.halted.is_set():
-                job.gave_up = True
                 break
             answer = self._send(job, step, method, path, kwargs, balancer, phase, quitter)
             if answer is None or not 200 <= answer.status < 300:
-                job.gave_up = True
                 break
             done.append(step)
         job.done = tuple(done)
