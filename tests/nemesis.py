@@ -15,6 +15,7 @@ import os
 import random
 import signal
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -141,9 +142,18 @@ class Fleet:
         return process is not None and process.poll() is None
 
     def destroy(self) -> None:
-        """SIGKILL every node (a stopped one too); idempotent."""
+        """SIGKILL every node (a stopped one too) and wait up to 10 s until no process of any
+        session it started is left (SIGKILL lands a moment after it is sent); idempotent."""
         for node in self.nodes:
             node.kill()
+        deadline = time.monotonic() + 10
+        while (left := self.leftovers()) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
 
     def leftovers(self) -> list[int]:
         """Live processes of any session this fleet started (none after :meth:`destroy`)."""

@@ -98,7 +98,8 @@ def fleet(wp_site, proxy, private_postgres, tmp_path):
         yield started
     finally:
         started.destroy()
-        assert not started.leftovers(), f"gateway processes left: {started.leftovers()}"
+        left = started.leftovers()
+        assert not left, f"gateway processes left: {left}"
 
 
 def test_soak_under_a_nemesis(fleet, private_postgres, proxy, wp_site, record_property):
