@@ -162,8 +162,8 @@ class Fleet:
 
 class Nemesis:
     """Applies :func:`schedule`'s events in order on a thread of its own (:meth:`run`) until
-    they run out or ``stop`` is set; :meth:`heal` ends every fault. ``applied`` counts the
-    events by kind, ``log`` lists them as applied."""
+    they run out or ``stop`` is set (then ``done`` is set); :meth:`heal` ends every fault.
+    ``applied`` counts the events by kind, ``log`` lists them as applied."""
 
     def __init__(self, events: list, fleet: Fleet, postgres: PrivatePostgres, proxy: FaultProxy):
         self.events = events
@@ -171,6 +171,7 @@ class Nemesis:
         self.postgres = postgres
         self.proxy = proxy
         self.stop = threading.Event()
+        self.done = threading.Event()  # the schedule ran out, was stopped or failed
         self.applied: Counter = Counter()
         self.log: list[str] = []
         self.error: BaseException | None = None
@@ -190,6 +191,8 @@ class Nemesis:
                 self.log.append(str(event))
         except BaseException as error:  # noqa: BLE001 - reported by heal() to the test
             self.error = error
+        finally:
+            self.done.set()
 
     def _apply(self, event: Event) -> None:
         if event.kind == "wordpress-fault":
