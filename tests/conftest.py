@@ -88,21 +88,24 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print what tests recorded for the run's reader with ``record_property("crash walk",
-    ...)``: the points the crash walk walked per write path (``tests/test_crash_walk.py``;
-    pytest-xdist carries a report's properties back to the controller, prints would be lost)."""
-    lines = [
-        value
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if getattr(report, "when", None) == "call"
-        for name, value in getattr(report, "user_properties", ())
-        if name == "crash walk"
-    ]
-    if lines:
-        terminalreporter.write_sep("-", f"crash walk: {len(lines)} paths")
-        for line in sorted(lines):
+    """Print what tests recorded for the run's reader with ``record_property``: the points the
+    crash walk walked per write path (``"crash walk"``, ``tests/test_crash_walk.py``) and the
+    soak's summary line with its seed (``"soak"``, ``tests/test_soak.py``); pytest-xdist
+    carries a report's properties back to the controller, prints would be lost."""
+    lines = {"crash walk": [], "soak": []}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name in lines:
+                    lines[name].append(value)
+    if lines["crash walk"]:
+        terminalreporter.write_sep("-", f"crash walk: {len(lines['crash walk'])} paths")
+        for line in sorted(lines["crash walk"]):
             terminalreporter.write_line(f"crash walk: {line}")
+    for line in lines["soak"]:  # begins with "soak: "
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -14,8 +14,9 @@ matrix passes run the tests whose outcome can differ on their axis:
   client whose own tests run in that pass). A new module that uses WordPress runs there too.
 
 The soak and the fuzzers run once per run: the soak (marker ``soak``) in the PostgreSQL pass,
-whose several gateway processes on one ledger are its deployment (the SQLite pass leaves it out
-with ``-m "not soak"``); the fuzzers in the SQLite pass (``sqlite_pass``, test_fuzz's docstring).
+whose several gateway processes on one ledger are its deployment (it makes a PostgreSQL cluster
+of its own, which its nemesis kills; the SQLite pass leaves it out with ``-m "not soak"``); the
+fuzzers in the SQLite pass (``sqlite_pass``, test_fuzz's docstring).
 
 ``tests/test_passes.py`` keeps the tables honest: every listed module exists, and every test
 a listed module holds that races writers is still selected.
@@ -69,6 +70,7 @@ NOT_DIALECT = {
     "test_scheduling": "WordPress's cron and the post's date, one request at a time",
     "test_scripts": "shell scripts' output, no ledger",
     "test_secrets_canary": "what is logged and answered, one process",
+    "test_soak_checker": "the soak's checker and schedule on made-up histories, no ledger",
     "test_state_names": "a scan of gateway/'s source for spelled states, no ledger",
     "test_tenant_shares": "the fair shares' in-memory counters, no ledger",
     "test_terms": "categories and tags in WordPress, one request at a time",

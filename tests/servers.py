@@ -85,15 +85,17 @@ class Server:
         sweep_interval: float = 0,
         wp_timeout: float | None = None,
         threads: int | None = None,
+        port: int | None = None,
     ) -> Server:
         """Start ``gateway serve`` (``workers``/``threads`` None: its defaults, as shipped);
         ``wp_timeout`` (seconds) overrides the constructor's for this process only, for a call
-        that must reach its crash point after WordPress answers."""
-        port = free_port()
+        that must reach its crash point after WordPress answers; ``port`` None: a free one
+        (a restart after :meth:`kill` may give the same one again)."""
+        port = port or free_port()
         env = {**self.env, "GATEWAY_CRASH_POINTS": crash_point}
         if wp_timeout is not None:
             env["GATEWAY_WP_TIMEOUT"] = str(wp_timeout)
-        log = open(self.workdir / f"serve-{port}.log", "wb")  # noqa: SIM115
+        log = open(self.workdir / f"serve-{port}.log", "ab")  # noqa: SIM115 - a restart adds
         self.process = subprocess.Popen(
             [
                 *gateway_command(),

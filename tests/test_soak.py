@@ -1,131 +1,214 @@
-"""A bounded soak run: many distinct jobs through real ``gateway serve`` workers while about
-one WordPress write in ten meets an injected fault of a mixed kind. Afterwards WordPress holds
-exactly one post and three attachments per job, and one sweep leaves nothing UNKNOWN.
+"""The soak, in the spirit of Jepsen: n8n-like clients run jobs (the job, three images, the
+draft) through several ``gateway serve`` processes on a private PostgreSQL cluster, the test
+WordPress behind the fault proxy, while a nemesis (``tests/nemesis.py``) SIGKILLs and restarts
+gateway processes and the cluster's postmaster, SIGSTOPs a process for a few seconds, makes
+WordPress unreachable and answers WordPress calls with drops, delays, 500/502, throttles, a
+firewall's HTML 403 and PHP notices. Then it heals, sweeps once (``gateway reconcile``),
+re-runs every workflow that did not finish, sweeps again, and the checker
+(``tests/soak_checker.py``) counts duplicates, lost objects, rows left open, stuck jobs and
+5xx answers the contract does not allow: each must be 0.
 
-Size: ``SOAK_JOBS`` (default 200)."""
+The clients start jobs until the schedule is done, so a run lasts as long on a fast machine
+as on a slow one. One line says what ran and what was found, with the seed that replays the
+schedule: ``SOAK_SEED`` (default: a new one each run), ``SOAK_SECONDS`` (the schedule's gaps,
+default 60), ``SOAK_JOBS`` (at most, default 200), ``SOAK_NODES`` (gateway processes, default
+3); a long run: docs/testing.md.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import subprocess
+import signal
+import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
+from nemesis import Fleet
+from nemesis import Nemesis
+from nemesis import schedule
+from private_postgres import PrivatePostgres
+from private_postgres import postgres_bin
 from servers import Server
-from support import SITE_NAME
-from support import draft_body
-from support import gateway_command
+from soak_checker import check
+from soak_checker import documented_problems
+from soak_checker import ledger_rows
+from soak_checker import left_open
+from soak_checker import objects_by_key
+from soak_checker import objects_by_title
+from soak_clients import Client
+from soak_clients import Job
+from support import gateway_cli_ok
 from support import new_job_id
-from support import op_key
-from support import png_bytes
-
-from gateway_tools.fault_proxy import Fault
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.soak]
-WRITES = {"media": r"^/wp-json/wp/v2/media/?$", "draft": r"^/wp-json/wp/v2/posts/?$"}
-SLOTS = ("hero", "one", "two")
+CLIENTS = 4  # workflows at once
 
 
-def random_fault(rng: random.Random) -> Fault:
-    """One fault of a mixed kind on the next create call of a random kind."""
-    path = WRITES[rng.choice(list(WRITES))]
-    kind = rng.choice(
-        [
-            "drop_response",
-            "status_after_forward",
-            "delay",
-            "php_notice",
-            "throttle",
-            "status_without_forward",
-        ]
-    )
-    extra = {
-        "status_after_forward": {"status": rng.choice([500, 502])},
-        "status_without_forward": {"status": 500},
-        "delay": {"seconds": 4.0},
-        "throttle": {"status": rng.choice([429, 503])},
-    }.get(kind, {})
-    return Fault(kind=kind, method="POST", path=path, times=1, **extra)
+def _setting(name: str, default: str) -> str:
+    return os.environ.get(name) or default
 
 
-def run_job(server: Server, proxy, rng: random.Random, job_id: str) -> bool:
-    """The n8n pipeline for one job; True when its draft ended CONFIRMED."""
-    server.retry("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1})
-    for slot in SLOTS:
-        if rng.random() < 0.1:
-            proxy.add_fault(random_fault(rng))
-        image = png_bytes(tuple(rng.randrange(256) for _ in range(3)), 2)
-        server.retry(
-            "PUT",
-            f"/v1/jobs/{job_id}/media/{slot}",
-            tries=5,
-            files={"file": (f"{slot}.png", image)},
-        )
-    if rng.random() < 0.1:
-        proxy.add_fault(random_fault(rng))
-    body = draft_body(
-        title=f"Soak {job_id}",
-        featured_media={"slot": "hero"},
-        body_media=["one", "two"],
-        content="<p>soak</p>{{media:one}}<p>again</p>{{media:two}}",
-    )
-    answer = server.retry("PUT", f"/v1/jobs/{job_id}/draft", tries=5, json=body)
-    return answer.status_code in (200, 201)
+@pytest.fixture
+def interruptible():
+    """SIGTERM (a timeout's, an operator's ``kill``) interrupts the test as Ctrl-C does, so
+    that the finalizers still kill every process the soak started."""
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():  # signals: main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
-def test_soak_mixed_faults_leave_no_duplicate_and_nothing_unknown(
-    wp_site, ledger_url, tmp_path, proxy, gw
-):
-    size = int(os.environ.get("SOAK_JOBS", "200"))
-    rng = random.Random(20261129)
-    # 3 s WordPress timeout: the faults' retries (tries=5, then a re-run) absorb a slow answer
-    server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url, wp_timeout=3).start(
-        workers=4
-    )
+@pytest.fixture
+def private_postgres(interruptible):
+    """A private PostgreSQL cluster, up; every process of it killed and its folder removed
+    after the test, whatever happened."""
+    bindir = postgres_bin()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server binaries (initdb) on this machine")
+    cluster = PrivatePostgres(bindir)
+    try:
+        cluster.create().start()
+        yield cluster
+    finally:
+        cluster.destroy()  # raises if a process of it survived
+
+
+@pytest.fixture
+def fleet(wp_site, proxy, private_postgres, tmp_path):
+    """``SOAK_NODES`` ``gateway serve`` processes (one worker each, a background sweep every
+    5 s) on the private ledger, the site at the fault proxy; every process they ever were
+    killed after the test, checked."""
+    # 3 s WordPress timeout: the nemesis's 4 s delays become UNKNOWN rows to reconcile
+    base = Server(wp_site, private_postgres.url, tmp_path, site_url=proxy.url, wp_timeout=3)
+    nodes = int(_setting("SOAK_NODES", "3"))
+    started = Fleet(base, nodes, tmp_path, workers=1, sweep_interval=5)
+    try:
+        yield started
+    finally:
+        started.destroy()
+        left = started.leftovers()
+        assert not left, f"gateway processes left: {left}"
+
+
+def test_soak_under_a_nemesis(fleet, private_postgres, proxy, wp_site, record_property):
+    seed = int(_setting("SOAK_SEED", str(random.SystemRandom().randrange(10**6))))
+    most, seconds = int(_setting("SOAK_JOBS", "200")), float(_setting("SOAK_SECONDS", "60"))
+    rng = random.Random(seed)
+    events = schedule(rng, seconds, len(fleet.nodes))
+    run = f"soak{seed}r{uuid.uuid4().hex[:6]}"  # the titles' token: unique to this run
+    jobs = [Job(new_job_id(), run, rng.random()) for _ in range(most)]
+    client = Client(fleet.urls, fleet.headers, deadline=120, abandon=0.1)
+    nemesis = Nemesis(events, fleet, private_postgres, proxy)
     started = time.monotonic()
     try:
-        job_ids = [new_job_id() for _ in range(size)]
-        seeds = [rng.random() for _ in job_ids]
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            done = list(
-                pool.map(
-                    lambda pair: run_job(server, proxy, random.Random(pair[1]), pair[0]),
-                    zip(job_ids, seeds, strict=True),
-                )
-            )
-        proxy.clear_faults()
-        for job_id, ok in zip(job_ids, done, strict=True):  # what recover_job + a re-run would do
-            if not ok:
-                run_job(server, proxy, random.Random(0), job_id)
-        sweep = subprocess.run(
-            [*gateway_command(), "reconcile", "--older-than", "0"],
-            env=server.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-        counts = json.loads(sweep.stdout)
-        report = server.call("GET", "/v1/jobs?status=unknown&limit=500").json()
+        fleet.start_all()
+        nemesis.run()
+        jobs = _run_all(client, jobs, nemesis)
+        unfinished = sum(not job.finished() for job in jobs)
+        nemesis.heal()
+        counts = _sweep(fleet)
+        swept = ledger_rows(private_postgres.url)
+        unknown = [key for key, state, _ in swept if state == "UNKNOWN"]
+        open_rows, absent = left_open(swept, objects_by_key(wp_site, unknown), counts)
+        for job in jobs:  # what recover_job and a re-run would do
+            if not job.finished():
+                client.run(job, phase="final")
+        _sweep(fleet)
+        statuses = _job_statuses(fleet)
+        rows = ledger_rows(private_postgres.url)
     finally:
-        server.kill()
-    draft_keys = [op_key(j, "draft") for j in job_ids]
-    media_keys = [op_key(j, "media", s) for j in job_ids for s in SLOTS]
-    keys = draft_keys + media_keys
-    objects = [o for i in range(0, len(keys), 50) for o in gw.lookup(keys[i : i + 50])]
-    posts = [o for o in objects if o["type"] == "post"]
-    attachments = [o for o in objects if o["type"] == "attachment"]
-    faults = sum(1 for r in proxy.requests if r.fault_kind)
-    elapsed = time.monotonic() - started
-    print(
-        f"\nsoak: {size} jobs, {faults} faults injected, {len(posts)} posts, "
-        f"{len(attachments)} attachments, sweep {counts}, {elapsed:.1f} s"
+        nemesis.halt()
+    keys = [key for job in jobs for key in job.keys().values()]
+    wordpress = objects_by_key(wp_site, keys), objects_by_title(wp_site, run)
+    verdict = check(jobs, client.answers, rows, open_rows, statuses, wordpress,
+                    documented_problems())  # fmt: skip
+    fives = sum(1 for a in client.answers if (a.status or 0) >= 500)
+    line = (
+        f"soak: seed={seed} jobs={len(jobs)} nodes={len(fleet.nodes)} {_events(nemesis.applied)} "
+        f"unfinished={unfinished} proven_absent={absent} answers={len(client.answers)} "
+        f"(5xx {fives}) {verdict.counts()} {time.monotonic() - started:.0f}s; "
+        f"replay: SOAK_SEED={seed} SOAK_JOBS={most} SOAK_SECONDS={seconds:g}"
     )
-    assert faults > 0
-    assert len(posts) == size and len({o["operation_key"] for o in posts}) == size
-    assert len(attachments) == 3 * size
-    assert len({o["operation_key"] for o in attachments}) == 3 * size
-    assert report["jobs"] == []
+    print("\n" + line)
+    record_property("soak", line)
+    assert nemesis.applied, line
+    assert verdict.ok(), "\n".join([line, *verdict.findings[:40], *nemesis.log])
+
+
+def _run_all(client: Client, jobs: list, nemesis: Nemesis) -> list:
+    """The jobs' workflows, ``CLIENTS`` at once, each client starting the next job until the
+    nemesis's schedule is done (or the jobs run out): the run lasts as long as the schedule
+    on a fast machine and a slow one alike. Returns the jobs started. On an error or an
+    interrupt the running workflows stop at their next attempt."""
+    queue, started, lock = iter(jobs), [], threading.Lock()
+
+    def work() -> None:
+        while not (nemesis.done.is_set() or client.halted.is_set()):
+            with lock:
+                job = next(queue, None)
+                if job is None:
+                    return
+                started.append(job)
+            client.run(job)
+
+    pool = ThreadPoolExecutor(max_workers=CLIENTS)
+    try:
+        for future in [pool.submit(work) for _ in range(CLIENTS)]:
+            future.result()
+    finally:
+        client.halted.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        client.halted.clear()
+    return started
+
+
+def _events(applied) -> str:
+    """The nemesis's events as applied, for the summary line."""
+    kills = applied["kill-gateway"] + applied["kill-postgres"]
+    faults = applied["wordpress-fault"] + applied["wordpress-partition"]
+    return (
+        f"kills={kills} (gateway {applied['kill-gateway']}, postgres {applied['kill-postgres']}) "
+        f"stops={applied['stop-gateway']} faults={faults}"
+    )
+
+
+def _sweep(fleet: Fleet) -> dict:
+    """``gateway reconcile --older-than 0`` until no site was busy (the nodes' own sweeps
+    hold its slots at times); its counts."""
+    for _ in range(10):
+        counts = json.loads(gateway_cli_ok(["reconcile", "--older-than", "0"], fleet.nodes[0].env))
+        if not counts["site_busy"]:
+            break
+        time.sleep(1)
+    return counts
+
+
+def _job_statuses(fleet: Fleet) -> dict:
+    """{job id: status} of every job of the tenant (GET /v1/jobs, every page)."""
+    statuses, after = {}, None
+    while True:
+        answer = requests.get(
+            fleet.urls[0] + "/v1/jobs",
+            params={"limit": 500, **({"after": after} if after else {})},
+            headers=fleet.headers,
+            timeout=60,
+        )
+        answer.raise_for_status()
+        page = answer.json()
+        statuses.update({job["job_id"]: job["status"] for job in page["jobs"]})
+        after = page["next_after"]
+        if not after:
+            return statuses
