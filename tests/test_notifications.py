@@ -150,6 +150,7 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         ("scheduled", "Post 7 of job {} (version 1) was approved and is scheduled to publish."),
         ("published", "Post 7 of job {} (version 1) was approved and is published already."),
     ],
+    ids=["approval_pending", "scheduled", "published"],
 )
 def test_ready_for_approval_says_where_the_job_is(offline_gw, phase, told):
     """A late or repeated ``ready_for_approval`` (a workflow re-run after the post went
