@@ -96,7 +96,7 @@ def _initial(column: moves.StateColumn, value) -> bool:
     if value is UNRESOLVED:
         return states.SET in column.initial
     if value is None:
-        return False
+        return None in column.initial
     return column.kind(value) in column.initial
 
 

@@ -336,8 +336,16 @@ def test_requests_only_a_person_decides_become_review_items(gw, standin):
     [cua_result] = standin.events(sid, "agent.session.input.computer_use_approval_request_result")
     assert cua_result["request_id"] == cua["request_id"]
     assert cua_result["response"] == {"type": "browser_origin_access", "decision": "deny"}
+    # the decision that stands, sent again: its answer again, nothing answered twice
     again = _editor_resolve(gw, editor, by_type[name]["review_id"], "dismiss")
-    assert again.status_code == 409 and problem_slug(again) == "review-decided"
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    again = _editor_resolve(gw, editor, by_type["mcp_approval_request"]["review_id"], "approve")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json()["operation"]["operation_key"].endswith(mcp["request_id"])
+    assert len(standin.events(sid, "agent.session.input.mcp_approval_request_result")) == 1
+    other = _editor_resolve(gw, editor, by_type["mcp_approval_request"]["review_id"], "deny")
+    assert other.status_code == 409 and problem_slug(other) == "review-decided"
+    assert other.get_json()["decision"] == "approve"
     assert [a.type for a in standin.session(sid).required_actions] == ["environment_connection"]
 
 

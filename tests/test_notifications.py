@@ -143,6 +143,26 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         assert [n["idempotency_key"] for n in listed.get_json()["notifications"]] == [key]
 
 
+@pytest.mark.parametrize(
+    ("phase", "told"),
+    [
+        ("approval_pending", "Draft 7 of job {} (version 1) is verified and waits for approval."),
+        ("scheduled", "Post 7 of job {} (version 1) was approved and is scheduled to publish."),
+        ("published", "Post 7 of job {} (version 1) was approved and is published already."),
+    ],
+    ids=["approval_pending", "scheduled", "published"],
+)
+def test_ready_for_approval_says_where_the_job_is(offline_gw, phase, told):
+    """A late or repeated ``ready_for_approval`` (a workflow re-run after the post went
+    live) is decided, but its text never says that a live post waits for approval."""
+    job_id = new_job_id()
+    assert offline_gw.put_job(job_id).status_code == 201
+    set_phase(offline_gw, job_id, phase)
+    answer = notify(offline_gw, job_id, "ready_for_approval")
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["text"] == told.format(job_id)
+
+
 def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(offline_gw):
     """A receiver's 404 is a definite refusal: counted, the next pass waits out the back-off
     (nothing sent), and the GATEWAY_NOTIFICATION_MAX_REFUSALS-th refusal makes it REFUSED:

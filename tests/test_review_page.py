@@ -520,7 +520,7 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     browser.execute_script("arguments[0].scrollIntoView()", card)
     _shot(browser, "1-draft-awaiting-approval")
     flashed = _submit(browser, candidates[0].find_element(By.CSS_SELECTOR, "button.same-as"))
-    assert "resolved: same as post" in flashed and "CONFIRMED" in flashed, flashed
+    assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
     assert not browser.find_elements(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')
 
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')

@@ -52,14 +52,31 @@ def _leave(context) -> None:
 
 def _review(app, kind="suspected_duplicate", detail=None, **fields) -> int:
     with app.app_context(), database.connection_context():
+        fields.setdefault("job_id", new_job_id())
+        fields.setdefault("operation_key", f"acme/{new_job_id()}/v1/draft")
         return Review.create(
-            tenant="acme",
-            job_id=new_job_id(),
-            operation_key=f"acme/{new_job_id()}/v1/draft",
-            kind=kind,
-            detail=detail or {"suspects": [{"id": 7}]},
-            **fields,
+            tenant="acme", kind=kind, detail=detail or {"suspects": [{"id": 7}]}, **fields
         ).id
+
+
+def _one_applied(answers) -> dict:
+    """The body of the one decision applied among racing ``answers``: every other racer got
+    409 ``review-decided`` naming it, or, arriving once it was applied with the same
+    decision, its answer again (200, ``Idempotent-Replayed: true``)."""
+    applied = [a for a in answers if a.status_code == 200 and not _replayed(a)]
+    assert len(applied) == 1, [(a.status_code, a.get_json()) for a in answers]
+    winner = applied[0].get_json()
+    for other in (a for a in answers if a is not applied[0]):
+        if other.status_code == 200:
+            assert _replayed(other) and other.get_json()["review"] == winner["review"]
+        else:
+            assert other.status_code == 409 and problem_slug(other) == "review-decided"
+            assert other.get_json()["resolved_by"] == winner["review"]["resolved_by"]
+    return winner
+
+
+def _replayed(answer) -> bool:
+    return answer.headers.get("Idempotent-Replayed") == "true"
 
 
 def _claim_in_thread(app, review_id: int, editor: str, barrier: threading.Barrier):
@@ -151,13 +168,9 @@ def test_two_editors_dismissing_an_agent_action_one_wins(app, client):
 
     with ThreadPoolExecutor(RACERS) as pool:
         answers = list(pool.map(decide, names))
-    statuses = sorted(a.status_code for a in answers)
-    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
-    winner = next(a for a in answers if a.status_code == 200).get_json()["review"]
+    winner = _one_applied(answers)["review"]
     for lost in (a for a in answers if a.status_code == 409):
-        problem = lost.get_json()
-        assert problem_slug(lost) == "review-decided" and problem["decision"] == "dismiss"
-        assert problem["resolved_by"] == winner["resolved_by"]
+        assert lost.get_json()["decision"] == "dismiss"
     assert winner["status"] == states.REVIEW_RESOLVED
     assert winner["detail"]["reason"] == "not ours"
 
@@ -204,10 +217,8 @@ def test_editors_racing_an_agents_approval_answer_it_once(agent_gw):
 
     with ThreadPoolExecutor(RACERS) as pool:
         answers = list(pool.map(decide, editors))
-    statuses = sorted(a.status_code for a in answers)
-    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
+    _one_applied(answers)
     for lost in (a for a in answers if a.status_code == 409):
-        assert problem_slug(lost) == "review-decided"
         assert lost.get_json()["decision"] == "approve"
     kind = "agent.session.input.mcp_approval_request_result"
     assert len(standin.events(sid, kind)) == 1
@@ -272,19 +283,17 @@ def test_editors_racing_same_as_make_one_wordpress_write(gwp, proxy, suspected):
 
     with ThreadPoolExecutor(RACERS) as pool:
         answers = list(pool.map(decide, editors))
-    statuses = sorted(a.status_code for a in answers)
-    assert statuses == [200] + [409] * (RACERS - 1), [a.get_json() for a in answers]
-    winner = next(a for a in answers if a.status_code == 200).get_json()
+    winner = _one_applied(answers)
     assert winner["operation"]["state"] == "CONFIRMED"
     assert winner["operation"]["remote_id"] == suspect
     for lost in (a for a in answers if a.status_code == 409):
-        problem = lost.get_json()
-        assert problem_slug(lost) == "review-decided", problem
-        assert (problem["decision"], problem["resolved_by"]) == (
-            "same_as",
-            winner["review"]["resolved_by"],
-        )
+        assert (lost.get_json()["decision"], lost.get_json()["post_id"]) == ("same_as", suspect)
     assert _key_writes(proxy, suspect) == 1
+    again = _same_as(gwp, review_id, suspect, editors[-1])  # a retry whose answer was lost
+    assert again.status_code == 200 and _replayed(again), again.get_json()
+    replayed = again.get_json()["operation"]
+    assert (replayed["state"], replayed["remote_id"]) == ("CONFIRMED", suspect)
+    assert _key_writes(proxy, suspect) == 1  # nothing written again
     assert gwp.lookup(winner["operation"]["operation_key"])[0]["id"] == suspect
 
 
@@ -337,3 +346,103 @@ def test_a_decision_whose_write_fails_gives_the_item_back(gwp, proxy, suspected)
     assert decided.status_code == 200, decided.get_json()
     assert decided.get_json()["review"]["resolved_by"] == "test-editor-2"
     assert _key_writes(proxy, suspect) == 1
+
+
+# --------------------------------------------------------------------------- the same again
+
+
+def _operation_review(app, job_id: str) -> int:
+    """A suspected duplicate of job ``job_id``'s draft (suspect: post 7), its operation
+    UNKNOWN: ``distinct`` decides it without a WordPress call."""
+    from gateway.ledger.models import Operation
+
+    key = f"acme/{job_id}/v1/draft"
+    with app.app_context(), database.connection_context():
+        Operation.create(
+            operation_key=key,
+            tenant="acme",
+            job_id=job_id,
+            task_version=1,
+            action="draft",
+            request_hash="0" * 64,
+        )
+    return _review(app, job_id=job_id, operation_key=key)
+
+
+def test_the_decision_that_stands_sent_again_is_its_answer_again(offline_gw):
+    """An n8n retry of a decision whose answer was lost, or a second editor agreeing:
+    200 with the stored answer and ``Idempotent-Replayed: true``; another decision is
+    still 409 ``review-decided`` naming the one that stands."""
+    review_id = _operation_review(offline_gw.app, new_job_id())
+    first, second = offline_gw.make_token("editor"), offline_gw.make_token("editor")
+    path = f"/v1/reviews/{review_id}/resolve"
+    decided = offline_gw.client.post(
+        path, json={"decision": "distinct"}, headers=offline_gw.headers(first)
+    )
+    assert decided.status_code == 200 and not _replayed(decided), decided.get_json()
+    for token in (first, second):
+        again = offline_gw.client.post(
+            path, json={"decision": "distinct"}, headers=offline_gw.headers(token)
+        )
+        assert again.status_code == 200 and _replayed(again), again.get_json()
+        assert again.get_json() == decided.get_json()
+    other = offline_gw.client.post(
+        path, json={"decision": "same_as", "post_id": 7}, headers=offline_gw.headers(second)
+    )
+    assert other.status_code == 409 and problem_slug(other) == "review-decided"
+    problem = other.get_json()
+    assert (problem["decision"], problem["review_status"]) == ("distinct", "resolved")
+    assert problem["resolved_by"] == decided.get_json()["review"]["resolved_by"]
+
+
+def test_a_decision_being_applied_is_no_replay_yet(app):
+    """The same decision while the first is still being applied (``deciding``) may yet
+    fail and be given back: 409, not its answer."""
+    from gateway.core.config import Config
+    from gateway.editorial import resolution
+
+    review_id = _operation_review(app, new_job_id())
+    with app.app_context(), database.connection_context():
+        reviews.claim(reviews.get_open("acme", review_id), "distinct", None, "ed1", 60)
+        with pytest.raises(exc.ReviewDecided) as raised:
+            resolution.resolve_review(Config(), "acme", review_id, "distinct", None, "ed1")
+        assert raised.value.extensions["review_status"] == states.REVIEW_DECIDING
+
+
+def _page_session(gw, token: str):
+    from test_review_page import _csrf
+    from test_review_page import _sign_in
+
+    client = gw.app.test_client()
+    assert _sign_in(client, token).status_code == 303
+    return client, _csrf(client.get("/review"))
+
+
+def test_the_page_shows_a_claim_and_words_the_decision_that_stands(offline_gw):
+    """The review page says an item is being decided (by whom, since when) instead of
+    offering its buttons, and words a losing or repeated decision with its own labels."""
+    review_id = _operation_review(offline_gw.app, new_job_id())
+    client, csrf = _page_session(offline_gw, offline_gw.make_token("editor"))
+    with offline_gw.app.app_context(), database.connection_context():
+        claimed = reviews.claim(reviews.get_open("acme", review_id), "same_as", 7, "ed1", 60)
+    page = client.get("/review").get_data(as_text=True)
+    item = page[page.index(f'id="review-{review_id}"') :]
+    assert "“Same as post #7”, being decided by ed1 since" in item
+    assert 'class="same-as"' not in item and 'class="secondary distinct"' not in item
+
+    form = {"decision": "distinct", "csrf_token": csrf}
+    path = f"/review/reviews/{review_id}/resolve"
+    lost = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
+    stands = "was not changed: “Same as post #7”, being decided by ed1 since"
+    assert f"Review item {review_id} {stands}" in lost, lost
+    assert "same_as" not in lost and "deciding" not in lost  # no internal words
+
+    with offline_gw.app.app_context(), database.connection_context():
+        reviews.release(claimed)
+    decided = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
+    assert f"Review item {review_id} resolved: Distinct" in decided, decided
+    again = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
+    assert "resolved: Distinct" in again and "already decided so" in again, again
+    other = {"decision": "same_as", "post_id": "7", "csrf_token": csrf}
+    lost = client.post(path, data=other, follow_redirects=True).get_data(as_text=True)
+    assert "was not changed: “Distinct”, decided by test-editor on" in lost, lost

@@ -116,6 +116,26 @@ def test_every_declared_column_is_scanned_and_its_default_is_an_initial_value():
         assert default is None or column.kind(default) in column.initial, column.name
 
 
+def test_declare_refuses_a_default_that_is_no_initial_value(monkeypatch):
+    """``moves.declare`` itself refuses a column whose plain default an INSERT leaving it
+    out would write, unless it is among ``initial`` (None and callables are not judged)."""
+    import peewee
+
+    monkeypatch.setattr(moves, "_DECLARED", {})  # a registry of this test's own
+
+    class Door(peewee.Model):
+        state = peewee.TextField(default="ajar")
+        opened = peewee.TextField(null=True)
+
+    table = {"shut": frozenset({"open"}), "open": frozenset(), "ajar": frozenset()}
+    with pytest.raises(ValueError, match="default 'ajar' is not initial"):
+        moves.declare(Door, "state", table, owner="tests", initial=("shut",))
+    assert moves.declared() == ()
+    state = moves.declare(Door, "state", table, owner="tests", initial=("shut", "ajar"))
+    opened = moves.declare(Door, "opened", moves.SET_ONCE, owner="tests", initial=())
+    assert moves.declared() == (state, opened) and state.initial == {"shut", "ajar"}
+
+
 def test_no_state_is_written_outside_the_mover():
     found = []
     for path in sorted((ROOT / "gateway").rglob("*.py")):

@@ -55,6 +55,7 @@ from gateway.core.states import NEEDS_ATTENTION
 from gateway.core.states import PENDING
 from gateway.core.states import PUBLISHED
 from gateway.core.states import READY_FOR_APPROVAL
+from gateway.core.states import SCHEDULED
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger import unique
@@ -73,9 +74,11 @@ ACTION = "notify"  # the action part of the key; its registry entry is at the en
 SCHEMES = frozenset({"http", "https"})
 ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
 _wake = threading.Event()  # set when this process decides a notification
-# The phase a job must have reached for the event to be true.
+# The phase a job must have reached for the event to be true: ready for approval once in front
+# of editors, and still after (a late or repeated call, e.g. a re-run of a workflow whose post
+# was approved and published meanwhile: its text then says where the job is, :func:`_text`).
 DUE_PHASES = {
-    READY_FOR_APPROVAL: (APPROVAL_PENDING, PUBLISHED),
+    READY_FOR_APPROVAL: (APPROVAL_PENDING, SCHEDULED, PUBLISHED),
     PUBLISHED: (PUBLISHED,),
 }
 
@@ -131,7 +134,12 @@ def key_of(job: Job, event: str) -> str:
 
 
 def _text(job: Job, event: str, reason: str | None) -> str:
+    """The sentence editors read, true for the job's phase when the event is decided."""
     version = f"job {job.job_id} (version {job.task_version})"
+    if event == READY_FOR_APPROVAL and job.phase == SCHEDULED:
+        return f"Post {job.post_id} of {version} was approved and is scheduled to publish."
+    if event == READY_FOR_APPROVAL and job.phase == PUBLISHED:
+        return f"Post {job.post_id} of {version} was approved and is published already."
     if event == READY_FOR_APPROVAL:
         return f"Draft {job.post_id} of {version} is verified and waits for approval."
     if event == PUBLISHED:

@@ -67,6 +67,7 @@ EXTENSIONS = (
     "decision",
     "resolved_by",
     "review_status",
+    "resolved_at",
 )
 
 HEADERS = {
@@ -103,6 +104,8 @@ class Contract:
         problems: problem slugs particular to this operation.
         fenced: a side-effect call (X-Fencing-Token, cancellation, ``FENCED`` problems).
         replays: a ledger operation (``Idempotent-Replayed`` on 200, ``LEDGER`` problems).
+        replay_header: ``Idempotent-Replayed`` on a 200 that repeats a stored outcome, without
+            being a ledger operation (a review's decision sent again).
         query: query parameters ``{name: JSON Schema}``.
         form: review page form fields (``application/x-www-form-urlencoded`` + CSRF token).
         media_type: the success body's media type.
@@ -116,6 +119,7 @@ class Contract:
     problems: tuple[str, ...] = ()
     fenced: bool = False
     replays: bool = False
+    replay_header: bool = False
     query: dict | None = None
     form: tuple[str, ...] | None = None
     media_type: str = "application/json"
@@ -325,6 +329,7 @@ OPERATIONS: dict[str, Contract] = {
     "POST /v1/reviews/{review_id}/resolve": Contract(
         body="review_resolve",
         returns="ReviewResolution",
+        replay_header=True,
         problems=(
             "not-found",
             "review-decided",

@@ -310,7 +310,7 @@ def _success(status: int, contract: Contract, echo: dict) -> dict:
     if status == 303:
         return {"description": "See Other: the review page (or its sign-in)", "headers": echo}
     headers = dict(echo)
-    if contract.replays and status == 200:
+    if (contract.replays or contract.replay_header) and status == 200:
         headers["Idempotent-Replayed"] = {"$ref": "#/components/headers/Idempotent-Replayed"}
     schema = (
         {"$ref": f"#/components/schemas/{contract.returns}"}

@@ -75,6 +75,8 @@ PUBLISHED_WORDS = {
     "future": states.SCHEDULED,
     "private": "published privately",
 }
+# the members of a 409 review-decided, in review_board.standing_words's order
+DECIDED_MEMBERS = ("decision", "post_id", "resolved_by", "review_status", "resolved_at")
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -244,7 +246,7 @@ def index():
     return render_template(
         "review.html",
         principal=g.principal,
-        items=review_board.open_items(tenant),
+        items=review_board.open_items(tenant, config().inflight_window),
         pending=review_board.pending_operations(tenant),
         failed=review_board.failed_operations(tenant),
         cards=review_board.awaiting_approval(
@@ -291,20 +293,27 @@ def resolve(review_id: int):
     if request.form.get("reason"):
         body["reason"] = request.form["reason"]
     validation.validate("review_resolve", body)
-    result = resolution.resolve_review(
-        config(),
-        g.principal.tenant,
-        review_id,
-        body["decision"],
-        body.get("post_id"),
-        g.principal.name,
-        body.get("reason"),
-    )
-    state = (result["operation"] or {}).get("state", "no answer needed")
-    what = {"same_as": f"same as post {body.get('post_id')}", "distinct": "distinct posts"}.get(
-        body["decision"], body["decision"]
-    )
-    flash(f"Review {review_id} resolved: {what} (operation now {state}).", "info")
+    try:
+        resolved = resolution.resolve_review(
+            config(),
+            g.principal.tenant,
+            review_id,
+            body["decision"],
+            body.get("post_id"),
+            g.principal.name,
+            body.get("reason"),
+        )
+    except exc.ReviewDecided as error:  # in the page's words, not the API's
+        stands = review_board.standing_words(
+            *(error.extensions.get(name) for name in DECIDED_MEMBERS)
+        )
+        flash(f"Review item {review_id} was not changed: {stands}.", "error")
+        return _back()
+    review = resolved.body["review"]
+    state = (resolved.body["operation"] or {}).get("state", "no answer needed")
+    what = review_board.decision_label(review["decision"], review["post_id"])
+    again = " (already decided so: nothing written)" if resolved.replayed else ""
+    flash(f"Review item {review_id} resolved: {what} (operation now {state}){again}.", "info")
     return _back()
 
 

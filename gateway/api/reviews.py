@@ -25,9 +25,10 @@ def list_reviews():
 @roles("editor", "admin")
 def resolve(review_id: int):
     """``{"decision": "same_as", "post_id"}``, ``{"decision": "distinct"}``, or for an agent's
-    request ``{"decision": "approve" | "deny" | "dismiss", "reason"}``."""
+    request ``{"decision": "approve" | "deny" | "dismiss", "reason"}``. 200 with the resolution;
+    the decision that stands sent again: 200 with ``Idempotent-Replayed: true``."""
     body = json_body("review_resolve")
-    return resolution.resolve_review(
+    resolved = resolution.resolve_review(
         config(),
         g.principal.tenant,
         review_id,
@@ -36,3 +37,6 @@ def resolve(review_id: int):
         g.principal.name,
         body.get("reason"),
     )
+    # the decision that stood already: its answer again, marked as such (docs/api.md)
+    headers = {"Idempotent-Replayed": "true"} if resolved.replayed else {}
+    return resolved.body, 200, headers

@@ -17,6 +17,7 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.registry import Registry
 from gateway.core.registry import UnknownName
+from gateway.core.states import REVIEW_RESOLVED
 from gateway.editorial import reviews
 from gateway.jobs import records
 from gateway.ledger.models import Operation
@@ -38,6 +39,16 @@ class Decider:
 
     decisions: tuple[str, ...]
     decide: Callable[..., dict]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer to a decision: ``body`` ([ReviewResolution]: ``review``, ``operation``) and
+    ``replayed``: True when the decision was the one that stood already (nothing was written;
+    the API answers 200 with ``Idempotent-Replayed: true``)."""
+
+    body: dict
+    replayed: bool = False
 
 
 class UnknownDecider(UnknownName):
@@ -75,8 +86,8 @@ def resolve_review(
     post_id: int | None,
     editor: str,
     reason: str | None = None,
-) -> dict:
-    """Apply an editor's decision on a review item.
+) -> Resolution:
+    """Apply an editor's decision on a review item and return the answer.
 
     ``same_as``: the operation's object is ``post_id``: write the identifier onto it (when
     the companion plugin is present and it lacks one), read it back and record CONFIRMED, so
@@ -90,18 +101,26 @@ def resolve_review(
     after the request is checked and before anything is written for it: of two editors
     deciding one item at once, one applies its decision, the other gets 409
     ``review-decided`` and nothing is written for it. A decision whose write fails gives the
-    claim back (the item is ``open`` again) and raises.
+    claim back (the item is ``open`` again) and raises. The decision that stands already
+    (resolved: the same ``decision`` and, for ``same_as``, ``post_id``; whoever sends it, e.g.
+    a client retrying a request whose answer was lost) is answered with the item and its
+    operation as they are now, :attr:`Resolution.replayed`, nothing written.
 
     Raises:
         NotFound: no review ``review_id`` for ``tenant``.
-        ReviewDecided (409): another decision stands (being applied, or resolved).
+        ReviewDecided (409): another decision stands (being applied, or resolved), or this
+            one is still being applied.
         ValidationFailed (422): ``post_id`` is not one of the review item's candidates.
         ForeignObject (409): the object is not provably this operation's
             (:func:`gateway.operations.ownership.check_adoptable`); nothing is written, the review
             stays open.
         WordPressRefused / WordPressUnavailable: the identifier could not be written.
     """
-    review = reviews.get_open(tenant, review_id)
+    review = reviews.get(tenant, review_id)
+    if reviews.stands(review, decision, post_id):
+        return _replay(review)
+    if review.status == REVIEW_RESOLVED:
+        raise reviews.decided(review)
     decider = decider_for(review.kind) if review.kind in _deciders else None
     allowed = decider.decisions if decider is not None else OPERATION_DECISIONS
     if decision not in allowed:
@@ -113,14 +132,30 @@ def resolve_review(
         post_id = None  # an agent's request is about no WordPress object
     elif decision == "same_as":
         reviews.check_candidate(review, post_id)
-    claimed = reviews.claim(review, decision, post_id, editor, config.inflight_window)
+    try:
+        claimed = reviews.claim(review, decision, post_id, editor, config.inflight_window)
+    except exc.ReviewDecided:
+        current = reviews.get(tenant, review_id)  # resolved meanwhile: by this very decision?
+        if reviews.stands(current, decision, post_id):
+            return _replay(current)
+        raise
     try:
         if decider is not None:
-            return decider.decide(config, claimed, decision, reason, editor)
-        return _decide_operation(config, claimed, decision, post_id)
+            return Resolution(decider.decide(config, claimed, decision, reason, editor))
+        return Resolution(_decide_operation(config, claimed, decision, post_id))
     except BaseException:
         _give_back(claimed)
         raise
+
+
+def _replay(review) -> Resolution:
+    """The answer of the decision that stands on ``review``: the item and the row of its
+    operation key now (an agent's request: its ``*_result`` row; none for a dismissed
+    reconnection)."""
+    log.info("review %s: %s again: it stands (%s)", review.id, review.decision, review.resolved_by)
+    row = Operation.get_or_none(Operation.operation_key == review.operation_key)
+    body = {"review": reviews.review_view(review), "operation": row.as_dict() if row else None}
+    return Resolution(body, replayed=True)
 
 
 def _decide_operation(config: Config, claimed, decision: str, post_id: int | None) -> dict:

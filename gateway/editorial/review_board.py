@@ -110,10 +110,38 @@ def agent_request(detail: dict) -> dict:
     return {"type": kind, "what": what, "decisions": detail.get("decisions") or []}
 
 
-def open_items(tenant: str) -> list[dict]:
+def decision_label(decision: str | None, post_id: int | None = None) -> str:
+    """A decision as the page's buttons name it: ``Same as post #1109``, ``Distinct``,
+    ``Approve``..."""
+    if decision == reviews.SAME_AS:
+        return f"Same as post #{post_id}"
+    return (decision or "?").replace("_", " ").capitalize()
+
+
+def standing_words(
+    decision: str | None,
+    post_id: int | None,
+    resolved_by: str | None,
+    review_status: str | None,
+    resolved_at: dt.datetime | str | None,
+) -> str:
+    """The decision that stands on a review item, for editors (the members of a 409
+    ``review-decided``, or of the item): ``"Same as post #1109", being decided by ed1 since
+    6 Dec 2026, 03:58 UTC`` while it is applied, ``... decided by ed2 on ...`` once done."""
+    label = decision_label(decision, post_id)
+    if review_status == states.REVIEW_DECIDING:
+        return f"“{label}”, being decided by {resolved_by} since {previews.minute(resolved_at)}"
+    return f"“{label}”, decided by {resolved_by} on {previews.minute(resolved_at)}"
+
+
+def open_items(tenant: str, window: float | None = None) -> list[dict]:
     """Open review items of ``tenant`` with the operation's intended title and the
-    candidate posts (title, date, status, public link and wp-admin edit link)."""
+    candidate posts (title, date, status, public link and wp-admin edit link). An item whose
+    decision is being applied (``deciding``) carries ``claim``: :func:`standing_words`, while
+    its claim is younger than ``window`` seconds by the database's clock (the in-flight
+    window; an older claim may be taken over, so the item is decided as an open one)."""
     items = reviews.list_open(tenant)
+    since = db.db_now() - dt.timedelta(seconds=window) if window is not None else None
     keys = [item["operation_key"] for item in items]
     rows = {r.operation_key: r for r in Operation.select().where(Operation.operation_key << keys)}
     sites = _site_urls(tenant)
@@ -133,7 +161,19 @@ def open_items(tenant: str) -> list[dict]:
             item["agent_request"] = agent_request(item["detail"])
         for candidate in item["candidates"]:
             candidate["edit_link"] = edit_link(site_url, candidate["id"])
+        item["claim"] = _fresh_claim(item, since)
     return items
+
+
+def _fresh_claim(item: dict, since: dt.datetime | None) -> str | None:
+    if item["status"] != states.REVIEW_DECIDING:
+        return None
+    claimed = dt.datetime.fromisoformat(item["resolved_at"]).replace(tzinfo=None)
+    if since is not None and claimed <= since:
+        return None  # left by a process that died: the next decider takes it over
+    return standing_words(
+        item["decision"], item["post_id"], item["resolved_by"], item["status"], claimed
+    )
 
 
 def pending_operations(tenant: str) -> list[dict]:

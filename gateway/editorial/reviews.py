@@ -43,6 +43,7 @@ from gateway.ledger.models import REVIEW_STATUS
 from gateway.ledger.models import Review
 
 log = logging.getLogger(__name__)
+SAME_AS = "same_as"  # the decision that names a post (``post_id``): the item's object is it
 
 
 def list_open(tenant: str) -> list[dict]:
@@ -73,6 +74,18 @@ def review_view(review: Review) -> dict:
     }
 
 
+def get(tenant: str, review_id: int) -> Review:
+    """The review ``review_id`` of ``tenant``, whatever its status.
+
+    Raises:
+        NotFound: no such review for this tenant.
+    """
+    review = Review.get_or_none(Review.id == review_id, Review.tenant == tenant)
+    if review is None:
+        raise exc.NotFound(f"no open review {review_id}")
+    return review
+
+
 def get_open(tenant: str, review_id: int) -> Review:
     """The review ``review_id`` of ``tenant``, not yet resolved (``open``, or ``deciding``:
     :func:`claim` decides whether that claim may be taken over).
@@ -81,23 +94,34 @@ def get_open(tenant: str, review_id: int) -> Review:
         NotFound: no such review for this tenant.
         ReviewDecided (409): it was resolved already (the decision that stands).
     """
-    review = Review.get_or_none(Review.id == review_id, Review.tenant == tenant)
-    if review is None:
-        raise exc.NotFound(f"no open review {review_id}")
+    review = get(tenant, review_id)
     if review.status == REVIEW_RESOLVED:
         raise decided(review)
     return review
 
 
+def stands(review: Review, decision: str, post_id: int | None) -> bool:
+    """True when ``decision`` (with ``post_id`` for ``same_as``) is the decision ``review``
+    was resolved with: the same request again, whoever sends it (a retry whose first answer
+    was lost), answered with the stored outcome instead of 409. A decision still being
+    applied (``deciding``) does not stand yet."""
+    if review.status != REVIEW_RESOLVED or review.decision != decision:
+        return False
+    return decision != SAME_AS or review.post_id == post_id
+
+
 def decided(review: Review) -> exc.ReviewDecided:
-    """The 409 ``review-decided`` naming the decision on ``review`` that stands (``decision``,
-    ``resolved_by``, ``review_status``: ``deciding`` while it is applied, or ``resolved``)."""
+    """The 409 ``review-decided`` naming the decision on ``review`` that stands (``decision``
+    with its ``post_id``, ``resolved_by``, ``review_status``: ``deciding`` while it is applied,
+    or ``resolved``; ``resolved_at``: since when it is claimed, or when it was applied)."""
     return exc.ReviewDecided(
         f"review {review.id} is {review.status}: {review.decision} by {review.resolved_by}",
         review_id=review.id,
         decision=review.decision,
+        post_id=review.post_id,
         resolved_by=review.resolved_by,
         review_status=review.status,
+        resolved_at=db.rfc3339(review.resolved_at),
     )
 
 

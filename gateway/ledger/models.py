@@ -569,7 +569,11 @@ JOB_CANCELLED = moves.declare(
     Job, "cancelled", states.CANCEL_MOVES, owner="gateway.jobs.records", initial=(False,)
 )
 AGENT_STOP = moves.declare(
-    AgentSession, "stopped_reason", states.STOP_MOVES, owner="gateway.agents.stops"
+    AgentSession,
+    "stopped_reason",
+    states.STOP_MOVES,
+    owner="gateway.agents.stops",
+    initial=(None,),  # not stopped
 )
 APPROVAL_REVOKED = moves.declare(
     Approval, "revoked_at", moves.SET_ONCE, owner="gateway.editorial.approvals"
@@ -582,7 +586,13 @@ WORKER_PAUSE = moves.declare(
     owner="gateway.agents.openai_key",
     initial=(states.SET,),
 )
-JOB_PHASE = moves.declare(Job, "phase", states.PHASE_MOVES, owner="gateway.jobs.records")
+JOB_PHASE = moves.declare(
+    Job,
+    "phase",
+    states.PHASE_MOVES,
+    owner="gateway.jobs.records",
+    initial=(None,),  # no phase yet
+)
 REVIEW_STATUS = moves.declare(
     Review,
     "status",

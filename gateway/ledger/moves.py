@@ -20,8 +20,9 @@ Two kinds of column:
 
 In a table, :data:`SET` stands for any value the table does not name (a lease's owner: held;
 a stop's reason), and as an ``expect`` it matches ``IS NOT NULL``. ``initial`` names the
-values an INSERT may write (none: the INSERT leaves the column to its default, which must be
-one of them); the AST test allows an INSERT of the column only with one of them.
+values an INSERT may write (``None`` among them: NULL, e.g. a job with no phase yet); the
+column's default, when it is a plain value, must be one of them (:func:`declare` checks it);
+the AST test allows an INSERT of the column only with one of them.
 
 Each owning module keeps its own rules (fencing, delivery claims, token rotation) and calls
 :func:`move` with them as extra conditions (``where``: column equalities; ``when``: peewee
@@ -119,8 +120,10 @@ def declare(model, column: str, moves: Mapping, owner: str, initial=()) -> State
     Raises:
         ValueError: the column is declared already (a registry refuses a taken name), or a
             to-state of ``moves`` is neither a key of ``moves`` nor a final state listed as
-            one (a typo would otherwise be a state nothing can leave), or an initial value is
-            not a state of ``moves``.
+            one (a typo would otherwise be a state nothing can leave), an initial value is
+            not a state of ``moves``, or the field's default (a plain value, not None nor a
+            callable) is not one of ``initial`` when ``initial`` is given (an INSERT that
+            leaves the column out writes it).
     """
     key = (model, column)
     if key in _DECLARED:
@@ -134,6 +137,10 @@ def declare(model, column: str, moves: Mapping, owner: str, initial=()) -> State
     if initial - set(moves):
         raise ValueError(f"{model.__name__}.{column}: {set(initial) - set(moves)} not a state")
     declared_column = StateColumn(model, column, moves, owner, initial)
+    default = declared_column._field.default
+    if initial and default is not None and not callable(default):
+        if declared_column.kind(default) not in initial:
+            raise ValueError(f"{model.__name__}.{column}: its default {default!r} is not initial")
     _DECLARED[key] = declared_column
     return declared_column
 
