@@ -210,7 +210,7 @@ def perform(
                 # the lookup failed for now while another request's send is still in flight:
                 # that send settles it, so the caller hears "in progress", as when nothing was
                 # found (a page that needs a person, e.g. a firewall's 403, is still said)
-                in_flight = _in_flight(target, row)
+                in_flight = in_flight_problem(target, row)
                 if in_flight is None or not unknown.retryable:
                     raise
                 raise in_flight from unknown
@@ -219,7 +219,7 @@ def perform(
             row = _reload(row)
             if row.state not in (SENT, UNKNOWN):
                 continue
-            _check_resend_allowed(target, row, effect)
+            check_resend_allowed(target, row, effect)
         if target.fencing_token is not None:  # a newer grant may have come since the claim
             leases.check_fencing(target.job, target.fencing_token)
         # past the budget: 429 before any write (the spend refuses and the claim rolls back)
@@ -280,7 +280,7 @@ def _stored_refusal(row: Operation) -> exc.GatewayError:
     )
 
 
-def _in_flight(target: Target, row: Operation) -> exc.GatewayError | None:
+def in_flight_problem(target: Target, row: Operation) -> exc.GatewayError | None:
     """409 ``operation-in-progress`` (``Retry-After``: the rest of the in-flight window) when
     ``row`` is SENT and was sent less than the in-flight window ago, else None."""
     window = in_flight_window(target)
@@ -294,10 +294,18 @@ def _in_flight(target: Target, row: Operation) -> exc.GatewayError | None:
     return None
 
 
-def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
-    """Absence is proven at once with the guard (or for idempotent updates); otherwise only
-    after the in-flight window, and only when no suspected duplicate exists."""
-    in_flight = _in_flight(target, row)
+def check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
+    """Refuse to act on the absence of SENT/UNKNOWN ``row`` (its lookup found nothing) until
+    it is proven: absence is proven at once with the guard (or for idempotent updates);
+    otherwise only after the in-flight window, and only when no suspected duplicate exists
+    (:func:`gateway.operations.duplicates.check_suspected_duplicates`).
+
+    Raises:
+        OperationInProgress (409): ``row`` is in flight, or its window has not passed.
+        NeedsReview (409): a post with the same title may be this operation's.
+        OutcomeUnknown / WordPressUnavailable (503): the title search could not run.
+    """
+    in_flight = in_flight_problem(target, row)
     if in_flight is not None:
         raise in_flight
     window = in_flight_window(target)
