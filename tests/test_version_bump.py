@@ -6,7 +6,9 @@ SQLite pass only (``support.transport_param``), the SQL being the same on Postgr
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from support import call_count
@@ -17,6 +19,8 @@ from support import new_job_id
 from support import op_key
 from support import problem_slug
 from support import xmlrpc_only
+
+from gateway.operations import perform
 
 pytestmark = pytest.mark.wordpress
 
@@ -137,3 +141,35 @@ def test_without_a_lookup_a_same_title_post_waits_for_an_editor(gwp, proxy):
     assert call_count(proxy, "rest", "create_post", forwarded=True) == 1
     (review,) = gwp.job(job_id).get_json()["reviews"]
     assert review["operation_key"] == v1_key and review["kind"] == "suspected_duplicate"
+
+
+def test_a_request_of_the_old_version_sends_nothing_after_the_bump(gw, monkeypatch):
+    """An n8n re-run of v1's draft has claimed its key but not sent when the job is bumped and
+    v2's draft runs (real threads, one ledger connection each): v1's send claim finds the job
+    at v2 and sends nothing (409 ``stale-task-version``), v2 creates the job's one post."""
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    prepared, go = threading.Event(), threading.Event()
+    real = perform.crash_point
+
+    def pause_v1(config, name):  # v1's claim is committed, its send claim not yet made
+        if name == "after_prepared" and not prepared.is_set():
+            prepared.set()
+            assert go.wait(60)
+        real(config, name)
+
+    monkeypatch.setattr(perform, "crash_point", pause_v1)
+    with ThreadPoolExecutor(1) as pool:
+        v1 = pool.submit(gw.put_draft, job_id, draft_body(title=f"Race {job_id} one"))
+        assert prepared.wait(60)
+        assert gw.put_job(job_id, task_version=2).status_code == 200
+        v2 = gw.put_draft(job_id, draft_body(title=f"Race {job_id} two"))
+        go.set()
+        v1 = v1.result(timeout=60)
+    assert v2.status_code == 201, v2.get_json()
+    assert v1.status_code == 409 and problem_slug(v1) == "stale-task-version", v1.get_json()
+    assert v1.get_json()["task_version"] == 2
+    (post,) = job_posts(gw, job_id)
+    assert post["id"] == v2.get_json()["post_id"] == gw.job(job_id).get_json()["post_id"]
+    rows = rows_by_key(gw, job_id)
+    assert rows[op_key(job_id, "draft")]["state"] == "PREPARED"  # never sent
