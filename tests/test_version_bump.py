@@ -17,6 +17,7 @@ from support import draft_body
 from support import hide_companion
 from support import new_job_id
 from support import op_key
+from support import png_bytes
 from support import problem_slug
 from support import xmlrpc_only
 
@@ -173,3 +174,34 @@ def test_a_request_of_the_old_version_sends_nothing_after_the_bump(gw, monkeypat
     assert post["id"] == v2.get_json()["post_id"] == gw.job(job_id).get_json()["post_id"]
     rows = rows_by_key(gw, job_id)
     assert rows[op_key(job_id, "draft")]["state"] == "PREPARED"  # never sent
+
+
+def test_the_same_image_under_a_new_version_reuses_an_unknown_upload(gwp, proxy):
+    """v1's upload of slot ``hero`` is written but its answer is lost and its lookup fails.
+    After the bump the same bytes are refused (503, naming v1's key) while v1 cannot be looked
+    up; once it can, v1's attachment is CONFIRMED and reused: one attachment for the slot."""
+    job_id = new_job_id()
+    v1_key = op_key(job_id, "media", "hero")
+    v2_key = op_key(job_id, "media", "hero", version=2)
+    image = png_bytes((3, 140, 60))
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.add_fault(call_fault("rest", "upload", "drop_response", times=1))
+    proxy.add_fault(call_fault("rest", "lookup", "status_without_forward", times=None))
+    v1 = gwp.put_media(job_id, "hero", image, "hero.png")
+    assert v1.status_code == 503 and problem_slug(v1) == "outcome-unknown", v1.get_json()
+    assert gwp.put_job(job_id, task_version=2).status_code == 200
+
+    refused = gwp.put_media(job_id, "hero", image, "hero.png")
+    problem = refused.get_json()
+    assert refused.status_code == 503 and problem["operation_key"] == v1_key, problem
+    assert call_count(proxy, "rest", "upload", forwarded=True) == 1
+
+    proxy.clear_faults()
+    v2 = gwp.put_media(job_id, "hero", image, "hero.png")
+    assert v2.status_code in (200, 201), v2.get_json()
+    assert call_count(proxy, "rest", "upload", forwarded=True) == 1
+    (found,) = gwp.lookup([v1_key, v2_key])
+    assert found["type"] == "attachment" and v2.get_json()["media_id"] == found["id"]
+    rows = rows_by_key(gwp, job_id)
+    assert rows[v1_key]["state"] == rows[v2_key]["state"] == "CONFIRMED"
+    assert rows[v1_key]["remote_id"] == rows[v2_key]["remote_id"] == found["id"]
