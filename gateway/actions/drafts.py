@@ -28,6 +28,7 @@ from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
+from gateway.operations import earlier_versions
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import refusals
@@ -356,6 +357,8 @@ def put_draft(target: Target, body: dict) -> Outcome:
     media = records.confirmed_media(job) if names_media(body) else {}  # read once per request
     featured, body_ids, content = resolve_media(job, body, media)
     previous = _previous_draft(job)
+    if previous is None and job.task_version > 1:
+        previous = _settle_earlier_create(target)  # lookups only: 503/409 before any write
     update_of = previous.remote_id if previous is not None else None
     if update_of is not None:  # an update (sent again on reconciliation too): not into trash
         check_not_trashed(target, update_of)  # before a tag is created or the post written
@@ -441,6 +444,35 @@ def _previous_draft(job) -> Operation | None:
     if job.task_version <= 1:
         return None
     return latest_draft(job, below_version=job.task_version)
+
+
+def _settle_earlier_create(target: Target) -> Operation | None:
+    """Before the job's post is created under a new task version while an earlier version's
+    create is SENT or UNKNOWN: look each such row up, newest first
+    (:func:`gateway.operations.earlier_versions.settle`). Found: the row is CONFIRMED and
+    settled on the job (its post id), and its post is the one this version updates (returned).
+    Proven absent: the next row; None when every one is, and this version creates. An older
+    row left UNKNOWN behind a newer create was proven absent before that create was sent.
+
+    Raises:
+        OutcomeUnknown / WordPressUnavailable (503), OperationInProgress, NeedsReview,
+            ForeignObject (409): the earlier write is not settled; nothing was written.
+    """
+    job = target.job
+    earlier = Operation.select().where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.action == ACTION,
+        Operation.task_version < job.task_version,
+    )
+    for row in earlier_versions.unsettled(earlier):
+        if (row.intent or {}).get("update_of"):
+            continue  # an update of a post whose create is CONFIRMED: nothing to create
+        outcome = earlier_versions.settle(target, row, rebuild(target, row))
+        if outcome is not None:
+            settle_and_attach(target, outcome.row)  # an earlier version: the post id only
+            return latest_draft(job, below_version=job.task_version)
+    return None
 
 
 def latest_draft(job, below_version: int | None = None) -> Operation | None:

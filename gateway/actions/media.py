@@ -28,6 +28,7 @@ from gateway.jobs import guards
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import Operation
+from gateway.operations import earlier_versions
 from gateway.operations import perform
 from gateway.operations import refusals
 from gateway.operations import registry
@@ -258,6 +259,7 @@ def put_media(
     if answered is not None:  # also after a switch of transport
         return answered
     sent = {k: v for k, v in fields.items() if v is not None}
+    _settle_earlier_uploads(target, key, slot, sha)  # lookups only: 503/409 before any write
     updated = _update_metadata(target, key, slot, digest, sha, name, sent, alive)
     if updated is not None:
         return updated
@@ -376,6 +378,35 @@ def _update_metadata(
     return perform.perform(target, key, digest, effect, slot=slot)
 
 
+def _settle_earlier_uploads(target: Target, key: str, slot: str, sha: str) -> None:
+    """The same bytes under a new task version while an earlier version's upload of them to
+    ``slot`` is SENT or UNKNOWN: look it up first
+    (:func:`gateway.operations.earlier_versions.settle`), so that a found attachment is
+    CONFIRMED and reused (:func:`_update_metadata`) instead of uploaded a second time, and a
+    proven absent one is uploaded. Other bytes make a new attachment anyway: nothing is read
+    for them; nor at task version 1, nor once ``key`` has a row (:func:`perform.perform`
+    decides).
+
+    Raises:
+        OutcomeUnknown / WordPressUnavailable (503), OperationInProgress, NeedsReview,
+            ForeignObject (409): the earlier upload is not settled; nothing was written.
+    """
+    job = target.job
+    if job.task_version <= 1 or Operation.select().where(Operation.operation_key == key).exists():
+        return
+    earlier = Operation.select().where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.action == ACTION,
+        Operation.slot == slot,
+        Operation.task_version < job.task_version,
+    )
+    for row in earlier_versions.unsettled(earlier):
+        intent = row.intent or {}
+        if intent.get("sha256") == sha and not intent.get("update_of"):
+            earlier_versions.settle(target, row, rebuild(target, row))
+
+
 def _confirmed_of_slot_query(target: Target, slot: str, *more):
     """The query of the slot's CONFIRMED media rows of the job (and ``more`` conditions),
     newest first."""
@@ -444,6 +475,7 @@ def put_media_from_url(
     }
     sent = {k: v for k, v in fields.items() if v is not None}
     intent["metadata"] = sent
+    _settle_earlier_uploads(target, key, slot, intent["sha256"])
     updated = _update_metadata(target, key, slot, digest, intent["sha256"], name, sent, alive)
     if updated is not None:  # the same bytes as an earlier version: no second upload
         return updated

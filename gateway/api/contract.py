@@ -29,6 +29,7 @@ LEDGER = (
     "wordpress-unavailable",
     "budget-exhausted",
     "site-busy",
+    "stale-task-version",  # the job was bumped while the request waited to send
 )
 
 # Extension members some problems carry (gateway.core.exceptions.GatewayError(**extensions)).

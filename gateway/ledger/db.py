@@ -137,6 +137,15 @@ def is_postgres() -> bool:
     return isinstance(database.obj, PostgresqlDatabase)
 
 
+def shared_lock(query):
+    """``query`` (a peewee select) taking a shared lock on the rows it reads until the
+    transaction ends, so that a statement deciding on them cannot straddle a concurrent
+    UPDATE of them: ``FOR SHARE`` on PostgreSQL (a row updated meanwhile is read again in its
+    committed version and the condition checked on that); SQLite serialises every writer, so
+    the query as it is there."""
+    return query.for_update("FOR SHARE") if is_postgres() else query
+
+
 def atomic():
     """A write transaction. SQLite takes the write lock up front (``BEGIN IMMEDIATE``) so
     that two workers never both read-then-upgrade and deadlock."""

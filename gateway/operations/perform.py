@@ -19,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from peewee import fn
+
 from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import logs
@@ -210,7 +212,7 @@ def perform(
                 # the lookup failed for now while another request's send is still in flight:
                 # that send settles it, so the caller hears "in progress", as when nothing was
                 # found (a page that needs a person, e.g. a firewall's 403, is still said)
-                in_flight = _in_flight(target, row)
+                in_flight = in_flight_problem(target, row)
                 if in_flight is None or not unknown.retryable:
                     raise
                 raise in_flight from unknown
@@ -219,13 +221,16 @@ def perform(
             row = _reload(row)
             if row.state not in (SENT, UNKNOWN):
                 continue
-            _check_resend_allowed(target, row, effect)
+            check_resend_allowed(target, row, effect)
         if target.fencing_token is not None:  # a newer grant may have come since the claim
             leases.check_fencing(target.job, target.fencing_token)
         # past the budget: 429 before any write (the spend refuses and the claim rolls back)
         before = (row.state, row.sent_at)
         if _claim_send(target, row):
             return _send(target, row, effect, before)  # the row as this sender committed it
+        stale = _stale_version(target, row)
+        if stale is not None:
+            raise stale
         row = _reload(row)  # another request won the claim; look again
     raise exc.OperationInProgress(
         "another request is working on this operation",
@@ -238,12 +243,15 @@ def perform(
 def _claim_send(target: Target, row: Operation) -> bool:
     """Move ``row`` to SENT and spend one write attempt of the job's budget, in one
     transaction: only the request that won the send spends, and a refusal (429
-    ``budget-exhausted``) leaves the row as it was."""
+    ``budget-exhausted``) leaves the row as it was. The move also requires the job to be still
+    at the row's task version (:func:`_same_version`): a request that read the job before a
+    bump sends nothing of the old version after it."""
     job = target.job
     with db.atomic():
         won = _transition(
             row,
             SENT,
+            when=(_same_version(job, row),),
             attempts=row.attempts + 1,
             sent_at=db.utcnow(),
             credential_version=target.site.credential_version,
@@ -252,6 +260,31 @@ def _claim_send(target: Target, row: Operation) -> bool:
         if won:
             budgets.spend(target.config, job.tenant, job.job_id, budgets.WRITE_ATTEMPTS)
     return won
+
+
+def _same_version(job: Job, row: Operation):
+    """The condition "``job`` is still at ``row``'s task version", as a peewee expression read
+    under a shared lock (:func:`gateway.ledger.db.shared_lock`): of a send claim and a version
+    bump (``PUT /v1/jobs/{job_id}``, :func:`gateway.jobs.records.put_job`) racing, one commits
+    first, so a new version's draft either sees the old version's create SENT (and settles it
+    first, :mod:`gateway.operations.earlier_versions`) or that create is never sent."""
+    current = Job.select(Job.id).where(Job.id == job.id, Job.task_version == row.task_version)
+    return fn.EXISTS(db.shared_lock(current))
+
+
+def _stale_version(target: Target, row: Operation) -> exc.GatewayError | None:
+    """409 ``stale-task-version`` when the job moved past ``row``'s task version (a bump
+    while this request waited to send: nothing was sent), else None."""
+    current = Job.select(Job.task_version).where(Job.id == target.job.id).scalar()
+    if current is None or current == row.task_version:
+        return None
+    return exc.StaleTaskVersion(
+        f"job {row.job_id} moved to task_version {current} while this request of task_version "
+        f"{row.task_version} waited to send: nothing was sent; send it under the new version",
+        task_version=current,
+        operation_key=row.operation_key,
+        ledger_state=row.state,
+    )
 
 
 def never_sent(row: Operation) -> bool:
@@ -280,7 +313,7 @@ def _stored_refusal(row: Operation) -> exc.GatewayError:
     )
 
 
-def _in_flight(target: Target, row: Operation) -> exc.GatewayError | None:
+def in_flight_problem(target: Target, row: Operation) -> exc.GatewayError | None:
     """409 ``operation-in-progress`` (``Retry-After``: the rest of the in-flight window) when
     ``row`` is SENT and was sent less than the in-flight window ago, else None."""
     window = in_flight_window(target)
@@ -294,10 +327,18 @@ def _in_flight(target: Target, row: Operation) -> exc.GatewayError | None:
     return None
 
 
-def _check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
-    """Absence is proven at once with the guard (or for idempotent updates); otherwise only
-    after the in-flight window, and only when no suspected duplicate exists."""
-    in_flight = _in_flight(target, row)
+def check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None:
+    """Refuse to act on the absence of SENT/UNKNOWN ``row`` (its lookup found nothing) until
+    it is proven: absence is proven at once with the guard (or for idempotent updates);
+    otherwise only after the in-flight window, and only when no suspected duplicate exists
+    (:func:`gateway.operations.duplicates.check_suspected_duplicates`).
+
+    Raises:
+        OperationInProgress (409): ``row`` is in flight, or its window has not passed.
+        NeedsReview (409): a post with the same title may be this operation's.
+        OutcomeUnknown / WordPressUnavailable (503): the title search could not run.
+    """
+    in_flight = in_flight_problem(target, row)
     if in_flight is not None:
         raise in_flight
     window = in_flight_window(target)
