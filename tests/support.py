@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -702,3 +703,22 @@ class TokenMemory:
     async def set_client_info(self, client_info):
         self.client = client_info
         self.on_secret("client secret", client_info.client_secret)
+
+
+def in_thread(function, *args):
+    """Run ``function`` as a fresh process would: on a new thread (no thread-local WordPress
+    session, no peewee connection state, no context variables of an earlier life)."""
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = function(*args)
+        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
+            result["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -35,6 +35,7 @@ from support import SITE_NAME
 from support import TENANT
 from support import Gateway
 from support import draft_body
+from support import in_thread
 from support import new_job_id
 from support import op_key
 from support import png_bytes
@@ -65,25 +66,6 @@ BLOCK_HTML = '<div class="pack"><a href="https://example.com/walk">Walk pack</a>
 
 
 # --------------------------------------------------------------------------- one "process"
-
-
-def in_thread(function, *args):
-    """Run ``function`` as a fresh process would: on a new thread (no thread-local WordPress
-    session, no peewee connection state, no context variables of an earlier life)."""
-    result: dict = {}
-
-    def run():
-        try:
-            result["value"] = function(*args)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
-            result["error"] = error
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 def worth_retrying(answer) -> bool:

@@ -22,6 +22,7 @@ from support import SITE_NAME
 from support import TENANT
 from support import Gateway
 from support import draft_body
+from support import in_thread
 from support import new_job_id
 from support import op_key
 from support import png_bytes
@@ -64,25 +65,6 @@ def _config(app):
 # --------------------------------------------------------------------------- a dead request
 
 
-def _in_thread(function, *args):
-    """Run ``function`` as a fresh process would: on a new thread (no peewee connection
-    state or context variables of an earlier life); its exception is raised here."""
-    result: dict = {}
-
-    def run():
-        try:
-            result["value"] = function(*args)
-        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
-            result["error"] = error
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
 def _request(action: str, job_id: str):
     if action == "media":
         return lambda gw: gw.put_media(job_id, "hero", png_bytes((30, 160, 90), 3))
@@ -114,7 +96,7 @@ def test_a_request_dead_before_sending_is_settled_and_its_retry_sends_once(
         gw = Gateway(app, app.test_client(), wp_site)
         assert gw.put_job(job_id).status_code == 201
         with pytest.raises(SimulatedCrash, match="after_prepared"):
-            _in_thread(send, gw)
+            in_thread(send, gw)
         crashes.stop()  # a new process on the same ledger, without the crash point
         db.close_all()
         sites.forget_companion()
