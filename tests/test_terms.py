@@ -299,3 +299,27 @@ def test_one_category_name_under_two_parents_is_422_until_the_parent_chooses(gw,
     answer = gw.put_draft(other, by_id)
     assert answer.status_code == 201, answer.get_json()
     assert gw.wp_post(answer.get_json()["post_id"])["categories"] == [under_politics["id"]]
+
+
+def test_a_tag_left_unknown_by_an_earlier_version_is_created_for_the_new_one(gwp, proxy):
+    """A term row is site-scoped (one per site and name, shared by jobs and their versions),
+    so a version bump never makes it stale: the v1 draft's tag creation meets a 503 page from
+    in front of WordPress (nothing created, the row UNKNOWN); after the bump to v2 the v2
+    draft looks the tag up, finds it absent, and creates it once under the same row - not
+    409 ``stale-task-version``, which only a job-scoped row of an old version earns."""
+    name = f"Bumped tag {uuid.uuid4().hex[:10]}"
+    tags = r"^/wp-json/wp/v2/tags/?$"
+    proxy.add_fault(Fault(kind="status_without_forward", status=503, method="POST", path=tags))
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    first = gwp.put_draft(job_id, draft_body(title=f"Bumped {job_id}", tags=[name]))
+    assert first.status_code >= 500, first.get_json()
+    key = f"{TENANT}/site/{SITE_NAME}/term/post_tag/{name.lower()}"
+    assert {r["operation_key"]: r for r in gwp.operations(job_id)}[key]["state"] != "CONFIRMED"
+    assert gwp.put_job(job_id, task_version=2).status_code == 200
+    second = gwp.put_draft(job_id, draft_body(title=f"Bumped {job_id}", tags=[name]))
+    assert second.status_code == 201, second.get_json()
+    created = _terms_named(gwp, "tags", name)
+    assert len(created) == 1
+    assert gwp.wp_post(second.get_json()["post_id"])["tags"] == [created[0]["id"]]
+    assert proxy.count(method="POST", path=tags, forwarded=True) == 1

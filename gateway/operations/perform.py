@@ -251,7 +251,7 @@ def _claim_send(target: Target, row: Operation) -> bool:
         won = _transition(
             row,
             SENT,
-            when=(_same_version(job, row),),
+            when=_same_version(job, row),
             attempts=row.attempts + 1,
             sent_at=db.utcnow(),
             credential_version=target.site.credential_version,
@@ -262,19 +262,38 @@ def _claim_send(target: Target, row: Operation) -> bool:
     return won
 
 
-def _same_version(job: Job, row: Operation):
-    """The condition "``job`` is still at ``row``'s task version", as a peewee expression read
-    under a shared lock (:func:`gateway.ledger.db.shared_lock`): of a send claim and a version
-    bump (``PUT /v1/jobs/{job_id}``, :func:`gateway.jobs.records.put_job`) racing, one commits
+def _same_version(job: Job, row: Operation) -> tuple:
+    """The condition "``job`` is still at ``row``'s task version" (a tuple of one peewee
+    expression; empty for a row not of this job's own: a site-scoped term row, shared by jobs
+    and by their versions, :data:`gateway.operations.registry.SITE`), read under a shared
+    lock (:func:`gateway.ledger.db.shared_lock`): of a send claim and a version bump
+    (``PUT /v1/jobs/{job_id}``, :func:`gateway.jobs.records.put_job`) racing, one commits
     first, so a new version's draft either sees the old version's create SENT (and settles it
     first, :mod:`gateway.operations.earlier_versions`) or that create is never sent."""
+    if not _of_its_version(job, row):
+        return ()
     current = Job.select(Job.id).where(Job.id == job.id, Job.task_version == row.task_version)
-    return fn.EXISTS(db.shared_lock(current))
+    return (fn.EXISTS(db.shared_lock(current)),)
+
+
+def _of_its_version(job: Job, row: Operation) -> bool:
+    """True when ``row`` belongs to one task version of ``job`` (a job-scoped action's row of
+    this job), so a version bump makes it stale; False for a site-scoped row, or one of
+    another job, which no bump of ``job`` makes stale."""
+    if row.job_id != job.job_id:
+        return False
+    try:
+        return registry.for_row(row).scope != registry.SITE
+    except registry.UnknownAction:
+        return False
 
 
 def _stale_version(target: Target, row: Operation) -> exc.GatewayError | None:
     """409 ``stale-task-version`` when the job moved past ``row``'s task version (a bump
-    while this request waited to send: nothing was sent), else None."""
+    while this request waited to send: nothing was sent), else None (also for a row no bump
+    makes stale, :func:`_of_its_version`)."""
+    if not _of_its_version(target.job, row):
+        return None
     current = Job.select(Job.task_version).where(Job.id == target.job.id).scalar()
     if current is None or current == row.task_version:
         return None
