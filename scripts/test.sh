@@ -137,6 +137,7 @@ run_pass sqlite "SQLite ledger, WordPress $FULL_LINE, the whole suite but the so
 if [ -n "$pg_url" ]; then
 	run_pass postgresql "PostgreSQL ledger, WordPress $FULL_LINE, the dialect-dependent tests and the soak" \
 		WP_TEST_SITE_WORDPRESS="$FULL_LINE" GATEWAY_TEST_DATABASE_URL="$pg_url" \
+		SOAK_SEED="${SOAK_SEED:-16}" \
 		-- -n "$WORKERS" -m "(dialect or soak) and not n8n and not fairness" "$@"
 fi
 run_pass "$OTHER_LINE" "SQLite ledger, WordPress $OTHER_LINE, the WordPress-version-dependent tests" \
