@@ -1,7 +1,10 @@
 """A lone tenant's ordinary burst against ``gateway serve`` as shipped: its default
 ``--workers`` and ``--threads``, the fair shares on (gateway/tenancy/tenant_shares.py). A
-tenant alone holds every thread of a worker but the reserve, so 32 clients are served at full
-speed; replays and racers answered by the ledger take no share.
+tenant alone holds every thread of a worker but the reserve, so as many clients as that share
+(31) are served at full speed, without one 429, however granian spreads their connections
+over its workers (it may hand one worker all of them: 32 clients then meet the reserve, and
+when WordPress slows under the load n8n's 5 tries 2 s apart could run out; seen in CI, also
+before issue 51); replays and racers answered by the ledger take no share.
 
 Runs once, in the SQLite pass (``sqlite_pass``): the load is one tenant's against in-memory
 counters; the claims under it race in tests/test_concurrency.py on both ledgers."""
@@ -26,7 +29,7 @@ from gateway_tools.fault_proxy import Fault
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.sqlite_pass]
 POSTS = r"^/wp-json/wp/v2/posts/?$"
-JOBS, CLIENTS, LOST = 200, 32, 40
+JOBS, CLIENTS, LOST = 200, DEFAULT_THREADS - 1, 40  # clients: a lone tenant's share, 31
 TRIES, WAIT = 5, 2.0  # n8n's Retry On Fail as n8n_workflows/ sets it: 5 tries, 2 s apart
 
 
@@ -54,7 +57,7 @@ class Client:
         return None  # the execution fails: its tries ran out
 
 
-def test_200_jobs_from_32_clients_with_lost_answers_are_each_written_once(
+def test_200_jobs_from_31_clients_with_lost_answers_are_each_written_once(
     wp_site, ledger_url, tmp_path, proxy, gw
 ):
     server = Server(wp_site, ledger_url, tmp_path, site_url=proxy.url, wp_timeout=30)
@@ -89,9 +92,7 @@ def test_200_jobs_from_32_clients_with_lost_answers_are_each_written_once(
         o["operation_key"] for i in range(0, JOBS, 50) for o in gw.lookup(keys[i : i + 50])
     )
     assert [k for k in keys if found[k] != 1] == []  # every job's draft written exactly once
-    # a 429 only at the reserve: the worker's every other thread held by this tenant's calls
-    alone_cap = f"{DEFAULT_THREADS - 1} requests in flight"
-    assert [b for b in busy if alone_cap not in b.get("detail", "")] == []
+    assert busy == []  # never a 429: one worker holding every client stays within the share
 
 
 def test_20_identical_drafts_racing_get_no_429(wp_site, ledger_url, tmp_path, proxy, gw):
