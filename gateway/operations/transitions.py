@@ -5,16 +5,16 @@ Three kinds of row move here and nowhere else (``tests/test_transitions.py`` sca
 
 * **operations** (``operation``: every WordPress write, and every agent-session input, whose
   rows are operations too: :mod:`gateway.agents.submissions`): PREPARED -> SENT -> CONFIRMED /
-  FAILED / UNKNOWN, by :data:`OPERATION_MOVES`;
+  FAILED / UNKNOWN, by :data:`gateway.core.states.OPERATION_MOVES`;
 * **notifications** (``notification``): PENDING -> DELIVERED, or REFUSED after
-  ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals, by :data:`NOTIFICATION_MOVES`; one
-  sender at a time holds a delivery claim (``claimed_until``, :func:`claim_delivery`).
+  ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals, by
+  :data:`gateway.core.states.NOTIFICATION_MOVES`; one sender at a time holds a delivery claim (``claimed_until``, :func:`claim_delivery`).
 
 A move is one conditional UPDATE decided by its row count (:func:`move`: the row is in the
 state it was read in, or one of ``expect``; 1 row = this caller moved it, 0 = somebody else
 did first), never read-then-write; a move the table does not allow is a programming error
-(:class:`IllegalMove`), raised before any statement. A claim is an insert-or-get on the
-operation key (:func:`claim`, :func:`gateway.ledger.unique.insert_or_get`). Claims' expiry
+(:class:`gateway.ledger.moves.IllegalMove`), raised before any statement. A claim is an
+insert-or-get on the operation key (:func:`claim`, :func:`gateway.ledger.unique.insert_or_get`). Claims' expiry
 (a notification's delivery claim, an agent input's in-flight window) is judged by the
 database's clock (:func:`gateway.ledger.db.db_now`), as leases are.
 
@@ -31,8 +31,6 @@ from __future__ import annotations
 import datetime as dt
 
 from gateway.core.states import NOT_CONFIRMED as NOT_CONFIRMED
-from gateway.core.states import NOTIFICATION_MOVES as NOTIFICATION_MOVES
-from gateway.core.states import OPERATION_MOVES as OPERATION_MOVES
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
 from gateway.ledger import db
@@ -46,7 +44,6 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
-from gateway.ledger.moves import IllegalMove as IllegalMove
 from gateway.ledger.rows import OperationRow
 
 
