@@ -8,14 +8,15 @@ Three kinds of row move here and nowhere else (``tests/test_transitions.py`` sca
   FAILED / UNKNOWN, by :data:`gateway.core.states.OPERATION_MOVES`;
 * **notifications** (``notification``): PENDING -> DELIVERED, or REFUSED after
   ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals, by
-  :data:`gateway.core.states.NOTIFICATION_MOVES`; one sender at a time holds a delivery claim (``claimed_until``, :func:`claim_delivery`).
+  :data:`gateway.core.states.NOTIFICATION_MOVES`; one sender at a time holds a delivery claim
+  (``claimed_until``, :func:`claim_delivery`).
 
 A move is one conditional UPDATE decided by its row count (:func:`move`: the row is in the
 state it was read in, or one of ``expect``; 1 row = this caller moved it, 0 = somebody else
 did first), never read-then-write; a move the table does not allow is a programming error
 (:class:`gateway.ledger.moves.IllegalMove`), raised before any statement. A claim is an
-insert-or-get on the operation key (:func:`claim`, :func:`gateway.ledger.unique.insert_or_get`). Claims' expiry
-(a notification's delivery claim, an agent input's in-flight window) is judged by the
+insert-or-get on the operation key (:func:`claim`, :func:`gateway.ledger.unique.insert_or_get`).
+Claims' expiry (a notification's delivery claim, an agent input's in-flight window) is judged by the
 database's clock (:func:`gateway.ledger.db.db_now`), as leases are.
 
 This module sits below ``perform``, ``target``, ``ownership`` and ``refusals``: it imports
