@@ -1,14 +1,21 @@
 """The remote MCP listener ``gateway serve`` starts (issue 43): the official SDK's client
 with a gateway token writes exactly one post through it, a call without a token is told where
 the Protected Resource Metadata is (RFC 9728), token-less paths are limited per address, and
-the listener comes back after it dies. One served gateway for the module."""
+the listener comes back after it dies. One served gateway for the module.
+
+Issue 53: slow bodies from several addresses (loopback's 127.0.0.x, each a source address of
+its own) keep neither a new client nor ``/mcp`` waiting, and a loopback peer's
+``X-Forwarded-For`` is ignored without ``GATEWAY_PROXY_HOPS``."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
 import time
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -24,6 +31,8 @@ from support import draft_body
 from support import free_port
 from support import new_job_id
 from support import op_key
+
+from gateway.remote import address_gate
 
 LOG = "gateway.listener.http"  # the listener's request lines
 RATE = 12  # token-less calls per address and minute (GATEWAY_OAUTH_RATE) here
@@ -195,3 +204,129 @@ def test_behind_the_proxy_the_routes_see_the_forwarded_client_address():
 
     anyio.run(gate, scope, nothing, ignore)
     assert seen == [("203.0.113.9", 5000)]
+
+
+def _from(served, source: str) -> http.client.HTTPConnection:
+    """A connection to the listener from the loopback address ``source`` (its own client)."""
+    where = urlsplit(served.mcp)
+    return http.client.HTTPConnection(
+        where.hostname, where.port, timeout=10, source_address=(source, 0)
+    )
+
+
+def _slow_body(served, source: str) -> socket.socket:
+    """A ``POST /token`` from ``source`` whose headers promise a body it never sends."""
+    where = urlsplit(served.mcp)
+    sock = socket.create_connection((where.hostname, where.port), 10, (source, 0))
+    sock.sendall(
+        f"POST /token HTTP/1.1\r\nHost: {where.netloc}\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 4096\r\n\r\n"
+        "grant_type=".encode()
+    )
+    return sock
+
+
+def test_slow_bodies_from_several_addresses_keep_no_new_client_and_no_mcp_call_waiting(served):
+    """Issue 53: 8 addresses x 4 token-less bodies that never end (32: every slot before).
+    A new client's metadata and ``/token`` and a tool list with a token are still answered
+    at once; the bodies hold no slot while they drip."""
+    slow = [
+        _slow_body(served, f"127.0.0.{20 + a}") for a in range(8) for _ in range(4)
+    ]  # fmt: skip
+    try:
+        time.sleep(0.3)  # the listener has every head (it answers nothing before the body)
+        started = time.monotonic()
+        newcomer = _from(served, "127.0.0.40")
+        newcomer.request("GET", "/.well-known/oauth-authorization-server")
+        metadata = newcomer.getresponse()
+        assert metadata.status == 200, metadata.read()
+        metadata.read()
+        form = "grant_type=authorization_code&code=unknown&client_id=unknown&code_verifier=x"
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        newcomer.request("POST", "/token", body=form, headers=headers)
+        token = newcomer.getresponse()
+        assert token.status in (400, 401), (token.status, token.read())
+        assert json.loads(token.read())["error"] in ("invalid_client", "invalid_grant")
+        listed = requests.post(
+            served.mcp,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "Authorization": f"Bearer {served.token}",
+            },
+            timeout=10,
+        )
+        assert listed.status_code == 200, listed.text
+        assert time.monotonic() - started < 2.0
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_without_proxy_hops_a_loopback_peer_is_counted_as_itself_whatever_it_forwards(served):
+    """Issue 53: uvicorn trusted 127.0.0.1's ``X-Forwarded-For`` by default, so a peer there
+    chose its own address (a fresh rate window per request). Without ``GATEWAY_PROXY_HOPS``
+    the TCP peer counts: within ``GATEWAY_OAUTH_RATE`` + 1 requests, a 429."""
+    statuses = []
+    for number in range(RATE + 1):
+        forwarded = {"X-Forwarded-For": f"203.0.113.{number}", "X-Forwarded-Proto": "https"}
+        answer = requests.get(
+            served.mcp.replace("/mcp", "/.well-known/oauth-authorization-server"),
+            headers=forwarded,
+            timeout=10,
+        )
+        statuses.append(answer.status_code)
+        if answer.status_code == 429:
+            break
+    assert statuses[-1] == 429, statuses
+    lines = [json.loads(x) for x in served.logs().splitlines() if x.startswith("{")]
+    clients = {r.get("client") for r in lines if r.get("logger") == LOG}
+    assert "127.0.0.1" in clients and not any(str(c).startswith("203.0.113.") for c in clients)
+
+
+def test_a_token_less_body_has_a_deadline_and_a_size(monkeypatch):
+    """A body that does not end within ``BODY_SECONDS`` of its headers is 408
+    ``body-too-slow`` (with ``Retry-After``), one over ``MAX_BODY`` 413, and neither reaches
+    the app; a whole one does, as it came."""
+    from gateway.core import config
+
+    monkeypatch.setattr(address_gate, "BODY_SECONDS", 0.2)
+    seen, answers = [], []
+
+    async def inner(scope, receive, send):
+        seen.append((await receive())["body"])
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    gate = address_gate.AddressGate(inner, config.load({"GATEWAY_SECRET_KEY": "k"}))
+
+    def sender(started: list):
+        async def send(message):
+            if message["type"] == "http.response.start":
+                started.append((message["status"], dict(message["headers"])))
+
+        return send
+
+    def bodies(*chunks: bytes, stall: bool = False):
+        queue = [{"type": "http.request", "body": c, "more_body": True} for c in chunks[:-1]] + [
+            {"type": "http.request", "body": chunks[-1], "more_body": stall}
+        ]
+
+        async def receive():
+            if queue:
+                return queue.pop(0)
+            await anyio.sleep(60)  # a body that never ends
+
+        return receive
+
+    scope = {"type": "http", "path": "/token", "method": "POST", "client": ("127.0.0.1", 1)}
+    for receive in (
+        bodies(b"grant_", b"type=x", stall=True),
+        bodies(*[b"x" * 16384] * 5),
+        bodies(b"grant_", b"type=x"),
+    ):
+        anyio.run(gate, scope, receive, sender(answers))
+    (slow, slow_headers), (large, _), (whole, _) = answers
+    assert (slow, large, whole) == (408, 413, 204)
+    assert slow_headers[b"retry-after"] == b"1"
+    assert seen == [b"grant_type=x"]

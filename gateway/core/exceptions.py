@@ -256,6 +256,9 @@ TenantBusy = type(
         "__doc__": "The tenant is over its share of a worker (gateway.tenancy.tenant_shares).",
     },
 )
+BodyTooSlow = _problem(
+    "BodyTooSlow", 408, "body-too-slow", "The request's body did not arrive in time", True
+)
 UnauthenticatedRateLimited = _problem(
     "UnauthenticatedRateLimited",
     429,

@@ -232,15 +232,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     provider, hook = authorization_server(cfg, where, options.review_url or where.issuer)
     app = asgi_app(cfg, create_app(), hook, routes=oauth_routes.routes(provider))
     log.info("remote MCP listener at %s (bound to %s:%s)", where.resource, where.host, where.port)
-    # its lines through the gateway's format; no access log (a path may carry OAuth parameters,
-    # and each tool call writes the API's own request line)
-    uvicorn.run(
+    uvicorn.Server(server_config(app, where)).run()
+
+
+def server_config(app, where: mcp_listen.Listener):
+    """uvicorn's configuration for the listener (a ``uvicorn.Config``): bound to
+    ``where.host:where.port``, its lines through the gateway's format, no access log (a path
+    may carry OAuth parameters, and each tool call writes the API's own request line), and
+    **no forwarded headers** (``proxy_headers=False``): uvicorn would otherwise take the
+    client address and scheme from ``X-Forwarded-For``/``-Proto`` of any loopback peer
+    (its default ``forwarded_allow_ips``), although ``GATEWAY_PROXY_HOPS`` is unset.
+    :class:`gateway.remote.address_gate.AddressGate` reads ``X-Forwarded-For`` as
+    ``GATEWAY_PROXY_HOPS`` says; nothing reads the scheme (every URL the listener names is
+    built from ``GATEWAY_PUBLIC_URL``). ``timeout_keep_alive`` (5 s) and h11's 16 KiB cap on
+    an incomplete request head stay uvicorn's defaults."""
+    import uvicorn
+
+    return uvicorn.Config(
         app,
         host=where.host,
         port=where.port,
         log_level="warning",
         log_config=None,
         access_log=False,
+        proxy_headers=False,
     )
 
 
