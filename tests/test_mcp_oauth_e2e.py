@@ -31,16 +31,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import http.client
 import http.server
 import json
 import logging
 import re
 import secrets
+import socket
 import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import field
 from urllib.parse import parse_qs
@@ -183,17 +186,57 @@ def documents(tmp_path_factory):
     server.server_close()
 
 
+class Silent:
+    """A document host that accepts connections and never answers (a slow document server):
+    ``accepted`` counts the connections; ``host``: its ``host:port``."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        with contextlib.suppress(OSError):
+            while True:
+                self.accepted.append(self.listener.accept()[0])
+
+    def close(self):
+        self.listener.close()
+        for one in self.accepted:
+            one.close()
+
+
+@pytest.fixture(scope="module")
+def broken_documents(tmp_path_factory):
+    """Two document hosts the served gateway may fetch from: (a :class:`Silent` one, the
+    ``host:port`` of an HTTPS server whose certificate no CA the gateway trusts signed)."""
+    _cafile, cert, key = loopback_ca(tmp_path_factory.mktemp("untrusted"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Documents)
+    server.pages, server.hits = {}, []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    silent = Silent()
+    yield silent, f"127.0.0.1:{server.server_address[1]}"
+    silent.close()
+    server.shutdown()
+    server.server_close()
+
+
 # --------------------------------------------------------------------------- the gateway
 
 
 @pytest.fixture(scope="module")
-def served(shared_wp_site, documents, tmp_path_factory):
+def served(shared_wp_site, documents, broken_documents, tmp_path_factory):
     """``gateway serve`` with its listener; ``served.mcp`` its ``/mcp`` URL; tokens: an
     editor of the tenant (``served.editor``), another tenant's editor (``served.rival``).
     The served processes trust the test CA (``SSL_CERT_FILE``: Python's default TLS context,
     which the egress guard uses, reads it) and may fetch documents from its ``host:port``.
     The test process's log records are kept in ``served.records`` for the module."""
     _server, cafile, docs_host = documents
+    silent, untrusted_host = broken_documents
     workdir = tmp_path_factory.mktemp("mcp-oauth")
     server = McpGateway(shared_wp_site, f"sqlite:///{workdir / 'ledger.db'}", workdir)
     author = shared_wp_site["users"]["author"]["username"]
@@ -208,7 +251,7 @@ def served(shared_wp_site, documents, tmp_path_factory):
     server.env.update(
         {
             "GATEWAY_MCP_LISTEN": listen,
-            "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS": docs_host,
+            "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS": f"{docs_host},{silent.host},{untrusted_host}",
             "SSL_CERT_FILE": cafile,
         }
     )
@@ -559,6 +602,72 @@ def test_a_client_metadata_document_over_https_signs_in_and_an_unlisted_one_is_r
     assert "/unlisted.json" not in docs.hits
     assert "client metadata document refused" in served.logs()
     assert refused.storage.tokens is None
+
+
+def _authorize_document(served, url: str, source: str = "127.0.0.1") -> tuple[int, dict]:
+    """``GET /authorize`` for the metadata document client ``url``, from the loopback
+    address ``source``: its status and JSON answer."""
+    where = urlsplit(served.issuer)
+    query = urlencode(
+        {
+            "response_type": "code",
+            "client_id": url,
+            "redirect_uri": CALLBACK,
+            "code_challenge": "x" * 43,
+            "code_challenge_method": "S256",
+            "state": "s",
+        }
+    )
+    connection = http.client.HTTPConnection(
+        where.hostname, where.port, timeout=30, source_address=(source, 0)
+    )
+    try:
+        connection.request("GET", f"/authorize?{query}")
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+def test_a_slow_document_server_is_asked_once_and_slows_no_one(served, broken_documents):
+    """Issue 53: 8 addresses x 4 sign-ins whose metadata documents sit on a server that never
+    answers. The server is asked once (one fetch per host; its failure remembered), a new
+    client's metadata and a tool list with a token are answered meanwhile, and the next
+    sign-in naming that host is refused at once, saying why."""
+    silent, _untrusted = broken_documents
+    urls = [f"https://{silent.host}/app-{n}.json" for n in range(32)]
+    with ThreadPoolExecutor(32) as pool:
+        asked = [
+            pool.submit(_authorize_document, served, url, f"127.0.0.{70 + n // 4}")
+            for n, url in enumerate(urls)
+        ]
+        time.sleep(0.5)
+        started = time.monotonic()
+        metadata = requests.get(
+            served.issuer + "/.well-known/oauth-authorization-server", timeout=10
+        )
+        assert metadata.status_code == 200
+        assert mcp_status(served, served.token) == 200
+        assert time.monotonic() - started < 2.0
+        answers = [one.result() for one in asked]
+    assert len(silent.accepted) == 1
+    assert {status for status, _ in answers} == {400}
+    said = {body["error_description"] for _, body in answers}
+    assert any("deadline" in one for one in said) and all("not found" not in one for one in said)
+    started = time.monotonic()
+    status, body = _authorize_document(served, f"https://{silent.host}/later.json")
+    assert status == 400 and "not fetched again" in body["error_description"], body
+    assert time.monotonic() - started < 1.0 and len(silent.accepted) == 1
+
+
+def test_a_document_behind_an_untrusted_certificate_is_said_to_fail_tls(served, broken_documents):
+    """Issue 53: the browser was told "Client ID ... not found"; now the TLS failure."""
+    _silent, untrusted = broken_documents
+    status, body = _authorize_document(served, f"https://{untrusted}/app.json")
+    assert status == 400, body
+    assert body["error"] == "invalid_request"
+    assert "TLS failed" in body["error_description"], body
+    assert "CERTIFICATE_VERIFY_FAILED" in body["error_description"], body
 
 
 def test_pkce_the_redirect_uri_the_resource_and_a_reused_code_are_checked_over_http(served):

@@ -12,6 +12,14 @@ caches it.
 * **Checked**: a JSON object whose ``client_id`` equals the URL it was fetched from, a public
   client (``token_endpoint_auth_method`` ``none``, no ``client_secret``), at least one
   ``redirect_uris`` entry.
+* **One fetch per host at a time, and a failure remembered** (:class:`Fetches`): while a
+  document of a host is being fetched, another fetch from that host is refused at once (the
+  caller's slot and thread are not held waiting on a slow server), and a host whose fetch
+  failed (no answer within the deadline, TLS, no connection) is refused without a fetch for
+  :data:`FAILURE_SECONDS`: a slow or broken document server costs the listener one
+  deadline per host and window, however often the request is sent again (issue 53). A TLS
+  failure is said as such (:func:`refusal_of` keeps the last reason per URL, for the answer
+  ``/authorize`` gives the browser).
 * **Cached** by the caller in the ledger (:func:`gateway.tenancy.oauth_clients.remember_document`)
   for ``GATEWAY_OAUTH_CIMD_CACHE_SECONDS``.
 
@@ -23,6 +31,7 @@ authorization (revision 2026-07-28), "Client ID Metadata Documents".
 from __future__ import annotations
 
 import json
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -33,6 +42,8 @@ MAX_BYTES = 5 * 1024
 DEADLINE_SECONDS = 5.0
 SETTING = "GATEWAY_OAUTH_CIMD_ALLOW_HOSTS"
 SCHEMES = frozenset({"https"})
+FAILURE_SECONDS = 60.0  # a host whose fetch failed is not asked again for this long
+REMEMBERED = 1024  # refusals kept (per URL) and failed hosts, the oldest forgotten first
 
 
 class DocumentRefused(Exception):
@@ -66,32 +77,104 @@ def _written_host(url: str) -> str:
     return netloc if parts.port is not None else f"{netloc}:{egress.DEFAULT_PORTS['https']}"
 
 
+class Fetches:
+    """Which document hosts are being fetched, which failed lately (a monotonic time each),
+    and the last refusal per URL, for the whole process (threads of the listener)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._busy: set[str] = set()
+        self._failed: dict[str, tuple[float, str]] = {}
+        self._refusals: dict[str, str] = {}
+
+    def begin(self, host: str) -> None:
+        """Claim ``host`` for one fetch.
+
+        Raises:
+            DocumentRefused: ``host`` failed within :data:`FAILURE_SECONDS` (its reason
+                again), or a fetch from it is in flight.
+        """
+        with self._lock:
+            failed = self._failed.get(host)
+            if failed is not None and time.monotonic() - failed[0] < FAILURE_SECONDS:
+                raise DocumentRefused(f"{failed[1]} (not fetched again for {FAILURE_SECONDS:g} s)")
+            if host in self._busy:
+                raise DocumentRefused("another document of its host is being fetched; retry")
+            self._busy.add(host)
+
+    def end(self, host: str, failure: str | None) -> None:
+        """Release ``host``; ``failure``: why its fetch failed (remembered), None when done."""
+        with self._lock:
+            self._busy.discard(host)
+            if failure is None:
+                self._failed.pop(host, None)
+                return
+            self._failed[host] = (time.monotonic(), failure)
+            _trim(self._failed)
+
+    def refused(self, url: str, why: str | None) -> None:
+        with self._lock:
+            self._refusals.pop(url, None)
+            if why is not None:
+                self._refusals[url] = why
+                _trim(self._refusals)
+
+    def refusal(self, url: str) -> str | None:
+        with self._lock:
+            return self._refusals.get(url)
+
+
+def _trim(kept: dict) -> None:
+    while len(kept) > REMEMBERED:
+        del kept[next(iter(kept))]
+
+
+FETCHES = Fetches()
+
+
+def refusal_of(url: str) -> str | None:
+    """Why the last fetch of the document at ``url`` was refused (words, no secret), or None
+    (never refused, or fetched since)."""
+    return FETCHES.refusal(url)
+
+
 def fetch(url: str, allow_hosts: frozenset[str], cafile: str | None = None) -> dict:
     """Fetch and check the metadata document at ``url`` (blocking: at most
-    :data:`DEADLINE_SECONDS`). ``allow_hosts``: ``host:port`` entries that may be loopback or
-    private (``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS``); ``cafile``: a CA bundle to trust instead of
-    the system's (tests). Returns the document (a dict) as fetched.
+    :data:`DEADLINE_SECONDS`; one fetch per host at a time, a failed host not fetched again
+    for :data:`FAILURE_SECONDS`: :class:`Fetches`). ``allow_hosts``: ``host:port`` entries
+    that may be loopback or private (``GATEWAY_OAUTH_CIMD_ALLOW_HOSTS``); ``cafile``: a CA
+    bundle to trust instead of the system's (tests). Returns the document (a dict) as
+    fetched; the reason of a refusal is kept for :func:`refusal_of`.
 
     Raises:
         DocumentRefused: not a document URL, the egress guard refused it, no answer within
-            the deadline, a status other than 200 (a redirect included), a body over
-            :data:`MAX_BYTES`, not a JSON object, or a document that fails :func:`check`.
+            the deadline, a TLS failure (said as such), a status other than 200 (a redirect
+            included), a body over :data:`MAX_BYTES`, not a JSON object, or a document that
+            fails :func:`check`; its host failed lately or is being fetched.
     """
+    try:
+        document = _fetch(url, allow_hosts, cafile)
+    except DocumentRefused as why:
+        FETCHES.refused(url, str(why))
+        raise
+    FETCHES.refused(url, None)
+    return document
+
+
+def _fetch(url: str, allow_hosts: frozenset[str], cafile: str | None) -> dict:
     if not is_document_url(url):
         raise DocumentRefused("the client id is not an https URL with a path")
-    listed = allow_hosts if _written_host(url) in allow_hosts else frozenset()
+    host = _written_host(url)
+    listed = allow_hosts if host in allow_hosts else frozenset()
+    FETCHES.begin(host)
+    failure = None
     try:
-        where = egress.resolve(url, SCHEMES, listed, SETTING)
-        answer = egress.request(
-            where,
-            "GET",
-            time.monotonic() + DEADLINE_SECONDS,
-            MAX_BYTES,
-            headers={"Accept": "application/json"},
-            cafile=cafile,
-        )
-    except (egress.Refused, egress.ResolverUnavailable, egress.Failed, egress.TooLarge) as error:
-        raise DocumentRefused(f"{type(error).__name__}: {error}") from None
+        answer = _get(url, listed, cafile)
+    except DocumentRefused as why:
+        failure = str(why)
+        raise
+    finally:
+        FETCHES.end(host, failure)
     if answer.status != 200:
         raise DocumentRefused(f"the document answered {answer.status}, not 200")
     try:
@@ -100,6 +183,25 @@ def fetch(url: str, allow_hosts: frozenset[str], cafile: str | None = None) -> d
         raise DocumentRefused("the document is not JSON") from None
     check(url, document)
     return document
+
+
+def _get(url: str, listed: frozenset[str], cafile: str | None) -> egress.Answer:
+    """The egress guard's answer for ``url``; its refusals as :class:`DocumentRefused`, a
+    TLS failure named so."""
+    try:
+        where = egress.resolve(url, SCHEMES, listed, SETTING)
+        return egress.request(
+            where,
+            "GET",
+            time.monotonic() + DEADLINE_SECONDS,
+            MAX_BYTES,
+            headers={"Accept": "application/json"},
+            cafile=cafile,
+        )
+    except (egress.Refused, egress.ResolverUnavailable, egress.Failed, egress.TooLarge) as error:
+        if "SSL" in str(error):
+            raise DocumentRefused(f"TLS failed fetching the document: {error}") from None
+        raise DocumentRefused(f"{type(error).__name__}: {error}") from None
 
 
 def check(url: str, document: object) -> None:

@@ -17,7 +17,9 @@ give what the gateway guarantees.
   redirect that leaves it is to the consent page; every error (unknown client, a redirect URI
   not registered, no PKCE or not S256, a wrong resource, a bad ``response_type``) is a 400 JSON
   answer to the user, never a redirect to a client no editor approved (an open redirect, with
-  CIMD and DCR anyone can name any redirect URI).
+  CIMD and DCR anyone can name any redirect URI). A client metadata document that could not
+  be used is said as such (:class:`DocumentErrors`: "TLS failed fetching the document: ...",
+  not the SDK's "Client ID ... not found").
 * ``POST /token``: the SDK's handler behind :class:`ResourceCheck`: a ``resource`` other than
   the MCP endpoint is ``invalid_target`` (RFC 8707 §2; the SDK does not pass it to the
   provider).
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -70,6 +73,7 @@ from starlette.types import Receive
 from starlette.types import Scope
 from starlette.types import Send
 
+from gateway.oauth import client_documents
 from gateway.oauth.provider import GatewayProvider
 from gateway.oauth.provider import same_resource
 from gateway.tenancy import grants
@@ -184,6 +188,46 @@ class NoErrorRedirects:
                 await send(message)
 
         await self.app(scope, receive, guarded)
+
+
+class DocumentErrors:
+    """ASGI wrapper of the SDK's ``/authorize``: its 400 "Client ID '<id>' not found" for a
+    client id that is a metadata document URL whose fetch was refused gets that refusal's
+    reason instead (:func:`gateway.oauth.client_documents.refusal_of`: a TLS failure, no
+    answer in time, a status, a field), so the person in the browser, and the operator they
+    tell, see what to fix. Any other answer passes unchanged."""
+
+    NOT_FOUND = re.compile(r"Client ID '(https://[^']+)' not found")
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def checked(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held.append(message)
+                return
+            if held and message["type"] == "http.response.body":
+                await _answer(send, 400, self._said(message.get("body", b"")))
+                return
+            await send(message)
+
+        await self.app(scope, receive, checked)
+
+    def _said(self, body: bytes) -> dict:
+        answer = json.loads(body)
+        found = self.NOT_FOUND.fullmatch(answer.get("error_description") or "")
+        why = found and client_documents.refusal_of(found.group(1))
+        if why:
+            answer["error_description"] = (
+                f"the client metadata document {found.group(1)} cannot be used: {why}"
+            )
+        return answer
 
 
 async def _form(scope: Scope, receive: Receive, send: Send) -> bytes | None:
@@ -359,7 +403,9 @@ def routes(provider: GatewayProvider) -> list[Route]:
         revocation_options=RevocationOptions(enabled=True),
     )
     wrappers: dict[str, Callable[[ASGIApp], ASGIApp]] = {
-        "/authorize": lambda app: NoErrorRedirects(app, f"{provider.consent_url}?request="),
+        "/authorize": lambda app: NoErrorRedirects(
+            DocumentErrors(app), f"{provider.consent_url}?request="
+        ),
         "/token": lambda app: ResourceCheck(app, provider.resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
         "/revoke": PublicRevocation,
