@@ -3,18 +3,28 @@ with a gateway token writes exactly one post through it, a call without a token 
 the Protected Resource Metadata is (RFC 9728), token-less paths are limited per address, and
 the listener comes back after it dies. One served gateway for the module.
 
-Issue 53: slow bodies from several addresses (loopback's 127.0.0.x, each a source address of
-its own) keep neither a new client nor ``/mcp`` waiting, and a loopback peer's
-``X-Forwarded-For`` is ignored without ``GATEWAY_PROXY_HOPS``."""
+Issue 53: docs/mcp.md's nginx block, run as written on a port other than 443 (Debian's nginx,
+the one the test WordPress uses; TLS with a certificate of a CA made by the test), signs an
+editor in and completes a consent. Slow bodies from several addresses (loopback's 127.0.0.x,
+each a source address of its own) keep neither a new client nor ``/mcp`` waiting, and a
+loopback peer's ``X-Forwarded-For`` is ignored without ``GATEWAY_PROXY_HOPS``."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.client
 import json
 import os
+import re
+import secrets
+import shutil
 import signal
 import socket
+import subprocess
 import time
+from pathlib import Path
+from urllib.parse import parse_qs
 from urllib.parse import urlsplit
 
 import anyio
@@ -26,9 +36,11 @@ from mcp_support import count_objects
 from mcp_support import http_session
 from mcp_support import problem_of
 from mcp_support import slug
+from support import OFFLINE_SITE
 from support import SITE_NAME
 from support import draft_body
 from support import free_port
+from support import loopback_ca
 from support import new_job_id
 from support import op_key
 
@@ -330,3 +342,172 @@ def test_a_token_less_body_has_a_deadline_and_a_size(monkeypatch):
     assert (slow, large, whole) == (408, 413, 204)
     assert slow_headers[b"retry-after"] == b"1"
     assert seen == [b"grant_type=x"]
+
+
+# --------------------------------------------------------------------------- the docs' nginx
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+CALLBACK = f"http://127.0.0.1:{free_port()}/callback"  # nothing listens: never followed
+
+
+def docs_nginx_block() -> str:
+    """The ``server { ... }`` block of docs/mcp.md (the one for OAuth clients), as written."""
+    blocks = re.findall(r"```nginx\n(.*?)```", DOCS.read_text(), re.S)
+    (block,) = [one for one in blocks if one.startswith("server {")]
+    return block
+
+
+def nginx_config(folder: Path, block: str, replaced: dict[str, str]) -> Path:
+    """An nginx configuration around ``block`` with each key of ``replaced`` (which must be in
+    it) replaced: its own pid, log and temporary paths in ``folder``."""
+    for written, local in replaced.items():
+        assert written in block, f"docs/mcp.md's nginx block no longer has {written!r}"
+        block = block.replace(written, local)
+    temp = " ".join(
+        f"{kind}_temp_path {folder / kind};" for kind in ("client_body", "proxy", "fastcgi")
+    )
+    user = "user root;" if os.geteuid() == 0 else ""  # its workers read the test's folder
+    conf = folder / "nginx.conf"
+    conf.write_text(
+        f"{user} worker_processes 1; pid {folder / 'nginx.pid'};\n"
+        f"error_log {folder / 'error.log'} warn;\nevents {{ worker_connections 64; }}\n"
+        f"http {{ access_log off; {temp} uwsgi_temp_path {folder / 'uwsgi'}; "
+        f"scgi_temp_path {folder / 'scgi'};\n{block}}}\n"
+    )
+    return conf
+
+
+@pytest.fixture
+def behind_nginx(tmp_path):
+    """``gateway serve`` (no WordPress is called) with ``GATEWAY_PUBLIC_URL`` on a port other
+    than 443, ``GATEWAY_PROXY_HOPS=1``, behind docs/mcp.md's nginx block: the server, with
+    ``public`` (its URL) and ``cafile`` (the CA the test's clients trust)."""
+    assert Path(NGINX).exists(), "no nginx: bash wp_test_site/up.sh installs Debian's nginx"
+    cafile, cert, key = loopback_ca(tmp_path)
+    port, listen = free_port(), f"127.0.0.1:{free_port()}"
+    server = McpGateway(OFFLINE_SITE, f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path)
+    server.public, server.cafile = f"https://localhost:{port}", cafile
+    server.env.update(
+        {
+            "GATEWAY_PUBLIC_URL": server.public,
+            "GATEWAY_PROXY_HOPS": "1",
+            "GATEWAY_MCP_LISTEN": listen,
+        }
+    )
+    server.editor = server.make_token(role="editor")
+    nginx = None
+    try:
+        server.start(workers=1)
+        conf = nginx_config(
+            tmp_path,
+            docs_nginx_block(),
+            {
+                "listen 443 ssl;": f"listen 127.0.0.1:{port} ssl;",
+                "server_name gw.example.com;": "server_name localhost;",
+                "/etc/ssl/certs/gw.example.com.pem": cert,
+                "/etc/ssl/private/gw.example.com.key": key,
+                "http://127.0.0.1:8001": f"http://{listen}",
+                "http://127.0.0.1:8000": server.url,
+            },
+        )
+        nginx = subprocess.Popen(
+            [NGINX, "-p", str(tmp_path), "-c", str(conf), "-g", "daemon off;"],
+            stderr=subprocess.PIPE,
+        )
+        _wait_for(server.public + "/.well-known/oauth-authorization-server", cafile, nginx)
+        yield server
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+        server.kill()
+
+
+def _wait_for(url: str, cafile: str, nginx: subprocess.Popen, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert nginx.poll() is None, nginx.stderr.read().decode()
+        try:
+            if requests.get(url, verify=cafile, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer through nginx")
+
+
+def _post_form(browser: requests.Session, page: requests.Response, action: str, fields: dict):
+    """What a browser posts from ``page``'s form ``action``: its hidden fields and ``fields``,
+    with the ``Referer`` a browser sends under ``Referrer-Policy: same-origin``."""
+    form = re.search(rf'<form[^>]*action="{re.escape(action)}".*?</form>', page.text, re.S)
+    hidden = dict(re.findall(r'type="hidden" name="([^"]+)" value="([^"]*)"', form.group(0)))
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(page.url))
+    return browser.post(
+        origin + action,
+        data={**hidden, **fields},
+        headers={"Referer": page.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+
+
+def test_the_docs_nginx_block_on_another_port_signs_an_editor_in_and_completes_a_consent(
+    behind_nginx,
+):
+    """Issue 53: with ``Host $host`` the port was dropped and every editor POST was refused
+    as a stale form (the Referer's origin is not the Host's). Through the docs' block as
+    written: sign-in, a client registered, ``/authorize`` to the consent page, approval, the
+    code exchanged, the tools listed, every request through nginx on its port."""
+    base, cafile = behind_nginx.public, behind_nginx.cafile
+    browser = requests.Session()
+    browser.verify, browser.trust_env = cafile, False  # else REQUESTS_CA_BUNDLE wins
+    signed = _post_form(
+        browser, browser.get(base + "/review/login"), "/review/login",
+        {"token": behind_nginx.editor},
+    )  # fmt: skip
+    assert signed.status_code == 303 and "/review/login" not in signed.headers["Location"]
+
+    client = requests.post(
+        base + "/register",
+        json={"redirect_uris": [CALLBACK], "client_name": "nginx app",
+              "grant_types": ["authorization_code", "refresh_token"]},
+        verify=cafile, timeout=30,
+    )  # fmt: skip
+    assert client.status_code == 201, client.text
+    client_id = client.json()["client_id"]
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
+    asked = requests.get(
+        base + "/authorize",
+        params={"response_type": "code", "client_id": client_id, "redirect_uri": CALLBACK,
+                "code_challenge": challenge.decode().rstrip("="), "code_challenge_method": "S256",
+                "state": "st", "resource": base + "/mcp"},
+        allow_redirects=False, verify=cafile, timeout=30,
+    )  # fmt: skip
+    assert asked.status_code == 302, asked.text
+    assert asked.headers["Location"].startswith(base + "/review/oauth?request=")
+    page = browser.get(asked.headers["Location"])
+    assert page.status_code == 200 and page.url == base + "/review/oauth", page.text
+    approved = _post_form(browser, page, "/review/oauth/approve", {"sites": SITE_NAME})
+    assert approved.status_code == 303, approved.text
+    target = approved.headers["Location"]
+    assert target.startswith(CALLBACK + "?"), target
+    code = parse_qs(urlsplit(target).query)["code"][0]
+
+    tokens = requests.post(
+        base + "/token",
+        data={"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK,
+              "client_id": client_id, "code_verifier": verifier, "resource": base + "/mcp"},
+        verify=cafile, timeout=30,
+    )  # fmt: skip
+    assert tokens.status_code == 200, tokens.text
+    listed = requests.post(
+        base + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream",
+                 "Authorization": f"Bearer {tokens.json()['access_token']}"},
+        verify=cafile, timeout=30,
+    )  # fmt: skip
+    assert listed.status_code == 200, listed.text
+    assert {tool["name"] for tool in listed.json()["result"]["tools"]} >= {"start_job", "put_draft"}
