@@ -15,7 +15,7 @@ caches it.
 * **One fetch per host at a time, and a failure remembered** (:class:`Fetches`): while a
   document of a host is being fetched, another fetch from that host is refused at once (the
   caller's slot and thread are not held waiting on a slow server), and a host whose fetch
-  failed (no answer within the deadline, TLS, no connection) is refused without a fetch for
+  did not answer (no answer within the deadline, TLS, no connection) is refused without a fetch for
   :data:`FAILURE_SECONDS`: a slow or broken document server costs the listener one
   deadline per host and window, however often the request is sent again (issue 53). A TLS
   failure is said as such (:func:`refusal_of` keeps the last reason per URL, for the answer
@@ -170,9 +170,9 @@ def _fetch(url: str, allow_hosts: frozenset[str], cafile: str | None) -> dict:
     failure = None
     try:
         answer = _get(url, listed, cafile)
-    except DocumentRefused as why:
+    except _Unreachable as why:  # what cost a deadline: remembered; the rest is instant
         failure = str(why)
-        raise
+        raise DocumentRefused(failure) from None
     finally:
         FETCHES.end(host, failure)
     if answer.status != 200:
@@ -187,7 +187,8 @@ def _fetch(url: str, allow_hosts: frozenset[str], cafile: str | None) -> dict:
 
 def _get(url: str, listed: frozenset[str], cafile: str | None) -> egress.Answer:
     """The egress guard's answer for ``url``; its refusals as :class:`DocumentRefused`, a
-    TLS failure named so."""
+    host that did not answer (no connection, TLS, named so, the deadline) as
+    :class:`_Unreachable`."""
     try:
         where = egress.resolve(url, SCHEMES, listed, SETTING)
         return egress.request(
@@ -198,10 +199,16 @@ def _get(url: str, listed: frozenset[str], cafile: str | None) -> egress.Answer:
             headers={"Accept": "application/json"},
             cafile=cafile,
         )
-    except (egress.Refused, egress.ResolverUnavailable, egress.Failed, egress.TooLarge) as error:
+    except egress.Failed as error:
         if "SSL" in str(error):
-            raise DocumentRefused(f"TLS failed fetching the document: {error}") from None
+            raise _Unreachable(f"TLS failed fetching the document: {error}") from None
+        raise _Unreachable(f"Failed: {error}") from None
+    except (egress.Refused, egress.ResolverUnavailable, egress.TooLarge) as error:
         raise DocumentRefused(f"{type(error).__name__}: {error}") from None
+
+
+class _Unreachable(DocumentRefused):
+    """No answer from the host: no connection, TLS, the deadline (remembered per host)."""
 
 
 def check(url: str, document: object) -> None:
