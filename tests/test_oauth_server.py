@@ -604,7 +604,7 @@ def test_a_reused_code_is_refused_and_revokes_the_grant(ledger):
 
 
 def test_a_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(ledger):
-    server = Server()
+    server = Server(oauth_refresh_grace_seconds=0)  # every reuse, as after the window
 
     async def main():
         async with server.client() as http:
@@ -633,6 +633,35 @@ def test_a_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(ledger)
 
     anyio.run(main)
     assert grant_row().revoked_why == "refresh-reused"
+
+
+def test_two_nodes_refreshing_at_once_both_get_a_pair_and_the_grant_lives(ledger):
+    """claude.ai's two egress nodes present the same refresh token at once
+    (PrefectHQ/fastmcp#4264): within ``GATEWAY_OAUTH_REFRESH_GRACE_SECONDS`` (30 s by
+    default) both answers are 200 and either pair works at /mcp."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, first = await signed_in(http)
+            form = {"grant_type": "refresh_token", "client_id": client_id, "resource": RESOURCE}
+            answers = []
+
+            async def refresh():
+                answers.append(await token(http, **form, refresh_token=first["refresh_token"]))
+
+            async with anyio.create_task_group() as nodes:
+                nodes.start_soon(refresh)
+                nodes.start_soon(refresh)
+            assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+            for answer in answers:
+                bearer = {"Authorization": f"Bearer {answer.json()['access_token']}"}
+                assert (await http.get("/mcp", headers=bearer)).status_code == 200
+            kept = answers[1].json()["refresh_token"]
+            assert (await token(http, **form, refresh_token=kept)).status_code == 200
+
+    anyio.run(main)
+    assert grant_row().revoked_at is None
 
 
 def test_revocation_by_the_client_ends_the_family(ledger):

@@ -155,6 +155,48 @@ def test_racing_refreshes_of_one_token_rotate_once_then_revoke(ledger):
     assert OAuthGrant.get().revoked_why == "refresh-reused"
 
 
+GRACE = oauth_tokens.Lifetimes(
+    access=dt.timedelta(minutes=10),
+    refresh=dt.timedelta(days=30),
+    reuse_grace=dt.timedelta(seconds=30),
+)
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_two_nodes_refreshing_at_once_keep_the_grant_and_the_pair_the_client_kept(ledger, kept):
+    """claude.ai refreshes from two egress nodes at once and keeps whichever answer it
+    stored last (PrefectHQ/fastmcp#4264): both get a pair, neither revokes the grant, the
+    kept pair goes on, the other fork's refresh token retires at the kept one's rotation."""
+    first = oauth_tokens.redeem_code(_approved(), GRACE, T0)
+    at = T0 + dt.timedelta(minutes=20)
+    forks = _race([lambda: oauth_tokens.rotate(first.refresh_token, GRACE, at)] * 2)
+    assert all(f is not None for f in forks)
+    assert len({f.refresh_token for f in forks}) == 2
+    assert all(oauth_tokens.access(f.access_token, at) for f in forks)
+    later = at + dt.timedelta(minutes=20)
+    assert oauth_tokens.rotate(forks[kept].refresh_token, GRACE, later) is not None
+    assert oauth_tokens.rotate(forks[1 - kept].refresh_token, GRACE, later) is None  # retired
+    assert grants.live(first.grant_id) is not None  # a retired fork revokes nothing
+
+
+def test_a_reuse_after_the_window_or_of_an_older_rotation_still_revokes_the_family(ledger):
+    first = oauth_tokens.redeem_code(_approved(), GRACE, T0)
+    second = oauth_tokens.rotate(first.refresh_token, GRACE, T0)
+    again = oauth_tokens.rotate(first.refresh_token, GRACE, T0 + dt.timedelta(seconds=30))
+    assert again is not None and grants.live(first.grant_id) is not None  # within 30 s
+    late = T0 + dt.timedelta(seconds=31)
+    assert oauth_tokens.refresh_view(first.refresh_token, late, GRACE.reuse_grace) is None
+    assert OAuthGrant.get().revoked_why == "refresh-reused"
+    assert oauth_tokens.access(second.access_token, late) is None
+    # within the window, but not the last rotation (Auth0: only the previous token)
+    chain = [oauth_tokens.redeem_code(_approved(), GRACE, T0)]
+    second = T0 + dt.timedelta(seconds=1)
+    chain.append(oauth_tokens.rotate(chain[0].refresh_token, GRACE, T0))
+    chain.append(oauth_tokens.rotate(chain[1].refresh_token, GRACE, second))
+    assert oauth_tokens.rotate(chain[0].refresh_token, GRACE, second) is None
+    assert grants.live(chain[0].grant_id) is None
+
+
 def test_revoking_a_token_ends_its_grant_for_its_own_client_only(ledger):
     issued = oauth_tokens.redeem_code(_approved("client-a"), LIFETIMES, T0)
     assert not oauth_tokens.revoke_token(issued.refresh_token, "client-b", T0)

@@ -105,6 +105,15 @@ def _count(raw: str | None, default: int | None, variable: str) -> int | None:
     return int(raw)
 
 
+def _grace(raw: str | None, default: int, variable: str) -> int:
+    """Whole seconds from 0 (off) to 60, the longest grace any of Okta's, Auth0's or
+    Cognito's refresh rotation allows; unset or blank: the default."""
+    seconds = _count(raw, default, variable)
+    if seconds > 60:
+        raise ConfigError(f"{variable} must be at most 60 seconds, got {raw!r}")
+    return seconds
+
+
 def _rate(raw: str | None, default, variable: str) -> tuple[int, int] | None:
     """``N/SECONDS`` (``N`` alone means per second); empty or ``0`` = no limit; unset: the
     default."""
@@ -356,6 +365,13 @@ SETTINGS: tuple[Setting, ...] = (
       "minutes an OAuth access token for ``/mcp`` is valid; a client refreshes it after."),
     S("oauth_refresh_days", float, "GATEWAY_OAUTH_REFRESH_DAYS", _seconds, 30.0,
       "days a refresh token is valid; each is used once and replaced (rotation)."),
+    S("oauth_refresh_grace_seconds", int, "GATEWAY_OAUTH_REFRESH_GRACE_SECONDS", _grace, 30,
+      "seconds after a refresh token's rotation during which the same client may present it "
+      "again for its own new pair without revoking the grant (0-60; 0: off): hosted clients "
+      "refresh from several nodes at once (PrefectHQ/fastmcp#4264); docs/security.md."),
+    S("oauth_pending_per_client", int, "GATEWAY_OAUTH_PENDING_PER_CLIENT", _size, 100,
+      "authorisation requests of one client that may wait unclaimed for an editor at once; "
+      "``/authorize`` answers 503 ``temporarily_unavailable`` past it."),
     S("oauth_code_seconds", float, "GATEWAY_OAUTH_CODE_SECONDS", _seconds, 60.0,
       "seconds an authorization code may wait for its exchange at ``/token``."),
     S("oauth_pending_minutes", float, "GATEWAY_OAUTH_PENDING_MINUTES", _seconds, 15.0,

@@ -204,6 +204,7 @@ class GatewayProvider:
         self.lifetimes = oauth_tokens.Lifetimes(
             access=dt.timedelta(minutes=config.oauth_access_minutes),
             refresh=dt.timedelta(days=config.oauth_refresh_days),
+            reuse_grace=dt.timedelta(seconds=config.oauth_refresh_grace_seconds),
         )
 
     # ------------------------------------------------------------------ plumbing
@@ -383,8 +384,11 @@ class GatewayProvider:
     ) -> GatewayRefreshToken | None:
         """The refresh token for the SDK's checks, or None: unknown, expired, another
         client's, its grant revoked, or used already (then its grant is revoked: a rotated
-        token presented again, RFC 6819 §5.2.2.3)."""
-        seen = await self._run(oauth_tokens.refresh_view, refresh_token, self.clock())
+        token presented again, RFC 6819 §5.2.2.3) unless it is its grant's last rotation
+        within ``oauth_refresh_grace_seconds`` (:func:`oauth_tokens.rotate`)."""
+        seen = await self._run(
+            oauth_tokens.refresh_view, refresh_token, self.clock(), self.lifetimes.reuse_grace
+        )
         if seen is None or seen.client_id != client.client_id:
             return None
         return GatewayRefreshToken(
@@ -404,7 +408,10 @@ class GatewayProvider:
         scopes: list[str],
     ) -> OAuthToken:
         """Rotate: the refresh token is used once for a new access and refresh token (the
-        grant's scopes; ``scopes`` the SDK checked are a subset of them).
+        grant's scopes; ``scopes`` the SDK checked are a subset of them); presented again
+        within ``oauth_refresh_grace_seconds`` of its rotation, a pair of its own
+        (:func:`oauth_tokens.rotate`: claude.ai refreshes from two nodes at once,
+        PrefectHQ/fastmcp#4264).
 
         Raises:
             TokenError: ``invalid_target`` when the grant is bound to another resource;

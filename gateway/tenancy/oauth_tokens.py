@@ -9,6 +9,15 @@ MCP request.
   cannot both go on. A client whose refresh answer was lost is in the same position as a thief
   (it still holds the used token): its next refresh is refused with ``invalid_grant`` and it
   signs in again, which an editor approves on the consent page.
+* **A grace window for the last rotation** (``Lifetimes.reuse_grace``,
+  ``GATEWAY_OAUTH_REFRESH_GRACE_SECONDS``; Okta's "grace period for token rotation", Auth0's
+  "reuse interval"): the refresh token rotated last in its grant, presented again within the
+  window, gets a new pair of its own instead of revoking the grant. Hosted clients refresh
+  from several nodes at once and keep whichever answer they stored last
+  (PrefectHQ/fastmcp#4264). Only hashes are stored, so the first answer cannot be sent
+  again: the family forks, and every fork stays valid until one fork's refresh token is
+  rotated, which retires the other forks' unused refresh tokens (they expire now). An older
+  token, or the same one after the window, still revokes the family (docs/security.md).
 * **Short-lived access tokens**: ``GATEWAY_OAUTH_ACCESS_MINUTES``; the grant is read on every
   check, so a revoked grant is refused at the very next call (no cache).
 * **Last use**: written at most once a minute per grant (a conditional UPDATE), so a busy
@@ -22,6 +31,7 @@ when None) so that tests drive the clock.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import secrets
 from dataclasses import dataclass
 
@@ -35,6 +45,7 @@ from gateway.ledger.oauth_models import OAuthGrant
 from gateway.ledger.oauth_models import OAuthToken
 from gateway.tenancy import grants
 
+log = logging.getLogger(__name__)
 ACCESS = "access"
 REFRESH = "refresh"
 LAST_USE_EVERY = dt.timedelta(minutes=1)
@@ -46,6 +57,7 @@ class Lifetimes:
 
     access: dt.timedelta
     refresh: dt.timedelta
+    reuse_grace: dt.timedelta = dt.timedelta(0)  # 0: every reuse revokes
 
 
 @dataclass(frozen=True)
@@ -162,12 +174,16 @@ def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None)
     )  # fmt: skip
 
 
-def _spend_once(spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime) -> Issued | None:
+def _spend_once(
+    spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime, retire=None
+) -> Issued | None:
     """Run ``spend``, the conditional UPDATE of a code's or refresh token's ``used_at``
     (:func:`gateway.ledger.moves.move`; returns its row count): the
-    request whose UPDATE changed the row gets a new token pair from its live grant; one that
-    found the row used already (another request was first: a reuse) revokes the grant
-    (``why``). ``row_of`` reads the row after the UPDATE. None but for the winner."""
+    request whose UPDATE changed the row gets a new token pair from its live grant (after
+    ``retire(row, now)``, when given); one that found the row used already (another request was
+    first: a reuse) gets a pair of its own when the row is within its grace window
+    (:func:`_in_grace`), else revokes the grant (``why``). ``row_of`` reads the row after the
+    UPDATE. None but for the winner and a reuse within the window."""
     with db.atomic():
         won = spend()
         row = row_of()
@@ -175,23 +191,65 @@ def _spend_once(spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime)
             return None
         grant = grants.live(row.grant_id)
         if won == 1 and grant is not None:
+            if retire is not None:
+                retire(row, now)
+            return _issue(grant, lifetimes, now)
+        if grant is not None and _in_grace(row, lifetimes.reuse_grace, now):
+            log.info("OAuth grant %s: its last refresh token again, in the grace window", grant.id)
             return _issue(grant, lifetimes, now)
     if won == 0 and row.used_at is not None:
         grants.revoke(row.grant_id, why, now)
     return None
 
 
-def refresh_view(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
+def _in_grace(row, grace: dt.timedelta, now: dt.datetime) -> bool:
+    """Whether the used refresh token ``row`` may be presented again: it was rotated at most
+    ``grace`` ago, and no refresh token of its grant was rotated after it (only the last
+    rotation has a grace: Auth0's "only the previous token can be reused"; an older one is a
+    stolen copy or a client gone astray). Always False for a code (no ``kind``)."""
+    if getattr(row, "kind", None) != REFRESH or row.used_at is None or not grace:
+        return False
+    if now - row.used_at > grace:
+        return False
+    later = OAuthToken.select().where(
+        OAuthToken.grant_id == row.grant_id,
+        OAuthToken.kind == REFRESH,
+        OAuthToken.used_at > row.used_at,
+    )
+    return not later.exists()
+
+
+def _retire_forks(row, now: dt.datetime) -> None:
+    """A refresh token ``row`` of a forked family was rotated: the other forks' unused
+    refresh tokens expire now (the client kept this fork; the others' holders, a node whose
+    answer was not kept or whoever raced within the grace window, sign in again). Expiry is
+    not a state column (:mod:`gateway.ledger.oauth_models`); in a family that never forked
+    this changes no row."""
+    OAuthToken.update(expires_at=now).where(
+        OAuthToken.grant_id == row.grant_id,
+        OAuthToken.kind == REFRESH,
+        OAuthToken.used_at.is_null(),
+        OAuthToken.expires_at > now,
+    ).execute()
+
+
+def refresh_view(
+    token: str, now: dt.datetime | None = None, grace: dt.timedelta = dt.timedelta(0)
+) -> GrantAccess | None:
     """The refresh token ``token`` for the token endpoint's checks, or None: unknown,
     expired, its grant revoked, or used already - and then its grant is revoked now (a
-    rotated refresh token presented again)."""
-    return _view(token, REFRESH, _now(now))
+    rotated refresh token presented again), unless it is its grant's last rotation at most
+    ``grace`` ago (:func:`_in_grace`): then it is shown as valid, and :func:`rotate` gives it
+    a pair of its own."""
+    return _view(token, REFRESH, _now(now), grace)
 
 
 def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> Issued | None:
-    """Use the refresh token ``token`` once: a new access token and a new refresh token.
-    None when it was used already (by a racing request too: its grant is then revoked),
-    expired, or its grant was revoked."""
+    """Use the refresh token ``token`` once: a new access token and a new refresh token (the
+    family's other forks' refresh tokens retire, :func:`_retire_forks`). Presented again, by
+    a racing request too, within ``lifetimes.reuse_grace`` of its rotation and while it is its
+    grant's last rotation: a pair of its own. None when it was used already otherwise (its
+    grant is then revoked), expired, or its grant was revoked."""
     now = _now(now)
     key = sha256_hex(token)
     spend = lambda: moves.move(  # noqa: E731
@@ -204,7 +262,7 @@ def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> 
     row_of = lambda: OAuthToken.get_or_none(  # noqa: E731
         OAuthToken.token_hash == key, OAuthToken.kind == REFRESH
     )
-    return _spend_once(spend, row_of, "refresh-reused", lifetimes, now)
+    return _spend_once(spend, row_of, "refresh-reused", lifetimes, now, retire=_retire_forks)
 
 
 def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
@@ -223,13 +281,15 @@ def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
     return seen
 
 
-def _view(token: str, kind: str, now: dt.datetime) -> GrantAccess | None:
+def _view(
+    token: str, kind: str, now: dt.datetime, grace: dt.timedelta = dt.timedelta(0)
+) -> GrantAccess | None:
     row = OAuthToken.get_or_none(
         OAuthToken.token_hash == sha256_hex(token), OAuthToken.kind == kind
     )
     if row is None or row.expires_at <= now:
         return None
-    if row.used_at is not None:  # only refresh tokens are ever used
+    if row.used_at is not None and not _in_grace(row, grace, now):  # refresh tokens only
         grants.revoke(row.grant_id, "refresh-reused", now)
         return None
     grant = grants.live(row.grant_id)
