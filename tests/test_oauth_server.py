@@ -577,6 +577,44 @@ def test_pkce_the_redirect_uri_and_the_resource_are_checked_at_token(ledger):
     anyio.run(main)
 
 
+def test_the_resource_as_clients_spell_it_signs_in_and_another_servers_is_refused(ledger):
+    """Claude Code appends a slash to ``resource`` (anthropics/claude-code#52871) and a client
+    that read the root metadata names the origin: both sign in, the grant keeps the
+    canonical resource; another server's resource (another listener's origin, a query, another
+    path) stays ``invalid_target``."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            for other in ("http://127.0.0.1:8766/", f"{RESOURCE}?x=1", f"{ISSUER}/other/"):
+                _, challenge = pkce()
+                query = authorize_query(client_id, challenge, resource=other)
+                answer = await http.get("/authorize", params=query)
+                assert answer.json()["error"] == "invalid_target", other
+            verifier, challenge = pkce()
+            code = await code_for(http, client_id, challenge, resource=f"{RESOURCE}/")
+            form = {"client_id": client_id, "resource": f"{ISSUER}/"}
+            exchange = {"code": code, "redirect_uri": CALLBACK, "code_verifier": verifier}
+            first = await token(http, grant_type="authorization_code", **form, **exchange)
+            assert first.status_code == 200, first.text
+            refresh = first.json()["refresh_token"]
+            other = await token(
+                http, grant_type="refresh_token", client_id=client_id, refresh_token=refresh,
+                resource="http://127.0.0.1:8766/mcp/",
+            )  # fmt: skip
+            assert other.json()["error"] == "invalid_target"
+            second = await token(http, grant_type="refresh_token", **form, refresh_token=refresh)
+            bearer = {"Authorization": f"Bearer {second.json()['access_token']}"}
+            assert (await http.get("/mcp", headers=bearer)).status_code == 200
+
+    anyio.run(main)
+    assert grant_row().resource == RESOURCE  # the canonical one is stored
+    below = GatewayProvider(settings(), "https://gw.example/tools", CONSENT)
+    assert below.names_resource("https://gw.example/tools/mcp/")
+    assert not below.names_resource("https://gw.example/")  # the origin is not only ours
+
+
 def test_a_reused_code_is_refused_and_revokes_the_grant(ledger):
     server = Server()
 

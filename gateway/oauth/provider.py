@@ -168,6 +168,40 @@ def same_resource(a: str | None, b: str) -> bool:
         return False
 
 
+def _bare(url: str) -> str | None:
+    """``url`` in canonical form without one trailing slash, or None when it carries a query
+    or is not a URL (a query changes the resource: getsentry/sentry-mcp#1247)."""
+    try:
+        parts = urlsplit(resource_url_from_server_url(url))
+    except ValueError:
+        return None
+    if parts.query or not parts.scheme or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('/')}"
+
+
+def names_resource(asked: str | None, resource: str, origin_is_ours: bool) -> bool:
+    """Whether a client's ``resource`` parameter (RFC 8707) names ``resource``, as clients
+    spell it: the same URL (:func:`same_resource`), or with a trailing slash
+    (anthropics/claude-code#52871: Claude Code sends ``resource`` with a ``/`` appended;
+    vercel/ai#13988 the same from ``URL.href``), and, when ``origin_is_ours`` (the issuer is
+    the bare origin, so the origin serves this one resource), the origin with or without its
+    ``/`` (a client that took the root's protected resource metadata, RFC 9728 §3.1). Any
+    other URL, another path, a query, is not this resource (``invalid_target``). Only the
+    door is liberal: what is stored and checked at ``/mcp`` is the canonical ``resource``."""
+    if not asked:
+        return False
+    if same_resource(asked, resource):
+        return True
+    bare, own = _bare(asked), _bare(resource)
+    if bare is None or own is None:
+        return False
+    if bare == own:
+        return True
+    parts = urlsplit(own)
+    return origin_is_ours and bare == f"{parts.scheme}://{parts.netloc}"
+
+
 class GatewayProvider:
     """The authorization server, one per MCP listener process.
 
@@ -198,6 +232,7 @@ class GatewayProvider:
         self.config = config
         self.issuer = issuer_url.rstrip("/")
         self.resource = resource_url or f"{self.issuer}/mcp"
+        self.origin_is_ours = urlsplit(self.issuer).path in ("", "/")
         self.consent_url = f"{consent_base.rstrip('/')}{CONSENT_PATH}"
         self.cafile = cafile
         self.clock = clock
@@ -206,6 +241,11 @@ class GatewayProvider:
             refresh=dt.timedelta(days=config.oauth_refresh_days),
             reuse_grace=dt.timedelta(seconds=config.oauth_refresh_grace_seconds),
         )
+
+    def names_resource(self, asked: str | None) -> bool:
+        """Whether a client's ``resource`` parameter names this server
+        (:func:`names_resource`; the origin counts when the issuer is a bare origin)."""
+        return names_resource(asked, self.resource, self.origin_is_ours)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -299,15 +339,16 @@ class GatewayProvider:
     ) -> str:
         """Keep the checked request for an editor (:func:`grants.open_pending`, valid
         ``oauth_pending_minutes``) and send the browser to the consent page,
-        ``<consent_base>/review/oauth?request=<pending id>``. A request without ``resource`` is
-        bound to the MCP endpoint; scopes were clamped by :class:`GatewayClient`.
+        ``<consent_base>/review/oauth?request=<pending id>``. A request without ``resource``,
+        or one spelling this server's as clients do (:meth:`names_resource`), is bound to
+        the MCP endpoint's canonical URL; scopes were clamped by :class:`GatewayClient`.
 
         Raises:
             AuthorizeError: ``invalid_target`` when ``resource`` names another resource
                 (shown to the user by the route, never redirected to the client).
         """
         resource = params.resource or self.resource
-        if not same_resource(resource, self.resource):
+        if not self.names_resource(resource):
             raise AuthorizeError("invalid_target", "the resource is not this MCP server")
         lifetime = dt.timedelta(minutes=self.config.oauth_pending_minutes)
 

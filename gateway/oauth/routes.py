@@ -21,8 +21,9 @@ give what the gateway guarantees.
   be used is said as such (:class:`DocumentErrors`: "TLS failed fetching the document: ...",
   not the SDK's "Client ID ... not found").
 * ``POST /token``: the SDK's handler behind :class:`ResourceCheck`: a ``resource`` other than
-  the MCP endpoint is ``invalid_target`` (RFC 8707 §2; the SDK does not pass it to the
-  provider).
+  the MCP endpoint, as clients spell it (:meth:`GatewayProvider.names_resource`: a trailing
+  slash, the bare origin), is ``invalid_target`` (RFC 8707 §2; the SDK does not pass it to
+  the provider).
 * ``POST /register`` (only with ``GATEWAY_OAUTH_DCR`` on): the SDK's handler behind
   :class:`RegistrationGuard`: ``GATEWAY_OAUTH_DCR_RATE`` per client address, and public clients
   only (a missing ``token_endpoint_auth_method`` is replaced by ``none``, RFC 7591 §3.2.1
@@ -75,7 +76,6 @@ from starlette.types import Send
 
 from gateway.oauth import client_documents
 from gateway.oauth.provider import GatewayProvider
-from gateway.oauth.provider import same_resource
 from gateway.tenancy import grants
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
@@ -245,15 +245,15 @@ async def _form(scope: Scope, receive: Receive, send: Send) -> bytes | None:
 
 class ResourceCheck:
     """ASGI wrapper of the SDK's ``/token``: a ``resource`` parameter (RFC 8707, any number of
-    them) naming anything but ``resource`` is answered 400 ``invalid_target`` before the SDK
-    sees the request; no ``resource`` is the one resource. A body that is not
+    them) for which ``names_resource`` is false is answered 400 ``invalid_target`` before the
+    SDK sees the request; no ``resource`` is the one resource. A body that is not
     ``application/x-www-form-urlencoded`` (multipart, which the SDK's parser would also read)
     is ``invalid_request``. The form is read once (at most
     :data:`MAX_FORM_BYTES`, else 413) and handed to the SDK as it came."""
 
-    def __init__(self, app: ASGIApp, resource: str):
+    def __init__(self, app: ASGIApp, names_resource: Callable[[str], bool]):
         self.app = app
-        self.resource = resource
+        self.names_resource = names_resource
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -263,7 +263,7 @@ class ResourceCheck:
         if body is None:
             return
         asked = parse_qs(body.decode("latin-1")).get("resource", [])
-        if any(not same_resource(value, self.resource) for value in asked):
+        if any(not self.names_resource(value) for value in asked):
             await _answer(
                 send,
                 400,
@@ -406,7 +406,7 @@ def routes(provider: GatewayProvider) -> list[Route]:
         "/authorize": lambda app: NoErrorRedirects(
             DocumentErrors(app), f"{provider.consent_url}?request="
         ),
-        "/token": lambda app: ResourceCheck(app, provider.resource),
+        "/token": lambda app: ResourceCheck(app, provider.names_resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
         "/revoke": PublicRevocation,
     }
