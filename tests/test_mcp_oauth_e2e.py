@@ -334,10 +334,6 @@ def refresh(served, client_id: str, refresh_token: str) -> requests.Response:
 # --------------------------------------------------------------------------- the browser
 
 
-def csrf_of(html: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-
-
 class Browser:
     """A person's browser on the review site: a ``requests`` session (cookies kept)."""
 
@@ -351,9 +347,12 @@ class Browser:
         return answer
 
     def post(self, path: str, data: dict, csrf_page: str = "/review") -> requests.Response:
-        token = csrf_of(self.get(self.base + csrf_page).text)
+        """POST ``data`` with the hidden fields of ``csrf_page``'s form (the CSRF token; on
+        the consent page also ``request_ref``, the request it shows)."""
+        page = self.get(self.base + csrf_page).text
+        hidden = dict(re.findall(r'name="(csrf_token|request_ref)" value="([^"]+)"', page))
         answer = self.http.post(
-            self.base + path, data={**data, "csrf_token": token}, allow_redirects=False, timeout=30
+            self.base + path, data={**data, **hidden}, allow_redirects=False, timeout=30
         )
         where = "approve" if path == "/review/oauth/approve" and answer.status_code == 303 else ""
         SEEN.keep(where or "browser", answer)

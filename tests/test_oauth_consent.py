@@ -46,6 +46,13 @@ def _csrf(html: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 
 
+def _form_of(html: str) -> dict:
+    """The hidden fields a page's form posts: the CSRF token, and the consent page's name
+    for the request it shows when the page is one."""
+    shown = re.search(r'name="request_ref" value="([^"]+)"', html)
+    return {"csrf_token": _csrf(html), **({"request_ref": shown.group(1)} if shown else {})}
+
+
 class Browser:
     """A Flask test client that keeps every response it got (status, headers, body)."""
 
@@ -62,7 +69,7 @@ class Browser:
         return self._keep(self.client.get(path))
 
     def post(self, path: str, data: dict, page: str = "/review/oauth"):
-        form = {**data, "csrf_token": _csrf(self.client.get(page).get_data(as_text=True))}
+        form = {**data, **_form_of(self.client.get(page).get_data(as_text=True))}
         return self._keep(self.client.post(path, data=form))
 
     def sign_in(self, token: str):
@@ -212,6 +219,30 @@ def test_another_editor_a_workflow_token_and_an_admin_cannot_decide_a_claimed_re
         assert OAuthGrant.select().count() == 0
         assert grants.pending(pending_id) is not None  # still the first editor's to decide
     assert first.post("/review/oauth/approve", {"sites": ["blog"]}).status_code == 303
+
+
+def test_a_request_swapped_into_the_session_while_the_page_is_open_is_refused(offline_gw):
+    """The security review's finding: with the consent page open, one top-level navigation
+    to ``/review/oauth?request=<theirs>`` (the cookie is ``SameSite=Lax``) swapped the held
+    request, and Approve sent the code to the attacker's redirect. The form names the
+    request it shows; the swapped one is refused and nothing is granted."""
+    app = offline_gw.app
+    _client(app)
+    mine = _pending(app)
+    evil_client = _client(app, "Evil", redirect="https://attacker.example/cb", dynamic=True)
+    theirs = _pending(app, client_id=evil_client, redirect="https://attacker.example/cb")
+    browser, html = _consent(app, offline_gw.make_token("editor"), mine)
+    assert browser.get(f"/review/oauth?request={theirs}").status_code == 303  # the navigation
+    assert browser.get("/review/oauth").status_code == 200
+    statuses = []
+    for path in ("/review/oauth/approve", "/review/oauth/deny"):
+        answer = browser.client.post(path, data={"sites": ["blog"], **_form_of(html)})
+        assert "Location" not in answer.headers, answer.headers["Location"]
+        statuses.append(answer.status_code)
+    assert statuses == [409, 404]  # the refusal dropped the swapped request from the session
+    with app.app_context(), database.connection_context():
+        assert OAuthGrant.select().count() == 0
+        assert grants.pending(theirs) is not None and grants.pending(mine) is not None
 
 
 def test_only_the_tenants_own_sites_and_at_least_one(offline_gw):

@@ -11,6 +11,12 @@ of :mod:`gateway.api.review_page`.
   (:func:`gateway.tenancy.grants.claim`); no other editor, of this tenant or another, can
   decide it after, and workflow tokens cannot sign in at all. The page shows what
   :mod:`gateway.oauth.consent` describes, and the tenant's sites as checkboxes.
+* Both decisions carry ``request_ref``, the page's name for the request it showed
+  (:func:`gateway.oauth.consent.reference`); one that names another request than the session
+  holds is refused (409, nothing decided, the held request dropped): a navigation to
+  ``/review/oauth?request=<another>`` in the editor's browser (the session cookie is
+  ``SameSite=Lax``) while the page is open cannot have the editor approve what they did not
+  see.
 * ``POST /review/oauth/approve`` (``sites``: at least one, only the tenant's own): a grant and a
   code (``GATEWAY_OAUTH_CODE_SECONDS``), then 303 to the client's redirect URI with ``code``,
   ``state`` and ``iss`` (RFC 6749 §4.1.2, RFC 9207). ``POST /review/oauth/deny``: 303 with
@@ -75,6 +81,25 @@ def _held_id() -> str | None:
     return consent.unseal(config().secret_key, session.get(OAUTH_REQUEST), max_age)
 
 
+SWAPPED = (
+    "The sign-in request changed after this page was shown (another link was opened in this "
+    "browser). Nothing was granted or denied: ask the app to connect again."
+)
+REF_FIELD = "request_ref"
+
+
+def _not_the_one_shown(pending_id: str):
+    """An error page (409) when the posted form names another request than
+    ``pending_id``, the one the session holds (or names none), else None. The held request
+    is dropped: whoever swapped it in is not the editor."""
+    if consent.is_reference(config().secret_key, pending_id, request.form.get(REF_FIELD)):
+        return None
+    log.warning("review page: an OAuth decision for another request than shown was refused")
+    session.pop(OAUTH_REQUEST, None)
+    page = render_template("review_error.html", title="Sign-in request changed", detail=SWAPPED)
+    return make_response(page, 409)
+
+
 def _gone(title: str = "No such sign-in request", status: int = 404):
     session.pop(OAUTH_REQUEST, None)
     page = render_template("review_error.html", title=title, detail=GONE)
@@ -111,7 +136,7 @@ def _request_and_view():
 @roles("editor")
 def consent_page():
     """The consent page for the request the session holds (claimed by this editor)."""
-    _pending_id, pending, view = _request_and_view()
+    pending_id, pending, view = _request_and_view()
     if pending is None:
         return _gone()
     page = render_template(
@@ -124,6 +149,7 @@ def consent_page():
         cannot=consent.CANNOT,
         unverified=consent.UNVERIFIED,
         expires_at=pending.expires_at,
+        request_ref=consent.reference(config().secret_key, pending_id),
     )
     return _with_form_action(make_response(page), view)
 
@@ -135,6 +161,9 @@ def oauth_approve():
     pending_id, pending, view = _request_and_view()
     if pending is None:
         return _gone()
+    refused = _not_the_one_shown(pending_id)
+    if refused is not None:
+        return refused
     chosen = sorted(set(request.form.getlist("sites")))
     own = {s.name for s in tenant_sites.list_sites(g.principal.tenant)}
     if not chosen or not set(chosen) <= own:
@@ -172,6 +201,9 @@ def oauth_deny():
     pending_id, pending, view = _request_and_view()
     if pending is None:
         return _gone()
+    refused = _not_the_one_shown(pending_id)
+    if refused is not None:
+        return refused
     decision = grants.deny(pending_id, g.principal.token_hash)
     if decision is None:
         return _gone()

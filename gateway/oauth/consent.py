@@ -24,11 +24,16 @@ app they meant to connect. So the page shows what can be verified and flags what
 
 The pending request's id is a bearer secret for the few minutes it lives: the session keeps it
 sealed (:func:`seal`, Fernet under a key derived from ``GATEWAY_SECRET_KEY``), so neither the
-sign-in cookie nor the ledger's session row holds it in clear.
+sign-in cookie nor the ledger's session row holds it in clear. The page's form carries the
+request it shows as :func:`reference` (a keyed digest, not the id): a decision whose form names
+another request than the session holds is refused, so a request swapped into the session by a
+navigation the editor did not see is never the one decided.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import re
 import unicodedata
@@ -218,6 +223,24 @@ def unseal(secret_key: str, sealed: object, max_age_seconds: int) -> str | None:
     except (InvalidToken, UnicodeError):
         return None
     return plain.decode("utf-8")
+
+
+def reference(secret_key: str, pending_id: str) -> str:
+    """The consent form's name for the request it shows: HMAC-SHA256 of ``pending_id``
+    under ``secret_key`` (64 hex characters; it reveals neither the id nor the ledger's
+    SHA-256 of it)."""
+    key = hashlib.sha256(b"oauth-pending-reference:" + secret_key.encode("utf-8")).digest()
+    return hmac.new(key, pending_id.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def is_reference(secret_key: str, pending_id: str, shown: object) -> bool:
+    """Whether ``shown`` (the form's field) is :func:`reference` of ``pending_id``
+    (compared in constant time); False for anything but a string."""
+    if not isinstance(shown, str):
+        return False
+    return hmac.compare_digest(
+        shown.encode("ascii", "replace"), reference(secret_key, pending_id).encode()
+    )
 
 
 def grant_list(tenant: str | None) -> list[dict]:
