@@ -421,8 +421,9 @@ def tokens_create(tenant, role, name):
 def tokens_revoke(tenant, name, grant_id):
     """Revoke a token (--name) or an OAuth grant (--grant) of TENANT.
 
-    A token's API calls and editor sessions end; every token a grant issued is refused from
-    its next call on."""
+    A token's API calls and editor sessions end, and the OAuth grants it approved as an editor
+    are revoked (``grants``: their ids, ``revoked_why`` "approver-revoked"); every token a
+    grant issued is refused from its next call on."""
     if (name is None) == (grant_id is None):
         raise click.UsageError("give exactly one of --name (a token) or --grant (an OAuth grant)")
     known_tenant(tenant)
@@ -440,12 +441,17 @@ def tokens_revoke(tenant, name, grant_id):
     with database.connection_context():
         count = tokens.revoke_tokens(tenant, name)
         names = sorted({t.name for t in tokens.list_tokens(tenant)})
+        ended = [
+            g.id
+            for g in grants.list_grants(tenant)
+            if g.approved_by == name and g.revoked_why == "approver-revoked"
+        ]
     if not count and name not in names:
         raise KnownProblem(
             f"tenant {tenant!r} has no token named {name!r}; its tokens: {', '.join(names)} "
             "(gateway tokens list)"
         )
-    click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count}))
+    click.echo(json.dumps({"tenant": tenant, "name": name, "revoked": count, "grants": ended}))
 
 
 @_needs_no_secret_key
@@ -457,7 +463,7 @@ def tokens_list(tenant):
 
     A token: ``kind`` "token",
     tenant, name, role, created, revoked. A grant an editor gave an MCP client: ``kind``
-    "grant", ``grant_id``, tenant, the client's name and verified host (null: registered
+    "grant", ``grant_id``, tenant, the client's id, name and verified host (null: registered
     dynamically, unverified), sites, approved by, created, last use (written at most once a
     minute), revoked and why.
 

@@ -798,12 +798,24 @@ def test_a_refresh_rotates_a_reused_one_ends_the_family_and_a_revoked_grant_is_r
     assert second["access_token"] != first.access_token
     assert mcp_status(served, second["access_token"]) == 200
 
-    # the rotated token presented again (a client whose answer was lost, or a thief)
+    # claude.ai's second node presents the same token within the grace window
+    # (PrefectHQ/fastmcp#4264): a pair of its own, the grant lives; the client keeps this one
+    twin = refresh(served, flow.client_id, first.refresh_token)
+    assert twin.status_code == 200, twin.text
+    kept = refresh(served, flow.client_id, twin.json()["refresh_token"])
+    assert kept.status_code == 200, kept.text
+    third = kept.json()
+    retired = refresh(served, flow.client_id, second["refresh_token"])  # the fork not kept
+    assert retired.json()["error"] == "invalid_grant"
+    assert mcp_status(served, third["access_token"]) == 200
+
+    # a token older than the last rotation presented again (a thief): the family ends
     reused = refresh(served, flow.client_id, first.refresh_token)
     assert (reused.status_code, reused.json()["error"]) == (400, "invalid_grant")
-    for token in (first.access_token, second["access_token"]):
+    tokens = (first.access_token, second["access_token"], third["access_token"])
+    for token in tokens:
         assert mcp_status(served, token) == 401
-    latest = refresh(served, flow.client_id, second["refresh_token"])
+    latest = refresh(served, flow.client_id, third["refresh_token"])
     assert latest.json()["error"] == "invalid_grant"
     ended = grant_of(served, flow.name)
     assert ended["revoked_at"] is not None and ended["revoked_why"] == "refresh-reused"
@@ -839,8 +851,10 @@ def test_no_code_token_client_secret_or_pending_id_is_logged_stored_or_answered(
     anyio.run(main)
     rotated = refresh(served, flow.client_id, flow.storage.tokens.refresh_token)
     assert rotated.status_code == 200
+    again = refresh(served, flow.client_id, rotated.json()["refresh_token"])
+    assert again.status_code == 200  # the rotated token is no longer the last rotation:
     assert refresh(served, flow.client_id, flow.storage.tokens.refresh_token).status_code == 400
-    assert mcp_status(served, rotated.json()["access_token"]) == 401
+    assert mcp_status(served, again.json()["access_token"]) == 401
     revoked = signed_in(served)
     grant_id = grant_of(served, revoked.name)["grant_id"]
     cli_json(served, "tokens", "revoke", "--tenant", TENANT, "--grant", str(grant_id))

@@ -349,6 +349,7 @@ def test_gateway_tokens_lists_grants_and_revokes_one(offline_gw, ledger_url):
     (grant,) = [r for r in rows if r["kind"] == "grant"]
     assert grant["grant_id"] == grant_id and grant["tenant"] == TENANT
     assert (grant["client_name"], grant["client_host"]) == ("Claude", "claude.example")
+    assert grant["client_id"] == CLIENT_ID  # two apps of one name differ by it
     assert grant["sites"] == ["blog"] and grant["approved_by"] == "test-editor"
     assert grant["last_used_at"] and grant["revoked_at"] is None
     assert access not in listed.stdout and "hash" not in listed.stdout
@@ -366,6 +367,20 @@ def test_gateway_tokens_lists_grants_and_revokes_one(offline_gw, ledger_url):
         assert oauth_tokens.access(access) is None
     rows = json.loads(gateway_cli(["tokens", "list"], env).stdout)
     assert [r["revoked_at"] is not None for r in rows if r["kind"] == "grant"] == [True]
+
+
+def test_revoking_an_editors_token_revokes_the_grants_they_approved(offline_gw, ledger_url):
+    """The security review: the grant an editor approved kept working after their token was
+    revoked. Now it ends with the token, and ``gateway tokens revoke`` names it."""
+    _client(offline_gw.app)
+    grant_id, access = _access_token(offline_gw, _pending(offline_gw.app))
+    env = {"GATEWAY_DATABASE_URL": ledger_url}
+    done = gateway_cli(["tokens", "revoke", "--tenant", TENANT, "--name", "test-editor"], env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["grants"] == [grant_id]
+    with offline_gw.app.app_context(), database.connection_context():
+        assert oauth_tokens.access(access) is None
+        assert OAuthGrant.get_by_id(grant_id).revoked_why == "approver-revoked"
 
 
 def test_what_the_page_says_of_hosts_names_and_redirects():

@@ -246,13 +246,16 @@ def is_reference(secret_key: str, pending_id: str, shown: object) -> bool:
 def grant_list(tenant: str | None) -> list[dict]:
     """The grants of ``tenant`` (every tenant's when None) as the review page and ``gateway
     tokens list`` show them, newest first per tenant, no secret: ``grant_id``, ``tenant``,
-    ``client_name`` (cleaned), ``client_host`` (verified host, None: a dynamic registration,
-    unverified), ``sites``, ``approved_by``, ``created_at``, ``last_used_at`` (written at most
-    once a minute), ``revoked_at`` (naive UTC datetimes or None) and ``revoked_why``."""
+    ``client_id`` (public: a metadata document's URL or a registration's ``dcr-…``; two apps
+    of the same name differ by it), ``client_name`` (cleaned), ``client_host`` (verified
+    host, None: a dynamic registration, unverified), ``sites``, ``approved_by``,
+    ``created_at``, ``last_used_at`` (written at most once a minute), ``revoked_at`` (naive
+    UTC datetimes or None) and ``revoked_why``."""
     return [
         {
             "grant_id": grant.id,
             "tenant": grant.tenant,
+            "client_id": grant.client_id,
             "client_name": clean_name(grant.client_name),
             "client_host": client_host(grant.client_id),
             "sites": list(grant.sites),

@@ -181,7 +181,8 @@ def live(grant_id: int) -> OAuthGrant | None:
 def revoke(grant_id: int, why: str, now: dt.datetime | None = None) -> bool:
     """Revoke a grant and so its whole family: every code and token it issued is refused from
     the next call on. ``why``: ``editor``, ``code-reused``, ``refresh-reused``,
-    ``client-revoked`` (RFC 7009). True when it was live until now."""
+    ``client-revoked`` (RFC 7009), ``approver-revoked`` (:func:`revoke_approved_by`). True
+    when it was live until now."""
     revoked = moves.move(GRANT_REVOKED, {"id": grant_id}, _now(now), None, revoked_why=why) == 1
     if revoked:  # a reuse is a stolen copy or a client that lost an answer: say which grant
         level = logging.WARNING if why.endswith("-reused") else logging.INFO
@@ -194,6 +195,20 @@ def revoke_for_tenant(tenant: str, grant_id: int, now: dt.datetime | None = None
     id revokes nothing). True when it was live until now."""
     grant = OAuthGrant.get_or_none(OAuthGrant.id == grant_id, OAuthGrant.tenant == tenant)
     return grant is not None and revoke(grant.id, "editor", now)
+
+
+def revoke_approved_by(tenant: str, approved_by: str, now: dt.datetime | None = None) -> list[int]:
+    """Revoke every live grant of ``tenant`` approved by the editor token named
+    ``approved_by`` (token names are unique per tenant, :func:`gateway.tenancy.tokens.
+    create_token`), as ``approver-revoked``: an editor whose token is revoked (gone, or the
+    token leaked) no longer stands behind what they let an app do. Returns the ids revoked
+    now (sorted)."""
+    live = OAuthGrant.select(OAuthGrant.id).where(
+        OAuthGrant.tenant == tenant,
+        OAuthGrant.approved_by == approved_by,
+        OAuthGrant.revoked_at.is_null(),
+    )
+    return sorted(g.id for g in live if revoke(g.id, "approver-revoked", now))
 
 
 def list_grants(tenant: str | None) -> list[OAuthGrant]:

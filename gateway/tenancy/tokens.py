@@ -16,6 +16,7 @@ from gateway.ledger import unique
 from gateway.ledger.db import utcnow
 from gateway.ledger.models import TOKEN_REVOKED
 from gateway.ledger.models import Token
+from gateway.tenancy import grants
 from gateway.tenancy import review_sessions
 
 ROLES = ("workflow", "editor", "admin")
@@ -92,7 +93,10 @@ def authenticate_hash(token_hash: str) -> Principal | None:
 
 def revoke_tokens(tenant: str, name: str) -> int:
     """Revoke the token of ``tenant`` named ``name`` (names are unique per tenant); returns
-    how many were revoked now (0 or 1). The token's review-page sessions are deleted too."""
+    how many were revoked now (0 or 1). The token's review-page sessions are deleted too, and
+    the OAuth grants it approved as an editor are revoked
+    (:func:`gateway.tenancy.grants.revoke_approved_by`, ``approver-revoked``; also when the
+    token was revoked before, so a second call finishes what a crash left)."""
     live = Token.select().where(
         Token.tenant == tenant, Token.name == name, Token.revoked_at.is_null()
     )
@@ -100,6 +104,7 @@ def revoke_tokens(tenant: str, name: str) -> int:
     count = moves.move(TOKEN_REVOKED, {}, utcnow(), None, when=(Token.token_hash << hashes,))
     for token_hash in hashes:
         review_sessions.end_for_token(token_hash)
+    grants.revoke_approved_by(tenant, name)
     return count
 
 
