@@ -452,6 +452,39 @@ def test_dcr_registers_public_clients_only_and_is_rate_limited_per_address(ledge
     assert client_id in {r.client_id for r in rows}
 
 
+def test_registration_metadata_and_the_requests_waiting_for_an_editor_are_capped(ledger):
+    """The security review stored a 55 KiB registration whole and a pending request per
+    ``/authorize`` call, ``state`` of any length: now 400 ``invalid_client_metadata`` past
+    5 KiB (RFC 7591 §3.2.2), 400 ``invalid_request`` for a ``state`` past 1024 characters, and
+    503 ``temporarily_unavailable`` once a client has its cap of unclaimed requests."""
+    server = Server(oauth_pending_per_client=2)
+
+    async def main():
+        async with server.client() as http:
+            big = await register(http, token_endpoint_auth_method="none", client_name="x" * 55_000)
+            assert (big.status_code, big.json()["error"]) == (400, "invalid_client_metadata")
+            client_id = await public_client(http)
+            _, challenge = pkce()
+            long_state = authorize_query(client_id, challenge, state="s" * 1025)
+            answer = await http.get("/authorize", params=long_state)
+            assert (answer.status_code, answer.json()["error"]) == (400, "invalid_request")
+            ids = []
+            for _ in range(2):
+                query = authorize_query(client_id, challenge, state="s" * 1024)
+                ids.append(pending_id_of(await http.get("/authorize", params=query)))
+            full = await http.get("/authorize", params=authorize_query(client_id, challenge))
+            assert full.status_code == 503 and full.headers["retry-after"] == "60"
+            assert full.json()["error"] == "temporarily_unavailable"
+            assert "location" not in full.headers
+            in_ledger(lambda: grants.claim(ids[0], EDITOR))  # an editor opened one
+            again = await http.get("/authorize", params=authorize_query(client_id, challenge))
+            pending_id_of(again)
+
+    anyio.run(main)
+    assert in_ledger(OAuthClient.select().count) == 1
+    assert in_ledger(OAuthPending.select().count) == 3
+
+
 def test_unused_registrations_expire_and_are_forgotten_by_the_next_registration(ledger):
     clock = {"now": dt.datetime(2026, 12, 5, 12, 0)}
     server = Server(oauth_dcr_unused_hours=24.0)

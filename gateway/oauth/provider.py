@@ -37,6 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import ipaddress
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +71,12 @@ from gateway.tenancy import oauth_tokens
 log = logging.getLogger(__name__)
 
 CONSENT_PATH = "/review/oauth"
+#: The longest ``state`` kept for a client (characters): clients send 22-64; it is stored with
+#: the pending request and returned in the redirect (RFC 6749 §4.1.1 sets no limit).
+MAX_STATE_CHARS = 1024
+#: The largest client metadata a registration may store (bytes of JSON), as a metadata
+#: document may be (:mod:`gateway.oauth.client_documents`).
+MAX_METADATA_BYTES = 5 * 1024
 LOOPBACK_HOSTS = frozenset({"localhost"})
 
 
@@ -305,7 +312,8 @@ class GatewayProvider:
         Raises:
             RegistrationError: ``invalid_redirect_uri`` for a redirect URI a browser must not
                 be sent to (:func:`gateway.oauth.redirects.redirect_uri_problem`);
-                ``invalid_client_metadata`` for anything but a public client
+                ``invalid_client_metadata`` for metadata larger than
+                :data:`MAX_METADATA_BYTES` as stored, or for anything but a public client
                 (``token_endpoint_auth_method`` ``none``, no secret): the SDK would compare a
                 secret in clear. :mod:`gateway.oauth.routes` refuses these before the SDK
                 mints one; this is the second check.
@@ -323,6 +331,10 @@ class GatewayProvider:
             exclude_none=True,
             exclude={"client_id", "client_secret", "client_secret_expires_at"},
         )
+        if len(json.dumps(metadata).encode()) > MAX_METADATA_BYTES:
+            raise RegistrationError(
+                "invalid_client_metadata", f"the metadata is larger than {MAX_METADATA_BYTES} bytes"
+            )
         unused_for = dt.timedelta(hours=self.config.oauth_dcr_unused_hours)
 
         def keep() -> None:
@@ -344,17 +356,27 @@ class GatewayProvider:
         the MCP endpoint's canonical URL; scopes were clamped by :class:`GatewayClient`.
 
         Raises:
-            AuthorizeError: ``invalid_target`` when ``resource`` names another resource
-                (shown to the user by the route, never redirected to the client).
+            AuthorizeError: ``invalid_target`` when ``resource`` names another resource;
+                ``invalid_request`` for a ``state`` longer than :data:`MAX_STATE_CHARS`;
+                ``temporarily_unavailable`` when ``oauth_pending_per_client`` of the client's
+                requests wait unclaimed already (each shown to the user by the route, never
+                redirected to the client).
         """
         resource = params.resource or self.resource
         if not self.names_resource(resource):
             raise AuthorizeError("invalid_target", "the resource is not this MCP server")
+        if params.state is not None and len(params.state) > MAX_STATE_CHARS:
+            raise AuthorizeError("invalid_request", f"state is longer than {MAX_STATE_CHARS}")
         lifetime = dt.timedelta(minutes=self.config.oauth_pending_minutes)
 
         def keep() -> str:
             now = self.clock()
             grants.forget_expired(now)
+            if grants.waiting(client.client_id, now) >= self.config.oauth_pending_per_client:
+                raise AuthorizeError(
+                    "temporarily_unavailable",
+                    "too many sign-ins of this app wait for an editor; try again later",
+                )
             return grants.open_pending(
                 client.client_id,
                 str(params.redirect_uri),

@@ -75,11 +75,15 @@ from starlette.types import Scope
 from starlette.types import Send
 
 from gateway.oauth import client_documents
+from gateway.oauth.provider import MAX_METADATA_BYTES
 from gateway.oauth.provider import GatewayProvider
 from gateway.tenancy import grants
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
 MAX_FORM_BYTES = 64 * 1024
+#: The largest registration request read (RFC 7591 §2 metadata as JSON; the metadata stored
+#: is capped again, :data:`gateway.oauth.provider.MAX_METADATA_BYTES`).
+MAX_REGISTRATION_BYTES = MAX_METADATA_BYTES
 NO_STORE = [(b"cache-control", b"no-store"), (b"pragma", b"no-cache")]
 _ISSUER = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 
@@ -151,10 +155,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 class NoErrorRedirects:
     """ASGI wrapper of the SDK's ``/authorize``: a redirect anywhere but to the consent page
-    (``allowed_prefix``) is replaced by a 400 JSON answer to the user with the SDK's
-    ``error`` and ``error_description`` (never its ``state``). The SDK redirects errors to
-    the client's redirect URI once it knows the client and the URI (RFC 6749 §4.1.2.1); here
-    no editor has approved that client yet, so that would be an open redirect."""
+    (``allowed_prefix``) is replaced by a JSON answer to the user with the SDK's ``error`` and
+    ``error_description`` (never its ``state``): 400, or 503 with ``Retry-After`` for
+    ``temporarily_unavailable`` (the status RFC 6749 §4.1.2.1 stands that code in for). The
+    SDK redirects errors to the client's redirect URI once it knows the client and the URI
+    (RFC 6749 §4.1.2.1); here no editor has approved that client yet, so that would be an
+    open redirect."""
 
     def __init__(self, app: ASGIApp, allowed_prefix: str):
         self.app = app
@@ -175,13 +181,16 @@ class NoErrorRedirects:
                 if redirect and not location.startswith(self.allowed_prefix):
                     replaced = True
                     query = parse_qs(urlsplit(location).query)
+                    error = query.get("error", ["invalid_request"])[0]
+                    busy = error == "temporarily_unavailable"
                     await _answer(
                         send,
-                        400,
+                        503 if busy else 400,
                         {
-                            "error": query.get("error", ["invalid_request"])[0],
+                            "error": error,
                             "error_description": query.get("error_description", [None])[0],
                         },
+                        [(b"retry-after", b"60")] if busy else None,
                     )
                     return
             if not replaced:
@@ -336,10 +345,11 @@ class RegistrationGuard:
                 [(b"retry-after", str(retry).encode())],
             )
             return
-        body = await _read_body(receive, MAX_FORM_BYTES)
-        if body is None:
+        body = await _read_body(receive, MAX_REGISTRATION_BYTES)
+        if body is None:  # RFC 7591 §3.2.2: a registration error is a 400
+            too_large = f"the client metadata is larger than {MAX_REGISTRATION_BYTES} bytes"
             await _answer(
-                send, 413, {"error": "invalid_client_metadata", "error_description": "too large"}
+                send, 400, {"error": "invalid_client_metadata", "error_description": too_large}
             )
             return
         try:

@@ -90,6 +90,22 @@ def open_pending(
     return pending_id
 
 
+def waiting(client_id: str, now: dt.datetime | None = None) -> int:
+    """How many of ``client_id``'s authorisation requests wait, unexpired, undecided and
+    unclaimed (no editor opened them): what ``GATEWAY_OAUTH_PENDING_PER_CLIENT`` caps. A
+    claimed request does not count: an editor is deciding it."""
+    return (
+        OAuthPending.select()
+        .where(
+            OAuthPending.client_id == client_id,
+            OAuthPending.used_at.is_null(),
+            OAuthPending.claimed_by.is_null(),
+            OAuthPending.expires_at > _now(now),
+        )
+        .count()
+    )
+
+
 def pending(pending_id: str, now: dt.datetime | None = None) -> OAuthPending | None:
     """The undecided, unexpired authorisation request of ``pending_id``, or None."""
     return OAuthPending.get_or_none(
