@@ -331,6 +331,14 @@ def refresh(served, client_id: str, refresh_token: str) -> requests.Response:
     return token_call(served, form)
 
 
+WELL_KNOWN = (
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/oauth-authorization-server/mcp",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-protected-resource",
+)
+
+
 # --------------------------------------------------------------------------- the browser
 
 
@@ -550,6 +558,12 @@ def test_from_a_401_an_editor_signs_a_registered_client_in_and_one_post_is_writt
         ("POST", "/mcp"),
     ], flow.exchanges
     assert [status for *_, status in flow.exchanges[:6]] == [401, 200, 200, 201, 200, 200]
+    # the same documents at RFC 8414's path-inserted and RFC 9728's root URLs
+    base = served.mcp.removesuffix("/mcp")
+    known = {p: requests.get(base + p, timeout=30) for p in WELL_KNOWN}
+    assert [answer.status_code for answer in known.values()] == [200] * 4
+    documents = [answer.json() for answer in known.values()]
+    assert documents[0] == documents[1] and documents[2] == documents[3]
     assert flow.storage.client.client_secret is None  # a public client: no secret minted
     assert flow.storage.tokens.refresh_token
     assert "registered dynamically" in flow.consent.page and flow.name in flow.consent.page

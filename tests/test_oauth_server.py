@@ -308,6 +308,14 @@ def test_the_metadata_advertises_cimd_s256_iss_and_public_clients_and_follows_th
         assert found["scopes_supported"] == [grants.TOOL_SCOPE]
         assert found["registration_endpoint"] == f"{ISSUER}/register"
         assert found["revocation_endpoint"] == f"{ISSUER}/revoke"
+        async with Server().client() as http:
+            # RFC 8414 §3.1 path insertion, and RFC 9728's root URL: answered, not 404
+            inserted = await http.get("/.well-known/oauth-authorization-server/mcp")
+            root = await http.get("/.well-known/oauth-protected-resource")
+            at_mcp = await http.get("/.well-known/oauth-protected-resource/mcp")
+        assert inserted.status_code == root.status_code == at_mcp.status_code == 200
+        assert inserted.json() == found
+        assert root.json() == at_mcp.json() and root.json()["resource"] == RESOURCE
 
         async with Server(oauth_dcr=False, oauth_cimd=False).client() as http:
             off = (await http.get("/.well-known/oauth-authorization-server")).json()

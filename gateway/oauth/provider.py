@@ -10,8 +10,9 @@ What the SDK's handlers check before a method here is called (``mcp/server/auth/
 not checked again: PKCE S256 and the verifier, a code's or refresh token's client and expiry,
 the redirect URI at ``/token``. What this module adds:
 
-* **One resource** (RFC 8707): ``authorize`` binds a request without ``resource`` to the MCP
-  endpoint's URL and refuses another one (``invalid_target``); every code and token carries
+* **One resource** (RFC 8707): ``authorize`` binds a request without ``resource``, or with
+  this server's as clients spell it (:mod:`gateway.oauth.resources`), to the MCP endpoint's
+  URL and refuses another one (``invalid_target``); every code and token carries
   it, and :class:`AccessToken` ``resource`` lets ``AuthSettings(validate_token_resource=True)``
   refuse a token issued for another URL. ``/token`` is checked by :mod:`gateway.oauth.routes`.
 * **Single use and families**: a reused code or refresh token revokes its grant
@@ -55,7 +56,6 @@ from mcp.server.auth.provider import TokenError
 from mcp.shared.auth import InvalidRedirectUriError
 from mcp.shared.auth import OAuthClientInformationFull
 from mcp.shared.auth import OAuthToken
-from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import AnyUrl
 from pydantic import ValidationError
 
@@ -64,6 +64,8 @@ from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.oauth import client_documents
 from gateway.oauth import redirects
+from gateway.oauth.resources import names_resource
+from gateway.oauth.resources import same_resource
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
 from gateway.tenancy import oauth_tokens
@@ -162,51 +164,6 @@ def principal(seen: oauth_tokens.GrantAccess, issuer: str) -> dict[str, Any]:
         "client_id": seen.client_id,
         "resource": seen.resource,
     }
-
-
-def same_resource(a: str | None, b: str) -> bool:
-    """Whether two resource indicators name the same resource (RFC 8707 §2: compared in the
-    SDK client's canonical form: scheme and host lower case, no fragment)."""
-    if not a:
-        return False
-    try:
-        return resource_url_from_server_url(a) == resource_url_from_server_url(b)
-    except ValueError:
-        return False
-
-
-def _bare(url: str) -> str | None:
-    """``url`` in canonical form without one trailing slash, or None when it carries a query
-    or is not a URL (a query changes the resource: getsentry/sentry-mcp#1247)."""
-    try:
-        parts = urlsplit(resource_url_from_server_url(url))
-    except ValueError:
-        return None
-    if parts.query or not parts.scheme or not parts.netloc:
-        return None
-    return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('/')}"
-
-
-def names_resource(asked: str | None, resource: str, origin_is_ours: bool) -> bool:
-    """Whether a client's ``resource`` parameter (RFC 8707) names ``resource``, as clients
-    spell it: the same URL (:func:`same_resource`), or with a trailing slash
-    (anthropics/claude-code#52871: Claude Code sends ``resource`` with a ``/`` appended;
-    vercel/ai#13988 the same from ``URL.href``), and, when ``origin_is_ours`` (the issuer is
-    the bare origin, so the origin serves this one resource), the origin with or without its
-    ``/`` (a client that took the root's protected resource metadata, RFC 9728 §3.1). Any
-    other URL, another path, a query, is not this resource (``invalid_target``). Only the
-    door is liberal: what is stored and checked at ``/mcp`` is the canonical ``resource``."""
-    if not asked:
-        return False
-    if same_resource(asked, resource):
-        return True
-    bare, own = _bare(asked), _bare(resource)
-    if bare is None or own is None:
-        return False
-    if bare == own:
-        return True
-    parts = urlsplit(own)
-    return origin_is_ours and bare == f"{parts.scheme}://{parts.netloc}"
 
 
 class GatewayProvider:

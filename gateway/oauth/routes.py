@@ -13,6 +13,12 @@ give what the gateway guarantees.
   ``code_challenge_methods_supported: ["S256"]``, ``token_endpoint_auth_methods_supported:
   ["none"]`` (public clients only), ``scopes_supported: ["gateway:tools"]``; no
   ``registration_endpoint`` when DCR is off.
+* ``GET /.well-known/oauth-authorization-server/mcp``: the same document at the RFC 8414 §3.1
+  path-inserted URL of the MCP endpoint (clients that take ``<public>/mcp`` for the issuer
+  ask there first, as the SDK's client does: ``mcp.client.auth.utils``), and
+  ``GET /.well-known/oauth-protected-resource``: the protected resource metadata (RFC 9728)
+  of ``/mcp`` at the origin's root too, the document the listener serves at
+  ``/.well-known/oauth-protected-resource/mcp`` (for clients that look at the root first).
 * ``GET|POST /authorize``: the SDK's handler behind :class:`NoErrorRedirects`: the only
   redirect that leaves it is to the consent page; every error (unknown client, a redirect URI
   not registered, no PKCE or not S256, a wrong resource, a bad ``response_type``) is a 400 JSON
@@ -61,6 +67,7 @@ from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.routes import build_metadata
 from mcp.server.auth.routes import cors_middleware
 from mcp.server.auth.routes import create_auth_routes
+from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.server.auth.settings import RevocationOptions
 from mcp.shared.auth import OAuthMetadata
@@ -80,6 +87,7 @@ from gateway.oauth.provider import GatewayProvider
 from gateway.tenancy import grants
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
+PROTECTED_PATH = "/.well-known/oauth-protected-resource"
 MAX_FORM_BYTES = 64 * 1024
 #: The largest registration request read (RFC 7591 §2 metadata as JSON; the metadata stored
 #: is capped again, :data:`gateway.oauth.provider.MAX_METADATA_BYTES`).
@@ -395,11 +403,26 @@ def metadata(provider: GatewayProvider) -> OAuthMetadata:
     )
 
 
+def well_known(provider: GatewayProvider) -> list[Route]:
+    """The metadata routes: the authorization server's (RFC 8414) at its own URL and at the
+    URL path-inserted with the resource's path, and the resource's (RFC 9728, the SDK's
+    ``create_protected_resource_routes`` with the listener's arguments) at the root."""
+    handler = cors_middleware(MetadataHandler(metadata(provider)).handle, ["GET", "OPTIONS"])
+    inserted = METADATA_PATH + urlsplit(provider.resource).path.rstrip("/")
+    (resource,) = create_protected_resource_routes(
+        AnyHttpUrl(provider.resource), [issuer_url(provider.issuer)], list(grants.SCOPES)
+    )
+    get = ["GET", "OPTIONS"]
+    built = [Route(path, handler, methods=get) for path in dict.fromkeys([METADATA_PATH, inserted])]
+    return [*built, Route(PROTECTED_PATH, resource.endpoint, methods=get)]
+
+
 def routes(provider: GatewayProvider) -> list[Route]:
     """The authorization server's routes for the MCP listener's Starlette app (paths at the
-    root of the issuer: ``/.well-known/oauth-authorization-server``, ``/authorize``,
-    ``/token``, ``/register`` when DCR is on, ``/revoke``). The listener adds the protected
-    resource metadata and ``/mcp``, and its per-address limits around these routes."""
+    root of the issuer: the metadata of :func:`well_known`, ``/authorize``, ``/token``,
+    ``/register`` when DCR is on, ``/revoke``). The listener adds the protected resource
+    metadata at its RFC 9728 URL and ``/mcp``, and its per-address limits around these
+    routes."""
     config = provider.config
     registration = ClientRegistrationOptions(
         enabled=config.oauth_dcr,
@@ -420,12 +443,7 @@ def routes(provider: GatewayProvider) -> list[Route]:
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
         "/revoke": PublicRevocation,
     }
-    handler = MetadataHandler(metadata(provider)).handle
-    built = [
-        Route(
-            METADATA_PATH, cors_middleware(handler, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"]
-        )
-    ]
+    built = well_known(provider)
     for route in sdk_routes:
         if route.path == METADATA_PATH:
             continue
