@@ -175,15 +175,15 @@ def redeem_code(code: str, lifetimes: Lifetimes, now: dt.datetime | None = None)
 
 
 def _spend_once(
-    spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime, retire=None
+    spend, row_of, why: str, lifetimes: Lifetimes, now: dt.datetime, retire=None, forgive=None
 ) -> Issued | None:
     """Run ``spend``, the conditional UPDATE of a code's or refresh token's ``used_at``
     (:func:`gateway.ledger.moves.move`; returns its row count): the
     request whose UPDATE changed the row gets a new token pair from its live grant (after
     ``retire(row, now)``, when given); one that found the row used already (another request was
-    first: a reuse) gets a pair of its own when the row is within its grace window
-    (:func:`_in_grace`), else revokes the grant (``why``). ``row_of`` reads the row after the
-    UPDATE. None but for the winner and a reuse within the window."""
+    first: a reuse) gets a pair of its own when ``forgive(row)`` says so (a refresh token within
+    its grace window, :func:`_in_grace`), else revokes the grant (``why``). ``row_of`` reads the
+    row after the UPDATE. None but for the winner and a forgiven reuse."""
     with db.atomic():
         won = spend()
         row = row_of()
@@ -194,7 +194,7 @@ def _spend_once(
             if retire is not None:
                 retire(row, now)
             return _issue(grant, lifetimes, now)
-        if grant is not None and _in_grace(row, lifetimes.reuse_grace, now):
+        if grant is not None and forgive is not None and forgive(row):
             log.info("OAuth grant %s: its last refresh token again, in the grace window", grant.id)
             return _issue(grant, lifetimes, now)
     if won == 0 and row.used_at is not None:
@@ -202,12 +202,12 @@ def _spend_once(
     return None
 
 
-def _in_grace(row, grace: dt.timedelta, now: dt.datetime) -> bool:
+def _in_grace(row: OAuthToken, grace: dt.timedelta, now: dt.datetime) -> bool:
     """Whether the used refresh token ``row`` may be presented again: it was rotated at most
     ``grace`` ago, and no refresh token of its grant was rotated after it (only the last
     rotation has a grace: Auth0's "only the previous token can be reused"; an older one is a
-    stolen copy or a client gone astray). Always False for a code (no ``kind``)."""
-    if getattr(row, "kind", None) != REFRESH or row.used_at is None or not grace:
+    stolen copy or a client gone astray)."""
+    if row.kind != REFRESH or row.used_at is None or not grace:
         return False
     if now - row.used_at > grace:
         return False
@@ -219,7 +219,7 @@ def _in_grace(row, grace: dt.timedelta, now: dt.datetime) -> bool:
     return not later.exists()
 
 
-def _retire_forks(row, now: dt.datetime) -> None:
+def _retire_forks(row: OAuthToken, now: dt.datetime) -> None:
     """A refresh token ``row`` of a forked family was rotated: the other forks' unused
     refresh tokens expire now (the client kept this fork; the others' holders, a node whose
     answer was not kept or whoever raced within the grace window, sign in again). Expiry is
@@ -262,7 +262,10 @@ def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> 
     row_of = lambda: OAuthToken.get_or_none(  # noqa: E731
         OAuthToken.token_hash == key, OAuthToken.kind == REFRESH
     )
-    return _spend_once(spend, row_of, "refresh-reused", lifetimes, now, retire=_retire_forks)
+    forgive = lambda row: _in_grace(row, lifetimes.reuse_grace, now)  # noqa: E731
+    return _spend_once(
+        spend, row_of, "refresh-reused", lifetimes, now, retire=_retire_forks, forgive=forgive
+    )
 
 
 def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
