@@ -36,6 +36,7 @@ TOOLS = (
     "request_approval",
     "recover",
     "get_job",
+    "read_text",
 )
 FOUR = ("operation_key", "state", "replayed", "reconciled")
 
