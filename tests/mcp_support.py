@@ -187,6 +187,13 @@ def slug(problem: dict) -> str:
     return problem["type"].rsplit("/", 1)[-1]
 
 
+def takes_array(schema: dict) -> bool:
+    """Whether an advertised property takes an array (in a type list or an anyOf branch)."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "array" in kinds or any(takes_array(b) for b in schema.get("anyOf", []))
+
+
 def count_objects(site: dict, keys: list[str]) -> dict[str, int]:
     """How many WordPress objects carry each operation key (companion plugin, as admin)."""
     admin = site["users"]["admin"]

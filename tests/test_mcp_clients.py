@@ -31,6 +31,7 @@ from mcp_support import HttpMcp
 from mcp_support import count_objects
 from mcp_support import http_session
 from mcp_support import stdio_session
+from mcp_support import takes_array
 from support import SITE_NAME
 from support import SQLITE_PASS_ONLY
 from support import new_job_id
@@ -47,11 +48,6 @@ shared_proxy, gateway, gw_proxy = mcp_support.FIXTURES  # the module's gateway (
 CAP = 25_000  # bytes of UTF-8: at most one token each
 
 
-def _types(schema: dict) -> list:
-    kind = schema.get("type")
-    return kind if isinstance(kind, list) else [kind]
-
-
 def as_claude_code_sends(tool, given: dict) -> dict:
     """Every advertised property of ``tool``: the ``given`` value (an array or object as JSON
     text), else the text ``"null"`` (``["null"]`` for an array)."""
@@ -61,7 +57,7 @@ def as_claude_code_sends(tool, given: dict) -> dict:
             value = given[name]
             sent[name] = json.dumps(value) if isinstance(value, list | dict) else value
         else:
-            sent[name] = ["null"] if "array" in _types(schema) else "null"
+            sent[name] = ["null"] if takes_array(schema) else "null"
     return sent
 
 

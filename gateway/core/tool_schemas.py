@@ -139,14 +139,20 @@ def _close(node: dict, required: list, strict: bool) -> None:
     properties = node.setdefault("properties", {})
     for name, sub in properties.items():
         if name not in required:
-            properties[name] = nullable(sub)
+            properties[name] = nullable(sub, union=not strict)
     node["required"] = list(properties) if strict else [r for r in required if r in properties]
     node["additionalProperties"] = False
 
 
-def nullable(node: dict) -> dict:
-    """``node`` (a strict schema) that also accepts ``null``."""
+def nullable(node: dict, union: bool = False) -> dict:
+    """``node`` (a strict schema) that also accepts ``null``: a ``"null"`` type beside its
+    own (OpenAI's strict form), or with ``union`` ``{"anyOf": [node, {"type": "null"}]}``
+    (its description kept outside): Cursor checks a ``type`` list against a value's one type
+    and refuses every value (cursor/cursor#3540, cursor/cursor#3778), not an ``anyOf``."""
     node = dict(node)
+    if union and "anyOf" not in node and "null" not in _types(node):
+        said = {"description": node.pop("description")} if "description" in node else {}
+        return {**said, "anyOf": [node, {"type": "null"}]}
     if "anyOf" in node:
         if {"type": "null"} not in node["anyOf"]:
             node["anyOf"] = [*node["anyOf"], {"type": "null"}]
