@@ -191,8 +191,10 @@ def at_the_door(arguments, schema: dict, text_pattern: str):
     * an array or object property (one that takes no string) given as JSON text of that type
       is parsed (anthropics/claude-code#22394, github/copilot-cli#4301);
     * an optional property whose value can never be the word - not free text (see
-      :func:`free_text`) - given as ``"null"``, ``""`` or ``["null"]`` is not given
+      :func:`free_text`) - given as ``"null"`` or ``["null"]`` is not given
       (anthropics/claude-code#95239); in free text the word stays the text it is;
+    * an optional property that takes no empty text given as ``""`` is not given
+      (cursor/cursor#3614: Cursor's unset optional); where ``""`` is valid it stays;
     * ``null`` for an optional property that does not take it is not given
       (:func:`without_nulls`).
 
@@ -262,9 +264,23 @@ def _parsed(value, node: dict, defs: dict):
 def _not_given(value, node: dict, defs: dict, text_pattern: str | None) -> bool:
     if value is None:
         return not _accepts_null(node)
-    if text_pattern is None or not (value in PLACEHOLDERS or value == PLACEHOLDER_ARRAY):
+    if text_pattern is None:
         return False
-    return not free_text(node, defs, text_pattern)
+    if value == "":  # only where no text, not even an empty one, is valid: nothing changes
+        return not _takes_empty_text(node, defs)
+    if value in PLACEHOLDERS or value == PLACEHOLDER_ARRAY:
+        return not free_text(node, defs, text_pattern)
+    return False
+
+
+def _takes_empty_text(node, defs: dict) -> bool:
+    """Whether ``node`` takes the empty string (its type, ``minLength`` and ``pattern``)."""
+    node = _deref(node, defs)
+    if any(_takes_empty_text(branch, defs) for branch in node.get("anyOf", ())):
+        return True
+    if "string" not in _types(node) or node.get("minLength", 0) > 0:
+        return False
+    return re.search(node.get("pattern", ""), "") is not None
 
 
 def _drop(value, node, defs: dict, text_pattern: str | None):
