@@ -42,6 +42,7 @@ import gateway.composition  # noqa: F401 - registers the actions the agents' too
 from gateway.agents import tools as agent_tools
 from gateway.core import tool_schemas
 from gateway.core import validation
+from gateway.mcp import paging
 from gateway.mcp import tools
 
 shared_proxy, gateway, gw_proxy = mcp_support.FIXTURES  # the module's gateway (mcp_support)
@@ -284,3 +285,20 @@ def test_the_door_drops_placeholders_only_where_a_value_cannot_be_the_word():
     assert _door({"job_id": "J", "slot": "null"}, media) == {"job_id": "J", "slot": "null"}
     # not JSON of the property's type: left for the validation to refuse
     assert _door({"tags": "a, b"}, agent_tools.parameters("put_draft")) == {"tags": "a, b"}
+
+
+def test_a_text_is_inline_once_and_stubbed_only_as_far_as_the_bound_needs():
+    """Issue 52, item 4: a 10 KB article in a receipt's ``sent`` and ``expected`` is inline
+    once (a stub the second time); a 100 KB one is a stub both times; short texts stay."""
+
+    def size(body) -> int:
+        return len(json.dumps(body, ensure_ascii=False).encode())
+
+    for chars, inline in ((10_000, 1), (100_000, 0)):
+        article = "文" * (chars // 3)
+        receipt = {"sent": {"content": article, "title": "T"}, "expected": {"content": article}}
+        out = paging.fitted(receipt, "J-1", size)
+        assert size(out) < paging.MAX_RESULT_BYTES and out["sent"]["title"] == "T"
+        contents = [out["sent"]["content"], out["expected"]["content"]]
+        assert contents.count(article) == inline, (chars, inline)
+        assert all(c == article or c["sha256"] == paging.digest(article) for c in contents)

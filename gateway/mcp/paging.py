@@ -4,11 +4,12 @@ Claude Code refuses a tool result past 25,000 tokens (anthropics/claude-code#457
 job's answer carries its article several times (the draft receipt's ``sent`` and
 ``expected``, the verification's fields). A token is at least one byte of UTF-8, so a result
 of fewer than :data:`MAX_RESULT_BYTES` bytes is under that cap for any tokenizer, English or
-Chinese alike. So every tool result and the job resource are :func:`fitted`: a text longer
-than :data:`INLINE_BYTES` is replaced by a *stub* naming its SHA-256 and length
-(:func:`stub`), halving that threshold while the result is still too large, and the
-``read_text`` tool returns a text by its digest in pages (:func:`page`), each of which fits
-too. The gateway's own answers (the HTTP API) are not changed.
+Chinese alike. So every tool result and the job resource are :func:`fitted`: a text is
+inline once at most (its repeats are *stubs* naming its SHA-256 and length: :func:`stub`),
+and while the result is still too large, every text longer than :data:`INLINE_BYTES` (then
+half that, and so on) is a stub too. The ``read_text`` tool returns a text by its digest in
+pages (:func:`page`), each of which fits too. The gateway's own answers (the HTTP API) are
+not changed.
 """
 
 from __future__ import annotations
@@ -46,28 +47,40 @@ def stub(text: str, job_id: str) -> dict:
     }
 
 
-def compact(body, job_id: str, limit: int = INLINE_BYTES):
-    """``body`` (parsed JSON) with every string longer than ``limit`` UTF-8 bytes replaced by
-    its :func:`stub`, at any depth; ``body`` is not changed."""
-    if isinstance(body, str):
-        return stub(body, job_id) if len(body.encode("utf-8", "surrogatepass")) > limit else body
-    if isinstance(body, list):
-        return [compact(item, job_id, limit) for item in body]
-    if isinstance(body, dict):
-        return {key: compact(value, job_id, limit) for key, value in body.items()}
-    return body
+def compact(body, job_id: str, limit: int | None = INLINE_BYTES):
+    """``body`` (parsed JSON) with every string longer than ``limit`` UTF-8 bytes (None: no
+    limit), and every repeat of a string longer than :data:`MIN_INLINE_BYTES`, replaced by its
+    :func:`stub`, at any depth; ``body`` is not changed. So a text is inline once at most."""
+    seen: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if isinstance(node, dict):
+            return {key: walk(value) for key, value in node.items()}
+        if not isinstance(node, str):
+            return node
+        size = len(node.encode("utf-8", "surrogatepass"))
+        if size <= MIN_INLINE_BYTES:
+            return node
+        if (limit is not None and size > limit) or node in seen:
+            return stub(node, job_id)
+        seen.add(node)
+        return node
+
+    return walk(body)
 
 
 def fitted(body, job_id: str, size: Callable[[object], int]):
-    """:func:`compact` ``body`` with the largest threshold from :data:`INLINE_BYTES` down
-    (halved each time, to :data:`MIN_INLINE_BYTES`) whose result's ``size`` (bytes, as the
-    client gets it) is under :data:`MAX_RESULT_BYTES`; a result already under it keeps every
-    text it can."""
+    """:func:`compact` ``body`` with the largest threshold - none, then :data:`INLINE_BYTES`
+    halved each time down to :data:`MIN_INLINE_BYTES` - whose result's ``size`` (bytes, as
+    the client gets it) is under :data:`MAX_RESULT_BYTES`: each text inline once at most,
+    and every text inline that fits."""
+    out = compact(body, job_id, None)
     limit = INLINE_BYTES
-    out = compact(body, job_id, limit)
-    while size(out) >= MAX_RESULT_BYTES and limit > MIN_INLINE_BYTES:
-        limit //= 2
+    while size(out) >= MAX_RESULT_BYTES and limit >= MIN_INLINE_BYTES:
         out = compact(body, job_id, limit)
+        limit //= 2
     return out
 
 
