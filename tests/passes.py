@@ -50,6 +50,7 @@ NOT_DIALECT = {
     "test_media_doors": "one parser at every door, before any claim",
     "test_media_url": "downloads refused or taken before any claim",
     "test_mcp": "a door: the same HTTP routes through the MCP SDK's clients",
+    "test_mcp_clients": "a door: clients' deviations undone before the same HTTP routes",
     "test_mcp_oauth_e2e": "one served gateway on its own SQLite ledger in every pass; the "
     "OAuth store's SQL and races run in test_oauth_store (both dialects)",
     "test_mcp_races": "a door: racing MCP calls waited out on the MCP side, the same HTTP routes",
@@ -101,6 +102,7 @@ NOT_WORDPRESS_VERSION = {
     "test_lone_tenant": "once per run, in the SQLite pass: one tenant's load against the "
     "fair shares, in the gateway before WordPress",
     "test_mcp": "a door: MCP tools reach WordPress through the actions",
+    "test_mcp_clients": "a door: deviating clients reach WordPress through the actions",
     "test_mcp_oauth_e2e": "a door: OAuth-signed MCP tools reach WordPress through the actions",
     "test_mcp_races": "a door: racing MCP calls reach WordPress through the actions",
     "test_mcp_schemas": "a door: strict clients reach WordPress through the actions",

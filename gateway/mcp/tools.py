@@ -11,7 +11,8 @@ Every result carries ``structuredContent`` (:data:`OUTPUT_SCHEMA`): ``operation_
 ``state``, ``replayed``, ``reconciled``, ``job_id`` and the gateway's ``answer``. Every
 refusal is a tool error (:func:`error_result`): the problem's type, detail, ``retryable``,
 ``retry_after`` and the ``next_step`` an agent can take. There is no publish or approve tool:
-publishing stays behind an editor's approval.
+publishing stays behind an editor's approval. Every result fits clients with caps: long texts
+are stubs with their digest, read in pages with ``read_text`` (:mod:`gateway.mcp.paging`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gateway.core import media_request
 from gateway.core import states
 from gateway.core import tool_schemas
 from gateway.core import validation
+from gateway.mcp import paging
 from gateway.mcp.client import Answer
 from gateway.mcp.client import Caller
 from gateway.mcp.client import GatewayAPI
@@ -113,6 +115,8 @@ class Spec:
         path_params: ``(name, description)`` of the path's identifiers besides ``job_id``.
         summary: ``answer body -> (operation_key, state, replayed, reconciled)``.
         writes: the call may reach WordPress: it takes a client request key.
+        pages: the call reads one long text of the job's answer by its digest, a page at a
+            time (``read_text``: :mod:`gateway.mcp.paging`).
     """
 
     name: str
@@ -127,6 +131,7 @@ class Spec:
     path_params: tuple[tuple[str, str], ...] = ()
     writes: bool = False
     body: dict = field(default_factory=dict)  # sent when schema is "empty"
+    pages: bool = False
 
 
 def _hints(read_only: bool, destructive: bool, idempotent: bool = True) -> ToolAnnotations:
@@ -242,6 +247,20 @@ SPECS: tuple[Spec, ...] = (
         _hints(read_only=True, destructive=False),
         _job_status,
     ),
+    Spec(
+        paging.READ_TOOL,
+        "Read a long text in pages",
+        "A text too long for a result (an article, a block's HTML) is given as a stub with its "
+        "sha256 and read_with: call this with the job_id and sha256, from offset 0, then each "
+        "page's next_offset until it is null. The pages joined are the text; its SHA-256 "
+        "(UTF-8) is the sha256.",
+        "GET",
+        "/v1/jobs/{job_id}",
+        None,
+        _hints(read_only=True, destructive=False),
+        _job_status,
+        pages=True,
+    ),
 )
 
 
@@ -251,9 +270,12 @@ def _identifier(pattern, what: str) -> dict:
 
 def advertised_schema(spec: Spec, local_paths: bool = False) -> dict:
     """The tool's ``inputSchema`` as advertised: :func:`input_schema` in the form every client
-    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, every
-    property required with the optional ones nullable, OpenAI's strict subset)."""
-    return tool_schemas.advertised(input_schema(spec, local_paths), validation.text_pattern())
+    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, OpenAI's
+    strict subset of keywords, the optional properties nullable), ``required`` only what the
+    call needs (issue 52: Claude Code fills every required property, anthropics/claude-code
+    #95239; a client in strict mode makes them all required again, null still allowed)."""
+    schema = input_schema(spec, local_paths)
+    return tool_schemas.advertised(schema, validation.text_pattern(), strict=False)
 
 
 def input_schema(spec: Spec, local_paths: bool = False) -> dict:
@@ -281,6 +303,17 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
     head = {"job_id": _identifier(validation.JOB_ID, "the job's id, chosen by the caller")}
     for name, what in spec.path_params:
         head[name] = _identifier(validation.SLOT, what)
+    if spec.pages:
+        head["sha256"] = {
+            "type": "string",
+            "pattern": r"^[0-9a-f]{64}(?![\s\S])",
+            "description": "the sha256 of the text's stub",
+        }
+        properties["offset"] = {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the character to start at: 0, then the last page's next_offset",
+        }
     if spec.writes:
         properties[REQUEST_KEY_ARGUMENT] = {
             "type": "string",
@@ -412,7 +445,9 @@ class Runner:
             self._validators[spec.name] = Draft202012Validator(schema)
         validator = self._validators[spec.name]
         try:
-            arguments = tool_schemas.without_nulls(arguments, validator.schema)
+            arguments = tool_schemas.at_the_door(
+                arguments, validator.schema, validation.text_pattern()
+            )
             return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
@@ -428,6 +463,8 @@ class Runner:
             Problem: the arguments are invalid (nothing sent), or the gateway refused.
         """
         args = self._validated(spec, arguments)
+        if spec.pages:
+            return self._page(caller, args)
         key = args.pop(REQUEST_KEY_ARGUMENT, None) or meta_key
         job_id = args.pop("job_id")
         names = {"job_id": job_id}
@@ -437,11 +474,42 @@ class Runner:
         body = self._body(spec, args)
         key = key if spec.writes else None
         answer = self.api.call(caller, spec.method, path, body, key, job_id=job_id)
-        structured = result(spec, job_id, answer)
+        structured = sized(result(spec, job_id, answer))
         # the first result stored under the client's key (the ledger's own replays say so in
         # the body)
         stored_first = key is not None and answer.replayed and not structured["replayed"]
         return call_result(structured, stored_first)
+
+    def _page(self, caller: Caller, args: dict) -> CallToolResult:
+        """``read_text``: the page from ``offset`` of the text whose digest is ``sha256``,
+        found in the job's answer or else in its verification (the texts results stub).
+
+        Raises:
+            Problem: ``not-found`` (no such text now), or the gateway refused.
+        """
+        job_id, sha, offset = args["job_id"], args["sha256"], args.get("offset", 0)
+        job = self.api.call(caller, "GET", f"/v1/jobs/{job_id}", job_id=job_id).body
+        text = paging.find(job, sha)
+        if text is None:
+            try:
+                checked = self.api.call(caller, "GET", f"/v1/jobs/{job_id}/verification")
+                text = paging.find(checked.body, sha)
+            except Problem:
+                text = None
+        if text is None:
+            raise _local_problem("no text of this job has this sha256", "/sha256")
+        if offset > len(text):
+            raise _local_problem(f"past the text's {len(text)} characters", "/offset")
+        _key, state, _replayed, _reconciled = _job_status(job)
+        structured = {
+            "operation_key": None,
+            "state": state,
+            "replayed": False,
+            "reconciled": False,
+            "job_id": job_id,
+            "answer": paging.page(text, offset),
+        }
+        return call_result(structured, False)
 
     def _body(self, spec: Spec, args: dict) -> dict | None:
         if spec.schema is None:
@@ -483,6 +551,18 @@ def result(spec: Spec, job_id: str, answer: Answer) -> dict:
         "job_id": job_id,
         "answer": answer.body,
     }
+
+
+def sized(structured: dict) -> dict:
+    """``structured`` with its answer :func:`gateway.mcp.paging.fitted` to the size of the
+    whole tool result (its two copies, as :func:`call_result` sends them)."""
+
+    def size(answer) -> int:
+        whole = call_result({**structured, "answer": answer}, True)
+        return len(whole.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+    answer = paging.fitted(structured["answer"], structured["job_id"], size)
+    return {**structured, "answer": answer}
 
 
 def call_result(structured: dict, request_key_replayed: bool) -> CallToolResult:
