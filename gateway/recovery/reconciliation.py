@@ -1,8 +1,9 @@
 """Reconciliation: finish SENT/UNKNOWN operations by looking them up in WordPress.
 
 UNKNOWN is fixed by lookup, not by retry. Finding the operation's identifier once is
-conclusive at any time (CONFIRMED with that id); finding it on two objects opens a review item;
-absence leaves the row for the client's next call, which sends again when absence is proven.
+conclusive at any time (CONFIRMED with that id); finding it on two objects, or on one the
+site's user cannot read, opens a review item (:mod:`gateway.operations.lookup_hits`); absence
+leaves the row for the client's next call, which sends again when absence is proven.
 ``recover_job`` serves ``POST /v1/jobs/{id}/recover``; ``sweep`` serves ``gateway reconcile`` and
 the server's periodic sweep, batching many operation keys into each WordPress query.
 """
@@ -21,6 +22,7 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.operations import lookup_hits
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import registry
@@ -311,8 +313,9 @@ def _read_back_many(target: Target, found_by_row: dict) -> dict[int, dict]:
     1,000 found operations costs a few dozen WordPress queries, not a thousand."""
     ids: dict[str, list[int]] = {kind: [] for kind in OBJECT_ROUTES}
     for found in found_by_row.values():
-        if len(found) == 1 and found[0]["type"] in ids:
-            ids[found[0]["type"]].append(int(found[0]["id"]))
+        hit = lookup_hits.adoptable(found)  # one object the site's user can read back
+        if hit is not None and hit["type"] in ids:
+            ids[hit["type"]].append(int(hit["id"]))
     prefetched: dict[int, dict] = {}
     for kind, wanted in ids.items():
         if wanted:
