@@ -98,7 +98,8 @@ def test_keys_are_validated(wp_site, keys):
     answer = _author_session(wp_site).get(_url(wp_site, "/objects"), params={"keys": keys})
     assert answer.status_code == 400
     body = answer.json()
-    assert body["code"] == "rest_invalid_param" and "operation key" in body["data"]["params"]["keys"]
+    assert body["code"] == "rest_invalid_param"
+    assert "operation key" in body["data"]["params"]["keys"]
 
 
 def test_registered_meta_are_sanitized(wp_site):
@@ -123,7 +124,9 @@ def test_registered_meta_are_sanitized(wp_site):
 
 def _index_and_option(site: dict) -> tuple[bool, str]:
     index = mysql_query(site, f"SHOW INDEX FROM wp_postmeta WHERE Key_name = '{INDEX}'")
-    option = mysql_query(site, f"SELECT option_value FROM wp_options WHERE option_name = '{OPTION}'")
+    option = mysql_query(
+        site, f"SELECT option_value FROM wp_options WHERE option_name = '{OPTION}'"
+    )
     return bool(index), option
 
 
