@@ -34,6 +34,7 @@ from gateway.recovery import never_sent
 from gateway.tenancy import site_slots
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressRefused
 
 log = logging.getLogger(__name__)
 OBJECT_ROUTES = {"post": "/wp/v2/posts", "attachment": "/wp/v2/media"}  # WordPress REST API
@@ -330,7 +331,13 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
     """An editor's ``same_as`` decision (:mod:`gateway.editorial.resolution`): bind
     ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
     as WordPress holds it now: write the operation key onto it (companion plugin present and
-    the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
+    the key missing), read it back, record CONFIRMED, settled on the job by the row's action.
+
+    Raises:
+        ForeignObject (409): no such object, or not provably the operation's.
+        WordPressRefused (502): WordPress refuses the site's user the object (401/403: another
+            author's, an ``unreadable_object`` review's object): nothing is adopted.
+        WordPressUnavailable (503): it could not be read or adopted now."""
     action = registry.for_row(row)
     kind = ownership.object_type(row)
     client = target.client
@@ -344,6 +351,15 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
             ledger_state=row.state,
             object_id=object_id,
         ) from None
+    except WordPressRefused as error:  # 401/403: the object is out of the site's user's reach
+        log.warning("adopting %s: object %s refused: %s", row.operation_key, object_id, error)
+        raise exc.WordPressRefused(
+            f"the site's user cannot read object {object_id} ({error.message}): give it "
+            "access (make it the object's author again, or a role that may edit others' "
+            "posts), then decide again",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+        ) from error
     except WordPressError as error:
         log.warning("adopting %s: cannot read object %s: %s", row.operation_key, object_id, error)
         raise exc.WordPressUnavailable(
