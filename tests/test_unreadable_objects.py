@@ -10,6 +10,8 @@ then the editor's ``same_as``, refused until the site's user can read the post a
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from support import Gateway
 from support import draft_body
@@ -77,6 +79,18 @@ def test_one_unreadable_hit_is_neither_sent_again_nor_adopted(gwp, proxy):
         "type": "post",
         "readable": False,
     }
+    page = _review_page(gwp)  # what the editor reads: the reason, the post to open
+    assert f"post {post_id} carrying this operation key" in page and "cannot read back" in page
+    assert f"Same as #{post_id}" in page
+
+
+def _review_page(gwp: Gateway) -> str:
+    """The review page as an editor signed in with a token sees it."""
+    login = gwp.client.get("/review/login").get_data(as_text=True)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login).group(1)
+    form = {"token": gwp.make_token("editor"), "csrf_token": csrf}
+    assert gwp.client.post("/review/login", data=form).status_code == 303
+    return gwp.client.get("/review").get_data(as_text=True)
 
 
 def test_an_unreadable_and_a_readable_hit_go_to_an_editor(gwp, proxy, wp_site):
