@@ -38,6 +38,7 @@ NOT_DIALECT = {
     "test_retention run on both)",
     "test_cli_help": "help texts, no ledger",
     "test_cli_problems": "one-line problems for bad arguments, before any SQL",
+    "test_companion_plugin": "the companion plugin against WordPress, no ledger",
     "test_compose": "docker-compose.yml parsed, no ledger",
     "test_config": "settings parsed, no ledger",
     "test_doctor": "checks of the WordPress site, not of the ledger",
@@ -76,6 +77,8 @@ NOT_DIALECT = {
     "test_tenant_shares": "the fair shares' in-memory counters, no ledger",
     "test_terms": "categories and tags in WordPress, one request at a time",
     "test_transports": "XML-RPC and REST on the wire, one request at a time",
+    "test_unreadable_objects": "reconciliation's verdict on what WordPress answers, one request "
+    "at a time; the moves are test_transitions'",
     "test_untrusted_input": "refused before any ledger row",
     "test_validation_differential": "two validators compared, no ledger",
     "test_walkthrough": "the walkthrough's commands on the default ledger",
