@@ -448,9 +448,15 @@ class Runner:
             arguments = tool_schemas.at_the_door(
                 arguments, validator.schema, validation.text_pattern()
             )
+            if spec.name == "upload_media":
+                arguments = media_request.unset_empty_sources(arguments, self._sources())
             return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
+
+    def _sources(self) -> tuple[str, ...]:
+        """``upload_media``'s sources: a local ``path`` is one when ``roots`` allow them."""
+        return (*media_request.SOURCES, "path") if self.roots else media_request.SOURCES
 
     def run(
         self, spec: Spec, caller: Caller, arguments: dict, meta_key: str | None
@@ -516,7 +522,7 @@ class Runner:
             return None
         if spec.name == "upload_media":
             try:
-                _check_media(args, self.roots)
+                _check_media(args, self._sources())
                 if "path" in args:
                     content, name = read_local_image(args.pop("path"), self.roots)
                     media_request.not_empty(content, "/path")
@@ -527,15 +533,14 @@ class Runner:
         return args
 
 
-def _check_media(args: dict, roots: tuple[Path, ...]) -> None:
+def _check_media(args: dict, sources: tuple[str, ...]) -> None:
     """``upload_media``'s arguments through the gateway's media request parser
-    (:mod:`gateway.core.media_request`): exactly one source (a local ``path`` is one when
-    ``roots`` allow them), base64 that decodes to bytes.
+    (:mod:`gateway.core.media_request`): exactly one of ``sources``, base64 that decodes to
+    bytes.
 
     Raises:
         ValidationFailed (422): the parser's problem, as the gateway would answer it.
     """
-    sources = (*media_request.SOURCES, "path") if roots else media_request.SOURCES
     if media_request.one_source(args, sources) != "path":
         media_request.parse(args)
 
