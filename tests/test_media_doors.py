@@ -182,7 +182,8 @@ def test_an_empty_unset_source_beside_a_given_one_is_not_given_at_the_tools_door
     assert "the image URL is not allowed" in past_the_parser.value.problem()["detail"]
     assert _mcp(media_job, by_url)["type"].endswith("/gateway-unreachable")
     (tmp_path / "pic.png").write_bytes(png_bytes((5, 6, 7), 2))
-    cursor = {"content_base64": "", "source_url": "", "path": str(tmp_path / "pic.png"),
-              "filename": "", "alt_text": "", "caption": "", "title": "", "idempotency_key": ""}  # fmt: skip
+    unset = ("content_base64", "source_url", "filename", "alt_text", "caption", "title",
+             "idempotency_key")  # fmt: skip
+    cursor = {**dict.fromkeys(unset, ""), "path": str(tmp_path / "pic.png")}
     assert _mcp(media_job, cursor, roots=(tmp_path,))["type"].endswith("/gateway-unreachable")
     assert offline_gw.operations(media_job) == []
