@@ -391,7 +391,7 @@ def _read_back(node, body, job_id: str):
 def test_no_body_makes_a_result_past_the_bound_and_every_part_reads_back():
     """The tryout's shapes without WordPress (issue 52 follow-up): 300 ledger rows with short
     texts (a 71-byte "sha256:..." twice, a 228-byte alt text: shorter than a stub, so never
-    stubbed), one object of 2,000 members, and a root of 3,000 members (the last resort).
+    stubbed), one object of 800 members, and a root of 3,000 members (the last resort).
     Every result fits, and every part reads back as it was."""
     alt = "网关示意图，显示工作流与账本之间的关系" * 4
     mark = "sha256:" + "c5" * 32
@@ -400,7 +400,7 @@ def test_no_body_makes_a_result_past_the_bound_and_every_part_reads_back():
         {"operation_key": f"acme/J-1/v1/media/s{i}", "alt_text": f"{alt}{i}", "receipt": receipt}
         for i in range(300)
     ]
-    members = {f"s{i}": {"alt_text": alt, "n": i} for i in range(2_000)}
+    members = {f"s{i}": {"alt_text": alt, "n": i} for i in range(800)}
     body = {"job_id": "J-1", "operations": rows, "media_metadata": members}
     shapes = [body, {f"k{i}": i for i in range(3_000)}]
     for shape in shapes:
