@@ -50,7 +50,6 @@ CACHE_ROOT = Path("/var/cache/publishing-gateway")
 CACHE_DIR = Path(os.environ.get("N8N_CACHE_DIR", CACHE_ROOT / f"n8n-{N8N_VERSION}"))
 N8N_BIN = CACHE_DIR / "bin" / "n8n"
 ENCRYPTION_KEY = "publishing-gateway-n8n-test-key-0123456789"
-N8N_MAJOR = int(N8N_VERSION.split(".")[0])
 
 #: Fixed ids of the exported workflows and of the credentials they reference: the gateway's
 #: workflow token (Bearer Auth) and the token the workflows' webhooks ask for (Header Auth).

@@ -480,3 +480,44 @@ def test_the_trigger_offers_every_event_the_changes_feed_documents(client):
         if line.startswith("| `changes[].events` |")
     )  # fmt: skip
     assert all(f"`{event}`" in row for event in documented), row
+
+
+def test_the_readmes_local_receiver_prints_each_post_and_answers_200(tmp_path):
+    """The n8n README's receiver for the editors' and alert URLs (issue 54): started as the
+    README says, it answers a POST 200 and prints it as one JSON line with its key."""
+    import subprocess
+    import sys
+    import time
+
+    import requests
+    from support import free_port
+
+    readme = (WORKFLOWS / "README.md").read_text("utf-8")
+    assert "python3 -m gateway_tools.receiver --port 8099" in readme
+    port = free_port()
+    log = tmp_path / "receiver.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway_tools.receiver", "--port", str(port)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while "receiving on" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        answer = requests.post(
+            f"http://127.0.0.1:{port}/editors", json={"event": "published", "text": "Café"},
+            headers={"Idempotency-Key": "t/j/v1/notify/published"}, timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 200 and answer.json() == {"ok": True}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    assert lines == [
+        {
+            "path": "/editors",
+            "idempotency_key": "t/j/v1/notify/published",
+            "body": {"event": "published", "text": "Café"},
+        }
+    ]
