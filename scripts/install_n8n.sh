@@ -16,10 +16,11 @@
 #     expression engine works; on Node 20 run n8n with N8N_EXPRESSION_ENGINE=legacy);
 #   - `npm rebuild sqlite3` afterwards (builds the SQLite binding from source against the
 #     private Node's headers).
-# 2.8.4: about 3 minutes and 1.8 GB. 2.41.1: about 23 minutes cold (npm 12, the sqlite3 build
-# 11) and 2.9 GB. The install is checked by `n8n list:workflow` in a throwaway user folder, a
-# command that starts n8n's CLI for real (on a Node its engines refuse, `n8n --version` still
-# exits 0 but every real command refuses to start).
+# 2.8.4: about 3 minutes and 1.8 GB. 2.41.1: 2.9 GB, 253 s cold on 2026-12-06 here (npm 3 min),
+# up to about 23 minutes on a loaded machine (npm 12, the sqlite3 build 11). The install is
+# checked by `n8n list:workflow` in a throwaway user folder, a command that starts n8n's CLI
+# for real (on a Node its engines refuse, `n8n --version` still exits 0 but every real command
+# refuses to start).
 # Messages go to stderr; only the launcher's path goes to stdout.
 set -euo pipefail
 

@@ -25,7 +25,7 @@ bad input (:func:`test_a_bad_article_is_refused_before_any_upload`,
 202 (:func:`test_gateway_killed_right_after_the_202_ends_with_a_next_step`).
 
 When the n8n cache is absent, ``scripts/install_n8n.sh`` installs it first (2.8.4: ~3 minutes,
-2.41.1: ~23); if that fails the tests are skipped, except under ``CI=true`` where they fail.
+2.41.1: 4 to 23); if that fails the tests are skipped, except under ``CI=true`` where they fail.
 """
 
 from __future__ import annotations
