@@ -59,7 +59,7 @@ NOT_DIALECT = {
     "test_mcp_transports": "MCP revisions and transports over the same HTTP routes",
     "test_n8n_node": "a door: n8n calls the HTTP routes (SQLite, both n8n lines)",
     "test_n8n_real": "a door: n8n calls the HTTP routes (SQLite, both n8n lines)",
-    "test_n8n_static": "workflow files, no ledger",
+    "test_n8n_static": "workflow files and the OpenAPI document, no ledger query",
     "test_openai_answers": "one classifier's verdicts; the moves are test_transitions'",
     "test_openapi": "the document, no ledger",
     "test_origins": "who answered (the WordPress client's classification), one request at a time",
