@@ -449,6 +449,19 @@ Config = make_dataclass(
 )
 
 
+def chosen(name: str, env: dict | None = None) -> bool:
+    """Whether setting ``name`` (a :class:`Config` attribute) was chosen: its variable is set
+    in ``env`` (default: ``os.environ``), even empty, rather than left to its default. A
+    default may give way where a chosen value must not (``gateway serve``'s remote MCP
+    listener on a busy port, :func:`gateway.server.run`).
+
+    Raises:
+        KeyError: ``name`` is no setting read from a variable.
+    """
+    variables = {s.name: s.env for s in SETTINGS if s.env}
+    return variables[name] in (os.environ if env is None else env)
+
+
 def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool = True) -> Config:
     """Build a :class:`Config` from ``env`` (default: ``os.environ``): each setting of
     :data:`SETTINGS` parsed from its variable, in the table's order (a ``default_from``
