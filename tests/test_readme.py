@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -77,6 +79,47 @@ def serving_gateways(port: int) -> list[int]:
         if marker in cmdline and "gateway" in cmdline:
             matching[int(entry.name)] = ppid
     return sorted(pid for pid, ppid in matching.items() if ppid not in matching)
+
+
+QUICK = re.compile(
+    r"`bash scripts/test\.sh --quick` runs only what needs (.*?) \(.*?about ([\d,]+) tests", re.S
+)
+# What each marker the quick path leaves out needs, as the README names it.
+NEEDS = {"wordpress": "WordPress", "n8n": "n8n", "browser": "Chromium"}
+
+
+def quick_selection() -> str:
+    """The ``-m`` expression of ``scripts/test.sh --quick``, read from the script."""
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    branch = script.split('if [ "${1:-}" = "--quick" ]', 1)[1].split("\nfi\n", 1)[0]
+    return re.search(r'-m "([^"]+)"', branch).group(1)
+
+
+def test_readme_counts_the_quick_paths_tests():
+    """Issue 58: the README's count for ``scripts/test.sh --quick`` is what ``pytest
+    --collect-only`` finds for the script's own selection, within 5 % (a rounded figure that
+    a new test or two does not falsify; no wall time is asserted), and the README names what
+    each marker it leaves out needs."""
+    needs, said = QUICK.search(README.read_text(encoding="utf-8")).groups()
+    selection = quick_selection()
+    left_out = set(re.findall(r"not (\w+)", selection))
+    assert left_out == set(NEEDS), selection
+    assert all(NEEDS[marker] in needs for marker in left_out), needs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GATEWAY_TEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-n", "0", "-m", selection],
+        cwd=ROOT,
+        env=env,  # the quick path's: the SQLite ledger, no pass's timing file
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    found = re.search(r"^(\d+)(?:/\d+)? tests? collected", done.stdout, re.M)
+    assert found, done.stdout[-2000:] + done.stderr[-2000:]
+    collected, said = int(found.group(1)), int(said.replace(",", ""))
+    assert abs(collected - said) <= said * 0.05, f"README says about {said}, {collected} collected"
 
 
 def test_readme_stays_short():
