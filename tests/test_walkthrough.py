@@ -43,6 +43,7 @@ STEPS = (
 )
 RESPONSE = re.compile(r"^HTTP/[\d.]+ (\d{3})[^\n]*\n(.*?)\r?\n\r?\n(.*?)(?=^HTTP/|\Z)", re.S | re.M)
 
+
 def blocks() -> list[tuple[str, str]]:
     """``(step, shell text)`` of every ``sh`` block, in document order."""
     text = WALKTHROUGH.read_text(encoding="utf-8")
