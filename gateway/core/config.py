@@ -253,7 +253,8 @@ SETTINGS: tuple[Setting, ...] = (
       "(empty: ``http://<mcp_listen>``, for loopback)."),
     S("mcp_listen", str, "GATEWAY_MCP_LISTEN", _listen, "127.0.0.1:8001",
       "``host:port`` where ``gateway serve`` starts its remote MCP listener (``/mcp``, its "
-      "OAuth metadata; :mod:`gateway.remote`); empty = no listener."),
+      "OAuth metadata; :mod:`gateway.remote`); empty = no listener. Unset, a default port "
+      "already taken leaves the listener off (one line); set, a taken port fails start-up."),
     S("proxy_hops", int, "GATEWAY_PROXY_HOPS", _count, 0,
       "proxies in front of the gateway whose ``X-Forwarded-*`` headers are trusted "
       "(werkzeug's ``ProxyFix``); 0 trusts none."),
