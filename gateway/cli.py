@@ -770,8 +770,9 @@ def report_command(tenant):
 def serve(host, port, workers, threads, sweep_interval, agent_worker, log_format, share_port):
     """Serve the gateway with granian (several workers, one background sweep, one agent
     worker) and start the remote MCP listener beside it: the MCP tools at
-    http://GATEWAY_MCP_LISTEN/mcp (default 127.0.0.1:8001; empty = none), an OAuth resource
-    server whose issuer is GATEWAY_PUBLIC_URL, restarted if it dies (docs/mcp.md)."""
+    http://GATEWAY_MCP_LISTEN/mcp (default 127.0.0.1:8001, left off with one line when
+    another server holds it; empty = none), an OAuth resource server whose issuer is
+    GATEWAY_PUBLIC_URL, restarted if it dies (docs/mcp.md)."""
     from gateway.core.listening import PortInUse
     from gateway.server import run
 

@@ -66,11 +66,19 @@ from gateway.core import logs
 SERVER = "granian"
 APP_FACTORY = "gateway.app:create_app"
 LISTENER_MAX_PAUSE = 30.0  # seconds at most between restarts of a listener that keeps dying
+#: The one line of a server that leaves the listener off (issue 58): a second gateway on one
+#: machine starts without it rather than not at all.
+LISTENER_OFF = (
+    "the remote MCP listener is off: %s:%s (GATEWAY_MCP_LISTEN's default) is in use, by "
+    "another gateway's listener or another program; this gateway serves its API without "
+    "/mcp (set GATEWAY_MCP_LISTEN to a free host:port for one)"
+)
 
 
 class Background:
     """What the main process runs beside the workers: the sweep thread, the agent worker and
-    the remote MCP listener (``listener``: its command, None for none).
+    the remote MCP listener (``listener``: its command, None for none; ``yields``: its
+    ``(host, port)`` when that is the default, given up if another process binds it first).
 
     :meth:`start` is the server's startup hook, :meth:`stop` its shutdown hook (called after
     the workers have stopped)."""
@@ -81,11 +89,13 @@ class Background:
         agent_worker: bool,
         metrics_dir: str | None,
         listener: list[str] | None = None,
+        yields: tuple[str, int] | None = None,
     ):
         self.sweep_interval = sweep_interval
         self.agent_worker = agent_worker
         self.metrics_dir = metrics_dir
         self.listener = listener
+        self.yields = yields
         self._worker: subprocess.Popen | None = None
         self._listener: subprocess.Popen | None = None
         self._stop = threading.Event()
@@ -118,6 +128,9 @@ class Background:
             process = self._listener
             if process is None or process.poll() is None:
                 continue
+            if self.yields and _busy(*self.yields):  # another server's since our probe
+                log.warning(LISTENER_OFF, *self.yields)
+                return
             log.error("the remote MCP listener exited (%s); restarting it in %.0f s",
                       process.returncode, pause)  # fmt: skip
             if self._stop.wait(pause):
@@ -196,6 +209,35 @@ def sweep_forever(interval: float, stop: threading.Event) -> None:
                 log.info("sweep: %s", done.stdout.strip())
 
 
+def listener_port_free(remote) -> bool:
+    """Whether the remote MCP listener (a :class:`gateway.core.mcp_listen.Listener`) can bind
+    its port: True when free; False, after :data:`LISTENER_OFF` in the log, when it is busy and
+    ``GATEWAY_MCP_LISTEN`` was left to its default, so that one gateway never blocks the next
+    on one machine (issue 58).
+
+    Raises:
+        PortInUse: the port is busy and ``GATEWAY_MCP_LISTEN`` names it: a value chosen on
+            purpose fails like a busy ``--port``.
+    """
+    if not _busy(remote.host, remote.port):
+        return True
+    if config_module.chosen("mcp_listen"):
+        raise listening.PortInUse(
+            f"the remote MCP listener (GATEWAY_MCP_LISTEN, empty = none): port {remote.port} "
+            f"on {remote.host} is already in use; stop what listens there or choose another"
+        )
+    logging.getLogger("gateway.listener").warning(LISTENER_OFF, remote.host, remote.port)
+    return False
+
+
+def _busy(host: str, port: int) -> bool:
+    try:
+        listening.refuse_busy_port(host, port)
+    except listening.PortInUse:
+        return True
+    return False
+
+
 def metrics_directory() -> str:
     """A new, empty directory for prometheus_client's multiprocess files, named in
     ``PROMETHEUS_MULTIPROC_DIR`` for the workers forked after this call. A directory per
@@ -225,7 +267,7 @@ def run(
         ConfigError: configuration is invalid (checked before any worker starts).
         LedgerError: no ledger, or an outdated one (``gateway init-db`` first).
         PortInUse: something listens on ``host:port`` already (without ``share_port``), or on
-            ``GATEWAY_MCP_LISTEN``'s.
+            ``GATEWAY_MCP_LISTEN``'s when it was set (:func:`listener_port_free`).
     """
     from gateway.core import mcp_listen
 
@@ -240,20 +282,15 @@ def run(
     db.close_all()  # no connection may cross the fork into the workers
     if not share_port:
         listening.refuse_busy_port(host, port)
-    listener = None
-    if remote is not None:
-        if not share_port:  # beside another server: give each its own GATEWAY_MCP_LISTEN
-            try:
-                listening.refuse_busy_port(remote.host, remote.port)
-            except listening.PortInUse as error:
-                raise listening.PortInUse(
-                    f"the remote MCP listener (GATEWAY_MCP_LISTEN, empty = none): {error}"
-                ) from None
+    listener = yields = None
+    if remote is not None and (share_port or listener_port_free(remote)):
         listener = [sys.executable, "-m", "gateway.remote.listener", "--log-format", log_format]
         listener += ["--review-url", mcp_listen.review_base(cfg, host, port)]
+        if not config_module.chosen("mcp_listen"):
+            yields = (remote.host, remote.port)
     agent = agent_worker and bool(cfg.openai_api_key)
     os.environ["GATEWAY_WORKER_THREADS"] = str(threads)  # each worker's tenant request share
-    background = Background(sweep_interval, agent, metrics_directory(), listener)
+    background = Background(sweep_interval, agent, metrics_directory(), listener, yields)
     server = Server(
         APP_FACTORY,
         address=host,

@@ -14,8 +14,8 @@ apt_install() {
   for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
   if [ "${#missing[@]}" -gt 0 ]; then
     step "installing ${missing[*]} (apt-get)"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    timed apt-get update -q
+    DEBIAN_FRONTEND=noninteractive timed apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
 }
 
@@ -26,9 +26,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  step "installing the gateway and its Python dependencies into .venv (pip)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+  step "installing the gateway and its Python dependencies into .venv (pip; a few minutes)"
+  pip=(.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off)
+  timed "${pip[@]}" --upgrade pip
+  timed "${pip[@]}" -e '.[test]'
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then

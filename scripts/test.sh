@@ -22,9 +22,10 @@
 # wall and by CPU time, go to .logs/ci-durations.txt; a run past the 25-minute budget prints a
 # warning naming the phase over its share. Extra arguments go to every pass.
 #
-#   bash scripts/test.sh --quick    only what needs no WordPress and no n8n (under 2 minutes):
-#                                   the virtual environment, lint, pytest -m "not wordpress and
-#                                   not n8n"; extra arguments go to pytest
+#   bash scripts/test.sh --quick    only what needs no WordPress, no n8n and no Chromium (under
+#                                   2 minutes): the virtual environment, lint, pytest -m "not
+#                                   wordpress and not n8n and not browser" (README.md's count:
+#                                   tests/test_readme.py); extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -35,7 +36,7 @@ if [ "${1:-}" = "--quick" ]; then
 	export PATH="$PWD/.venv/bin:$PATH"
 	lint
 	python -m pytest -q -rs -p no:cacheprovider -n "${GATEWAY_TEST_WORKERS:-2}" \
-		-m "not wordpress and not n8n" "$@"
+		-m "not wordpress and not n8n and not browser" "$@"
 	echo "quick path: $((SECONDS - started)) s (the whole suite: bash scripts/test.sh)" >&2
 	exit 0
 fi

@@ -18,6 +18,10 @@ whose several gateway processes on one ledger are its deployment (it makes a Pos
 of its own, which its nemesis kills; the SQLite pass leaves it out with ``-m "not soak"``); the
 fuzzers in the SQLite pass (``sqlite_pass``, test_fuzz's docstring).
 
+``browser`` marks every test that drives a headless Chromium (it uses a fixture of
+:data:`BROWSER_FIXTURES`): ``scripts/test.sh --quick`` leaves them out, since only the whole
+suite's setup installs Chromium; every CI pass that selects such a test runs it.
+
 ``tests/test_passes.py`` keeps the tables honest: every listed module exists, and every test
 a listed module holds that races writers is still selected.
 """
@@ -128,6 +132,10 @@ NOT_WORDPRESS_VERSION = {
     "test_walkthrough": "the walkthrough's commands; their WordPress calls are the main job's",
 }
 
+# The fixtures that start Chromium (``support.chromium_driver``); tests/test_passes.py finds
+# every function that calls it named here.
+BROWSER_FIXTURES = frozenset({"browser", "chromium"})
+
 _RACES = re.compile(
     r"\bgateway_server\b|\bServers?\b|\bservers\.|threading|ThreadPoolExecutor|Barrier|"
     r"execute_sql|hot_sql|migrat"
@@ -151,7 +159,8 @@ def module_of(item) -> str:
 
 
 def classify(item, uses_wordpress: bool) -> list[str]:
-    """The pass markers for one collected test: ``dialect`` and ``wordpress_version``."""
+    """The pass markers for one collected test: ``dialect``, ``wordpress_version`` and
+    ``browser``."""
     module = module_of(item)
     marks = []
     fixtures = set(getattr(item, "fixturenames", ()))
@@ -161,4 +170,6 @@ def classify(item, uses_wordpress: bool) -> list[str]:
         marks.append("dialect")
     if uses_wordpress and module not in NOT_WORDPRESS_VERSION:
         marks.append("wordpress_version")
+    if BROWSER_FIXTURES & fixtures:
+        marks.append("browser")
     return marks

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 
 import pytest
 from support import SECRET_KEY
+from support import free_port
 from support import gateway_cli
 from support import gateway_command
 from support import sqlite_path
@@ -277,3 +279,26 @@ def test_a_site_url_that_is_not_one_is_refused_and_no_site_is_registered(ready, 
     listed = invoke(["sites", "list", "--tenant", "acme"], ready)
     assert listed.exit_code in (0, 2)  # an unknown tenant (no site) is refused too
     assert "your-site" not in listed.stdout and "ftp://" not in listed.stdout
+
+
+def test_a_chosen_listener_port_that_is_busy_stops_serve_as_a_real_process(ready):
+    """Issue 58: only the listener's default port gives way (tests/test_readme.py runs two
+    gateways on it); a ``GATEWAY_MCP_LISTEN`` set to a busy address exits 2 with one line,
+    before any worker starts, like a busy ``--port``."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        done = subprocess.run(
+            [*gateway_command(), "serve", "--port", str(free_port())],
+            env={**os.environ, **ready, "GATEWAY_MCP_LISTEN": f"127.0.0.1:{busy}"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: the remote MCP listener (GATEWAY_MCP_LISTEN, empty = none): port {busy} on "
+        "127.0.0.1 is already in use; stop what listens there or choose another"
+    )

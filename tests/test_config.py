@@ -139,3 +139,11 @@ def test_a_switch_is_on_or_off():
     assert config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_CIMD": " on "}).oauth_cimd
     with pytest.raises(config.ConfigError, match="GATEWAY_OAUTH_DCR must be on or off"):
         config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_DCR": "maybe"})
+
+
+def test_a_setting_is_chosen_when_its_variable_is_set_even_empty():
+    assert config.chosen("mcp_listen", {"GATEWAY_MCP_LISTEN": ""})
+    assert config.chosen("mcp_listen", {"GATEWAY_MCP_LISTEN": "127.0.0.1:8001"})
+    assert not config.chosen("mcp_listen", {"GATEWAY_PUBLIC_URL": "https://gw.example"})
+    with pytest.raises(KeyError):
+        config.chosen("testing", {})

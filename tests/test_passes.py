@@ -5,6 +5,7 @@ their pass. No WordPress, no ledger."""
 
 from __future__ import annotations
 
+import ast
 import types
 from pathlib import Path
 
@@ -88,3 +89,23 @@ def test_a_new_module_runs_in_both_matrix_passes_until_someone_says_why_not():
 def test_the_modules_about_the_axis_of_a_pass_are_wholly_in_it(module, mark):
     excluded = passes.NOT_DIALECT if mark == "dialect" else passes.NOT_WORDPRESS_VERSION
     assert module not in excluded, f"{module} is what the {mark} pass is for"
+
+
+def test_a_test_that_drives_chromium_is_marked_browser():
+    item = _item("test_review_page", _plain, ["wp_site", "browser"])
+    assert "browser" in passes.classify(item, uses_wordpress=True)
+    assert "browser" not in passes.classify(_item("test_logic", _plain), uses_wordpress=False)
+
+
+def test_every_function_that_starts_chromium_is_a_browser_fixture():
+    """Issue 58: a browser test outside the marker would fail ``scripts/test.sh --quick`` on a
+    fresh clone, which installs no Chromium."""
+    starters = set()
+    for path in TESTS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                isinstance(call, ast.Call) and getattr(call.func, "id", "") == "chromium_driver"
+                for call in ast.walk(node)
+            ):
+                starters.add(node.name)
+    assert starters and starters <= passes.BROWSER_FIXTURES, starters

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import requests
 from support import ROOT
 from support import SITE_JSON
 from support import TENANT
@@ -78,6 +81,47 @@ def serving_gateways(port: int) -> list[int]:
     return sorted(pid for pid, ppid in matching.items() if ppid not in matching)
 
 
+QUICK = re.compile(
+    r"`bash scripts/test\.sh --quick` runs only what needs (.*?) \(.*?about ([\d,]+) tests", re.S
+)
+# What each marker the quick path leaves out needs, as the README names it.
+NEEDS = {"wordpress": "WordPress", "n8n": "n8n", "browser": "Chromium"}
+
+
+def quick_selection() -> str:
+    """The ``-m`` expression of ``scripts/test.sh --quick``, read from the script."""
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    branch = script.split('if [ "${1:-}" = "--quick" ]', 1)[1].split("\nfi\n", 1)[0]
+    return re.search(r'-m "([^"]+)"', branch).group(1)
+
+
+def test_readme_counts_the_quick_paths_tests():
+    """Issue 58: the README's count for ``scripts/test.sh --quick`` is what ``pytest
+    --collect-only`` finds for the script's own selection, within 5 % (a rounded figure that
+    a new test or two does not falsify; no wall time is asserted), and the README names what
+    each marker it leaves out needs."""
+    needs, said = QUICK.search(README.read_text(encoding="utf-8")).groups()
+    selection = quick_selection()
+    left_out = set(re.findall(r"not (\w+)", selection))
+    assert left_out == set(NEEDS), selection
+    assert all(NEEDS[marker] in needs for marker in left_out), needs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GATEWAY_TEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["-n", "0", "-m", selection],
+        cwd=ROOT,
+        env=env,  # the quick path's: the SQLite ledger, no pass's timing file
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    found = re.search(r"^(\d+)(?:/\d+)? tests? collected", done.stdout, re.M)
+    assert found, done.stdout[-2000:] + done.stderr[-2000:]
+    collected, said = int(found.group(1)), int(said.replace(",", ""))
+    assert abs(collected - said) <= said * 0.05, f"README says about {said}, {collected} collected"
+
+
 def test_readme_stays_short():
     lines = README.read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_LINES, f"README.md has {lines} lines; move the details to docs/"
@@ -134,6 +178,82 @@ def test_readme_then_walkthrough_leaves_one_gateway(wp_site, ledger_url, tmp_pat
         _wait_gone(first[0])
     finally:
         reader.stop_everything()
+
+
+@pytest.mark.wordpress
+def test_two_gateways_from_the_readme_share_the_machine(wp_site, ledger_url, tmp_path):
+    """Issue 58: the README's blocks pasted in two terminals (two ``GW_DIR``, two ``GW_PORT``)
+    give two serving gateways, with the remote MCP listener at its default (``Reader`` drops
+    conftest's ``GATEWAY_MCP_LISTEN=""``): whichever finds 127.0.0.1:8001 taken serves
+    without it and says so in one line; a listener never runs in both."""
+    steps = readme_blocks()
+    readers = []
+    try:
+        for name in ("first", "second"):
+            (tmp_path / name).mkdir()
+            reader = reader_for(tmp_path / name, f"sqlite:///{tmp_path / name / 'ledger.db'}")
+            assert "GATEWAY_MCP_LISTEN" not in reader.env  # the listener's default restored
+            readers.append(reader)
+            for step in ("ledger", "serve"):
+                reader.run(step, steps[step])
+        pids = [serving_gateways(int(r.variable("GW_PORT"))) for r in readers]
+        assert [len(found) for found in pids] == [1, 1], pids
+        for reader in readers:
+            url = reader.variable("GATEWAY_URL")
+            assert requests.get(url + "/healthz", timeout=30).json()["status"] == "ok"
+        _wait_for_one_listener(readers, [found[0] for found in pids])
+        for reader in readers:
+            reader.run("stop", steps["stop"])
+        for found in pids:
+            _wait_gone(found[0])
+    finally:
+        for reader in readers:
+            reader.stop_everything()
+
+
+def _wait_for_one_listener(readers: list[Reader], pids: list[int]) -> None:
+    """Within 30 s, each gateway either runs a listener (a child process) or has said in one
+    line of its ``serve.log`` that it runs none; at most one runs a listener, and when the
+    first does, the second said so."""
+    deadline = time.monotonic() + 30
+    while True:
+        said = [_listener_off_lines(r) for r in readers]
+        running = [_listener_children(pid) for pid in pids]
+        if all(bool(n) != bool(c) for n, c in zip(said, running, strict=True)):
+            break
+        assert time.monotonic() < deadline, (said, running)
+        time.sleep(0.3)
+    assert all(n <= 1 for n in said), said  # one line, not one per restart
+    if running[0]:  # the first owns the default port: the metadata (RFC 9728) answers there
+        metadata = "http://127.0.0.1:8001/.well-known/oauth-protected-resource/mcp"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answer = requests.get(metadata, timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the first gateway's listener never answered"
+                time.sleep(0.3)
+        assert answer.json()["resource"] == "http://127.0.0.1:8001/mcp"
+
+
+def _listener_off_lines(reader: Reader) -> int:
+    log = (Path(reader.variable("GW_DIR")) / "serve.log").read_text(encoding="utf-8")
+    return log.count("the remote MCP listener is off: 127.0.0.1:8001")
+
+
+def _listener_children(pid: int) -> list[int]:
+    """Pids of ``pid``'s live child processes running the remote MCP listener."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if stat[0] != "Z" and int(stat[1]) == pid and b"gateway.remote.listener" in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 def test_readme_placeholder_block_registers_no_site(ledger_url, tmp_path):

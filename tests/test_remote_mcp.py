@@ -22,6 +22,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -44,6 +46,7 @@ from support import loopback_ca
 from support import new_job_id
 from support import op_key
 
+from gateway import server
 from gateway.remote import address_gate
 
 LOG = "gateway.listener.http"  # the listener's request lines
@@ -183,6 +186,30 @@ def test_token_less_paths_are_limited_per_address_and_a_dead_listener_comes_back
     time.sleep(0.5)
     _wait_for_listener(served)
     assert requests.post(served.mcp, json={}, timeout=10).status_code == 401
+
+
+def test_a_listener_that_loses_the_default_port_gives_it_up_in_one_line(caplog):
+    """Issue 58: two gateways started at one moment both find the default port free; the
+    listener that then cannot bind it is not restarted forever: its server says so in one
+    line and serves on (``Background``'s watcher, as ``gateway serve`` runs it)."""
+    from gateway.server import Background
+
+    with socket.socket() as taken:  # the other gateway's listener, bound first
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        dies = [sys.executable, "-c", "raise SystemExit(1)"]  # as uvicorn failing to bind
+        background = Background(0, False, None, dies, yields=("127.0.0.1", port))
+        background.start()
+        try:
+            deadline = time.monotonic() + 30
+            while any(t.name == "gateway-listener" for t in threading.enumerate()):
+                assert time.monotonic() < deadline, f"the listener keeps restarting: {caplog.text}"
+                time.sleep(0.1)
+        finally:
+            background.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.listener"]
+    assert lines == [server.LISTENER_OFF % ("127.0.0.1", port)], lines
 
 
 def test_behind_the_proxy_the_routes_see_the_forwarded_client_address():

@@ -4,10 +4,12 @@ the README's "Running it for real" keeping secrets out of the clone."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 from support import ROOT
@@ -133,3 +135,54 @@ def test_readme_keeps_tokens_and_keys_out_of_the_clone():
     assert not state.startswith(("$PWD", ".", "~/publishing-gateway")), state
     walkthrough = (ROOT / "docs" / "walkthrough.md").read_text()
     assert f'export GW_DIR="{state}"' in walkthrough  # one directory: one ledger, key, token
+
+
+def test_a_long_step_prints_its_progress_and_its_time(tmp_path):
+    """Issue 58: a step of the first command that takes minutes (pip, apt-get) is never
+    silent: a line every ``STEP_TICK`` seconds with its time and the log's last line, then
+    its total; the ticker holds none of the caller's pipes (``capture_output`` waits for
+    them)."""
+    script = tmp_path / "long.sh"
+    script.write_text(
+        f". {ROOT / 'scripts' / 'steps.sh'} {tmp_path / 'log.txt'} 'setup: '\n"
+        "timed bash -c 'echo Collecting flask; sleep 1.3; echo Collecting mcp'\n"
+        'result "done"\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(script)],
+        env={**os.environ, "STEP_TICK": "0.5"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert time.monotonic() - started < 5, "a sleep kept the caller's pipe open"
+    *ticks, last = done.stderr.splitlines()
+    assert ticks and all(re.fullmatch(r"setup:   \.\.\. \d+ s: .*", t) for t in ticks), ticks
+    assert any(t.endswith(": Collecting flask") for t in ticks), ticks  # what it is doing
+    assert re.fullmatch(r"setup:   done in \d+ s", last), last
+    assert done.stdout == "done\n"
+
+
+@pytest.mark.wordpress
+def test_up_waiting_for_another_up_says_so(wp_site):
+    """Issue 58: an up.sh waiting on another one's lock (a first start installs packages for
+    minutes) says so, then how long it waited; the site then is found up."""
+    line = os.environ.get("WP_TEST_SITE_WORDPRESS", "bookworm")
+    with open(ROOT / "wp_test_site" / f".up-{line}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as another up.sh holds it
+        waiting = subprocess.Popen(
+            ["bash", str(ROOT / "wp_test_site" / "up.sh")],
+            env={k: v for k, v in os.environ.items() if k != "WP_TEST_SITE_INSTANCE"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        first = waiting.stderr.readline()  # blocks until up.sh has said something
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    out, rest = waiting.communicate(timeout=120)
+    assert first.startswith("[wp_test_site] waiting for another up.sh of this site"), first
+    assert re.search(r"^\[wp_test_site\] the other up.sh finished after \d+ s$", rest, re.M)
+    assert waiting.returncode == 0 and out == f"already up at {wp_site['url']}\n", rest

@@ -43,8 +43,6 @@ STEPS = (
 )
 RESPONSE = re.compile(r"^HTTP/[\d.]+ (\d{3})[^\n]*\n(.*?)\r?\n\r?\n(.*?)(?=^HTTP/|\Z)", re.S | re.M)
 
-pytestmark = pytest.mark.wordpress
-
 
 def blocks() -> list[tuple[str, str]]:
     """``(step, shell text)`` of every ``sh`` block, in document order."""
@@ -84,12 +82,16 @@ class Reader:
         self.workdir = workdir
         self.conformance: Conformance | None = None
 
-    def run(self, step: str, text: str, check: bool = True) -> subprocess.CompletedProcess:
-        """Run one block; with ``check`` (the default) its exit status must be 0."""
+    def run(
+        self, step: str, text: str, check: bool = True, interactive: bool = False
+    ) -> subprocess.CompletedProcess:
+        """Run one block; with ``check`` (the default) its exit status must be 0. Stopped at
+        its first failing command, unless ``interactive``: then every line runs, as when
+        pasted into a terminal (no ``set -e`` there), and the status is the last line's."""
         script = self.workdir / f"{step}.sh"
         script.write_text(
-            f"set -eo pipefail\n. {_quote(str(self.state))}\n{text}\n"
-            f"export -p > {_quote(str(self.state))}\n",
+            f"{'' if interactive else 'set -eo pipefail'}\n. {_quote(str(self.state))}\n"
+            f"{text}\nstatus=$?\nexport -p > {_quote(str(self.state))}\nexit $status\n",
             encoding="utf-8",
         )
         process = subprocess.Popen(
@@ -137,6 +139,7 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+@pytest.mark.wordpress
 def test_walkthrough_runs_against_the_test_wordpress(wp_site, ledger_url, tmp_path):
     assert shutil.which("curl"), "the walkthrough needs curl (scripts/setup.sh installs it)"
     assert (ROOT / ".venv" / "bin" / "activate").exists(), "run bash scripts/setup.sh first"
@@ -164,6 +167,29 @@ def test_walkthrough_runs_against_the_test_wordpress(wp_site, ledger_url, tmp_pa
     job_id = reader.variable("JOB_ID")
     draft = responses(outputs["draft"].stdout)[0][2]
     _check_wordpress(wp_site, job_id, draft["post_id"])
+
+
+def test_step_2_pasted_with_its_placeholders_runs_no_token_and_no_doctor(ledger_url, tmp_path):
+    """Issue 58: step 2 is pasted into an interactive shell, where ``false`` stops nothing; with
+    step 1's placeholders still in, it says so and nothing else runs: no token is made and
+    ``doctor`` never reports on another site of the ledger as if this one had passed."""
+    found = dict(blocks())
+    reader = Reader(tmp_path, {"GW_DIR": str(tmp_path / "gw"), "GATEWAY_DATABASE_URL": ledger_url})
+    settings = "\n".join(
+        line
+        for line in found["settings"].splitlines()
+        if not line.startswith(("export GW_DIR=", "export GATEWAY_DATABASE_URL="))
+    )
+    reader.run("settings", settings)
+    reader.run("ledger", found["ledger"])
+    pasted = reader.run("site", found["site"], check=False, interactive=True)
+    assert pasted.returncode != 0, pasted.stdout
+    assert pasted.stderr.strip() == (
+        "first replace the values marked <...> in step 1: no site registered"
+    ), pasted.stderr
+    assert pasted.stdout == ""  # no doctor report
+    assert not (tmp_path / "gw" / "token").exists()
+    assert reader.variable("TOKEN") == ""
 
 
 def _only(done, status: int) -> tuple[dict, object]:

@@ -37,9 +37,15 @@ http_status() { # http_status URL [user:pass]
 }
 
 # One up.sh at a time per line and checkout (test processes may start it together): the others
-# wait, then find the site up.
-exec 9>"$HERE/.up-$WP_LINE${WP_INSTANCE:+-$WP_INSTANCE}.lock"
-flock 9
+# wait, saying so (a first start installs packages for minutes), then find the site up.
+LOCK="$HERE/.up-$WP_LINE${WP_INSTANCE:+-$WP_INSTANCE}.lock"
+exec 9>"$LOCK"
+if ! flock -n 9; then
+	echo "[wp_test_site] waiting for another up.sh of this site to finish (it holds $LOCK)" >&2
+	waited=$SECONDS
+	flock 9
+	echo "[wp_test_site] the other up.sh finished after $((SECONDS - waited)) s" >&2
+fi
 
 # --- already up? ------------------------------------------------------------
 if [[ -f "$SITE_JSON" ]] && command -v php >/dev/null 2>&1; then
@@ -76,9 +82,10 @@ if ((${#missing[@]})); then
 	step "installing packages: ${missing[*]} (apt-get)"
 	SUDO=""
 	[[ $(id -u) -ne 0 ]] && SUDO="sudo"
-	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >&2 \
-		|| $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	# timed: a line every 15 s while apt-get works (scripts/steps.sh)
+	timed $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	timed $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >&2 \
+		|| timed $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 			"${PACKAGES[@]/#nginx/}" >&2 # a mirror without nginx: php -S below
 fi
 
@@ -106,8 +113,8 @@ wordpress_source() { # sets WP_SOURCE: the folder whose files make the web root
 		echo "deb [signed-by=$keyring] $archive $WP_LINE main" >"$WP_CACHE/sources.list"
 		local apt=(-q -o Dir::Etc::sourcelist="$WP_CACHE/sources.list" -o Dir::Etc::sourceparts=/nonexistent
 			-o Dir::State::Lists="$WP_CACHE/lists" -o Dir::Cache="$WP_CACHE/apt" -o APT::Sandbox::User=root)
-		apt-get "${apt[@]}" update >&2 || die "apt-get update of Debian $WP_LINE's lists failed"
-		(cd "$WP_CACHE/debs" && apt-get "${apt[@]}" download "${WP_PACKAGES[@]}") >&2 ||
+		timed apt-get "${apt[@]}" update >&2 || die "apt-get update of Debian $WP_LINE's lists failed"
+		(cd "$WP_CACHE/debs" && timed apt-get "${apt[@]}" download "${WP_PACKAGES[@]}") >&2 ||
 			die "apt-get download of ${WP_PACKAGES[*]} from Debian $WP_LINE failed"
 		for deb in "$WP_CACHE"/debs/*.deb; do dpkg-deb -x "$deb" "$root" || die "dpkg-deb -x $deb failed"; done
 		rm -f "$root/usr/share/wordpress/.htaccess" # a link into /etc/wordpress; unused behind nginx

@@ -253,7 +253,8 @@ SETTINGS: tuple[Setting, ...] = (
       "(empty: ``http://<mcp_listen>``, for loopback)."),
     S("mcp_listen", str, "GATEWAY_MCP_LISTEN", _listen, "127.0.0.1:8001",
       "``host:port`` where ``gateway serve`` starts its remote MCP listener (``/mcp``, its "
-      "OAuth metadata; :mod:`gateway.remote`); empty = no listener."),
+      "OAuth metadata; :mod:`gateway.remote`); empty = no listener. Unset, a default port "
+      "already taken leaves the listener off (one line); set, a taken port fails start-up."),
     S("proxy_hops", int, "GATEWAY_PROXY_HOPS", _count, 0,
       "proxies in front of the gateway whose ``X-Forwarded-*`` headers are trusted "
       "(werkzeug's ``ProxyFix``); 0 trusts none."),
@@ -447,6 +448,19 @@ Config = make_dataclass(
     },
     frozen=True,
 )
+
+
+def chosen(name: str, env: dict | None = None) -> bool:
+    """Whether setting ``name`` (a :class:`Config` attribute) was chosen: its variable is set
+    in ``env`` (default: ``os.environ``), even empty, rather than left to its default. A
+    default may give way where a chosen value must not (``gateway serve``'s remote MCP
+    listener on a busy port, :func:`gateway.server.run`).
+
+    Raises:
+        KeyError: ``name`` is no setting read from a variable.
+    """
+    variables = {s.name: s.env for s in SETTINGS if s.env}
+    return variables[name] in (os.environ if env is None else env)
 
 
 def load(env: dict | None = None, testing: bool = False, needs_secret_key: bool = True) -> Config:
