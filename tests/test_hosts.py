@@ -11,6 +11,7 @@ import json
 import pytest
 import requests
 from support import AUTHOR_PASSWORD_ENV
+from support import CALLS
 from support import SECRET_KEY
 from support import SITE_NAME
 from support import TENANT
@@ -28,8 +29,8 @@ from gateway_tools.host_fronts import HostFront
 
 wordpress = pytest.mark.wordpress
 POST_BY_ID = r"/wp/v2/posts/\d+$"
-# A write to a post: a POST that is not a read served as GET (reads carry gateway_fresh).
-WRITE = {"method": "POST", "path": r"^/wp-json/wp/v2/posts/\d+$", "query": r"^(?!.*gateway_fresh)"}
+# A write to a post: a POST that is not a read served as GET (support.CALLS, "write").
+WRITE = {**CALLS["rest"]["write"], "path": r"^/wp-json/wp/v2/posts/\d+$"}
 
 
 def post(gw, path: str):
