@@ -20,6 +20,7 @@ from support import gateway_cli
 from support import new_job_id
 from support import op_key
 from support import problem_slug
+from support import xmlrpc_only
 from test_main_job import full_job
 
 from gateway.ledger.db import database
@@ -206,6 +207,19 @@ def test_a_redirect_is_named_with_the_url_to_use(gwp, proxy, ledger_url, wp_site
     assert problem["upstream"]["location"].startswith(target + "/wp-json/")
     assert problem["upstream"]["suggested_url"] == target
     assert target in problem["detail"] and "firewall" not in problem["detail"]
+
+
+@wordpress
+@xmlrpc_only
+def test_a_redirect_in_front_of_xmlrpc_is_named_too(gwp, proxy, wp_site, transport):
+    target = wp_site["url"].rstrip("/")
+    proxy.front = HostFront("redirect", location=target)
+    job_id = new_job_id()
+    assert gwp.put_job(job_id).status_code == 201
+    answer = gwp.put_draft(job_id, draft_body())
+    assert answer.status_code == 502 and problem_slug(answer) == "upstream-refused"
+    assert answer.get_json()["upstream"]["suggested_url"] == target
+    assert proxy.count(forwarded=True) == 0
 
 
 # --------------------------------------------------------------------------- URL helpers
