@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 
 from gateway.operations.verification import snapshot
+from gateway.wordpress import Transport
 from gateway.wordpress.errors import CachedAnswer
 from gateway.wordpress.rest_root import EXCLUDE_REST
 
@@ -46,7 +47,7 @@ def behind_write(live: dict, written: dict) -> bool:
 
 
 def read_post(
-    client,
+    client: Transport,
     post_id: int,
     agrees: Callable[[dict], bool],
     stale: Callable[[dict], bool],
@@ -83,7 +84,7 @@ def read_post(
     return second
 
 
-def after_write(client, post_id: int, written: dict | None) -> dict:
+def after_write(client: Transport, post_id: int, written: dict | None) -> dict:
     """The read-back right after a write whose answer was ``written`` (None: a post found by
     reconciliation, nothing to compare: one plain read)."""
     if not written:
@@ -97,7 +98,7 @@ def after_write(client, post_id: int, written: dict | None) -> dict:
 
 
 def against_receipt(
-    client, post_id: int, verifies: Callable[[dict], bool], written_gmt: str | None
+    client: Transport, post_id: int, verifies: Callable[[dict], bool], written_gmt: str | None
 ) -> dict:
     """A later read of the job's post (verification, approval, repair): read again as POST
     when it does not ``verifies``; :class:`CachedAnswer` when that read is older than the

@@ -36,7 +36,11 @@ class Discovered:
 def discover(site_url: str, timeout: float) -> Discovered:
     """Find the REST root of the site at ``site_url`` (no redirect is followed; nothing raised:
     a site that cannot be asked gives ``Discovered(None, None)``)."""
-    session = http_session.Session()
+    with http_session.Session() as session:
+        return _discover(session, site_url, timeout)
+
+
+def _discover(session: http_session.Session, site_url: str, timeout: float) -> Discovered:
     redirect = None
     try:
         home = session.call("GET", site_url.rstrip("/") + "/", auth=None, timeout=timeout)
