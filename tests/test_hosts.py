@@ -76,7 +76,7 @@ def test_a_cache_dropping_query_strings_neither_fails_a_version_2_draft_nor_make
     proxy.front = HostFront("cache", keep_query=False, path=POST_BY_ID, announce=False)
     job_id, post_id = two_versions(gwp)
     assert gwp.verification(job_id).get_json()["ok"] is True
-    second = gwp.put_draft(job_id, draft_body(title="Version two"))
+    second = gwp.put_draft(job_id, draft_body(title="Version two", content="<p>Two.</p>"))
     assert second.status_code == 201, second.get_json()
     body = second.get_json()
     assert body["state"] == "CONFIRMED" and body["verification"]["ok"] is True
@@ -90,6 +90,13 @@ def test_a_cache_dropping_query_strings_neither_fails_a_version_2_draft_nor_make
     assert proxy.count(**WRITE) == writes  # repair sent no write
     requested = post(gwp, f"/v1/jobs/{job_id}/approval-requests")
     assert requested.status_code == 201, requested.get_json()
+    # a block is written into WordPress's content, not into the cache's older copy
+    block = gwp.client.put(
+        f"/v1/jobs/{job_id}/blocks/promo", json={"html": "<p>Promo</p>"}, headers=gwp.headers()
+    )
+    assert block.status_code == 201, block.get_json()
+    content = gwp.wp_post(post_id)["content"]["raw"]
+    assert "<p>Two.</p>" in content and "Promo" in content
 
 
 @wordpress
