@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import json
 
 import anyio
@@ -185,23 +184,63 @@ def _size(result) -> int:
 
 def _stubs(node) -> list[dict]:
     if isinstance(node, dict):
-        if node.get("omitted") == "text":
+        if node.get("omitted"):
             return [node]
         return [s for value in node.values() for s in _stubs(value)]
     return [s for value in node for s in _stubs(value)] if isinstance(node, list) else []
 
 
+ALT = "网关示意图，显示工作流与账本之间的关系" * 4  # the tryout's: 228 bytes, shorter than a stub
+CAPTION = "图注：" + "这是一张说明图片的较长图注文字，" * 8
+
+
+class Reader:
+    """Reads back everything a result left out (text stubs, object stubs, a list's
+    more-items marker) with ``read_text``, page by page, each page's result kept."""
+
+    def __init__(self, session):
+        self.session, self.pages = session, []
+
+    async def pages_of(self, stub: dict) -> list[dict]:
+        offset, answers = stub["read_with"]["arguments"]["offset"], []
+        while offset is not None:
+            arguments = {**stub["read_with"]["arguments"], "offset": offset}
+            self.pages.append(await self.session.call_tool("read_text", arguments))
+            answers.append(_ok(self.pages[-1])["answer"])
+            offset = answers[-1]["next_offset"]
+        return answers
+
+    async def whole(self, node):
+        """``node`` as the gateway answered it, every stub read back."""
+        if isinstance(node, list):
+            if node and isinstance(node[-1], dict) and node[-1].get("omitted") == "items":
+                rest = [i for page in await self.pages_of(node[-1]) for i in page["items"]]
+                node = [*node[:-1], *rest]
+            return [await self.whole(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if node.get("omitted") == "text":
+            return "".join(page["text"] for page in await self.pages_of(node))
+        if node.get("omitted") == "object":
+            node = {k: v for page in await self.pages_of(node) for k, v in page["entries"].items()}
+        return {key: await self.whole(value) for key, value in node.items()}
+
+
 @pytest.mark.wordpress
 @SQLITE_PASS_ONLY
-@pytest.mark.parametrize("language, transport", [("en", "stdio"), ("zh", "http")])
+@pytest.mark.parametrize("language, transport, images", [("en", "stdio", 0), ("zh", "http", 40)])
 def test_every_result_of_a_100_kb_article_fits_and_reads_back_in_pages(
-    gateway, wp_site, tmp_path, language, transport
+    gateway, wp_site, tmp_path, language, transport, images
 ):
+    """Issue 52, item 4, and the tryout's worst case after it: a 100 KB Chinese article and
+    40 images with long alt texts and captions (a ledger row per upload and per attachment;
+    get_job was 135 KB). Every result and the job resource stay under 25,000 bytes, and the
+    job read back through every stub and marker is the gateway's own answer."""
     job_id = new_job_id()
-    article = _article(language)
+    article = _article(language) + "".join(f"{{{{media:s{i}}}}}\n" for i in range(1, images))
     assert len(article.encode()) >= 100_000
     server = HttpMcp(gateway.url, tmp_path) if transport == "http" else None
-    results, pages = {}, []
+    results, read = {}, {}
 
     async def main():
         opened = (
@@ -211,29 +250,42 @@ def test_every_result_of_a_100_kb_article_fits_and_reads_back_in_pages(
         )
         async with opened as session:
             job = {"job_id": job_id}
+            results["start_job"] = await session.call_tool(
+                "start_job", {**job, "site": SITE_NAME, "task_version": 1}
+            )
+            for i in range(images):
+                image = base64.b64encode(png_bytes((i, 9, 99), 2)).decode()
+                upload = {**job, "slot": f"s{i}", "content_base64": image,
+                          "alt_text": f"{ALT}{i}", "caption": f"{CAPTION}{i}"}  # fmt: skip
+                results[f"upload_media s{i}"] = await session.call_tool("upload_media", upload)
             seo = {"title": "L", "description": "Long", "focus_keyword": "long"}
             draft = {**job, "title": f"Long {job_id}", "content": article, "excerpt": "Long.",
                      "seo": seo}  # fmt: skip
+            if images:
+                draft.update(featured_media={"slot": "s0"},
+                             body_media=[f"s{i}" for i in range(1, images)])  # fmt: skip
             calls = [
-                ("start_job", {**job, "site": SITE_NAME, "task_version": 1}),
                 ("put_draft", draft),
                 ("put_draft", draft),  # the stored receipt
                 ("insert_block", {**job, "name": "note", "html": "<p>N</p>"}),
                 ("verify", job),
-                ("get_job", job),
                 ("recover", job),
                 ("request_approval", job),
             ]
             for name, arguments in calls:
                 results[name] = await session.call_tool(name, arguments)
+            results["get_job"] = await session.call_tool("get_job", job)
             resource = await session.read_resource(f"gateway://jobs/{job_id}")
             results["resource"] = resource
-            stub = _stubs(results["get_job"].structured_content)[0]
-            offset = 0
-            while offset is not None:
-                arguments = {**stub["read_with"]["arguments"], "offset": offset}
-                pages.append(await session.call_tool("read_text", arguments))
-                offset = _ok(pages[-1])["answer"]["next_offset"]
+
+            reader = Reader(session)
+            read["job"] = await reader.whole(_ok(results["get_job"])["answer"])
+            for stub in _stubs(json.loads(resource.contents[0].text)):
+                arguments = {**stub["read_with"]["arguments"]}
+                read.setdefault("resource", []).append(
+                    await session.call_tool("read_text", arguments)
+                )
+            read["pages"] = reader.pages
 
     try:
         anyio.run(main)
@@ -244,11 +296,14 @@ def test_every_result_of_a_100_kb_article_fits_and_reads_back_in_pages(
         assert not getattr(result, "is_error", False), (name, result)
         assert _size(result) < CAP, (name, _size(result))
     assert results["put_draft"].structured_content["state"] == "CONFIRMED"
-    read = "".join(_ok(p)["answer"]["text"] for p in pages)
-    assert read == article and len(pages) > 1
-    assert max(_size(p) for p in pages) < CAP
-    sha = hashlib.sha256(article.encode()).hexdigest()
-    assert {s["sha256"] for s in _stubs(results["get_job"].structured_content)} >= {sha}
+    assert max(_size(p) for p in read["pages"]) < CAP and len(read["pages"]) > 1
+    job = gateway.call("GET", f"/v1/jobs/{job_id}").json()
+    assert read["job"] == job  # everything reachable, nothing changed on the way
+    assert read["resource"] and not any(r.is_error for r in read["resource"])
+    assert max(_size(r) for r in read["resource"]) < CAP
+    assert len(job["operations"]) == 2 + 2 * images  # draft, block; media and attach each
+    drafts = [r for r in job["operations"] if r["action"] == "draft"]
+    assert drafts[0]["receipt"]["sent"]["content"].startswith(_article(language))
     assert count_objects(wp_site, [op_key(job_id, "draft")]) == {op_key(job_id, "draft"): 1}
 
 
@@ -302,3 +357,56 @@ def test_a_text_is_inline_once_and_stubbed_only_as_far_as_the_bound_needs():
         contents = [out["sent"]["content"], out["expected"]["content"]]
         assert contents.count(article) == inline, (chars, inline)
         assert all(c == article or c["sha256"] == paging.digest(article) for c in contents)
+
+
+def _read_back(node, body, job_id: str):
+    """``node`` (a fitted part of ``body``) with every stub and marker read back through
+    :func:`paging.find` and :func:`paging.page`, as ``read_text`` does."""
+
+    def pages(stub: dict) -> list[dict]:
+        found, offset, out = (
+            paging.find(body, stub["sha256"]),
+            stub["read_with"]["arguments"]["offset"],
+            [],
+        )
+        while offset is not None:
+            out.append(paging.page(found, offset, job_id))
+            assert paging.cost(out[-1]) < paging.MAX_RESULT_BYTES
+            offset = out[-1]["next_offset"]
+        return out
+
+    if isinstance(node, list):
+        if node and isinstance(node[-1], dict) and node[-1].get("omitted") == "items":
+            node = [*node[:-1], *(i for p in pages(node[-1]) for i in p["items"])]
+        return [_read_back(item, body, job_id) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("omitted") == "text":
+        return "".join(p["text"] for p in pages(node))
+    if node.get("omitted") == "object":
+        node = {k: v for p in pages(node) for k, v in p["entries"].items()}
+    return {key: _read_back(value, body, job_id) for key, value in node.items()}
+
+
+def test_no_body_makes_a_result_past_the_bound_and_every_part_reads_back():
+    """The tryout's shapes without WordPress (issue 52 follow-up): 300 ledger rows with short
+    texts (a 71-byte "sha256:..." twice, a 228-byte alt text: shorter than a stub, so never
+    stubbed), one object of 800 members, and a root of 3,000 members (the last resort).
+    Every result fits, and every part reads back as it was."""
+    alt = "网关示意图，显示工作流与账本之间的关系" * 4
+    mark = "sha256:" + "c5" * 32
+    receipt = {"expected": mark, "actual": mark}
+    rows = [
+        {"operation_key": f"acme/J-1/v1/media/s{i}", "alt_text": f"{alt}{i}", "receipt": receipt}
+        for i in range(300)
+    ]
+    members = {f"s{i}": {"alt_text": alt, "n": i} for i in range(800)}
+    body = {"job_id": "J-1", "operations": rows, "media_metadata": members}
+    shapes = [body, {f"k{i}": i for i in range(3_000)}]
+    for shape in shapes:
+        answer = tools.sized({"job_id": "J-1", "answer": shape})["answer"]
+        assert _size(tools.call_result({"job_id": "J-1", "answer": answer}, True)) < CAP
+        assert _read_back(answer, shape, "J-1") == shape
+    stubs = _stubs(tools.sized({"job_id": "J-1", "answer": body})["answer"])
+    assert not [s for s in stubs if s["omitted"] == "text"]  # no text longer than its stub
+    assert {s["omitted"] for s in stubs} == {"items", "object"}

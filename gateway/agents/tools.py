@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.actions import drafts
 from gateway.core import exceptions as exc
+from gateway.core import media_request
 from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.editorial import approvals
@@ -257,6 +258,8 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
     arguments = tool_schemas.at_the_door(
         arguments_of(arguments), parameters(name), validation.text_pattern()
     )
+    if name == "upload_media":  # "" in an unset source (Cursor's way): not given
+        arguments = media_request.unset_empty_sources(arguments)
     args = validation.check(_validator(name), arguments, tool.schema)
     records.ensure_active(target.job)
     return tool.run(target, args, actor)

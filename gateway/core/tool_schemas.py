@@ -107,7 +107,7 @@ def _strict(node: dict, text_pattern: str, strict: bool) -> dict:
         elif key == "anyOf":
             out[key] = [_strict(sub, text_pattern, strict) for sub in value]
         elif key == "pattern":
-            pattern = _ecma(value)
+            pattern = ecma(value)
             if value == text_pattern:
                 notes.append(TEXT_RULE)
             elif _LOOKAROUND.search(pattern):
@@ -128,8 +128,10 @@ def _strict(node: dict, text_pattern: str, strict: bool) -> dict:
     return out
 
 
-def _ecma(pattern: str) -> str:
-    """``pattern`` with Python's strict end-of-text lookahead written as ECMA-262's ``$``."""
+def ecma(pattern: str) -> str:
+    """``pattern`` with Python's strict end-of-text lookahead ``(?![\\s\\S])`` written as
+    ECMA-262's ``$`` (the same there: no multiline flag), as tools advertise it and refusals
+    show it."""
     return pattern[: -len(_END)] + "$" if pattern.endswith(_END) else pattern
 
 

@@ -74,9 +74,9 @@ INSTRUCTIONS = (
     "upload_media, put_draft, insert_block, verify, request_approval. To change content "
     "already written, bump the task version (start_job). After outcome-unknown or a lost "
     "answer, call recover and then the same tool with the same arguments. Leave out the "
-    "optional arguments you do not mean (or send null). A long text in a result is a stub "
-    "with its sha256: read it with read_text. Publishing needs an editor's approval: no tool "
-    "publishes."
+    "optional arguments you do not mean (or send null). What a result leaves out (a long "
+    "text, a list's further items, a large object) is a stub with its sha256 and read_with: "
+    "read it with read_text. Publishing needs an editor's approval: no tool publishes."
 )
 
 
@@ -160,9 +160,10 @@ def read_job(api: GatewayAPI, token: Caller, job_id: str) -> dict:
 
 
 def fitted_job(job: dict, job_id: str) -> dict:
-    """The job resource's JSON (:func:`read_job`) sized for clients with caps: its long texts
-    stubs (:func:`gateway.mcp.paging.fitted`; read them with ``read_text``), the resource
-    as sent (its JSON text, escaped once more in the message) under the bound."""
+    """The job resource's JSON (:func:`read_job`) sized for clients with caps: its long texts,
+    lists and objects stubs and markers as far as needed (:func:`gateway.mcp.paging.fitted`;
+    read them with ``read_text``), the resource as sent (its JSON text, escaped once more in
+    the message) under the bound."""
 
     def size(body) -> int:
         sent = json.dumps(json.dumps(body, ensure_ascii=False), ensure_ascii=False)

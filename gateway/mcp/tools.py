@@ -250,10 +250,12 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         paging.READ_TOOL,
         "Read a long text in pages",
-        "A text too long for a result (an article, a block's HTML) is given as a stub with its "
-        "sha256 and read_with: call this with the job_id and sha256, from offset 0, then each "
-        "page's next_offset until it is null. The pages joined are the text; its SHA-256 "
-        "(UTF-8) is the sha256.",
+        "What is too long for a result is a stub with its sha256 and read_with: a text (an "
+        "article, a block's HTML; omitted: text), a list cut after its first items (its last "
+        "item says omitted: items) or an object (omitted: object). Call this with read_with's "
+        "arguments, then each page's next_offset until it is null: a text's pages joined are "
+        "the text (its UTF-8 SHA-256 is the sha256), a list's pages give its items, an "
+        "object's its entries. A sha256 no longer found means the job changed: read it again.",
         "GET",
         "/v1/jobs/{job_id}",
         None,
@@ -335,12 +337,13 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
 def error_result(problem: Problem) -> CallToolResult:
     """The tool error for ``problem`` (``isError: true``, never a success): its JSON as the
     text (type, title, status, detail, retryable, retry_after, the problem's own members) with
-    the ``next_step`` an agent can take."""
+    the ``next_step`` an agent can take, its long texts and lists cut to fit the bound
+    (:func:`gateway.mcp.paging.shortened`)."""
     body = dict(problem.body)
     body.setdefault("retryable", False)
     body["retry_after"] = problem.retry_after
     body["next_step"] = next_step(problem.slug, body)
-    text = json.dumps(body, ensure_ascii=False)
+    text = json.dumps(paging.shortened(body), ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
@@ -448,9 +451,15 @@ class Runner:
             arguments = tool_schemas.at_the_door(
                 arguments, validator.schema, validation.text_pattern()
             )
+            if spec.name == "upload_media":
+                arguments = media_request.unset_empty_sources(arguments, self._sources())
             return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
+
+    def _sources(self) -> tuple[str, ...]:
+        """``upload_media``'s sources: a local ``path`` is one when ``roots`` allow them."""
+        return (*media_request.SOURCES, "path") if self.roots else media_request.SOURCES
 
     def run(
         self, spec: Spec, caller: Caller, arguments: dict, meta_key: str | None
@@ -481,25 +490,27 @@ class Runner:
         return call_result(structured, stored_first)
 
     def _page(self, caller: Caller, args: dict) -> CallToolResult:
-        """``read_text``: the page from ``offset`` of the text whose digest is ``sha256``,
-        found in the job's answer or else in its verification (the texts results stub).
+        """``read_text``: the page from ``offset`` of the text, list or object whose digest
+        is ``sha256``, found in the job's answer or else in its verification (what results
+        stub: :mod:`gateway.mcp.paging`).
 
         Raises:
             Problem: ``not-found`` (no such text now), or the gateway refused.
         """
         job_id, sha, offset = args["job_id"], args["sha256"], args.get("offset", 0)
         job = self.api.call(caller, "GET", f"/v1/jobs/{job_id}", job_id=job_id).body
-        text = paging.find(job, sha)
-        if text is None:
+        found = paging.find(job, sha)
+        if found is None:
             try:
                 checked = self.api.call(caller, "GET", f"/v1/jobs/{job_id}/verification")
-                text = paging.find(checked.body, sha)
+                found = paging.find(checked.body, sha)
             except Problem:
-                text = None
-        if text is None:
-            raise _local_problem("no text of this job has this sha256", "/sha256")
-        if offset > len(text):
-            raise _local_problem(f"past the text's {len(text)} characters", "/offset")
+                found = None
+        if found is None:
+            detail = "nothing of this job has this sha256 now: read the job again"
+            raise _local_problem(detail, "/sha256")
+        if offset > len(found):
+            raise _local_problem(f"past the end ({len(found)})", "/offset")
         _key, state, _replayed, _reconciled = _job_status(job)
         structured = {
             "operation_key": None,
@@ -507,7 +518,7 @@ class Runner:
             "replayed": False,
             "reconciled": False,
             "job_id": job_id,
-            "answer": paging.page(text, offset),
+            "answer": paging.page(found, offset, job_id),
         }
         return call_result(structured, False)
 
@@ -516,7 +527,7 @@ class Runner:
             return None
         if spec.name == "upload_media":
             try:
-                _check_media(args, self.roots)
+                _check_media(args, self._sources())
                 if "path" in args:
                     content, name = read_local_image(args.pop("path"), self.roots)
                     media_request.not_empty(content, "/path")
@@ -527,15 +538,14 @@ class Runner:
         return args
 
 
-def _check_media(args: dict, roots: tuple[Path, ...]) -> None:
+def _check_media(args: dict, sources: tuple[str, ...]) -> None:
     """``upload_media``'s arguments through the gateway's media request parser
-    (:mod:`gateway.core.media_request`): exactly one source (a local ``path`` is one when
-    ``roots`` allow them), base64 that decodes to bytes.
+    (:mod:`gateway.core.media_request`): exactly one of ``sources``, base64 that decodes to
+    bytes.
 
     Raises:
         ValidationFailed (422): the parser's problem, as the gateway would answer it.
     """
-    sources = (*media_request.SOURCES, "path") if roots else media_request.SOURCES
     if media_request.one_source(args, sources) != "path":
         media_request.parse(args)
 
