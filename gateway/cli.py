@@ -215,7 +215,12 @@ def sites_group():
 @sites_group.command("add")
 @click.option("--tenant", required=True, help="The tenant the site belongs to.")
 @click.option("--name", required=True, help="The site name jobs refer to.")
-@click.option("--url", required=True, help="The site URL (REST API under /wp-json).")
+@click.option(
+    "--url",
+    required=True,
+    help="The site URL; its REST API is found as WordPress advertises it (/wp-json/ or "
+    "/?rest_route=/).",
+)
 @click.option("--username", required=True, help="The WordPress user the gateway writes as.")
 @click.option(
     "--app-password-env",
@@ -258,21 +263,28 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
         )
     with database.connection_context():
         before = hot_sql.site_by_name(tenant, name)  # the site a re-add changes, if any
-    warnings = []
+    checked = site_check.Checked(None)
     if not no_check:
         try:
             sites.check_site_url(url)
-            warnings = site_check.check_new_site(
+            checked = site_check.check_new_site(
                 url, username, password, transport, _config().wp_timeout
             )
         except (ValueError, site_check.SiteRefused) as error:
             raise KnownProblem(str(error) + _replaced(before, url)) from None
-    for warning in warnings:
+    for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
     with database.connection_context():
         try:
             site = sites.add_site(
-                _config().secret_key, tenant, name, url, username, password, transport
+                _config().secret_key,
+                tenant,
+                name,
+                url,
+                username,
+                password,
+                transport,
+                checked.rest_root,
             )
         except GatewayError as error:
             raise KnownProblem(error.detail) from None
@@ -288,6 +300,7 @@ def sites_add(tenant, name, url, username, app_password_env, transport, no_check
                 "tenant": tenant,
                 "name": name,
                 "url": site.url,
+                "rest_root": sites.rest_root_of(site),
                 "username": username,
                 "transport": site.transport,
                 "credential_version": site.credential_version,
@@ -358,7 +371,8 @@ def sites_remove(tenant, name, force):
 @click.option("--tenant", default=None, help="One tenant (default: every tenant).")
 @needs_ledger
 def sites_list(tenant):
-    """The sites as JSON: tenant, name, URL, user, transport, dates; never a password."""
+    """The sites as JSON: tenant, name, URL, REST root, user, transport, dates; never a
+    password."""
     if tenant:
         known_tenant(tenant)
     with database.connection_context():
@@ -368,6 +382,7 @@ def sites_list(tenant):
                 "tenant": s.tenant,
                 "name": s.name,
                 "url": s.url,
+                "rest_root": sites.rest_root_of(s),
                 "username": s.username,
                 "transport": s.transport,
                 "credential_version": s.credential_version,

@@ -30,6 +30,11 @@ are hard to trigger on purpose against a real server:
   HTTPS outside a local environment, or a security plugin switched them off), without
   forwarding.
 
+A standing host behaviour (a cache in front of the REST API, a host answering REST only at
+``?rest_route=``, a redirect) is set with ``proxy.front = HostFront(...)``
+(:mod:`gateway_tools.host_fronts`); the front's own answers are recorded with ``fault_kind``
+``"front:{kind}"`` and ``forwarded=False``.
+
 Two failures come before any request: a stopped proxy refuses connections, and inside
 :meth:`FaultProxy.unanswered_connects` a client's connect times out (nothing is sent).
 
@@ -77,6 +82,8 @@ from urllib.parse import urlsplit
 import requests
 import requests.adapters
 
+from gateway_tools.host_fronts import HostFront
+
 __all__ = [
     "FAULT_KINDS",
     "PHP_NOTICE",
@@ -84,6 +91,7 @@ __all__ = [
     "APP_PASSWORDS_UNAVAILABLE_BODY",
     "Fault",
     "FaultProxy",
+    "HostFront",
     "RequestRecord",
     "main",
 ]
@@ -414,6 +422,8 @@ class FaultProxy:
         self._server: _ProxyServer | None = None
         self._thread: threading.Thread | None = None
         self._session = _make_session()
+        #: A standing host behaviour applied to every request, or None (see the module).
+        self.front: HostFront | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -879,6 +889,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._send_simple(400, "text/plain; charset=utf-8", f"Bad request: {exc}\n".encode())
             return
 
+        front = proxy.front
+        canned = front.answer(method, path, query, self.headers) if front else None
+        if canned is not None:
+            record(canned.status, f"front:{front.kind}", False)
+            self._send_upstream(method, canned)
+            return
+
         fault = proxy._take_fault(method, path, query, body)
         kind = fault.kind if fault is not None else None
 
@@ -905,6 +922,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._send_simple(exc.status, "text/plain; charset=utf-8", f"{exc}\n".encode())
             return
 
+        if front is not None:
+            upstream = front.keep(method, path, query, self.headers, upstream)
         if fault is None:
             record(upstream.status, None, True)
             self._send_upstream(method, upstream)

@@ -49,6 +49,8 @@ NOT_DIALECT = {
     "test_fault_proxy": "the fault proxy against a local upstream, no ledger",
     "test_faults": "WordPress faults through the fault proxy; one request at a time, the "
     "moves are test_transitions'",
+    "test_hosts": "hosts in front of WordPress through the fault proxy; one request at a "
+    "time, the moves are test_transitions' and the new column test_migrations' (both)",
     "test_input_rows": "refused before any ledger row (asserted: no row)",
     "test_layers": "imports, no ledger",
     "test_logic": "pure logic, no ledger",

@@ -466,7 +466,9 @@ CALLS = {
         "create_post": {"method": "POST", "path": r"^/wp-json/wp/v2/posts/?$"},
         "upload": {"method": "POST", "path": r"^/wp-json/wp/v2/media/?$"},
         "lookup": {"path": r"/publishing-gateway/v1/objects"},
-        "write": {"method": "POST"},
+        # a read served as GET (X-HTTP-Method-Override, past a cache) is a POST too: it
+        # carries the read's gateway_fresh parameter, a write never does
+        "write": {"method": "POST", "query": r"^(?!.*gateway_fresh)"},
     },
     "xmlrpc": {
         "create_post": {"method": "POST", "rpc": r"wp\.newPost"},

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import CALLS
 from support import Gateway
 from support import draft_body
 from support import new_job_id
@@ -186,7 +187,8 @@ def _lose_response(gwp: Gateway, proxy, name: str) -> tuple[str, Case, dict]:
     case, job_id = CASES[name], new_job_id()
     assert gwp.put_job(job_id).status_code == 201
     case.prepare(gwp, job_id)
-    proxy.add_fault(Fault(kind="drop_response", method="POST", path=case.write))
+    writes = CALLS["rest"]["write"]  # not a read served as GET (a POST too)
+    proxy.add_fault(Fault(kind="drop_response", path=case.write, **writes))
     proxy.add_fault(
         Fault(
             kind="status_without_forward",
@@ -207,7 +209,7 @@ def _lose_response(gwp: Gateway, proxy, name: str) -> tuple[str, Case, dict]:
 
 
 def _writes(proxy, case: Case) -> int:
-    return proxy.count(method="POST", path=case.write, forwarded=True)
+    return proxy.count(path=case.write, forwarded=True, **CALLS["rest"]["write"])
 
 
 def _then_repeat_is_a_replay(gwp: Gateway, proxy, job_id: str, case: Case, name: str) -> None:

@@ -25,6 +25,7 @@ from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Site
 from gateway.operations import ownership
+from gateway.tenancy import sites
 from gateway.tenancy import tokens
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -239,4 +240,31 @@ def test_migration_14_counts_a_notifications_definite_refusals(ledger_url):
         assert "refusals" in {c.name for c in database.get_columns("notification")}
         [row] = Notification.select()
         assert (row.state, row.attempts, row.refusals) == ("PENDING", 2, 0)
+    database.close()
+
+
+def test_migration_16_stores_where_each_site_serves_its_rest_api(ledger_url):
+    """Version 16 (issue 55): ``site.rest_root`` added to a ledger that version 15 left (its
+    site table without the column, a site in it); the existing site keeps NULL, so its REST
+    root stays ``/wp-json/`` until ``gateway sites add`` discovers it; a rerun changes
+    nothing."""
+    db.bind(ledger_url)
+    assert migrations.migrate()[1] == migrations.latest_version()
+    with database.connection_context():  # back to version 15, as the previous code left it
+        database.execute_sql("ALTER TABLE site DROP COLUMN rest_root")
+        database.execute_sql("DELETE FROM schema_version WHERE version >= 16")
+        database.execute_sql(
+            "INSERT INTO site (tenant, name, url, username, password_encrypted, "
+            "credential_version, transport, created_at, updated_at) VALUES ('acme', 'blog', "
+            "'https://x.example', 'author', 'token', 1, 'rest', '2026-01-01 00:00:00', "
+            "'2026-01-01 00:00:00')"
+        )
+    with pytest.raises(migrations.LedgerError, match="init-db"):
+        migrations.check(ledger_url)
+    assert migrations.migrate() == (15, migrations.latest_version())
+    assert migrations.migrate() == (migrations.latest_version(),) * 2  # a rerun: nothing
+    with database.connection_context():
+        [site] = Site.select()
+        assert site.rest_root is None
+        assert sites.rest_root_of(site) == "https://x.example/wp-json/"
     database.close()

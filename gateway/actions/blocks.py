@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from gateway.actions import drafts
 from gateway.core import exceptions as exc
 from gateway.core.digests import request_digest
 from gateway.jobs import guards
 from gateway.ledger.models import Operation
+from gateway.operations import fresh_reads
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import registry
@@ -55,6 +57,18 @@ def live_post(client, post_id: int) -> dict | None:
         return None
 
 
+def current_post(target: Target, post_id: int) -> dict:
+    """The job's post before a block is written into it (read-modify-write): read again as a
+    POST served as GET when the read does not verify against the job's draft, so that the
+    block goes into WordPress's content, never into a cache's older copy
+    (:func:`gateway.actions.drafts.fresh_read`; docs/hosts.md).
+
+    Raises:
+        CachedAnswer: even that read is older than the draft's write; WordPress errors."""
+    draft = drafts.latest_draft(target.job)
+    return drafts.fresh_read(target, post_id, draft.receipt if draft else None)
+
+
 def _block_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Effect:
     """The block's effect; ``find`` and ``read_back`` need only the stored ``intent``
     (``post_id``, ``name``, ``digest``): the marker is looked up in the live post."""
@@ -65,8 +79,8 @@ def _block_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Eff
         found = live is not None and has_block(_raw_content(live), name, digest)
         return [{"id": post_id, "type": "post"}] if found else []
 
-    def read_back(object_id: int, _sent: dict | None) -> dict:
-        live = target.client.get_post(object_id)
+    def read_back(object_id: int, sent: dict | None) -> dict:
+        live = fresh_reads.after_write(target.client, object_id, sent)
         if not has_block(_raw_content(live), name, digest):
             raise WordPressOutcomeUnknown(f"block {name} is not in the post's content")
         return {"post_id": object_id, "name": name, "digest": digest, "bytes": intent.get("bytes")}
@@ -104,7 +118,7 @@ def put_block(target: Target, name: str, html: str, position: str = "end") -> Ou
     client, post_id = target.client, job.post_id
 
     def send() -> dict:
-        live = client.get_post(post_id)
+        live = current_post(target, post_id)
         content = _raw_content(live)
         if has_block(content, name, digest):
             return live  # already there (an earlier version or a lost response): no write

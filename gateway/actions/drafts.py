@@ -29,6 +29,7 @@ from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import earlier_versions
+from gateway.operations import fresh_reads
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import refusals
@@ -203,16 +204,19 @@ def read_back(
     live: dict | None = None,
     media: dict[str, Operation] | None = None,
 ) -> dict:
-    """Read the post back (``GET /wp/v2/posts/{id}?context=edit``) and build the draft
-    receipt: the baseline WordPress returned to the write (or the read-back when the post was
-    found by reconciliation), what was sent, what is expected, and the verification.
+    """Read the post back (``GET /wp/v2/posts/{id}?context=edit``, past any cache:
+    :func:`gateway.operations.fresh_reads.after_write`) and build the draft receipt: the
+    baseline WordPress returned to the write (or the read-back when the post was found by
+    reconciliation) and its ``modified_gmt``, what was sent, what is expected, and the
+    verification.
     ``live`` is a read-back already made (a sweep reads many posts in one query); ``media``
     the job's CONFIRMED media by slot as the draft request read them (None: read if needed)."""
-    live = live or target.client.get_post(post_id)
+    live = live or fresh_reads.after_write(target.client, post_id, sent_object)
     receipt = {
         "post_id": post_id,
         "link": live.get("link"),
         "baseline": verification.snapshot(sent_object or live),
+        "modified_gmt": (sent_object or live).get("modified_gmt"),
         "sent": intent["sent"],
         "expected": intent["expected"],
     }
@@ -505,8 +509,10 @@ def require_receipt(row: Operation) -> None:
         )
 
 
-def read_live(target: Target, post_id: int) -> dict:
-    """The job's post read back now (``GET /wp/v2/posts/{id}?context=edit``).
+def read_live(target: Target, post_id: int, receipt: dict | None = None) -> dict:
+    """The job's post read back now (``GET /wp/v2/posts/{id}?context=edit``); with the draft's
+    ``receipt``, a read that does not verify is made again past any cache
+    (:func:`gateway.operations.fresh_reads.against_receipt`).
 
     Raises:
         WordPressRefused (502, definite): WordPress answers 404, the post is gone; asking
@@ -516,7 +522,7 @@ def read_live(target: Target, post_id: int) -> dict:
             (:func:`gateway.operations.refusals.cannot_read`).
     """
     try:
-        return target.client.get_post(post_id)
+        return fresh_read(target, post_id, receipt)
     except WordPressNotFound as error:
         log.warning("post %s of job_id=%s not found: %s", post_id, target.job.job_id, error)
         raise exc.WordPressRefused(
@@ -527,6 +533,25 @@ def read_live(target: Target, post_id: int) -> dict:
     except WordPressError as error:
         log.warning("cannot read post %s of job_id=%s: %s", post_id, target.job.job_id, error)
         raise refusals.cannot_read(error) from error
+
+
+def fresh_read(target: Target, post_id: int, receipt: dict | None) -> dict:
+    """The post past any cache: read again as POST when it does not verify against
+    ``receipt`` (None or pruned: one plain read).
+
+    Raises:
+        CachedAnswer: even that read is older than the draft's write; WordPress errors."""
+    if not receipt or "baseline" not in receipt:
+        return target.client.get_post(post_id)
+    status = records.EXPECTED_STATUS.get(target.job.phase, "draft")
+    present = target.companion.present
+
+    def verifies(live: dict) -> bool:
+        return verification.compare(receipt, live, present, status)["ok"] is not False
+
+    return fresh_reads.against_receipt(
+        target.client, post_id, verifies, receipt.get("modified_gmt")
+    )
 
 
 def verify_job(target: Target) -> dict:
@@ -545,7 +570,7 @@ def verify_job(target: Target) -> dict:
     require_receipt(row)
     ownership.check_job_post(target, row.remote_id)
     try:
-        live = target.client.get_post(row.remote_id)
+        live = fresh_read(target, row.remote_id, row.receipt)
     except WordPressNotFound:  # reported as a failed verification: the post is gone
         live = {"id": row.remote_id, "status": None}
     except WordPressError as error:

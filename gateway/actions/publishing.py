@@ -57,7 +57,7 @@ def live_draft(target: Target) -> tuple[Operation, dict]:
     if draft is None:
         raise exc.ApprovalRequired("the job has no confirmed draft to approve or publish")
     ownership.check_job_post(target, draft.remote_id)
-    return draft, drafts.read_live(target, draft.remote_id)
+    return draft, drafts.read_live(target, draft.remote_id, draft.receipt)
 
 
 def live_digest(post: dict) -> str:

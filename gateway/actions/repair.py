@@ -42,6 +42,7 @@ from gateway.jobs import records
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import block_markers
+from gateway.operations import fresh_reads
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import refusals
@@ -129,8 +130,8 @@ def _repair_effect(target: Target, intent: dict, send: Callable[[], dict]) -> Ef
         fixed = all(fields[f]["ok"] is not False for n in names for f in _CHECKED_BY[n])
         return [{"id": post_id, "type": "post"}] if fixed else []
 
-    def read_back(object_id: int, _sent: dict | None) -> dict:
-        result = check(target.client.get_post(object_id))
+    def read_back(object_id: int, sent: dict | None) -> dict:
+        result = check(fresh_reads.after_write(target.client, object_id, sent))
         return {"post_id": object_id, "fixes": names, "verification": result}
 
     return Effect(
@@ -275,7 +276,7 @@ def repair_job(target: Target) -> Repair:
         raise exc.NotFound("the job has no confirmed draft to repair")
     drafts.require_receipt(draft)
     ownership.check_job_post(target, draft.remote_id)
-    live = drafts.read_live(target, draft.remote_id)
+    live = drafts.read_live(target, draft.remote_id, draft.receipt)  # past any cache
     drafts.refuse_trashed(draft.remote_id, live)  # the editor decides, not a repair
     result = verification.compare(
         draft.receipt, live, target.companion.present, _expected_status(job)

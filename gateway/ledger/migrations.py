@@ -237,6 +237,17 @@ def _notification_refusals(migrator: SchemaMigrator) -> None:
         run(migrator.add_column(table, "refusals", IntegerField(default=0)))
 
 
+def _rest_root(migrator: SchemaMigrator) -> None:
+    """Version 16 (issue 55): ``site.rest_root``, where the site serves its REST API as
+    ``gateway sites add`` discovered it; existing sites keep NULL (``/wp-json/``, as before)
+    until they are added again. Idempotent."""
+    from playhouse.migrate import migrate as run
+
+    table = models.Site._meta.table_name
+    if "rest_root" not in {c.name for c in database.get_columns(table)}:
+        run(migrator.add_column(table, "rest_root", TextField(null=True)))
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -304,6 +315,11 @@ MIGRATIONS: list[Migration] = [
         "oauth_client, oauth_pending, oauth_grant, oauth_code, oauth_token: the MCP "
         "authorization server's clients, editors' grants and their hashed codes and tokens",
         lambda _migrator: database.create_tables(oauth_models.TABLES, safe=True),
+    ),
+    Migration(
+        16,
+        "site.rest_root: where each site serves its REST API (/wp-json/ or ?rest_route=)",
+        _rest_root,
     ),
 ]
 

@@ -81,6 +81,9 @@ class Site(BaseModel):
     install_home = TextField(null=True)
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow)
+    # Where the site serves its REST API, as ``gateway sites add`` discovered it (schema
+    # version 16): ``{url}/wp-json/`` or ``{url}/?rest_route=/``; NULL: ``{url}/wp-json/``.
+    rest_root = TextField(null=True)
 
     class Meta:
         indexes = ((("tenant", "name"), True),)

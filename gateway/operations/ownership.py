@@ -12,8 +12,8 @@ The rules:
   chain per slot; terms are shared by every job of a site and belong to none. Which chain an
   operation belongs to is its row's ``binds``, stored at claim from its registry entry. An
   *install* is what WordPress reports about itself
-  (:func:`gateway.tenancy.sites.install_identity`: the ``url`` and ``home`` of its ``/wp-json/``
-  index), not the URL configured for the site: two tenants may
+  (:func:`gateway.tenancy.sites.install_identity`: the ``url`` and ``home`` of its REST index),
+  not the URL configured for the site: two tenants may
   reach one install by different URLs. A site whose identity cannot be learnt counts as the
   same install (refusing is safe; adopting is not).
 * **The object.** When its facts are at hand (a lookup entry, or the object read back), an

@@ -20,6 +20,7 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.operations import transitions
+from gateway.wordpress.errors import CachedAnswer
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
@@ -48,28 +49,45 @@ def record_upstream(row: Operation, refusal: UpstreamRefused) -> None:
 
 
 def upstream_facts(refusal: UpstreamRefused) -> dict:
-    """What a person needs to lift a block in front of WordPress (no credentials)."""
-    return {
-        "origin": "upstream",
-        "upstream": {
-            "status": refusal.status,
-            "content_type": refusal.content_type,
-            "title": refusal.title,
-            "method": refusal.method,
-            "url": refusal.url,
-        },
+    """What a person needs to lift a block in front of WordPress (no credentials); a redirect
+    adds ``location`` and ``suggested_url``, a cache ``cache`` (the evidence)."""
+    upstream = {
+        "status": refusal.status,
+        "content_type": refusal.content_type,
+        "title": refusal.title,
+        "method": refusal.method,
+        "url": refusal.url,
     }
+    if refusal.location:
+        upstream |= {"location": refusal.location, "suggested_url": refusal.suggested_url}
+    if isinstance(refusal, CachedAnswer):
+        upstream["cache"] = refusal.evidence
+    return {"origin": "upstream", "upstream": upstream}
+
+
+def _advice(refusal: UpstreamRefused) -> str:
+    """What a person does about ``refusal``: wait, follow a redirect, exclude REST from a
+    cache, or let the gateway through a firewall."""
+    if refusal.retryable:
+        return "it asks to come back later"
+    if isinstance(refusal, CachedAnswer):
+        return "nothing was confirmed or repaired on a cached copy (WordPress was not heard)"
+    if refusal.location:
+        return (
+            f"update the site's URL to {refusal.suggested_url} ('gateway sites add ... --url "
+            f"{refusal.suggested_url}'): the gateway follows no redirect with credentials"
+        )
+    return (
+        "ask whoever runs the site's firewall, CDN or web server to let the gateway "
+        "through (WordPress itself did not answer)"
+    )
 
 
 def upstream_problem(refusal: UpstreamRefused, **extensions) -> exc.GatewayError:
     """502 ``upstream-refused``: retryable with ``Retry-After`` for 429/503, else a person
-    must act (no retry storm against a firewall)."""
-    advice = (
-        "it asks to come back later"
-        if refusal.retryable
-        else "ask whoever runs the site's firewall, CDN or web server to let the gateway "
-        "through (WordPress itself did not answer)"
-    )
+    must act (no retry storm against a firewall); a redirect names where it points and the
+    URL to use, a cache how to exclude REST from it (docs/hosts.md)."""
+    advice = _advice(refusal)
     error = exc.UpstreamRefused(
         f"{refusal.message}; {advice}. Nothing proves a write: the next identical request "
         "looks the operation up in WordPress before sending",

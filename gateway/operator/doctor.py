@@ -15,12 +15,12 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     """Run every registered check that applies to the transport of site ``site_name`` of
     ``tenant``.
 
-    Returns ``{"site", "url", "transport", "wordpress_version", "ok", "checks": [{"check",
-    "ok", "detail", "explains", "fix"}], "guarantees"}``; ``wordpress_version`` is what the site
-    reports (the companion plugin's status over REST, ``software_version`` over XML-RPC) or
-    ``unknown``; each guarantee is None (unknown) unless the login check passed; ``ok`` is
-    False when a check failed (None entries are warnings); ``fix`` is given for every check
-    that is not ok.
+    Returns ``{"site", "url", "rest_root", "transport", "wordpress_version", "ok", "checks":
+    [{"check", "ok", "detail", "explains", "fix"}], "guarantees"}``; ``rest_root`` is where the
+    site serves its REST API; ``wordpress_version`` what the site reports (the companion
+    plugin's status over REST, ``software_version`` over XML-RPC) or ``unknown``; each
+    guarantee is None (unknown) unless the login check passed; ``ok`` is False when a check
+    failed (None entries are warnings); ``fix`` is given for every check that is not ok.
 
     Raises:
         SiteNotFound: no such site for the tenant.
@@ -53,6 +53,7 @@ def doctor(config: Config, tenant: str, site_name: str) -> dict:
     return {
         "site": site.name,
         "url": site.url,
+        "rest_root": sites.rest_root_of(site),
         "transport": site.transport,
         "wordpress_version": probe.wordpress_version if results.get("login") else "unknown",
         "ok": all(entry["ok"] is not False for entry in report),

@@ -21,6 +21,7 @@ from gateway.operator.doctor_registry import check
 from gateway.operator.doctor_registry import firewall_detail
 from gateway.operator.site_check import ROLE_ADVICE
 from gateway.tenancy import sites
+from gateway.wordpress import rest_root as roots
 from gateway.wordpress.client import SEO_META
 from gateway.wordpress.client import parse_json_lenient
 from gateway.wordpress.client import upstream_page
@@ -68,21 +69,61 @@ def _me_error(probe: Probe) -> tuple[int, str | None]:
 
 @check(
     "rest_api",
-    "The REST API answers at /wp-json/ with JSON.",
-    "Check the site URL; turn on pretty permalinks (Settings > Permalinks) so /wp-json/ routes.",
+    "The REST API answers at the site's REST root with JSON: /wp-json/, or /?rest_route=/ "
+    "where a host hides /wp-json/ or the permalinks are plain (found by 'gateway sites add' "
+    "as WordPress advertises it, stored with the site).",
+    "Check the site URL, and add the site again ('gateway sites add') so that its REST root is "
+    "discovered; a redirect: add the site at the URL it points to.",
     transports=REST,
 )
 def _rest_api(probe: Probe):
+    root = probe.client.url("/")
     try:
         index = probe.client.get_raw("/")
     except WordPressError as error:
-        return False, f"{probe.client.url('/')} not reachable: {error.message}"
+        return False, f"{root} not reachable: {error.message}"
+    if index.is_redirect:
+        return False, redirect_detail(probe, index)
     try:
         parse_json_lenient(index.text)
     except ValueError:
-        return False, f"{probe.client.url('/')} answered {index.status_code} without JSON"
+        return False, f"{root} answered {index.status_code} without JSON"
     probe.notes["index"] = parse_json_lenient(index.text)
-    return True, f"{probe.client.url('/')} answers with pretty permalinks"
+    return True, f"the REST API answers at {root}"
+
+
+def redirect_detail(probe: Probe, response) -> str:
+    """Where a redirect in front of the REST API points and the site URL it suggests."""
+    error = upstream_page("GET", response.url, response, probe.site.url)
+    return (
+        f"{response.url} redirects ({response.status_code}) to {error.location}: the gateway "
+        f"follows no redirect with credentials; add the site with --url {error.suggested_url}"
+    )
+
+
+@check(
+    "cache",
+    "No cache in front of the REST API answers the gateway's reads from its store. The "
+    "gateway's reads go past a cache (no-cache, a query parameter used once, then a POST "
+    "WordPress serves as GET), but a cache that keeps REST answers serves other clients "
+    "stale posts and may defeat all of that (X-LiteSpeed-Cache, CF-Cache-Status, X-Cache, "
+    "Age... on a REST GET).",
+    f"Ask whoever runs the site's cache to {roots.EXCLUDE_REST}.",
+    needs=("rest_api",),
+    transports=REST,
+)
+def _cache(probe: Probe):
+    plain = [probe.client.get_raw("/", {"_fields": "url"}, fresh=False) for _ in range(2)]
+    front = roots.caching_front(plain[1].headers) or roots.caching_front(plain[0].headers)
+    if front is None:
+        return True, "no caching header on the REST API's answers"
+    fresh = roots.cache_hit(probe.client.get_raw("/", {"_fields": "url"}).headers)
+    if fresh:
+        return False, (
+            f"a cache answers the REST API from its store even with no-cache and a fresh URL "
+            f"({fresh}): exclude /wp-json/ from it"
+        )
+    return None, f"a cache stands in front of the REST API ({front}): exclude /wp-json/ from it"
 
 
 @check(
@@ -101,7 +142,7 @@ def _firewall(probe: Probe):
         return True, "WordPress itself answers"
     response, _ = probe.me
     url = probe.client.url("/wp/v2/users/me")
-    blocked = upstream_page("GET", url, response)
+    blocked = upstream_page("GET", url, response, probe.site.url)
     if blocked is not None:
         return False, firewall_detail(blocked)
     return True, "WordPress itself answers"
@@ -289,7 +330,7 @@ def _capabilities(probe: Probe):
 
 @check(
     "install",
-    "Which WordPress install the site is (the url and home of its /wp-json/ index, stored "
+    "Which WordPress install the site is (the url and home of its REST index, stored "
     "with the site), and which other sites of any tenant reach the same one.",
     "Make /wp-json/ answer its index with url and home (a plugin or proxy that strips them "
     "hides which install this is).",

@@ -121,6 +121,12 @@ def firewall_detail(error: UpstreamRefused, endpoint: str = "/wp-json/") -> str:
     answer."""
     title = f" titled {error.title!r}" if error.title else ""
     api = "XML-RPC API" if endpoint == "/xmlrpc.php" else "REST API"
+    if error.location:
+        return (
+            f"{error.method} {error.url} is redirected ({error.status}) to {error.location}: "
+            f"the gateway follows no redirect with credentials; add the site with --url "
+            f"{error.suggested_url}"
+        )
     return (
         f"a firewall, CDN, proxy or the web server in front of the {api} answered "
         f"{error.method} {error.url} with {error.status} {error.content_type or 'no content type'}"
@@ -145,12 +151,16 @@ class Probe:
 
     @cached_property
     def rest(self) -> WordPressClient:
-        """A REST client for the site's ``/wp-json/`` index (the client itself on REST)."""
+        """A REST client for the site's REST index (the client itself on REST)."""
         if isinstance(self.client, WordPressClient):
             return self.client
         password = sites.decrypt_password(self.config.secret_key, self.site.password_encrypted)
         return WordPressClient(
-            self.site.url, self.site.username, password, timeout=self.config.wp_timeout
+            self.site.url,
+            self.site.username,
+            password,
+            self.config.wp_timeout,
+            self.site.rest_root,
         )
 
     @cached_property

@@ -8,11 +8,19 @@ WordPress does not sanitise for are stored with a warning that says what the sit
 guarantee and the fix. ``--no-check`` skips it for a site added before WordPress is reachable
 (docker-compose's start-up, a test behind a fault proxy); ``gateway doctor`` checks it fully
 later. Source: docs/operations.md, "sites add".
+
+The REST root is discovered first (:mod:`gateway.wordpress.discovery`: the site's ``Link``
+header, ``/wp-json/``, ``/?rest_route=/``) and stored with the site; a redirect in front of
+the site is named with the URL it suggests (docs/hosts.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from dataclasses import field
+
 from gateway.wordpress import connect
+from gateway.wordpress import discovery
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
 
@@ -30,30 +38,53 @@ class SiteRefused(Exception):
     """The site was not stored: the message says why and what to do."""
 
 
+@dataclass
+class Checked:
+    """What the check found: ``rest_root`` (the discovered REST root, None when none answered:
+    ``/wp-json/`` is assumed) and ``warnings`` (one line each)."""
+
+    rest_root: str | None
+    warnings: list[str] = field(default_factory=list)
+
+
 def check_new_site(
     url: str, username: str, password: str, transport: str, timeout: float
-) -> list[str]:
-    """Sign in to the site as ``username`` over ``transport`` and look for the plugin.
+) -> Checked:
+    """Find the site's REST root, sign in as ``username`` over ``transport`` and look for the
+    plugin.
 
     Returns:
-        Warnings (one line each) for a site that is stored anyway: no companion plugin over
-        REST, an editor or administrator account.
+        :class:`Checked`: the REST root to store, and warnings for a site that is stored
+        anyway (no companion plugin over REST, an editor or administrator account).
 
     Raises:
         SiteRefused: WordPress refused the password, the ``Authorization`` header does not
-            reach it, or it could not be asked (unreachable, not WordPress, a firewall).
+            reach it, it could not be asked (unreachable, not WordPress, a firewall), or a
+            redirect stands in front of it (named, with the URL to add instead).
     """
-    client = connect(transport, url, username, password, timeout)
+    found = discovery.discover(url, timeout)
+    if found.root is None and found.redirect is not None:
+        location, suggested = found.redirect
+        raise SiteRefused(
+            f"{url} answers with a redirect to {location}: the gateway follows no redirect "
+            f"with credentials. Add the site with --url {suggested}; nothing was stored"
+        )
+    client = connect(transport, url, username, password, timeout, found.root)
     try:
         user = client.me()
     except WordPressAuthError as error:
         raise SiteRefused(_refusal(url, username, password, transport, timeout, error)) from None
     except WordPressError as error:
+        where = "" if found.root else " (no REST index answered at /wp-json/ nor at /?rest_route=/)"
         raise SiteRefused(
-            f"cannot sign in to WordPress at {url}: {error.message}. Check the URL; to store "
-            "the site anyway (WordPress not reachable yet), add --no-check and run 'gateway "
-            "doctor' once it is"
+            f"cannot sign in to WordPress at {url}{where}: {error.message}. Check the URL; to "
+            "store the site anyway (WordPress not reachable yet), add --no-check and run "
+            "'gateway doctor' once it is"
         ) from None
+    return Checked(found.root, _warnings(client, user, username, transport))
+
+
+def _warnings(client, user: dict, username: str, transport: str) -> list[str]:
     warnings = []
     roles = [r for r in user.get("roles") or [] if r in ROLE_ADVICE]
     if roles:

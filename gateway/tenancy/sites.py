@@ -37,6 +37,7 @@ from gateway.wordpress import Transport
 from gateway.wordpress import connect
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressOutcomeUnknown
+from gateway.wordpress.rest_root import default_root
 
 log = logging.getLogger(__name__)
 COMPANION_TTL = 60.0  # seconds a detection result is trusted per process
@@ -136,8 +137,11 @@ def add_site(
     username: str,
     password: str,
     transport: str = "rest",
+    rest_root: str | None = None,
 ) -> Site:
     """Create or update site ``name`` of ``tenant``; an update bumps ``credential_version``.
+    ``rest_root``: where the site serves its REST API, as ``gateway sites add`` discovered it
+    (:mod:`gateway.wordpress.discovery`); None: ``{url}/wp-json/``.
 
     Switching the transport keeps the ledger (CONFIRMED operations stay replays; lookups
     know both identifier keys) but is refused while an operation of the site is SENT or
@@ -165,6 +169,7 @@ def add_site(
                 username=username,
                 password_encrypted=encrypted,
                 transport=transport,
+                rest_root=rest_root,
             )
         moved = site.url != url.rstrip("/")
         Site.update(
@@ -173,6 +178,7 @@ def add_site(
             # Another URL may reach another install: learn its identity again on first use.
             install_url=None if moved else site.install_url,
             install_home=None if moved else site.install_home,
+            rest_root=rest_root or (None if moved else site.rest_root),
             password_encrypted=encrypted,
             transport=transport,
             credential_version=Site.credential_version + 1,
@@ -226,8 +232,8 @@ def list_sites(tenant: str | None) -> list[Site]:
 
 
 def install_identity(site: Site, client: Transport) -> tuple[str, str]:
-    """``(url, home)`` of the WordPress install behind ``site``, as its ``/wp-json/`` index
-    reports them (WordPress REST API, the index route ``GET /wp-json/``), stored on the site
+    """``(url, home)`` of the WordPress install behind ``site``, as its REST index reports
+    them (WordPress REST API, the index route at the site's REST root), stored on the site
     row at first use. Two tenants reaching one install by different URLs get one identity.
 
     Raises:
@@ -239,7 +245,7 @@ def install_identity(site: Site, client: Transport) -> tuple[str, str]:
     url = _normal_url(index.get("url")) if isinstance(index, dict) else ""
     home = _normal_url(index.get("home")) if isinstance(index, dict) else ""
     if not url:
-        raise WordPressOutcomeUnknown("the /wp-json/ index names no url", url=client.url("/"))
+        raise WordPressOutcomeUnknown("the REST index names no url", url=client.url("/"))
     Site.update(install_url=url, install_home=home).where(Site.id == site.id).execute()
     site.install_url, site.install_home = url, home
     log.info("site %s/%s is the WordPress install %s (home %s)", site.tenant, site.name, url, home)
@@ -271,11 +277,17 @@ def _normal_url(value) -> str:
     ).rstrip("/")
 
 
+def rest_root_of(site: Site) -> str:
+    """Where ``site`` serves its REST API: the stored discovered root, else
+    ``{url}/wp-json/`` (a site added before schema version 16, or with ``--no-check``)."""
+    return site.rest_root or default_root(site.url)
+
+
 def client_for(site: Site, secret_key: str, timeout: float) -> Transport:
     """A client of the site's transport (REST or XML-RPC) with its decrypted application
-    password; ``timeout`` is seconds per WordPress call."""
+    password, at the site's REST root; ``timeout`` is seconds per WordPress call."""
     password = decrypt_password(secret_key, site.password_encrypted)
-    return connect(site.transport, site.url, site.username, password, timeout)
+    return connect(site.transport, site.url, site.username, password, timeout, site.rest_root)
 
 
 def companion(site: Site, client: Transport, strict: bool = False) -> Companion:

@@ -17,11 +17,14 @@ import threading
 import time
 from collections.abc import Callable
 from urllib.parse import quote
+from urllib.parse import urljoin
 
 import orjson
 import requests
 
 from gateway.wordpress import http_session
+from gateway.wordpress import rest_root as roots
+from gateway.wordpress.errors import CachedAnswer
 from gateway.wordpress.errors import UpstreamRefused
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
@@ -93,7 +96,12 @@ def _session(base_url: str, username: str) -> http_session.Session:
     return sessions[key]
 
 
-def _upstream(method: str, url: str, response: requests.Response) -> WordPressError:
+def _upstream(
+    method: str, url: str, response: requests.Response, site_url: str = ""
+) -> WordPressError:
+    location = response.headers.get("Location") if response.is_redirect else None
+    if location:
+        location = urljoin(url, location)
     return upstream_error(
         method=method,
         url=url,
@@ -101,6 +109,10 @@ def _upstream(method: str, url: str, response: requests.Response) -> WordPressEr
         content_type=response.headers.get("Content-Type", ""),
         text=response.text,
         retry_after=response.headers.get("Retry-After"),
+        location=location,
+        suggested_url=roots.suggested_site_url(site_url or url, url, location)
+        if location
+        else None,
     )
 
 
@@ -135,20 +147,23 @@ def lookup_batches(keys: list[str]) -> list[list[str]]:
     return batches
 
 
-def error_for(method: str, url: str, response: requests.Response) -> WordPressError:
+def error_for(
+    method: str, url: str, response: requests.Response, site_url: str = ""
+) -> WordPressError:
     """Map a non-2xx response to the right error class, by origin first: only a WordPress
     REST error body (JSON ``code`` + ``message``) can be a definite refusal, and its class is
     the row of :data:`gateway.wordpress.errors.REST_ANSWERS` it falls under; an HTML or
     empty page is the row of :data:`gateway.wordpress.errors.UPSTREAM_ANSWERS` it falls under
     (:class:`UpstreamRefused`: 4xx, 429, 503; an unknown outcome: other 5xx, which a proxy
-    also sends after forwarding)."""
+    also sends after forwarding). A redirect names where it points and the site URL it
+    suggests (relative to ``site_url``)."""
     status = response.status_code
     try:
         body = parse_json_lenient(response.text)
     except ValueError:
         body = None
     if not is_wordpress_error_body(body):
-        return _upstream(method, url, response)  # the table: errors.UPSTREAM_ANSWERS
+        return _upstream(method, url, response, site_url)  # the table: errors.UPSTREAM_ANSWERS
     code, message = body.get("code"), body.get("message") or response.reason
     data = body.get("data") if isinstance(body.get("data"), dict) else {}
     facts = dict(
@@ -185,12 +200,14 @@ def _json_of(method: str, url: str, response: requests.Response, write: bool):
         ) from exc
 
 
-def upstream_page(method: str, url: str, response: requests.Response) -> UpstreamRefused | None:
+def upstream_page(
+    method: str, url: str, response: requests.Response, site_url: str = ""
+) -> UpstreamRefused | None:
     """The :class:`UpstreamRefused` that ``response`` stands for when it came from in front of
-    WordPress (a firewall, CDN, proxy, login or maintenance page), else None (``gateway
-    doctor`` inspects raw answers with it)."""
+    WordPress (a firewall, CDN, proxy, redirect, login or maintenance page), else None
+    (``gateway doctor`` inspects raw answers with it)."""
     if not 200 <= response.status_code < 300:
-        error = error_for(method, url, response)
+        error = error_for(method, url, response, site_url)
         return error if isinstance(error, UpstreamRefused) else None
     try:
         _json_of(method, url, response, write=False)
@@ -205,26 +222,41 @@ class WordPressClient:
     """REST client for one site and user.
 
     Args:
-        base_url: the site's URL, e.g. ``http://127.0.0.1:8081`` (REST under ``/wp-json``).
+        base_url: the site's URL, e.g. ``http://127.0.0.1:8081``.
         username: the WordPress user.
         app_password: the user's application password (kept in memory only).
         timeout: seconds for one call (connect and read).
+        rest_root: where the site serves its REST API (``{base_url}/wp-json/`` when None, or
+            ``{base_url}/?rest_route=/``; :mod:`gateway.wordpress.rest_root`).
+
+    Every GET read carries ``Cache-Control: no-cache`` and a query parameter used once
+    (:func:`gateway.wordpress.rest_root.fresh_value`); an answer that still shows a cache
+    hit (:func:`gateway.wordpress.rest_root.cache_hit`) is read again as a POST WordPress
+    serves as GET, and a hit there too raises :class:`CachedAnswer`.
     """
 
     transport = "rest"
 
-    def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        app_password: str,
+        timeout: float = 30,
+        rest_root: str | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.username = username
         self._auth = (username, app_password)
         self.timeout = timeout
+        self.rest_root = rest_root or roots.default_root(self.base_url)
 
     def __repr__(self) -> str:  # never show the password
         return f"WordPressClient({self.base_url!r}, {self.username!r})"
 
     def url(self, route: str) -> str:
-        """Absolute URL of a REST route such as ``/wp/v2/posts``."""
-        return f"{self.base_url}/wp-json{route}"
+        """Absolute URL of a REST route such as ``/wp/v2/posts`` under :attr:`rest_root`."""
+        return roots.route_url(self.rest_root, route)
 
     def call(
         self,
@@ -236,11 +268,14 @@ class WordPressClient:
         json_body=None,
         data: bytes | None = None,
         headers: dict | None = None,
+        direct: bool = False,
     ):
         """Make one REST call and return the decoded JSON body.
 
         ``write`` marks a call that may change WordPress: for it a 2xx without valid JSON
         (e.g. PHP notices in front of the body) is an unknown outcome; reads parse leniently.
+        A GET read goes past caches (see the class); ``direct`` sends it at once as a POST
+        with ``X-HTTP-Method-Override: GET`` (no cache stores a POST).
 
         Raises:
             WordPressRefused (and subclasses): a definite refusal by WordPress itself.
@@ -249,12 +284,16 @@ class WordPressClient:
             WordPressUnavailable: no connection, or WordPress's own 429/503.
             WordPressOutcomeUnknown: timeout or reset after sending, other 5xx, a 2xx with
                 PHP output before the JSON.
+            CachedAnswer: a read that a cache answered even as a POST.
         """
         started = time.perf_counter()
         error: WordPressError | None = None
         status: int | None = None
         try:
-            response = self._send(method, route, params, json_body, data, headers)
+            if method == "GET" and not write:
+                response = self._read(route, params, headers, direct)
+            else:
+                response = self._send(method, route, params, json_body, data, headers)
             status = response.status_code
             return self._decode(method, route, response, write)
         except WordPressError as raised:
@@ -280,10 +319,35 @@ class WordPressClient:
         except requests.RequestException as exc:
             raise http_session.network_error(method, url, exc) from exc
 
+    def _read(self, route, params, headers, direct: bool) -> requests.Response:
+        """A GET past any cache: fresh URL and ``no-cache``; as a POST served as GET when
+        ``direct`` or when the answer still shows a cache hit."""
+        fresh = {**(params or {}), roots.FRESH_PARAM: roots.fresh_value()}
+        if not direct:
+            asked = {**roots.NO_CACHE, **(headers or {})}
+            response = self._send("GET", route, fresh, None, None, asked)
+            hit = roots.cache_hit(response.headers)
+            if hit is None or not 200 <= response.status_code < 300:
+                return response
+            log.warning("a cache answered GET %s (%s): reading it again as POST", route, hit)
+        override = {**roots.OVERRIDE, **(headers or {})}
+        response = self._send("POST", route, fresh, None, None, override)
+        hit = roots.cache_hit(response.headers)
+        if hit is not None:
+            raise CachedAnswer(
+                f"a cache in front of the REST API answered GET {route} from its store ({hit}), "
+                f"even asked with no-cache, a fresh URL and as a POST: {roots.EXCLUDE_REST}",
+                method="GET",
+                url=self.url(route),
+                status=response.status_code,
+                evidence=hit,
+            )
+        return response
+
     def _decode(self, method: str, route: str, response: requests.Response, write: bool):
         url = self.url(route)
         if not 200 <= response.status_code < 300:
-            raise error_for(method, url, response)
+            raise error_for(method, url, response, self.base_url)
         return _json_of(method, url, response, write)
 
     # Posts (WordPress REST API, /wp/v2/posts)
@@ -299,18 +363,33 @@ class WordPressClient:
         """``DELETE /wp/v2/posts/{id}?force=true``: removed at once, not moved to the trash."""
         return self.call("DELETE", f"/wp/v2/posts/{post_id}", write=True, params={"force": "true"})
 
-    def get_raw(self, route: str, params: dict | None = None) -> requests.Response:
+    def get_raw(
+        self, route: str, params: dict | None = None, fresh: bool = True
+    ) -> requests.Response:
         """One authenticated GET whose response is returned as it came (status, headers,
-        body), for checks of the response itself (``gateway doctor``).
+        body), for checks of the response itself (``gateway doctor``); ``fresh``: with
+        ``no-cache`` and a fresh URL (False: as any other client would ask, so that a cache
+        in front shows itself).
 
         Raises:
             WordPressUnavailable / WordPressOutcomeUnknown: no response.
         """
-        return self._send("GET", route, params, None, None, None)
+        if not fresh:
+            return self._send("GET", route, params, None, None, None)
+        params = {**(params or {}), roots.FRESH_PARAM: roots.fresh_value()}
+        return self._send("GET", route, params, None, None, roots.NO_CACHE)
 
-    def get_post(self, post_id: int) -> dict:
-        """``GET /wp/v2/posts/{id}?context=edit``: raw title, content, excerpt, meta."""
-        return self.call("GET", f"/wp/v2/posts/{post_id}", write=False, params={"context": "edit"})
+    def get_post(self, post_id: int, direct: bool = False) -> dict:
+        """``GET /wp/v2/posts/{id}?context=edit``: raw title, content, excerpt, meta;
+        ``direct``: as a POST WordPress serves as that GET (past a cache that drops query
+        strings)."""
+        return self.call(
+            "GET",
+            f"/wp/v2/posts/{post_id}",
+            write=False,
+            params={"context": "edit"},
+            direct=direct,
+        )
 
     def find_posts_by_title(self, title: str) -> list[dict]:
         """Posts of any editable status whose title matches ``title`` by search
@@ -403,7 +482,7 @@ class WordPressClient:
             ) from exc
         if not 200 <= response.status_code < 300:
             response.close()
-            raise error_for("GET", url, response)
+            raise error_for("GET", url, response, self.base_url)
         kind = response.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         length = response.headers.get("Content-Length", "")
         if kind not in content_types or (length.isdigit() and int(length) > max_bytes):
@@ -508,7 +587,7 @@ class WordPressClient:
         )
 
     def site_index(self) -> dict:
-        """``GET /wp-json/?_fields=url,home``: how the install names itself (its ``siteurl``
+        """``GET {rest root}?_fields=url,home``: how the install names itself (its ``siteurl``
         and ``home`` options), whatever URL it was reached by."""
         return self.call("GET", "/", write=False, params={"_fields": "url,home"})
 

@@ -123,10 +123,21 @@ class UpstreamRefused(WordPressOutcomeUnknown):
 
     origin = "upstream"
 
-    def __init__(self, message: str, *, content_type: str = "", title: str | None = None, **kw):
+    def __init__(
+        self,
+        message: str,
+        *,
+        content_type: str = "",
+        title: str | None = None,
+        location: str | None = None,
+        suggested_url: str | None = None,
+        **kw,
+    ):
         super().__init__(message, **kw)
         self.content_type = content_type
         self.title = title
+        self.location = location
+        self.suggested_url = suggested_url
 
     @property
     def retryable(self) -> bool:
@@ -138,7 +149,24 @@ class UpstreamRefused(WordPressOutcomeUnknown):
             "origin": self.origin,
             "content_type": self.content_type,
             "title": self.title,
+            **({"location": self.location} if self.location else {}),
         }
+
+
+class CachedAnswer(UpstreamRefused):
+    """A read answered by a cache in front of the REST API from its store, even when asked
+    past it (``no-cache``, a query parameter used once, then a POST served as GET), or with a
+    copy older than what WordPress answered to the gateway's own write: WordPress itself was
+    not heard, so nothing can be confirmed, verified or repaired on it. ``evidence`` says what
+    showed it (a header such as ``X-LiteSpeed-Cache: hit``, or the older ``modified_gmt``);
+    a person must exclude the REST API from the cache (not retryable)."""
+
+    def __init__(self, message: str, *, evidence: str = "", **kw):
+        super().__init__(message, content_type="application/json", **kw)
+        self.evidence = evidence
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "cache": self.evidence}
 
 
 # --------------------------------------------------------------------------- WordPress's answers
@@ -301,6 +329,8 @@ def upstream_refusal(
     content_type: str,
     text: str,
     retry_after: str | None,
+    location: str | None = None,
+    suggested_url: str | None = None,
 ) -> UpstreamRefused:
     """The :class:`UpstreamRefused` for a response that did not come from WordPress.
 
@@ -309,6 +339,8 @@ def upstream_refusal(
         content_type: the ``Content-Type`` header (parameters are dropped).
         text: the body as text (only the ``<title>`` is kept).
         retry_after: the raw ``Retry-After`` header, or None.
+        location: a 3xx's ``Location`` (absolute), named in the message; ``suggested_url``:
+            the site URL it suggests (:func:`gateway.wordpress.rest_root.suggested_site_url`).
     """
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     title = page_title(text) if text else None
@@ -317,7 +349,13 @@ def upstream_refusal(
         what += " (empty)"
     if title:
         what += f" titled {title!r}"
-    if 200 <= status < 300:
+    if location and 300 <= status < 400:
+        message = (
+            f"a {status} redirect to {location} came back from in front of WordPress (the "
+            "gateway follows no redirect with credentials): the site is served at "
+            f"{suggested_url or location}; add it with that URL"
+        )
+    elif 200 <= status < 300:
         message = (
             f"a {what} page came back where WordPress answers JSON (a login, maintenance or "
             "challenge page in front of the REST API)"
@@ -335,6 +373,8 @@ def upstream_refusal(
         content_type=mime,
         title=title,
         retry_after=parse_retry_after(retry_after),
+        location=location if 300 <= status < 400 else None,
+        suggested_url=suggested_url if 300 <= status < 400 else None,
     )
 
 
@@ -347,6 +387,8 @@ def upstream_error(
     text: str,
     retry_after: str | None,
     message: str | None = None,
+    location: str | None = None,
+    suggested_url: str | None = None,
 ) -> WordPressError:
     """The error for a response that did not come from WordPress, by the row of
     :data:`UPSTREAM_ANSWERS` its status falls under: the :class:`UpstreamRefused` of
@@ -360,6 +402,8 @@ def upstream_error(
         content_type=content_type,
         text=text,
         retry_after=retry_after,
+        location=location,
+        suggested_url=suggested_url,
     )
     error = upstream_case(status).error
     if issubclass(error, UpstreamRefused):

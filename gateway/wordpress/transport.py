@@ -29,7 +29,7 @@ class Transport(Protocol):
     def url(self, route: str = "/") -> str: ...
     def create_post(self, fields: dict) -> dict: ...
     def update_post(self, post_id: int, fields: dict) -> dict: ...
-    def get_post(self, post_id: int) -> dict: ...
+    def get_post(self, post_id: int, direct: bool = False) -> dict: ...
     def delete_post(self, post_id: int) -> object: ...
     def find_posts_by_title(self, title: str) -> list[dict]: ...
     def get_many(self, route: str, ids: list[int]) -> dict[int, dict]: ...
@@ -54,15 +54,21 @@ class Transport(Protocol):
 
 
 def connect(
-    transport: str, base_url: str, username: str, app_password: str, timeout: float
+    transport: str,
+    base_url: str,
+    username: str,
+    app_password: str,
+    timeout: float,
+    rest_root: str | None = None,
 ) -> Transport:
-    """A client for ``transport`` (``rest`` or ``xmlrpc``); no network call is made here.
+    """A client for ``transport`` (``rest`` or ``xmlrpc``) of the site at ``base_url`` whose
+    REST API is at ``rest_root`` (None: ``{base_url}/wp-json/``); no network call is made here.
 
     Raises:
         ValueError: an unknown transport name.
     """
     if transport == "xmlrpc":
-        return XmlRpcClient(base_url, username, app_password, timeout=timeout)
+        return XmlRpcClient(base_url, username, app_password, timeout, rest_root)
     if transport == "rest":
-        return WordPressClient(base_url, username, app_password, timeout=timeout)
+        return WordPressClient(base_url, username, app_password, timeout, rest_root)
     raise ValueError(f"unknown transport {transport!r}; expected one of {TRANSPORTS}")

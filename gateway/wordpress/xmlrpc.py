@@ -82,15 +82,28 @@ class XmlRpcClient:
         username: the WordPress user.
         app_password: an application password (XML-RPC accepts them; memory only).
         timeout: seconds for one call (connect and each read), ``GATEWAY_WP_TIMEOUT``.
+        rest_root: the site's REST root, for the one REST read (the index, :meth:`site_index`);
+            None: ``{base_url}/wp-json/``.
+
+    Every call is a POST to ``/xmlrpc.php``: no cache in front stores one, so its reads need
+    none of the REST client's cache precautions.
     """
 
     transport = "xmlrpc"
 
-    def __init__(self, base_url: str, username: str, app_password: str, timeout: float = 30):
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        app_password: str,
+        timeout: float = 30,
+        rest_root: str | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         self.username = username
         self._password = app_password
         self.timeout = timeout
+        self.rest_root = rest_root
         self.endpoint = self.base_url + "/xmlrpc.php"
         self._rpc = None  # the library's Client, made on first use (it calls the site)
         self._http: TimeoutTransport | None = None
@@ -194,8 +207,9 @@ class XmlRpcClient:
     def _get(self, post_id: int) -> dict:
         return self._call(methods.posts.GetPost(post_id, POST_FIELDS, results_class=None))
 
-    def get_post(self, post_id: int) -> dict:
-        """``wp.getPost`` with custom fields, in the REST ``context=edit`` shape.
+    def get_post(self, post_id: int, direct: bool = False) -> dict:
+        """``wp.getPost`` with custom fields, in the REST ``context=edit`` shape (a POST
+        already: ``direct`` changes nothing).
 
         ``wp.getPost`` reports a scheduled (``future``) post as ``publish``
         (``_prepare_post``: "Consider future posts as published"), which would hide a missed
@@ -309,13 +323,17 @@ class XmlRpcClient:
         """``GET url`` of an uploaded file: served over plain HTTP by the site, so the REST
         client's :meth:`~gateway.wordpress.client.WordPressClient.fetch_file` does it, with
         the same credentials and rules (no redirects, type and size limits, ``deadline``)."""
-        rest = WordPressClient(self.base_url, self.username, self._password, self.timeout)
+        rest = WordPressClient(
+            self.base_url, self.username, self._password, self.timeout, self.rest_root
+        )
         return rest.fetch_file(url, content_types, max_bytes, deadline)
 
     def site_index(self) -> dict:
-        """``{"url", "home"}`` of the install from its ``/wp-json/`` index, read as the REST
-        client reads it (the index needs no plugin and no login)."""
-        rest = WordPressClient(self.base_url, self.username, self._password, self.timeout)
+        """``{"url", "home"}`` of the install from its REST index (at the site's REST root),
+        read as the REST client reads it (the index needs no plugin and no login)."""
+        rest = WordPressClient(
+            self.base_url, self.username, self._password, self.timeout, self.rest_root
+        )
         return rest.site_index()
 
     # Terms (wp.getTerms, wp.getTerm; wp.newTerm needs edit_terms, which authors lack)

@@ -7,6 +7,7 @@ import http.client
 import socket
 import xml.parsers.expat
 import xmlrpc.client
+from urllib.parse import urljoin
 
 from gateway.wordpress.errors import WordPressAuthError
 from gateway.wordpress.errors import WordPressError
@@ -16,6 +17,7 @@ from gateway.wordpress.errors import WordPressUnavailable
 from gateway.wordpress.errors import answer_error
 from gateway.wordpress.errors import shortened
 from gateway.wordpress.errors import upstream_error
+from gateway.wordpress.rest_root import suggested_site_url
 from gateway.wordpress.xmlrpc_compat import exceptions as xr_errors
 
 
@@ -34,6 +36,9 @@ def _upstream(rpc_method: str, url: str, error: xmlrpc.client.ProtocolError) -> 
     """A non-200 answer: WordPress answers every XML-RPC call with 200 (faults included), so
     the page came from in front of it or from the web server."""
     headers = {k.lower(): v for k, v in (error.headers or {}).items()}
+    location = headers.get("location") if 300 <= error.errcode < 400 else None
+    location = urljoin(url, location) if location else None
+    site_url = url.removesuffix("/xmlrpc.php")
     return upstream_error(  # the table: errors.UPSTREAM_ANSWERS
         method=rpc_method,
         url=url,
@@ -42,6 +47,8 @@ def _upstream(rpc_method: str, url: str, error: xmlrpc.client.ProtocolError) -> 
         text="",  # xmlrpc.client discards the body of a non-200 answer
         retry_after=headers.get("retry-after"),
         message=f"HTTP {error.errcode} {error.errmsg} from xmlrpc.php",
+        location=location,
+        suggested_url=suggested_site_url(site_url, url, location) if location else None,
     )
 
 
