@@ -18,6 +18,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import requests
 from n8n_support import N8nGateway
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,6 +218,32 @@ def fields_workflow(workflow_id: str, path: str) -> dict:
         credentials=GATEWAY_CREDENTIALS,
     )  # fmt: skip
     return _chain(workflow_id, f"node test {path}", [_webhook(path), publish, listing])
+
+
+def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
+    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
+    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
+    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
+    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+    session = requests.Session()
+    session.headers["browser-id"] = "pgw-node-tests"  # n8n binds its auth cookie to it
+    owner = {"email": "owner@example.invalid", "firstName": "Node", "lastName": "Tests",
+             "password": "Pgw-node-tests-1"}  # fmt: skip
+    answer = session.post(f"{n8n_url}/rest/owner/setup", json=owner, timeout=60)
+    if answer.status_code != 200:  # set up already: sign in
+        signin = {"emailOrLdapLoginId": owner["email"], "email": owner["email"],
+                  "password": owner["password"]}  # fmt: skip
+        answer = session.post(f"{n8n_url}/rest/login", json=signin, timeout=60)
+    answer.raise_for_status()
+    answer = session.post(
+        f"{n8n_url}/rest/dynamic-node-parameters/options",
+        json={"nodeTypeAndVersion": {"name": NODE_TYPE, "version": 3}, "methodName": method,
+              "path": "parameters.categories", "currentNodeParameters": parameters,
+              "credentials": GATEWAY_CREDENTIALS},
+        timeout=120,
+    )  # fmt: skip
+    answer.raise_for_status()
+    return answer.json()["data"]
 
 
 def merged(workflow_id: str, name: str, parts: dict[str, dict]) -> dict:

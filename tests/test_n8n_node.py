@@ -66,6 +66,7 @@ from n8n_node_support import install_into
 from n8n_node_support import items_workflow
 from n8n_node_support import job_tool
 from n8n_node_support import lint
+from n8n_node_support import listed_in_the_editor
 from n8n_node_support import merged
 from n8n_node_support import openai_credential
 from n8n_node_support import package_descriptions
@@ -800,12 +801,18 @@ def row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post(stac
 
 
 def row_version_3_fields_place_the_featured_image_in_the_body_and_get_many_has_a_limit(stack):
-    """Node version 3 (issue 54): Publish Article from fields (title, content, excerpt, SEO,
-    a category id as its list offers it, the featured image by URL with ``{{media:hero}}`` in
-    the content) writes one post whose featured image is also in its body, in that category;
-    Job: Get Many with Limit 2 answers two jobs."""
-    listed = stack.gateway.get("/v1/sites/blog/terms/categories")  # what the list offers
-    category = listed["terms"][0]["id"]
+    """Node version 3 (issue 54): n8n's editor lists the site's categories through the
+    gateway (the node's loadOptions, as the browser asks for it); Publish Article from fields
+    (title, content, excerpt, SEO, a category id from that list, the featured image by URL
+    with ``{{media:hero}}`` in the content) writes one post whose featured image is also in
+    its body, in that category; Job: Get Many with Limit 2 answers two jobs."""
+    parameters = {"resource": "article", "operation": "publishArticle", "site": "blog",
+                  "articleInput": "fields"}  # fmt: skip
+    offered = listed_in_the_editor(stack.webhooks.removesuffix("/webhook"), "getCategories",
+                                   parameters)  # fmt: skip
+    terms = stack.gateway.get("/v1/sites/blog/terms/categories")["terms"]
+    assert {o["value"] for o in offered} == {t["id"] for t in terms} and offered, offered
+    category = offered[0]["value"]
     job_id = f"node-fields-{uuid.uuid4().hex[:8]}"
     article = SAMPLE["article"]
     last = stack.last_execution()

@@ -8,12 +8,19 @@ import type {
 } from 'n8n-workflow';
 import { NodeApiError, NodeConnectionTypes } from 'n8n-workflow';
 
-import { GatewayFailure, gatewayRequest, toNodeError } from '../PublishingGateway/GatewayClient';
+import {
+	GatewayFailure,
+	gatewayRequest,
+	setRetryWindow,
+	toNodeError,
+} from '../PublishingGateway/GatewayClient';
 
 const PAGE = 100;
 const MAX_PAGES = 20; // at most 2,000 changes per poll; the cursor keeps the rest for the next
 const DRAIN_PAGE = 500;
 const MAX_DRAIN_PAGES = 1000;
+/** How long a poll retries the gateway (seconds): less than n8n's shortest interval. */
+const POLL_RETRY_SECONDS = 30;
 
 /** The error for a failed poll: a refused token said as such (not "could not be reached"). */
 function pollError(context: IPollFunctions, error: unknown): Error {
@@ -97,6 +104,9 @@ export class PublishingGatewayTrigger implements INodeType {
 	};
 
 	async poll(this: IPollFunctions): Promise<INodeExecutionData[][] | null> {
+		// shorter than n8n's shortest poll interval (a minute): two polls never overlap on
+		// one cursor (which would emit the same change twice); the next poll tries again
+		setRetryWindow(this, POLL_RETRY_SECONDS);
 		const wanted = new Set(this.getNodeParameter('events') as string[]);
 		const state = this.getWorkflowStaticData('node');
 		const manual = this.getMode() === 'manual';
