@@ -36,7 +36,7 @@ if [ "${SETUP_TEST_TOOLS:-}" = 1 ]; then
   # an engine), drives the review page in a real headless Chromium, runs n8n, and runs
   # docs/walkthrough.md's curl commands.
   apt_install docker-compose chromium chromium-driver curl
-  step "n8n 1.x and 2.x in their caches (installed on first use: a few minutes each)"
+  step "n8n 2.41.1 and 2.8.4 in their caches, each with its Node.js (first use: 3 to 23 minutes)"
   bash scripts/install_n8n.sh
   N8N_VERSION="${GATEWAY_TEST_N8N2_VERSION:-2.8.4}" bash scripts/install_n8n.sh
 fi

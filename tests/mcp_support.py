@@ -36,6 +36,7 @@ TOOLS = (
     "request_approval",
     "recover",
     "get_job",
+    "read_text",
 )
 FOUR = ("operation_key", "state", "replayed", "reconciled")
 
@@ -184,6 +185,13 @@ def problem_of(result) -> dict:
 
 def slug(problem: dict) -> str:
     return problem["type"].rsplit("/", 1)[-1]
+
+
+def takes_array(schema: dict) -> bool:
+    """Whether an advertised property takes an array (in a type list or an anyOf branch)."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "array" in kinds or any(takes_array(b) for b in schema.get("anyOf", []))
 
 
 def count_objects(site: dict, keys: list[str]) -> dict[str, int]:

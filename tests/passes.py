@@ -38,6 +38,7 @@ NOT_DIALECT = {
     "test_retention run on both)",
     "test_cli_help": "help texts, no ledger",
     "test_cli_problems": "one-line problems for bad arguments, before any SQL",
+    "test_companion_plugin": "the companion plugin against WordPress, no ledger",
     "test_compose": "docker-compose.yml parsed, no ledger",
     "test_config": "settings parsed, no ledger",
     "test_doctor": "checks of the WordPress site, not of the ledger",
@@ -50,6 +51,7 @@ NOT_DIALECT = {
     "test_media_doors": "one parser at every door, before any claim",
     "test_media_url": "downloads refused or taken before any claim",
     "test_mcp": "a door: the same HTTP routes through the MCP SDK's clients",
+    "test_mcp_clients": "a door: clients' deviations undone before the same HTTP routes",
     "test_mcp_oauth_e2e": "one served gateway on its own SQLite ledger in every pass; the "
     "OAuth store's SQL and races run in test_oauth_store (both dialects)",
     "test_mcp_races": "a door: racing MCP calls waited out on the MCP side, the same HTTP routes",
@@ -57,7 +59,7 @@ NOT_DIALECT = {
     "test_mcp_transports": "MCP revisions and transports over the same HTTP routes",
     "test_n8n_node": "a door: n8n calls the HTTP routes (SQLite, both n8n lines)",
     "test_n8n_real": "a door: n8n calls the HTTP routes (SQLite, both n8n lines)",
-    "test_n8n_static": "workflow files, no ledger",
+    "test_n8n_static": "workflow files and the OpenAPI document, no ledger query",
     "test_openai_answers": "one classifier's verdicts; the moves are test_transitions'",
     "test_openapi": "the document, no ledger",
     "test_origins": "who answered (the WordPress client's classification), one request at a time",
@@ -75,6 +77,8 @@ NOT_DIALECT = {
     "test_tenant_shares": "the fair shares' in-memory counters, no ledger",
     "test_terms": "categories and tags in WordPress, one request at a time",
     "test_transports": "XML-RPC and REST on the wire, one request at a time",
+    "test_unreadable_objects": "reconciliation's verdict on what WordPress answers, one request "
+    "at a time; the moves are test_transitions'",
     "test_untrusted_input": "refused before any ledger row",
     "test_validation_differential": "two validators compared, no ledger",
     "test_walkthrough": "the walkthrough's commands on the default ledger",
@@ -101,6 +105,7 @@ NOT_WORDPRESS_VERSION = {
     "test_lone_tenant": "once per run, in the SQLite pass: one tenant's load against the "
     "fair shares, in the gateway before WordPress",
     "test_mcp": "a door: MCP tools reach WordPress through the actions",
+    "test_mcp_clients": "a door: deviating clients reach WordPress through the actions",
     "test_mcp_oauth_e2e": "a door: OAuth-signed MCP tools reach WordPress through the actions",
     "test_mcp_races": "a door: racing MCP calls reach WordPress through the actions",
     "test_mcp_schemas": "a door: strict clients reach WordPress through the actions",

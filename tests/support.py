@@ -151,6 +151,24 @@ def admin_session(site: dict) -> requests.Session:
     return session
 
 
+def new_wp_user(site: dict, role: str) -> tuple[int, requests.Session]:
+    """A new WordPress user of ``role`` (created by the admin over REST, a fresh name per call:
+    the passes share the site) and a session signed in with its own application password.
+    Returns ``(user id, session)``."""
+    admin = admin_session(site)
+    base = site["url"].rstrip("/") + "/wp-json/wp/v2/users"
+    name = f"gw-{role}-{uuid.uuid4().hex[:10]}"
+    body = {"username": name, "email": f"{name}@example.invalid", "password": uuid.uuid4().hex}
+    created = admin.post(base, json={**body, "roles": [role]}, timeout=30)
+    assert created.status_code == 201, created.text
+    user_id = created.json()["id"]
+    made = admin.post(f"{base}/{user_id}/application-passwords", json={"name": name}, timeout=30)
+    assert made.status_code == 201, made.text
+    session = requests.Session()
+    session.auth = (name, made.json()["password"])
+    return user_id, session
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a ``sqlite:///`` ledger URL (None for PostgreSQL)."""
     return Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
@@ -423,13 +441,18 @@ def hide_companion(proxy) -> None:
     )
 
 
-def switch_companion(state: str, site: dict) -> str:
-    """``wp_test_site/companion.sh on|off|status`` on ``site`` (a test site's ``site.json``
-    as :func:`_read_site` reads it); returns ``active`` or ``inactive``."""
+def switch_companion(state: str, site: dict, *options: str) -> str:
+    """``wp_test_site/companion.sh on|off|status|uninstall [--queries]`` on ``site`` (a test
+    site's ``site.json`` as :func:`_read_site` reads it); returns ``active`` or ``inactive``
+    (with ``--queries``: the JSON text companion.php prints)."""
     env = {**os.environ, "WP_TEST_SITE_WORDPRESS": WP_LINE}
     env["WP_TEST_SITE_INSTANCE"] = site.get("instance", "")
     done = subprocess.run(
-        ["bash", str(COMPANION_SH), state], capture_output=True, text=True, timeout=120, env=env
+        ["bash", str(COMPANION_SH), state, *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     sites.forget_companion()

@@ -8,6 +8,7 @@ environment names are exactly what ``gateway/core/config.py`` reads, and no secr
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -128,3 +129,38 @@ def test_no_secret_in_the_compose_file():
     for name, value in example.items():
         if "PASSWORD" in name or name.endswith("_KEY"):
             assert value.startswith("change-me") or value == "", name
+
+
+def test_both_n8n_services_get_the_node_unverified_packages_and_the_current_line():
+    """Issue 54: the ``n8n`` and ``n8n-import`` services run the current line's tag by default,
+    mount the community node's packed tarball into the user folder's ``nodes/`` (n8n-import
+    installs it there, on the volume both share), and enable unverified community packages
+    explicitly (n8n 3.0 turns them off by default; the node is not verified)."""
+    from n8n_support import CURRENT_LINE
+
+    text = COMPOSE.read_text()
+    package = ROOT / "n8n-nodes-publishing-gateway" / "package.json"
+    version = json.loads(package.read_text())["version"]
+    tarball = f"./n8n-nodes-publishing-gateway/n8n-nodes-publishing-gateway-{version}.tgz"
+    mounted = "/home/node/.n8n/nodes/n8n-nodes-publishing-gateway.tgz:ro"
+    for service in ("n8n-import", "n8n"):
+        block = re.search(rf"^  {service}:\n((?:    .*\n|\n)+)", text, re.M).group(1)
+        assert f"image: docker.n8n.io/n8nio/n8n:${{N8N_VERSION:-{CURRENT_LINE}}}" in block
+        assert f"- ${{N8N_NODE_TARBALL:-{tarball}}}:{mounted}" in block, service
+        assert 'N8N_UNVERIFIED_PACKAGES_ENABLED: "true"' in block, service
+        assert "N8N_EXPRESSION_ENGINE" not in block and "N8N_RUNNERS_ENABLED" not in block
+    importer = re.search(r"^  n8n-import:\n((?:    .*\n|\n)+)", text, re.M).group(1)
+    assert "cd /home/node/.n8n/nodes && npm install --omit=peer" in importer
+    assert "n8n publish:workflow" in importer
+    assert env_example()["N8N_VERSION"] == CURRENT_LINE
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_docker_compose_resolves_the_node_tarball_in_both_n8n_services(tmp_path):
+    services = service_blocks(compose(tmp_path))
+    for name in ("n8n-import", "n8n"):
+        assert "n8n-nodes-publishing-gateway/n8n-nodes-publishing-gateway-" in services[name]
+        assert (
+            "target: /home/node/.n8n/nodes/n8n-nodes-publishing-gateway.tgz" in services[name]
+            or ":/home/node/.n8n/nodes/n8n-nodes-publishing-gateway.tgz" in services[name]
+        ), name

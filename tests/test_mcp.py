@@ -79,7 +79,7 @@ async def _full_job(session, job_id: str, image: dict) -> dict:
         assert tool.output_schema and set(FOUR) <= set(tool.output_schema["required"])
         assert tool.annotations is not None and tool.annotations.idempotent_hint is True
     reads = {t.name for t in listed if t.annotations.read_only_hint}
-    assert reads == {"verify", "get_job"}
+    assert reads == {"verify", "get_job", "read_text"}
     done = {}
     steps = [
         ("start_job", {"job_id": job_id, "site": SITE_NAME, "task_version": 1}),

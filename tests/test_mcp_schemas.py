@@ -1,10 +1,11 @@
-"""Schemas every client reads (issue 42, item 2): each tool of ``gateway mcp`` and each function
+"""Schemas every client reads (issues 42 and 52): each tool of ``gateway mcp`` and each function
 tool of the OpenAI Agents sessions (``gateway/agents/tools.py``) advertises its arguments in
-OpenAI's strict subset - no ``$ref``, closed objects, every property required with the optional
-ones nullable, only allowed keywords - while the schema files keep validating. Then the OpenAI
-Agents SDK, with its strict conversion on, drives ``upload_media`` and ``put_draft`` over stdio
-and streamable HTTP as a strict model would call them (every argument given, ``null`` for the
-ones not meant), against the real test WordPress: one attachment, one post."""
+OpenAI's strict subset of keywords - no ``$ref``, closed objects, the optional properties
+nullable - while the schema files keep validating; an MCP tool requires only what its call
+needs, an agents' function tool (sent to OpenAI in strict mode) every property. Then the
+OpenAI Agents SDK, with its strict conversion on (``null`` for every argument not meant) and
+off (the text ``"null"``), drives ``upload_media`` and ``put_draft`` over stdio and
+streamable HTTP against the real test WordPress: one attachment, one post."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from agents.usage import Usage
 from mcp_support import HttpMcp
 from mcp_support import count_objects
 from mcp_support import mcp_command
+from mcp_support import takes_array
 from openai.types.responses import ResponseFunctionToolCall
 from openai.types.responses import ResponseOutputMessage
 from openai.types.responses import ResponseOutputText
@@ -90,21 +92,37 @@ def _nullable(node: dict) -> bool:
 
 
 @pytest.mark.parametrize("name, advertised, validating", _every_advertised())
-def test_every_advertised_schema_is_strict_closed_and_without_ref(name, advertised, validating):
+def test_every_advertised_schema_is_closed_without_ref_and_says_what_is_required(
+    name, advertised, validating
+):
+    """Issue 52, item 1: an MCP tool's ``required`` is what the call needs (Claude Code fills
+    every required property: anthropics/claude-code#95239); the agent sessions' function
+    tools, sent to OpenAI in strict mode, keep every property required. Either way the
+    optional ones take null, and the Agents SDK's strict conversion keeps them taking it."""
     assert "$ref" not in json.dumps(advertised) and "$defs" not in advertised
+    strict = name.startswith("agents:")
     nodes: list = []
     _walk(advertised, nodes)
     for node in nodes:
         assert set(node) <= ALLOWED, (name, set(node) - ALLOWED)
         if "properties" in node or node.get("type") in ("object", ["object", "null"]):
             assert node["additionalProperties"] is False, (name, node)
-            assert node["required"] == list(node["properties"]), (name, node)
+            assert set(node["required"]) <= set(node["properties"]), (name, node)
+            if strict:
+                assert node["required"] == list(node["properties"]), (name, node)
         assert "(?" not in node.get("pattern", ""), (name, node["pattern"])
-    optional = set(validating["properties"]) - set(validating.get("required", []))
+        # Cursor refuses every value of a property typed by a list (cursor/cursor#3540)
+        assert strict or not isinstance(node.get("type"), list), (name, node)
+    needed = validating.get("required", [])
+    optional = set(validating["properties"]) - set(needed)
+    assert advertised["required"] == (list(advertised["properties"]) if strict else needed)
+    converted = ensure_strict_json_schema(copy.deepcopy(advertised))
+    assert converted["required"] == list(advertised["properties"])
     for prop, sub in advertised["properties"].items():
         assert _nullable(sub) is (prop in optional), (name, prop)
-    # The Agents SDK's own strict conversion finds nothing to change.
-    assert ensure_strict_json_schema(copy.deepcopy(advertised)) == advertised
+        assert _nullable(converted["properties"][prop]) is (prop in optional), (name, prop)
+    if strict:  # the Agents SDK's own strict conversion finds nothing to change
+        assert converted == advertised
 
 
 def test_a_blank_term_name_is_refused_by_every_door_and_nothing_is_sent():
@@ -158,10 +176,13 @@ def _draft_parameters() -> dict:
 
 class StrictModel(Model):
     """A model as OpenAI's strict mode makes one: it calls the planned tools with every
-    property of each tool's (strict) schema, ``null`` where the plan gives none, and records
-    the tools it was given and the outputs it got back."""
+    property of each tool's schema, ``absent`` where the plan gives none (``null``; a model
+    without strict mode may write the text ``"null"``, ``["null"]`` for an array:
+    anthropics/claude-code#95239), and records the tools it was given and the outputs it got
+    back."""
 
-    def __init__(self, plan: list[tuple[str, dict]]):
+    def __init__(self, plan: list[tuple[str, dict]], strict: bool = True):
+        self.strict = strict
         self.plan = list(plan)
         self.outputs: dict = {}  # call id -> the tool's output, in the order of the calls
         self.tools: dict = {}
@@ -180,13 +201,21 @@ class StrictModel(Model):
             return ModelResponse(output=[done], usage=Usage(), response_id=None)
         name, given = self.plan.pop(0)
         schema = self.tools[name].params_json_schema
-        assert self.tools[name].strict_json_schema is True  # converted, and callable
-        arguments = {prop: given.get(prop) for prop in schema["properties"]}
+        assert self.tools[name].strict_json_schema is self.strict  # converted or as listed
+        arguments = {
+            prop: given[prop] if prop in given else self._absent(sub)
+            for prop, sub in schema["properties"].items()
+        }
         call = ResponseFunctionToolCall(
             id=f"fc{len(self.plan)}", call_id=f"call{len(self.plan)}-{name}", name=name,
             arguments=json.dumps(arguments), type="function_call", status="completed",
         )  # fmt: skip
         return ModelResponse(output=[call], usage=Usage(), response_id=None)
+
+    def _absent(self, schema: dict):
+        if self.strict:
+            return None
+        return ["null"] if takes_array(schema) else "null"
 
     def stream_response(self, *args, **kwargs):
         raise NotImplementedError
@@ -211,14 +240,14 @@ def _plan(job_id: str) -> list[tuple[str, dict]]:
     ]
 
 
-async def _run_agent(server, job_id: str) -> list[dict]:
-    model = StrictModel(_plan(job_id))
+async def _run_agent(server, job_id: str, strict: bool) -> list[dict]:
+    model = StrictModel(_plan(job_id), strict)
     async with server:
         agent = Agent(
             name="writer",
             instructions="Publish the job.",
             mcp_servers=[server],
-            mcp_config={"convert_schemas_to_strict": True},
+            mcp_config={"convert_schemas_to_strict": strict},
         )
         config = RunConfig(model=model, tracing_disabled=True)
         await Runner.run(agent, "Draft it.", run_config=config, max_turns=8)
@@ -233,10 +262,13 @@ def _text(output) -> str:
 
 @pytest.mark.wordpress
 @SQLITE_PASS_ONLY
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_the_agents_sdk_with_strict_schemas_uploads_and_drafts(
-    gateway, gw_proxy, wp_site, tmp_path, transport
+@pytest.mark.parametrize("transport, strict", [("stdio", True), ("http", True), ("stdio", False)])
+def test_the_agents_sdk_with_and_without_strict_schemas_uploads_and_drafts(
+    gateway, gw_proxy, wp_site, tmp_path, transport, strict
 ):
+    """Issue 52, item 1: with ``convert_schemas_to_strict`` every property is required again
+    and a model sends ``null`` for each optional one; without it, the text ``"null"``
+    (``["null"]`` for an array). Either way: one attachment, one post."""
     job_id = new_job_id()
     http = None
     if transport == "stdio":
@@ -253,7 +285,7 @@ def test_the_agents_sdk_with_strict_schemas_uploads_and_drafts(
             client_session_timeout_seconds=60,
         )
     try:
-        outputs = anyio.run(_run_agent, server, job_id)
+        outputs = anyio.run(_run_agent, server, job_id, strict)
     finally:
         if http is not None:
             http.stop()

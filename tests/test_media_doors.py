@@ -161,3 +161,29 @@ def test_a_local_path_outside_the_roots_gets_one_answer_whether_or_not_it_exists
     ):
         assert answer(path) == outside, path
     assert answer(root / "missing.png") == ("no such file", "/path")
+
+
+def test_an_empty_unset_source_beside_a_given_one_is_not_given_at_the_tools_doors(
+    offline_gw, media_job, tmp_path
+):
+    """A client that sends ``""`` for every optional it does not mean (Cursor,
+    cursor/cursor#3614; the issue 52 tryout) names its one source so: the agent tool and the
+    MCP tool pass it on (to the download's checks, to the unreachable gateway), by URL and by
+    local path. The
+    HTTP API stays strict, and a lone empty ``content_base64`` is still "the file is empty"
+    at every door (:data:`REFUSED`)."""
+    by_url = {"content_base64": "", "source_url": "https://images.example/a.png"}
+    assert _seen(_http(offline_gw, media_job, by_url)) == _expected(BOTH, "/content_base64")
+    with offline_gw.app.app_context(), database.connection_context():
+        target = target_for(offline_gw.app.config["GATEWAY"], records.get_job(TENANT, media_job))
+        with pytest.raises(exc.GatewayError) as past_the_parser:
+            agent_tools.execute(target, "upload_media", {"slot": "hero", **by_url}, "agent:t")
+    # the parser took the URL: the download's own check refused the host that does not resolve
+    assert "the image URL is not allowed" in past_the_parser.value.problem()["detail"]
+    assert _mcp(media_job, by_url)["type"].endswith("/gateway-unreachable")
+    (tmp_path / "pic.png").write_bytes(png_bytes((5, 6, 7), 2))
+    unset = ("content_base64", "source_url", "filename", "alt_text", "caption", "title",
+             "idempotency_key")  # fmt: skip
+    cursor = {**dict.fromkeys(unset, ""), "path": str(tmp_path / "pic.png")}
+    assert _mcp(media_job, cursor, roots=(tmp_path,))["type"].endswith("/gateway-unreachable")
+    assert offline_gw.operations(media_job) == []

@@ -1,9 +1,9 @@
 """The n8n community node ``n8n-nodes-publishing-gateway`` (issues 33 and 41) built, linted and
 packed as its README says, installed from the tarball into a real n8n's ``nodes/`` folder
-(1.123.81 and 2.8.4, each with its own user folder), and run against a real ``gateway serve``
-and the real test WordPress. Counts come from WordPress itself (the companion plugin's lookup
-by operation key, as admin) and from a local receiver standing in for the editors'
-notification URL. SQLite pass only (marker ``n8n``).
+(the current line 2.41.1 on Node.js 24 and 2.8.4 on Node.js 20, each with its own user
+folder), and run against a real ``gateway serve`` and the real test WordPress. Counts come
+from WordPress itself (the companion plugin's lookup by operation key, as admin) and from a
+local receiver standing in for the editors' notification URL. SQLite pass only (marker ``n8n``).
 
 One ``n8n start`` per n8n line serves every row of the module: the rows are subtests of one
 test per line (:func:`test_the_node_in_real_n8n`), so each line has one n8n whichever xdist
@@ -74,7 +74,10 @@ from n8n_node_support import trigger_workflow
 from n8n_node_support import unflatten
 from n8n_node_support import webhook_credential
 from n8n_node_support import wrong_credential
+from n8n_support import CACHE_ROOT
+from n8n_support import CURRENT_LINE
 from n8n_support import INSTALL_SCRIPT
+from n8n_support import OLDEST_LINE
 from n8n_support import Images
 from n8n_support import N8n
 from n8n_support import Receiver
@@ -95,7 +98,7 @@ WORKFLOWS = ROOT / "n8n_workflows"
 NODE_WORKFLOWS = WORKFLOWS / "node"
 SAMPLE = json.loads((WORKFLOWS / "examples" / "article.json").read_text("utf-8"))
 PNG = base64.b64decode(SAMPLE["images"][0]["content_base64"])
-VERSIONS = ("1.123.81", "2.8.4")
+VERSIONS = (CURRENT_LINE, OLDEST_LINE)
 PIPELINE, PUBLISH, RECOVER = "pgwNodeArticle01", "pgwNodePublish01", "pgwNodeRecover01"
 TESTS, WRONG_TRIGGER = "pgwNodeTests0001", "pgwNodeTrigWrong"
 PROBLEMS = "https://publishing-gateway.dev/problems/"
@@ -117,7 +120,7 @@ def tarball() -> Path:
 
 
 def n8n_binary(version: str) -> Path:
-    cache = Path(f"/var/cache/publishing-gateway/n8n-{version}")
+    cache = CACHE_ROOT / f"n8n-{version}"
     done = subprocess.run(
         ["bash", str(INSTALL_SCRIPT)],
         env={**os.environ, "N8N_CACHE_DIR": str(cache), "N8N_VERSION": version},
@@ -128,7 +131,7 @@ def n8n_binary(version: str) -> Path:
     )
     if done.returncode != 0:
         _fail_or_skip(f"n8n {version} could not be installed: {done.stderr[-2000:]}")
-    return cache / "node_modules" / ".bin" / "n8n"
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @dataclass

@@ -16,11 +16,14 @@ import json
 import re
 
 import pytest
+from n8n_support import CACHE_ROOT
 from n8n_support import CREDENTIAL_ID
 from n8n_support import CREDENTIAL_NAME
 from n8n_support import CREDENTIAL_TYPE
+from n8n_support import CURRENT_LINE
 from n8n_support import DEFAULT_ALERT_URL
 from n8n_support import DEFAULT_GATEWAY_URL
+from n8n_support import ROOT
 from n8n_support import WEBHOOK_CREDENTIAL_ID
 from n8n_support import WEBHOOK_CREDENTIAL_NAME
 from n8n_support import WORKFLOW_IDS
@@ -388,3 +391,133 @@ def test_the_shipped_examples_match_each_other_and_hold_no_secret():
     ]
     if installed():
         assert validate_offline(caller, node_descriptions()) == []
+
+
+# Issues of n8n's v3 rules that the workflows keep on purpose: (rule, node name) -> why.
+V3_KEPT = {
+    ("always-output-data-multi-output-v3", "Jobs awaiting approval"): "an empty list still "
+    "answers the webhook; on a refused list only the error output runs, as 3.0 fixes it",
+    ("always-output-data-multi-output-v3", "Unfinished jobs"): "the same, for recover_job",
+}
+
+
+@pytest.mark.skipif(
+    not (CACHE_ROOT / f"n8n-{CURRENT_LINE}" / ".installed").exists(),
+    reason=f"n8n {CURRENT_LINE} is not installed (scripts/install_n8n.sh)",
+)
+def test_n8n_3_0s_breaking_change_rules_find_nothing_in_the_workflows():
+    """n8n 3.0 cannot run here (no npm package, no container engine): n8n 2.41's own v3 rules
+    (``dist/modules/breaking-changes/rules/v3/``, what its migration report runs) go over every
+    exported workflow (``n8n_workflows/**.json``, the node's and the sample caller too) and
+    find nothing: no "any workflow" caller policy, no Execute Workflow "each" mode, no removed
+    node or helper (issue 54)."""
+    import subprocess
+
+    from n8n_support import node_binary
+
+    cache = CACHE_ROOT / f"n8n-{CURRENT_LINE}"
+    files = [
+        str(p)
+        for p in sorted(WORKFLOWS.glob("**/*.json"))
+        if "nodes" in json.loads(p.read_text("utf-8"))
+    ]
+    done = subprocess.run(
+        [str(node_binary(cache / "bin" / "n8n")), str(ROOT / "tests" / "n8n_v3_rules.js"),
+         str(cache / "node_modules"), *files],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert {"caller-policy-any-removed-v3", "execute-workflow-each-mode-v3"} <= set(report["rules"])
+    assert len(files) == 8
+    found = [
+        f"{i['workflow']}: {i['rule']}: {i['title']}"
+        for i in report["issues"]
+        if not any(rule == i["rule"] and f"'{node}'" in i["title"] for rule, node in V3_KEPT)
+    ]
+    assert not found, "\n".join(found)
+
+
+def trigger_events() -> set[str]:
+    """The values of the trigger node's *Events* options, read from its source (what ``tsc``
+    compiles into the description n8n loads)."""
+    source = (
+        ROOT / "n8n-nodes-publishing-gateway" / "nodes" / "PublishingGatewayTrigger"
+        / "PublishingGatewayTrigger.node.ts"
+    ).read_text("utf-8")  # fmt: skip
+    block = re.search(r"name: 'events',(.*?)\n\t\t\t\},", source, re.S)
+    assert block, "the trigger has no 'events' property"
+    options = re.search(r"options: \[(.*?)\]", block.group(1), re.S).group(1)
+    return set(re.findall(r"value: '([a-z_]+)'", options))
+
+
+def feed_events(document: dict) -> set[str]:
+    """Every event ``GET /v1/job-changes`` documents: its 200 answer's
+    ``changes[].events[]`` enum in the OpenAPI document (``$ref`` followed)."""
+
+    def resolve(schema: dict) -> dict:
+        while "$ref" in schema:
+            schema = document["components"]["schemas"][schema["$ref"].split("/")[-1]]
+        return schema
+
+    answer = document["paths"]["/v1/job-changes"]["get"]["responses"]["200"]
+    feed = resolve(answer["content"]["application/json"]["schema"])
+    change = resolve(resolve(feed["properties"]["changes"])["items"])
+    return set(resolve(resolve(change["properties"]["events"])["items"])["enum"])
+
+
+def test_the_trigger_offers_every_event_the_changes_feed_documents(client):
+    """Issue 54: as ``/v1/job-changes`` gains events (an editor's ``approved``, ...), the
+    trigger must offer them: this fails when the served OpenAPI document names an event the
+    trigger's *Events* list lacks (or the trigger offers one the feed never emits)."""
+    answer = client.get("/openapi.json")
+    assert answer.status_code == 200
+    documented = feed_events(answer.get_json())
+    assert {"approval_pending", "published", "needs_attention"} <= documented
+    assert trigger_events() == documented
+    row = next(
+        line for line in (ROOT / "docs" / "api.md").read_text("utf-8").splitlines()
+        if line.startswith("| `changes[].events` |")
+    )  # fmt: skip
+    assert all(f"`{event}`" in row for event in documented), row
+
+
+def test_the_readmes_local_receiver_prints_each_post_and_answers_200(tmp_path):
+    """The n8n README's receiver for the editors' and alert URLs (issue 54): started as the
+    README says, it answers a POST 200 and prints it as one JSON line with its key."""
+    import subprocess
+    import sys
+    import time
+
+    import requests
+    from support import free_port
+
+    readme = (WORKFLOWS / "README.md").read_text("utf-8")
+    assert "python3 -m gateway_tools.receiver --port 8099" in readme
+    port = free_port()
+    log = tmp_path / "receiver.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway_tools.receiver", "--port", str(port)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while "receiving on" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        answer = requests.post(
+            f"http://127.0.0.1:{port}/editors", json={"event": "published", "text": "Café"},
+            headers={"Idempotency-Key": "t/j/v1/notify/published"}, timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 200 and answer.json() == {"ok": True}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    assert lines == [
+        {
+            "path": "/editors",
+            "idempotency_key": "t/j/v1/notify/published",
+            "body": {"event": "published", "text": "Café"},
+        }
+    ]

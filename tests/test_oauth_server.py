@@ -622,13 +622,14 @@ def test_the_resource_as_clients_spell_it_signs_in_and_another_servers_is_refuse
     """Claude Code appends a slash to ``resource`` (anthropics/claude-code#52871) and a client
     that read the root metadata names the origin: both sign in, the grant keeps the
     canonical resource; another server's resource (another listener's origin, a query, another
-    path) stays ``invalid_target``."""
+    path) and a resource with a fragment stay ``invalid_target``."""
     server = Server()
 
     async def main():
         async with server.client() as http:
             client_id = await public_client(http)
-            for other in ("http://127.0.0.1:8766/", f"{RESOURCE}?x=1", f"{ISSUER}/other/"):
+            others = ("http://127.0.0.1:8766/", f"{RESOURCE}?x=1", f"{ISSUER}/other/")
+            for other in (*others, f"{RESOURCE}#f"):  # RFC 8707 §2: no fragment
                 _, challenge = pkce()
                 query = authorize_query(client_id, challenge, resource=other)
                 answer = await http.get("/authorize", params=query)

@@ -53,17 +53,21 @@ def test_a_retry_with_the_same_key_gets_the_first_answer_and_writes_nothing(gwp,
     assert _writes(proxy) == writes
 
 
-def test_a_refused_request_leaves_its_key_open_but_bound_to_the_request(gwp, proxy):
-    job_id = new_job_id()
-    assert gwp.put_job(job_id).status_code == 201
+def test_a_refused_request_does_not_keep_its_key(gwp, proxy):
+    """Issue 52 (anthropics/claude-code#95239: a client reusing one key, refused once, was
+    refused ``request-key-reused`` on its next write for 24 hours): a 4xx answer releases the
+    key, so the same key then carries another request, on this job or another one."""
+    job_id, other_job = new_job_id(), new_job_id()
+    assert gwp.put_job(job_id).status_code == 201 and gwp.put_job(other_job).status_code == 201
     bad = draft_body(excerpt="{{ $json.excerpt }}")
-    assert problem_slug(_put_draft(gwp, job_id, bad, "k-open")) == "template-leftover"
-    assert problem_slug(_put_draft(gwp, job_id, bad, "k-open")) == "template-leftover"  # ran
-    good = draft_body(title=f"Open {job_id}")
-    refused = _put_draft(gwp, job_id, good, "k-open")
-    assert problem_slug(refused) == "request-key-reused"
+    assert problem_slug(_put_draft(gwp, job_id, bad, "k-refused")) == "template-leftover"
+    assert problem_slug(_put_draft(gwp, job_id, bad, "k-refused")) == "template-leftover"  # ran
     assert _writes(proxy) == 0
-    assert _put_draft(gwp, job_id, good, "k-new").status_code == 201
+    theirs = _put_draft(gwp, other_job, draft_body(title=f"Other {other_job}"), "k-refused")
+    assert theirs.status_code == 201, theirs.get_json()
+    good = _put_draft(gwp, job_id, draft_body(title=f"Good {job_id}"), "k-refused")
+    assert problem_slug(good) == "request-key-reused"  # bound by the success, as before
+    assert _put_draft(gwp, job_id, draft_body(title=f"Good {job_id}"), "k-new").status_code == 201
 
 
 def test_malformed_keys_are_refused_and_expired_keys_are_pruned(gwp, proxy, app):

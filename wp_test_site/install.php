@@ -107,7 +107,8 @@ foreach ( $users as $name => $uid ) {
 	);
 }
 
-$activated = activate_plugin( 'publishing-gateway-companion/publishing-gateway-companion.php', '', false, true );
+// Not silent: the activation hook makes the plugin's postmeta index, as on a real site.
+$activated = activate_plugin( 'publishing-gateway-companion/publishing-gateway-companion.php' );
 if ( is_wp_error( $activated ) ) {
 	pgw_fail( 'could not activate companion plugin: ' . $activated->get_error_message() );
 }

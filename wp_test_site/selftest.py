@@ -115,7 +115,7 @@ def main():
         and j
         == {
             "plugin": "publishing-gateway-companion",
-            "version": "1.3.0",
+            "version": "1.4.0",
             "guard": True,
             "operation_key_meta": "_gateway_operation_key",
             "lookup_meta": ["_gateway_operation_key", "gateway_operation_key"],
@@ -269,6 +269,8 @@ def main():
                 "operation_key",
                 "id",
                 "type",
+                "readable",
+                "editable",
                 "status",
                 "date_gmt",
                 "modified_gmt",

@@ -45,6 +45,15 @@ flock 9
 if [[ -f "$SITE_JSON" ]] && command -v php >/dev/null 2>&1; then
 	url="$(json_get "$SITE_JSON" '$j["url"]' 2>/dev/null || true)"
 	if [[ -n "$url" && "$(http_status "$url/wp-json/")" == "200" ]]; then
+		# The companion plugin of this checkout, as an update by file copy (no activation:
+		# the plugin's status route makes a missing index, as after a real update).
+		plugin_dir="$WP/wp-content/plugins/publishing-gateway-companion"
+		if [[ -d "$plugin_dir" ]] && ! diff -rq "$HERE/publishing-gateway-companion" "$plugin_dir" >/dev/null 2>&1; then
+			for f in "$HERE"/publishing-gateway-companion/*; do # each file replaced at once (rename)
+				cp "$f" "$plugin_dir/.${f##*/}.new" && mv -f "$plugin_dir/.${f##*/}.new" "$plugin_dir/${f##*/}"
+			done
+			echo "[wp_test_site] companion plugin updated from $HERE/publishing-gateway-companion" >&2
+		fi
 		version="$(json_get "$SITE_JSON" '$j["wordpress"]["version"] ?? "unknown"' 2>/dev/null || true)"
 		echo "[wp_test_site] WordPress ${version:-unknown} ($WP_LINE) already up" >&2
 		echo "already up at $url"

@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.actions import drafts
 from gateway.core import exceptions as exc
+from gateway.core import media_request
 from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.editorial import approvals
@@ -246,11 +247,19 @@ def execute(target: Target, name: str, arguments, actor: str) -> dict:
     Raises:
         KeyError: ``name`` is not a gateway tool (callers check :func:`all_tools` first).
         ValidationFailed (422) and everything the domain function raises.
+
+    The arguments pass the liberal door first
+    (:func:`gateway.core.tool_schemas.at_the_door`: ``"null"`` for an optional identifier,
+    an array sent as JSON text; docs/mcp.md, "What the tools accept").
     """
     tool = all_tools()[name]
     if name != "recover":  # the agent asks something of the job, as an HTTP client does
         records.record_request(target.job.tenant, target.job.job_id)
-    arguments = tool_schemas.without_nulls(arguments_of(arguments), parameters(name))
+    arguments = tool_schemas.at_the_door(
+        arguments_of(arguments), parameters(name), validation.text_pattern()
+    )
+    if name == "upload_media":  # "" in an unset source (Cursor's way): not given
+        arguments = media_request.unset_empty_sources(arguments)
     args = validation.check(_validator(name), arguments, tool.schema)
     records.ensure_active(target.job)
     return tool.run(target, args, actor)

@@ -189,7 +189,8 @@ def _request_key_parameter() -> dict:
         "required": False,
         "description": "the client's own request key, kept per token: a retry with the same "
         "key and request gets the first 2xx answer (Idempotent-Replayed: true) and runs "
-        "nothing; the same key with another request is 422 request-key-reused",
+        "nothing; the same key with another request is 422 request-key-reused; a request "
+        "refused (4xx) does not keep its key",
         "schema": {"type": "string", "pattern": request_keys.KEY.pattern},
     }
 

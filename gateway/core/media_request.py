@@ -61,6 +61,17 @@ def one_source(body: dict, sources: tuple[str, ...] = SOURCES) -> str:
     return given[0]
 
 
+def unset_empty_sources(arguments: dict, sources: tuple[str, ...] = SOURCES) -> dict:
+    """A tool call's ``arguments`` without the ``sources`` sent as ``""`` when another of them
+    carries a value: the client fills every optional it does not mean with ``""`` (Cursor,
+    cursor/cursor#3614) and names its one source so. A lone ``""`` stays, for every door to
+    refuse alike ("the file is empty"). The tools' door only (the MCP tools, the agents'
+    function tools; docs/mcp.md, "What the tools accept"): the HTTP API stays strict."""
+    if not any(arguments.get(name) not in (None, "") for name in sources):
+        return arguments
+    return {k: v for k, v in arguments.items() if not (k in sources and v == "")}
+
+
 def not_empty(content: bytes, pointer: str) -> bytes:
     """``content``, unless it is empty.
 

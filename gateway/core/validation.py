@@ -48,6 +48,7 @@ from referencing import Registry
 from referencing import Resource
 
 from gateway.core import exceptions as exc
+from gateway.core import tool_schemas
 
 # Written as the JSON Schema files write them (valid ECMA-262 for the OpenAPI document) and
 # matched with fullmatch in code as well.
@@ -157,7 +158,8 @@ def _message(error) -> str:
                 f"control character U+{ord(bad.group()):04X} at character {bad.start()} is "
                 "not allowed (tab, CR and LF are)"
             )
-        return f"{quote(instance)} does not match {error.validator_value}"
+        # the pattern as the tools advertise it (ECMA-262's ``$`` for Python's strict end)
+        return f"{quote(instance)} does not match {tool_schemas.ecma(error.validator_value)}"
     if error.validator in ("maxLength", "minLength") and isinstance(instance, str):
         word = "at most" if error.validator == "maxLength" else "at least"
         return f"must be {word} {error.validator_value} characters ({len(instance)} given)"

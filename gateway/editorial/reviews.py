@@ -9,6 +9,10 @@ Review items are what the gateway could not decide alone and shows to an editor.
   decides.
 * ``multiple_objects``: two or more objects carry one operation key (legacy data). Never an
   automatic delete.
+* ``unreadable_object``: an object carries the operation key but the site's user cannot read it
+  back (reassigned to another author, made private): never sent again, never adopted unread.
+  ``same_as`` reads it back first (refused while it is still out of reach); see
+  :mod:`gateway.operations.lookup_hits`.
 * ``agent_action``: an agent session asks for what only a person decides (an MCP or
   computer-use approval, an unknown tool, an environment reconnection refused with a reason);
   see :mod:`gateway.agents.required_actions`.

@@ -48,9 +48,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from gateway.core import listening
+from gateway.core import tool_schemas
 from gateway.core import validation
 from gateway.core.exceptions import PROBLEM_BASE
 from gateway.core.version import VERSION
+from gateway.mcp import paging
 from gateway.mcp import tools
 from gateway.mcp.client import Caller
 from gateway.mcp.client import GatewayAPI
@@ -71,8 +73,10 @@ INSTRUCTIONS = (
     "first (the resource gateway://jobs/{job_id}, or get_job), then continue: start_job, "
     "upload_media, put_draft, insert_block, verify, request_approval. To change content "
     "already written, bump the task version (start_job). After outcome-unknown or a lost "
-    "answer, call recover and then the same tool with the same arguments. Optional arguments "
-    "you do not mean are null. Publishing needs an editor's approval: no tool publishes."
+    "answer, call recover and then the same tool with the same arguments. Leave out the "
+    "optional arguments you do not mean (or send null). What a result leaves out (a long "
+    "text, a list's further items, a large object) is a stub with its sha256 and read_with: "
+    "read it with read_text. Publishing needs an editor's approval: no tool publishes."
 )
 
 
@@ -115,10 +119,12 @@ class Tokens:
 
 
 def _meta_key(ctx) -> str | None:
-    """The client's request key from the ``tools/call`` request's ``_meta``, if any."""
+    """The client's request key from the ``tools/call`` request's ``_meta``, if any; a
+    placeholder (:data:`gateway.core.tool_schemas.PLACEHOLDERS`: ``"null"``, ``""``) is
+    none, as in the arguments (docs/mcp.md, "Request keys")."""
     meta = ctx.meta or {}
     key = meta.get(tools.REQUEST_KEY_META) if hasattr(meta, "get") else None
-    return None if key is None else str(key)
+    return None if key is None or str(key) in tool_schemas.PLACEHOLDERS else str(key)
 
 
 def _resource_error(problem: Problem) -> MCPError:
@@ -151,6 +157,19 @@ def read_job(api: GatewayAPI, token: Caller, job_id: str) -> dict:
         return {"job": job, "verification": checked}
     except Problem as problem:
         return {"job": job, "verification": None, "verification_problem": problem.body}
+
+
+def fitted_job(job: dict, job_id: str) -> dict:
+    """The job resource's JSON (:func:`read_job`) sized for clients with caps: its long texts,
+    lists and objects stubs and markers as far as needed (:func:`gateway.mcp.paging.fitted`;
+    read them with ``read_text``), the resource as sent (its JSON text, escaped once more in
+    the message) under the bound."""
+
+    def size(body) -> int:
+        sent = json.dumps(json.dumps(body, ensure_ascii=False), ensure_ascii=False)
+        return len(sent.encode())
+
+    return paging.fitted(job, job_id, size)
 
 
 def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> Server:
@@ -214,7 +233,7 @@ def build(api: GatewayAPI, tokens: Tokens, roots: tuple[Path, ...] = ()) -> Serv
             )
         except Problem as problem:
             raise _resource_error(problem) from None
-        text = json.dumps(job, ensure_ascii=False)
+        text = json.dumps(fitted_job(job, uri.removeprefix(prefix)), ensure_ascii=False)
         contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
         return types.ReadResourceResult(contents=[contents])
 

@@ -11,7 +11,8 @@ Every result carries ``structuredContent`` (:data:`OUTPUT_SCHEMA`): ``operation_
 ``state``, ``replayed``, ``reconciled``, ``job_id`` and the gateway's ``answer``. Every
 refusal is a tool error (:func:`error_result`): the problem's type, detail, ``retryable``,
 ``retry_after`` and the ``next_step`` an agent can take. There is no publish or approve tool:
-publishing stays behind an editor's approval.
+publishing stays behind an editor's approval. Every result fits clients with caps: long texts
+are stubs with their digest, read in pages with ``read_text`` (:mod:`gateway.mcp.paging`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gateway.core import media_request
 from gateway.core import states
 from gateway.core import tool_schemas
 from gateway.core import validation
+from gateway.mcp import paging
 from gateway.mcp.client import Answer
 from gateway.mcp.client import Caller
 from gateway.mcp.client import GatewayAPI
@@ -113,6 +115,8 @@ class Spec:
         path_params: ``(name, description)`` of the path's identifiers besides ``job_id``.
         summary: ``answer body -> (operation_key, state, replayed, reconciled)``.
         writes: the call may reach WordPress: it takes a client request key.
+        pages: the call reads one long text of the job's answer by its digest, a page at a
+            time (``read_text``: :mod:`gateway.mcp.paging`).
     """
 
     name: str
@@ -127,6 +131,7 @@ class Spec:
     path_params: tuple[tuple[str, str], ...] = ()
     writes: bool = False
     body: dict = field(default_factory=dict)  # sent when schema is "empty"
+    pages: bool = False
 
 
 def _hints(read_only: bool, destructive: bool, idempotent: bool = True) -> ToolAnnotations:
@@ -242,6 +247,22 @@ SPECS: tuple[Spec, ...] = (
         _hints(read_only=True, destructive=False),
         _job_status,
     ),
+    Spec(
+        paging.READ_TOOL,
+        "Read a long text in pages",
+        "What is too long for a result is a stub with its sha256 and read_with: a text (an "
+        "article, a block's HTML; omitted: text), a list cut after its first items (its last "
+        "item says omitted: items) or an object (omitted: object). Call this with read_with's "
+        "arguments, then each page's next_offset until it is null: a text's pages joined are "
+        "the text (its UTF-8 SHA-256 is the sha256), a list's pages give its items, an "
+        "object's its entries. A sha256 no longer found means the job changed: read it again.",
+        "GET",
+        "/v1/jobs/{job_id}",
+        None,
+        _hints(read_only=True, destructive=False),
+        _job_status,
+        pages=True,
+    ),
 )
 
 
@@ -251,9 +272,12 @@ def _identifier(pattern, what: str) -> dict:
 
 def advertised_schema(spec: Spec, local_paths: bool = False) -> dict:
     """The tool's ``inputSchema`` as advertised: :func:`input_schema` in the form every client
-    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, every
-    property required with the optional ones nullable, OpenAI's strict subset)."""
-    return tool_schemas.advertised(input_schema(spec, local_paths), validation.text_pattern())
+    reads (:func:`gateway.core.tool_schemas.advertised`: no ``$ref``, closed objects, OpenAI's
+    strict subset of keywords, the optional properties nullable), ``required`` only what the
+    call needs (issue 52: Claude Code fills every required property, anthropics/claude-code
+    #95239; a client in strict mode makes them all required again, null still allowed)."""
+    schema = input_schema(spec, local_paths)
+    return tool_schemas.advertised(schema, validation.text_pattern(), strict=False)
 
 
 def input_schema(spec: Spec, local_paths: bool = False) -> dict:
@@ -281,6 +305,17 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
     head = {"job_id": _identifier(validation.JOB_ID, "the job's id, chosen by the caller")}
     for name, what in spec.path_params:
         head[name] = _identifier(validation.SLOT, what)
+    if spec.pages:
+        head["sha256"] = {
+            "type": "string",
+            "pattern": r"^[0-9a-f]{64}(?![\s\S])",
+            "description": "the sha256 of the text's stub",
+        }
+        properties["offset"] = {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the character to start at: 0, then the last page's next_offset",
+        }
     if spec.writes:
         properties[REQUEST_KEY_ARGUMENT] = {
             "type": "string",
@@ -302,12 +337,13 @@ def input_schema(spec: Spec, local_paths: bool = False) -> dict:
 def error_result(problem: Problem) -> CallToolResult:
     """The tool error for ``problem`` (``isError: true``, never a success): its JSON as the
     text (type, title, status, detail, retryable, retry_after, the problem's own members) with
-    the ``next_step`` an agent can take."""
+    the ``next_step`` an agent can take, its long texts and lists cut to fit the bound
+    (:func:`gateway.mcp.paging.shortened`)."""
     body = dict(problem.body)
     body.setdefault("retryable", False)
     body["retry_after"] = problem.retry_after
     body["next_step"] = next_step(problem.slug, body)
-    text = json.dumps(body, ensure_ascii=False)
+    text = json.dumps(paging.shortened(body), ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
@@ -412,10 +448,18 @@ class Runner:
             self._validators[spec.name] = Draft202012Validator(schema)
         validator = self._validators[spec.name]
         try:
-            arguments = tool_schemas.without_nulls(arguments, validator.schema)
+            arguments = tool_schemas.at_the_door(
+                arguments, validator.schema, validation.text_pattern()
+            )
+            if spec.name == "upload_media":
+                arguments = media_request.unset_empty_sources(arguments, self._sources())
             return validation.check(validator, arguments, spec.schema)
         except exc.GatewayError as error:
             raise Problem(error.problem()) from None
+
+    def _sources(self) -> tuple[str, ...]:
+        """``upload_media``'s sources: a local ``path`` is one when ``roots`` allow them."""
+        return (*media_request.SOURCES, "path") if self.roots else media_request.SOURCES
 
     def run(
         self, spec: Spec, caller: Caller, arguments: dict, meta_key: str | None
@@ -428,6 +472,8 @@ class Runner:
             Problem: the arguments are invalid (nothing sent), or the gateway refused.
         """
         args = self._validated(spec, arguments)
+        if spec.pages:
+            return self._page(caller, args)
         key = args.pop(REQUEST_KEY_ARGUMENT, None) or meta_key
         job_id = args.pop("job_id")
         names = {"job_id": job_id}
@@ -437,18 +483,51 @@ class Runner:
         body = self._body(spec, args)
         key = key if spec.writes else None
         answer = self.api.call(caller, spec.method, path, body, key, job_id=job_id)
-        structured = result(spec, job_id, answer)
+        structured = sized(result(spec, job_id, answer))
         # the first result stored under the client's key (the ledger's own replays say so in
         # the body)
         stored_first = key is not None and answer.replayed and not structured["replayed"]
         return call_result(structured, stored_first)
+
+    def _page(self, caller: Caller, args: dict) -> CallToolResult:
+        """``read_text``: the page from ``offset`` of the text, list or object whose digest
+        is ``sha256``, found in the job's answer or else in its verification (what results
+        stub: :mod:`gateway.mcp.paging`).
+
+        Raises:
+            Problem: ``not-found`` (no such text now), or the gateway refused.
+        """
+        job_id, sha, offset = args["job_id"], args["sha256"], args.get("offset", 0)
+        job = self.api.call(caller, "GET", f"/v1/jobs/{job_id}", job_id=job_id).body
+        found = paging.find(job, sha)
+        if found is None:
+            try:
+                checked = self.api.call(caller, "GET", f"/v1/jobs/{job_id}/verification")
+                found = paging.find(checked.body, sha)
+            except Problem:
+                found = None
+        if found is None:
+            detail = "nothing of this job has this sha256 now: read the job again"
+            raise _local_problem(detail, "/sha256")
+        if offset > len(found):
+            raise _local_problem(f"past the end ({len(found)})", "/offset")
+        _key, state, _replayed, _reconciled = _job_status(job)
+        structured = {
+            "operation_key": None,
+            "state": state,
+            "replayed": False,
+            "reconciled": False,
+            "job_id": job_id,
+            "answer": paging.page(found, offset, job_id),
+        }
+        return call_result(structured, False)
 
     def _body(self, spec: Spec, args: dict) -> dict | None:
         if spec.schema is None:
             return None
         if spec.name == "upload_media":
             try:
-                _check_media(args, self.roots)
+                _check_media(args, self._sources())
                 if "path" in args:
                     content, name = read_local_image(args.pop("path"), self.roots)
                     media_request.not_empty(content, "/path")
@@ -459,15 +538,14 @@ class Runner:
         return args
 
 
-def _check_media(args: dict, roots: tuple[Path, ...]) -> None:
+def _check_media(args: dict, sources: tuple[str, ...]) -> None:
     """``upload_media``'s arguments through the gateway's media request parser
-    (:mod:`gateway.core.media_request`): exactly one source (a local ``path`` is one when
-    ``roots`` allow them), base64 that decodes to bytes.
+    (:mod:`gateway.core.media_request`): exactly one of ``sources``, base64 that decodes to
+    bytes.
 
     Raises:
         ValidationFailed (422): the parser's problem, as the gateway would answer it.
     """
-    sources = (*media_request.SOURCES, "path") if roots else media_request.SOURCES
     if media_request.one_source(args, sources) != "path":
         media_request.parse(args)
 
@@ -483,6 +561,18 @@ def result(spec: Spec, job_id: str, answer: Answer) -> dict:
         "job_id": job_id,
         "answer": answer.body,
     }
+
+
+def sized(structured: dict) -> dict:
+    """``structured`` with its answer :func:`gateway.mcp.paging.fitted` to the size of the
+    whole tool result (its two copies, as :func:`call_result` sends them)."""
+
+    def size(answer) -> int:
+        whole = call_result({**structured, "answer": answer}, True)
+        return len(whole.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+    answer = paging.fitted(structured["answer"], structured["job_id"], size)
+    return {**structured, "answer": answer}
 
 
 def call_result(structured: dict, request_key_replayed: bool) -> CallToolResult:

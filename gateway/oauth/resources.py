@@ -47,9 +47,10 @@ def names_resource(asked: str | None, resource: str, origin_is_ours: bool) -> bo
     vercel/ai#13988 the same from ``URL.href``), and, when ``origin_is_ours`` (the issuer is
     the bare origin, so the origin serves this one resource), the origin with or without its
     ``/`` (a client that took the root's protected resource metadata, RFC 9728 §3.1). Any
-    other URL, another path, a query, is not this resource (``invalid_target``). Only the
-    door is liberal: what is stored and checked at ``/mcp`` is the canonical ``resource``."""
-    if not asked:
+    other URL, another path, a query, a fragment (RFC 8707 §2: "MUST NOT include a fragment
+    component"), is not this resource (``invalid_target``). Only the door is liberal: what is
+    stored and checked at ``/mcp`` is the canonical ``resource``."""
+    if not asked or "#" in asked:
         return False
     if same_resource(asked, resource):
         return True

@@ -39,10 +39,10 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations import crashes
 from gateway.operations import duplicates
+from gateway.operations import lookup_hits
 from gateway.operations import ownership
 from gateway.operations import refusals
 from gateway.operations import registry
-from gateway.operations import review_items
 from gateway.operations import transitions
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -380,27 +380,22 @@ def check_resend_allowed(target: Target, row: Operation, effect: Effect) -> None
 def reconcile(target: Target, row: Operation, effect: Effect) -> Outcome | None:
     """Look a SENT/UNKNOWN operation up in WordPress.
 
-    Returns an :class:`Outcome` when the object was found once (CONFIRMED, conclusive at any
-    time), or None when it is absent. Raises NeedsReview when two or more objects carry the
-    identifier, and OutcomeUnknown when WordPress cannot be asked.
+    Returns an :class:`Outcome` when the object was found once and can be read back
+    (CONFIRMED, conclusive at any time), or None when it is absent. Raises NeedsReview when
+    two or more objects carry the identifier, or one the site's user cannot read
+    (:func:`gateway.operations.lookup_hits.judge`), and OutcomeUnknown when WordPress cannot be
+    asked.
     """
     try:
         found = effect.find()
     except WordPressError as error:
         log.warning("lookup of %s failed (job_id=%s): %s", row.operation_key, row.job_id, error)
         raise _unknown(row, error) from error
-    if len(found) > 1:
-        review = review_items.open_review(target, row, "multiple_objects", {"objects": found})
-        raise exc.NeedsReview(
-            f"{len(found)} objects in WordPress carry this operation key",
-            operation_key=row.operation_key,
-            ledger_state=row.state,
-            review_id=review.id,
-        )
-    if not found:
+    hit = lookup_hits.judge(target, row, found)
+    if hit is None:
         return None
-    log.info("reconciled %s: found %s %s", row.operation_key, found[0].get("type"), found[0]["id"])
-    return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
+    log.info("reconciled %s: found %s %s", row.operation_key, hit.get("type"), hit["id"])
+    return confirm(target, row, effect, hit["id"], reconciled=True, adopted=hit)
 
 
 def resend(target: Target, row: Operation, effect: Effect, cancelled_ok: bool = False) -> Outcome:
@@ -512,8 +507,9 @@ def _after_unknown(
             lookup_error,
         )
         found = []
-    if len(found) == 1:
-        return confirm(target, row, effect, found[0]["id"], reconciled=True, adopted=found[0])
+    hit = lookup_hits.adoptable(found)  # anything else is the next reconciliation's
+    if hit is not None:
+        return confirm(target, row, effect, hit["id"], reconciled=True, adopted=hit)
     raise _unknown(row, error)
 
 

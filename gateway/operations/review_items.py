@@ -2,7 +2,9 @@
 (listing and closing them: :mod:`gateway.editorial.reviews`).
 
 Kinds: ``suspected_duplicate`` (:mod:`gateway.operations.duplicates`), ``multiple_objects``
-(two or more objects carry one operation key: never an automatic delete), ``person_decides``
+(two or more objects carry one operation key: never an automatic delete), ``unreadable_object``
+(an object carrying the key that the site's user cannot read back:
+:mod:`gateway.operations.lookup_hits`), ``person_decides``
 (an action whose outcome nothing can prove), ``agent_action`` (an agent session asks for what
 only a person decides: :mod:`gateway.agents.required_actions`), ``artifact_mismatch`` (an agent
 session's work is not what the checkpoints prove: :mod:`gateway.agents.evidence`).

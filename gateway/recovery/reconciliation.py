@@ -1,8 +1,9 @@
 """Reconciliation: finish SENT/UNKNOWN operations by looking them up in WordPress.
 
 UNKNOWN is fixed by lookup, not by retry. Finding the operation's identifier once is
-conclusive at any time (CONFIRMED with that id); finding it on two objects opens a review item;
-absence leaves the row for the client's next call, which sends again when absence is proven.
+conclusive at any time (CONFIRMED with that id); finding it on two objects, or on one the
+site's user cannot read, opens a review item (:mod:`gateway.operations.lookup_hits`); absence
+leaves the row for the client's next call, which sends again when absence is proven.
 ``recover_job`` serves ``POST /v1/jobs/{id}/recover``; ``sweep`` serves ``gateway reconcile`` and
 the server's periodic sweep, batching many operation keys into each WordPress query.
 """
@@ -21,6 +22,7 @@ from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
+from gateway.operations import lookup_hits
 from gateway.operations import ownership
 from gateway.operations import perform
 from gateway.operations import registry
@@ -32,6 +34,7 @@ from gateway.recovery import never_sent
 from gateway.tenancy import site_slots
 from gateway.wordpress.errors import WordPressError
 from gateway.wordpress.errors import WordPressNotFound
+from gateway.wordpress.errors import WordPressRefused
 
 log = logging.getLogger(__name__)
 OBJECT_ROUTES = {"post": "/wp/v2/posts", "attachment": "/wp/v2/media"}  # WordPress REST API
@@ -311,8 +314,9 @@ def _read_back_many(target: Target, found_by_row: dict) -> dict[int, dict]:
     1,000 found operations costs a few dozen WordPress queries, not a thousand."""
     ids: dict[str, list[int]] = {kind: [] for kind in OBJECT_ROUTES}
     for found in found_by_row.values():
-        if len(found) == 1 and found[0]["type"] in ids:
-            ids[found[0]["type"]].append(int(found[0]["id"]))
+        hit = lookup_hits.adoptable(found)  # one object the site's user can read back
+        if hit is not None and hit["type"] in ids:
+            ids[hit["type"]].append(int(hit["id"]))
     prefetched: dict[int, dict] = {}
     for kind, wanted in ids.items():
         if wanted:
@@ -327,7 +331,13 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
     """An editor's ``same_as`` decision (:mod:`gateway.editorial.resolution`): bind
     ``object_id`` to ``row`` after :func:`ownership.check_adoptable` on the object
     as WordPress holds it now: write the operation key onto it (companion plugin present and
-    the key missing), read it back, record CONFIRMED, settled on the job by the row's action."""
+    the key missing), read it back, record CONFIRMED, settled on the job by the row's action.
+
+    Raises:
+        ForeignObject (409): no such object, or not provably the operation's.
+        WordPressRefused (502): WordPress refuses the site's user the object (401/403: another
+            author's, an ``unreadable_object`` review's object): nothing is adopted.
+        WordPressUnavailable (503): it could not be read or adopted now."""
     action = registry.for_row(row)
     kind = ownership.object_type(row)
     client = target.client
@@ -341,6 +351,15 @@ def adopt(target: Target, row: Operation, object_id: int) -> None:
             ledger_state=row.state,
             object_id=object_id,
         ) from None
+    except WordPressRefused as error:  # 401/403: the object is out of the site's user's reach
+        log.warning("adopting %s: object %s refused: %s", row.operation_key, object_id, error)
+        raise exc.WordPressRefused(
+            f"the site's user cannot read object {object_id} ({error.message}): give it "
+            "access (make it the object's author again, or a role that may edit others' "
+            "posts), then decide again",
+            operation_key=row.operation_key,
+            ledger_state=row.state,
+        ) from error
     except WordPressError as error:
         log.warning("adopting %s: cannot read object %s: %s", row.operation_key, object_id, error)
         raise exc.WordPressUnavailable(

@@ -17,7 +17,14 @@ Rules, per ``(token, key)``:
 * DONE: the stored answer (status and JSON body);
 * IN_PROGRESS until ``claimed_until``: 409 ``request-key-in-progress`` (retryable); a claim
   whose holder died is taken over after it (the job's operation keys make the rerun safe);
-* OPEN (the last attempt was not answered 2xx): claimed again - the request runs again.
+* OPEN (the last attempt was not answered 2xx, nor refused): claimed again - the request
+  runs again.
+
+A *refused* request (answered 4xx: nothing was written, e.g. 422 validation) does not keep its
+key (issue 52): the row is deleted, so the same key may carry another request next (one
+client's placeholder key, reused for every call, refused once, would otherwise refuse that
+client's every other write for the retention). The key's scope stays the token: the same key
+on two requests that both succeed is still ``request-key-reused``.
 
 A unique index on ``(token_hash, key)`` is the lock; conditional UPDATEs decide who took
 over a row (:func:`gateway.ledger.moves.move` on the declared ``state``, moves:
@@ -161,18 +168,36 @@ def _in_progress(key: str, retry_after: int) -> exc.GatewayError:
 
 def finish(held: Claim, status: int, body) -> None:
     """Store the answer of the request that holds ``held``: a 2xx answer with a JSON object
-    body makes the key DONE (every retry gets it); any other answer makes it OPEN (the next
-    identical request runs again; the key stays bound to its fingerprint). Nothing changes
-    when the claim was taken over meanwhile (its holder was presumed dead): the request that
-    holds the key now answers it."""
+    body makes the key DONE (every retry gets it); a refusal (4xx) releases the key (the row
+    is deleted: :func:`release`); any other answer makes it OPEN (the next identical request
+    runs again; the key stays bound to its fingerprint). Nothing changes when the claim was
+    taken over meanwhile (its holder was presumed dead): the request that holds the key now
+    answers it."""
+    if 400 <= status < 500:
+        release(held)
+        return
     done = 200 <= status < 300 and isinstance(body, dict)
     values = {"status": status, "body": body} if done else {}
-    mine = {"token_hash": held.token_hash, "key": held.key, "fingerprint": held.fingerprint}
-    if held.claimed_until is not None:
-        mine["claimed_until"] = held.claimed_until
+    mine = _held_row(held)
     moves.move(
         REQUEST_KEY_STATE, mine, DONE if done else OPEN, IN_PROGRESS, claimed_until=None, **values
     )
+
+
+def _held_row(held: Claim) -> dict:
+    mine = {"token_hash": held.token_hash, "key": held.key, "fingerprint": held.fingerprint}
+    if held.claimed_until is not None:
+        mine["claimed_until"] = held.claimed_until
+    return mine
+
+
+def release(held: Claim) -> bool:
+    """Delete the key ``held`` names while this request still holds it (IN_PROGRESS, its
+    claim as made): a refused request leaves no key behind. Returns whether it did (False:
+    the claim was taken over meanwhile)."""
+    conditions = [getattr(RequestKey, name) == value for name, value in _held_row(held).items()]
+    gone = RequestKey.delete().where(RequestKey.state == IN_PROGRESS, *conditions).execute()
+    return gone == 1
 
 
 def prune(now: dt.datetime | None = None) -> int:

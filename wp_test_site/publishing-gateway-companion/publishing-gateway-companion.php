@@ -2,14 +2,17 @@
 /**
  * Plugin Name:       Publishing Gateway Companion
  * Description:       REST support for the publishing gateway: exposes Rank Math SEO meta and a protected operation-key meta over the REST API, refuses duplicate creates carrying an operation key that already exists (safe under concurrency), and adds lookup/status endpoints under publishing-gateway/v1.
- * Version:           1.3.0
+ * Version:           1.4.0
  * Requires at least: 5.9
  * Requires PHP:      7.4
  * License:           GPL-2.0-or-later
+ * License URI:       https://www.gnu.org/licenses/gpl-2.0.html
  * Text Domain:       publishing-gateway-companion
  *
- * Works as a regular plugin (wp-content/plugins/publishing-gateway-companion/)
- * or dropped as a single file into wp-content/mu-plugins/.
+ * Works as a regular plugin (wp-content/plugins/publishing-gateway-companion/: activation makes
+ * the lookup index, uninstall.php removes it) or dropped as a single file into
+ * wp-content/mu-plugins/ (no activation there: the index is made on the first call of the
+ * plugin's own status route, see maybe_create_key_index()).
  */
 
 if ( ! defined( 'ABSPATH' ) ) {
@@ -21,7 +24,7 @@ if ( defined( 'PGW_COMPANION_VERSION' ) ) {
 	return;
 }
 
-define( 'PGW_COMPANION_VERSION', '1.3.0' );
+define( 'PGW_COMPANION_VERSION', '1.4.0' );
 
 final class PGW_Companion {
 
@@ -36,10 +39,14 @@ final class PGW_Companion {
 	const MAX_LOOKUP_KEYS = 100;
 	// An index on postmeta (meta_key, meta_value prefixes) for the lookups by operation key:
 	// without it, each guarded write and each lookup scans every row carrying the key
-	// (about 0.5 s at 10,000 gateway objects, growing with the site). Made once, on the
-	// first request after the plugin is installed or updated (option KEY_INDEX_OPTION).
+	// (about 0.5 s at 10,000 gateway objects, growing with the site). Made on activation
+	// (one ALTER TABLE), kept on deactivation, removed with its option by uninstall.php
+	// (which repeats these two names: it runs without this file loaded).
 	const KEY_INDEX        = 'pgw_operation_key';
 	const KEY_INDEX_OPTION = 'pgw_companion_key_index';
+	// Who may learn the WordPress version and the index state from /status: the role the
+	// gateway's site user needs (author). A contributor learns only what detection needs.
+	const STATUS_DETAIL_CAP = 'publish_posts';
 
 	/** @var string[] */
 	const SEO_META = array( 'rank_math_title', 'rank_math_description', 'rank_math_focus_keyword' );
@@ -55,7 +62,6 @@ final class PGW_Companion {
 	private static $shutdown_registered = false;
 
 	public static function boot() {
-		add_action( 'init', array( __CLASS__, 'ensure_key_index' ), 1 );
 		add_action( 'init', array( __CLASS__, 'register_meta' ) );
 		add_action( 'rest_api_init', array( __CLASS__, 'register_routes' ) );
 		// Runs after authentication, route matching, parameter validation and the
@@ -67,29 +73,59 @@ final class PGW_Companion {
 	}
 
 	/**
-	 * Create the postmeta index the lookups by operation key use, once per site: the option
-	 * (autoloaded, so checking it costs no query) records that it exists, or that creating
-	 * it failed (e.g. no ALTER privilege), in which case it is not tried again until the
-	 * option is deleted; lookups stay correct without it, only slower.
+	 * Activation (regular installs): make the lookup index now, so that no visitor's request
+	 * ever runs a schema change. On a network-wide activation each site gets it on the first
+	 * call of its status route instead (maybe_create_key_index()).
+	 *
+	 * @param bool $network_wide Whether the plugin is being network-activated.
 	 */
-	public static function ensure_key_index() {
-		if ( false !== get_option( self::KEY_INDEX_OPTION ) ) {
-			return;
+	public static function activate( $network_wide = false ) {
+		if ( ! $network_wide ) {
+			self::create_key_index();
 		}
+	}
+
+	/**
+	 * Must-use installs get no activation hook, and network activations and updates by file
+	 * copy none per site: the plugin's own status route (which the gateway calls when it
+	 * detects the plugin) makes the index once, when the option says nothing was tried yet.
+	 * The option is autoloaded: checking it costs no query.
+	 */
+	public static function maybe_create_key_index() {
+		if ( false === get_option( self::KEY_INDEX_OPTION ) ) {
+			self::create_key_index();
+		}
+	}
+
+	/**
+	 * Create the postmeta index the lookups by operation key use: one metadata read (SHOW
+	 * INDEX, no row read) and at most one ALTER TABLE, which InnoDB builds in place while
+	 * the table stays writable. The option records that it exists, or that creating it
+	 * failed (e.g. no ALTER privilege; lookups stay correct without it, only slower).
+	 */
+	public static function create_key_index() {
 		global $wpdb;
-		$exists = static function () use ( $wpdb ) {
-			return (bool) $wpdb->get_var(
-				$wpdb->prepare( "SHOW INDEX FROM {$wpdb->postmeta} WHERE Key_name = %s", self::KEY_INDEX )
-			);
-		};
-		if ( ! $exists() ) {
+		$present = self::key_index_exists();
+		if ( ! $present ) {
 			// meta_key(32) + meta_value(96) in utf8mb4 stays under every row format's 767 bytes;
 			// the WHERE clause still compares the whole value.
-			$wpdb->query(
+			// phpcs:ignore WordPress.DB.DirectDatabaseQuery.SchemaChange,WordPress.DB.DirectDatabaseQuery.DirectQuery,WordPress.DB.DirectDatabaseQuery.NoCaching
+			$present = false !== $wpdb->query(
 				'ALTER TABLE ' . $wpdb->postmeta . ' ADD INDEX ' . self::KEY_INDEX . ' (meta_key(32), meta_value(96))'
 			);
 		}
-		update_option( self::KEY_INDEX_OPTION, $exists() ? 'present' : 'failed', true );
+		update_option( self::KEY_INDEX_OPTION, $present ? 'present' : 'failed', true );
+	}
+
+	/**
+	 * @return bool Whether wp_postmeta has the lookup index (a metadata read).
+	 */
+	public static function key_index_exists() {
+		global $wpdb;
+		// phpcs:ignore WordPress.DB.DirectDatabaseQuery.DirectQuery,WordPress.DB.DirectDatabaseQuery.NoCaching
+		return (bool) $wpdb->get_var(
+			$wpdb->prepare( "SHOW INDEX FROM {$wpdb->postmeta} WHERE Key_name = %s", self::KEY_INDEX )
+		);
 	}
 
 	/**
@@ -116,6 +152,22 @@ final class PGW_Companion {
 		return current_user_can( 'edit_post', (int) $object_id );
 	}
 
+	/**
+	 * An operation key as stored: a string of valid UTF-8 without control characters or
+	 * surrounding whitespace ('' for anything that is not a scalar). The gateway's keys
+	 * ("tenant/job/v1/draft") pass unchanged.
+	 *
+	 * @param mixed $value The submitted meta value.
+	 * @return string
+	 */
+	public static function sanitize_operation_key( $value ) {
+		if ( ! is_scalar( $value ) ) {
+			return '';
+		}
+		$value = wp_check_invalid_utf8( (string) $value );
+		return trim( (string) preg_replace( '/[\x00-\x1F\x7F]/', '', $value ) );
+	}
+
 	public static function register_meta() {
 		foreach ( self::seo_post_types() as $post_type ) {
 			foreach ( self::SEO_META as $meta_key ) {
@@ -123,10 +175,13 @@ final class PGW_Companion {
 					$post_type,
 					$meta_key,
 					array(
-						'type'          => 'string',
-						'single'        => true,
-						'show_in_rest'  => true,
-						'auth_callback' => array( __CLASS__, 'can_edit_object' ),
+						'type'              => 'string',
+						'single'            => true,
+						'show_in_rest'      => true,
+						// Plain text, as WordPress keeps its own: tags stripped, one line
+						// (the description may keep its line breaks).
+						'sanitize_callback' => 'rank_math_description' === $meta_key ? 'sanitize_textarea_field' : 'sanitize_text_field',
+						'auth_callback'     => array( __CLASS__, 'can_edit_object' ),
 					)
 				);
 			}
@@ -136,11 +191,12 @@ final class PGW_Companion {
 				$post_type,
 				self::OP_KEY_META,
 				array(
-					'type'          => 'string',
-					'single'        => true,
-					'show_in_rest'  => true,
-					'description'   => 'Idempotency key of the publishing-gateway operation that created this object.',
-					'auth_callback' => array( __CLASS__, 'can_edit_object' ),
+					'type'              => 'string',
+					'single'            => true,
+					'show_in_rest'      => true,
+					'description'       => __( 'Idempotency key of the publishing-gateway operation that created this object.', 'publishing-gateway-companion' ),
+					'sanitize_callback' => array( __CLASS__, 'sanitize_operation_key' ),
+					'auth_callback'     => array( __CLASS__, 'can_edit_object' ),
 				)
 			);
 		}
@@ -175,7 +231,7 @@ final class PGW_Companion {
 		if ( ! is_array( $meta ) || ! isset( $meta[ self::OP_KEY_META ] ) || ! is_scalar( $meta[ self::OP_KEY_META ] ) ) {
 			return $dispatch_result;
 		}
-		$key = (string) $meta[ self::OP_KEY_META ];
+		$key = self::sanitize_operation_key( $meta[ self::OP_KEY_META ] );
 		if ( '' === $key ) {
 			return $dispatch_result;
 		}
@@ -186,7 +242,7 @@ final class PGW_Companion {
 		if ( '1' !== (string) $got ) {
 			return new WP_Error(
 				'gateway_lock_timeout',
-				'Could not obtain the operation-key lock; try again.',
+				__( 'Could not obtain the operation-key lock; try again.', 'publishing-gateway-companion' ),
 				array(
 					'status'        => 503,
 					'operation_key' => $key,
@@ -199,7 +255,7 @@ final class PGW_Companion {
 			$wpdb->query( $wpdb->prepare( 'SELECT RELEASE_LOCK(%s)', $lock ) );
 			return new WP_Error(
 				'gateway_duplicate_operation',
-				'An object with this operation key already exists.',
+				__( 'An object with this operation key already exists.', 'publishing-gateway-companion' ),
 				array(
 					'status'        => 409,
 					'existing_id'   => (int) $existing->ID,
@@ -323,9 +379,11 @@ final class PGW_Companion {
 					'permission_callback' => array( __CLASS__, 'can_use_api' ),
 					'args'                => array(
 						'keys' => array(
-							'description' => 'Comma-separated operation keys (at most 100).',
-							'type'        => 'string',
-							'required'    => true,
+							/* translators: %d: the most operation keys one request may name. */
+							'description'       => sprintf( __( 'Comma-separated operation keys (at most %d).', 'publishing-gateway-companion' ), self::MAX_LOOKUP_KEYS ),
+							'type'              => 'string',
+							'required'          => true,
+							'validate_callback' => array( __CLASS__, 'validate_keys' ),
 						),
 					),
 				),
@@ -348,41 +406,80 @@ final class PGW_Companion {
 		return current_user_can( 'edit_posts' );
 	}
 
-	public static function rest_status() {
-		return rest_ensure_response(
-			array(
-				'plugin'             => self::SLUG,
-				'version'            => self::VERSION,
-				'guard'              => true,
-				'operation_key_meta' => self::OP_KEY_META,
-				'lookup_meta'        => array( self::OP_KEY_META, self::XMLRPC_KEY_META ),
-				'seo_meta'           => self::SEO_META,
-				'key_index'          => 'present' === get_option( self::KEY_INDEX_OPTION ),
-				'wordpress'          => get_bloginfo( 'version' ),
-			)
-		);
-	}
-
-	public static function rest_objects( WP_REST_Request $request ) {
-		global $wpdb;
-
+	/**
+	 * The distinct non-empty keys of a comma-separated list, in order.
+	 *
+	 * @param mixed $value The `keys` parameter.
+	 * @return string[]
+	 */
+	private static function parse_keys( $value ) {
 		$keys = array();
-		foreach ( explode( ',', (string) $request->get_param( 'keys' ) ) as $k ) {
+		foreach ( explode( ',', (string) $value ) as $k ) {
 			$k = trim( $k );
 			if ( '' !== $k ) {
 				$keys[ $k ] = true;
 			}
 		}
-		$keys = array_keys( $keys );
-		$keys = array_map( 'strval', $keys );
+		return array_map( 'strval', array_keys( $keys ) );
+	}
 
-		if ( ! $keys ) {
-			return new WP_Error( 'rest_invalid_param', 'Parameter keys must contain at least one operation key.', array( 'status' => 400 ) );
+	/**
+	 * validate_callback of `keys`: a string naming 1 to MAX_LOOKUP_KEYS keys (core answers
+	 * 400 rest_invalid_param with this message otherwise).
+	 *
+	 * @param mixed           $value   The parameter's value.
+	 * @param WP_REST_Request $request The request.
+	 * @param string          $param   The parameter's name.
+	 * @return true|WP_Error
+	 */
+	public static function validate_keys( $value, $request, $param ) {
+		$typed = rest_validate_request_arg( $value, $request, $param );
+		if ( true !== $typed ) {
+			return $typed;
 		}
-		if ( count( $keys ) > self::MAX_LOOKUP_KEYS ) {
-			return new WP_Error( 'rest_invalid_param', sprintf( 'At most %d operation keys per request.', self::MAX_LOOKUP_KEYS ), array( 'status' => 400 ) );
+		$count = count( self::parse_keys( $value ) );
+		if ( 0 === $count ) {
+			return new WP_Error( 'rest_invalid_param', __( 'Name at least one operation key.', 'publishing-gateway-companion' ) );
 		}
+		if ( $count > self::MAX_LOOKUP_KEYS ) {
+			/* translators: %d: the most operation keys one request may name. */
+			return new WP_Error( 'rest_invalid_param', sprintf( __( 'At most %d operation keys per request.', 'publishing-gateway-companion' ), self::MAX_LOOKUP_KEYS ) );
+		}
+		return true;
+	}
 
+	/**
+	 * What the plugin guarantees, for the gateway's detection. The WordPress version and the
+	 * index state only for users with STATUS_DETAIL_CAP (the gateway's author); a contributor
+	 * learns nothing beyond the plugin, its version and the meta it registers.
+	 */
+	public static function rest_status() {
+		self::maybe_create_key_index();
+		$status = array(
+			'plugin'             => self::SLUG,
+			'version'            => self::VERSION,
+			'guard'              => true,
+			'operation_key_meta' => self::OP_KEY_META,
+			'lookup_meta'        => array( self::OP_KEY_META, self::XMLRPC_KEY_META ),
+			'seo_meta'           => self::SEO_META,
+		);
+		if ( current_user_can( self::STATUS_DETAIL_CAP ) ) {
+			$status['key_index'] = 'present' === get_option( self::KEY_INDEX_OPTION );
+			$status['wordpress'] = get_bloginfo( 'version' );
+		}
+		return rest_ensure_response( $status );
+	}
+
+	/**
+	 * Every object carrying one of the keys, any type and status. An object the caller may
+	 * read (read_post) is described in full; one it may not is still reported, as
+	 * {operation_key, id, type, readable: false}, so that a caller never mistakes it for
+	 * absence (and never sends again what exists), yet learns nothing of its content.
+	 */
+	public static function rest_objects( WP_REST_Request $request ) {
+		global $wpdb;
+
+		$keys         = self::parse_keys( $request->get_param( 'keys' ) );
 		$placeholders = implode( ',', array_fill( 0, count( $keys ), '%s' ) );
 		$sql          = "SELECT pm.meta_value AS operation_key, p.ID, p.post_type, p.post_status,
 		                        p.post_date, p.post_date_gmt, p.post_modified, p.post_modified_gmt,
@@ -391,28 +488,49 @@ final class PGW_Companion {
 		                   INNER JOIN {$wpdb->posts} p ON p.ID = pm.post_id
 		                  WHERE pm.meta_key IN (%s, %s) AND pm.meta_value IN ($placeholders)
 		                  ORDER BY p.ID ASC, pm.meta_id ASC";
-		// phpcs:ignore WordPress.DB.PreparedSQL.InterpolatedNotPrepared
+		// phpcs:ignore WordPress.DB.PreparedSQL.NotPrepared,WordPress.DB.DirectDatabaseQuery.DirectQuery,WordPress.DB.DirectDatabaseQuery.NoCaching
 		$rows = $wpdb->get_results( $wpdb->prepare( $sql, array_merge( array( self::OP_KEY_META, self::XMLRPC_KEY_META ), $keys ) ) );
 		if ( $wpdb->last_error ) {
-			return new WP_Error( 'gateway_db_error', 'Database error while looking up operation keys.', array( 'status' => 500 ) );
+			return new WP_Error( 'gateway_db_error', __( 'Database error while looking up operation keys.', 'publishing-gateway-companion' ), array( 'status' => 500 ) );
 		}
+		$rows = (array) $rows;
+		// One query for every post the capability checks below read.
+		_prime_post_caches( array_map( 'intval', wp_list_pluck( $rows, 'ID' ) ), false, false );
 
 		$objects = array();
-		foreach ( (array) $rows as $row ) {
-			$objects[] = array(
-				'operation_key' => (string) $row->operation_key,
-				'id'            => (int) $row->ID,
-				'type'          => (string) $row->post_type,
-				'status'        => (string) $row->post_status,
-				'date_gmt'      => self::gmt_date( $row->post_date_gmt, $row->post_date ),
-				'modified_gmt'  => self::gmt_date( $row->post_modified_gmt, $row->post_modified ),
-				'author'        => (int) $row->post_author,
-				'title'         => (string) $row->post_title,
-				'parent'        => (int) $row->post_parent,
-			);
+		foreach ( $rows as $row ) {
+			$objects[] = self::object_entry( $row );
 		}
-
 		return rest_ensure_response( array( 'objects' => $objects ) );
+	}
+
+	/**
+	 * One entry of /objects: in full when the current user may read the object, else only
+	 * what proves that it exists.
+	 *
+	 * @param object $row A row of the lookup query.
+	 * @return array
+	 */
+	private static function object_entry( $row ) {
+		$id    = (int) $row->ID;
+		$entry = array(
+			'operation_key' => (string) $row->operation_key,
+			'id'            => $id,
+			'type'          => (string) $row->post_type,
+		);
+		if ( ! current_user_can( 'read_post', $id ) ) {
+			return $entry + array( 'readable' => false );
+		}
+		return $entry + array(
+			'readable'     => true,
+			'editable'     => current_user_can( 'edit_post', $id ),
+			'status'       => (string) $row->post_status,
+			'date_gmt'     => self::gmt_date( $row->post_date_gmt, $row->post_date ),
+			'modified_gmt' => self::gmt_date( $row->post_modified_gmt, $row->post_modified ),
+			'author'       => (int) $row->post_author,
+			'title'        => (string) $row->post_title,
+			'parent'       => (int) $row->post_parent,
+		);
 	}
 
 	/**
@@ -432,3 +550,4 @@ final class PGW_Companion {
 }
 
 PGW_Companion::boot();
+register_activation_hook( __FILE__, array( 'PGW_Companion', 'activate' ) );
