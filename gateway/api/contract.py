@@ -159,6 +159,13 @@ CHANGES_QUERY = {
     },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
 }
+TERMS_QUERY = {
+    "search": {
+        "type": "string",
+        "maxLength": 200,
+        "description": "only terms whose name or slug holds it (WordPress's search); absent: all",
+    },
+}
 # A read of the job's post or images: wordpress-refused when WordPress definitely refuses it
 # (a 404: the object was deleted there), the answer to any WordPress error a path leaves
 # unmapped too (gateway.operations.refusals.unmapped), never a 500.
@@ -324,6 +331,19 @@ OPERATIONS: dict[str, Contract] = {
         returns="ArticleValidation",
         # category and tag names are looked up in the site (gateway.actions.article_lookups)
         problems=("wordpress-unavailable", "upstream-refused", "wordpress-refused", "site-busy"),
+    ),
+    "GET /v1/sites/{site}/terms/{taxonomy}": Contract(
+        returns="TermList",
+        query=TERMS_QUERY,
+        # read-only term searches in the site (gateway.actions.article_lookups.list_terms)
+        problems=(
+            "not-found",
+            "site-not-found",
+            "wordpress-unavailable",
+            "upstream-refused",
+            "wordpress-refused",
+            "site-busy",
+        ),
     ),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
