@@ -221,3 +221,104 @@ def axe_violations(driver, source: str) -> list[dict]:
         }
         for v in found
     ]
+
+
+# --------------------------------------------------------------------------- browser
+
+import test_review_page  # noqa: E402
+from test_review_page import _draft_awaiting_approval  # noqa: E402
+from test_review_page import _submit  # noqa: E402
+from test_review_page import _suspected_duplicate  # noqa: E402
+
+browser = test_review_page.browser  # its fixtures: a headless Chromium, a served gateway
+server = test_review_page.server
+
+GUIDE = ROOT / "docs"  # the guide's screenshots, docs/editors-*.png: EDITORS_GUIDE_SHOTS=1
+
+
+def _shot(element, name: str) -> None:
+    """A PNG of ``element`` in test-artifacts/, and under ``EDITORS_GUIDE_SHOTS=1`` as
+    ``docs/editors-{name}.png`` for the editors' guide (64 colours: kept small)."""
+    from PIL import Image
+
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    path = artifacts / f"editors-{name}.png"
+    element.screenshot(str(path))
+    if os.environ.get("EDITORS_GUIDE_SHOTS") == "1":
+        with Image.open(path) as image:
+            small = image.convert("RGB").quantize(64)
+            small.save(GUIDE / f"editors-{name}.png", optimize=True)
+
+
+def _assert_accessible(driver, source: str, where: str) -> None:
+    """No axe-core violation (WCAG 2.1 A/AA and best practice), and Tab from the top reaches the
+    page's controls (up to six), each drawn with a visible focus ring."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    violations = axe_violations(driver, source)
+    assert violations == [], (where, violations)
+    seen = []  # a page just loaded: Tab starts at the document's top
+    for _ in range(6):
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+        active = driver.switch_to.active_element
+        if active.tag_name == "body":
+            break  # past the last control
+        seen.append(active.tag_name)
+        outline = active.value_of_css_property("outline-style")
+        assert outline not in ("none", ""), (where, active.get_attribute("outerHTML")[:120])
+    assert {"a", "button", "select", "input"} & set(seen), (where, seen)
+
+
+@pytest.mark.wordpress
+def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, server, proxy, wp_site):
+    """Issue 56: a suspected duplicate decided from the side-by-side view; the search finds a
+    draft by its job id; its title reads as readers see it (``&`` not ``&amp;``); once
+    approved only Publish is offered; axe-core finds nothing on either page."""
+    from selenium.webdriver.common.by import By
+
+    axe = axe_source()
+    suspect_job, draft_job = f"DUP-{os.getpid()}-{id(browser) % 9999}", None
+    _suspected_duplicate(server, proxy, suspect_job, f"Tide and storm {suspect_job}")
+    server.start()  # a fresh process: the companion plugin is visible again
+    from support import new_job_id
+
+    draft_job = new_job_id()
+    _draft_awaiting_approval(server, draft_job, f"Ready & waiting {draft_job}")
+    editor = server._cli("tokens", "create", "--tenant", TENANT, "--role", "editor", "--name", "ed")
+    browser.get(server.url + "/review")
+    browser.find_element(By.ID, "token").send_keys(editor.strip().splitlines()[-1])
+    _submit(browser, browser.find_element(By.ID, "sign-in"))
+    _assert_accessible(browser, axe, "desk")
+
+    browser.find_element(By.ID, "desk-q").send_keys(draft_job)
+    _submit(browser, browser.find_element(By.CSS_SELECTOR, "button.find"))
+    cards = browser.find_elements(By.CSS_SELECTOR, "#drafts .draft")
+    assert [c.get_attribute("data-job") for c in cards] == [draft_job]
+    title = cards[0].find_element(By.CSS_SELECTOR, ".title").text
+    assert title.startswith(f"Ready & waiting {draft_job}") and "&amp;" not in title
+    _shot(browser.find_element(By.ID, "drafts"), "desk-search")
+
+    review = browser.find_element(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')
+    _submit(browser, review.find_element(By.CSS_SELECTOR, "a.compare"))
+    pair = browser.find_element(By.CSS_SELECTOR, "#compare .pair")
+    assert (
+        pair.find_element(By.CSS_SELECTOR, ".draft-title").text == f"Tide and storm {suspect_job}"
+    )
+    assert pair.find_element(By.CSS_SELECTOR, ".post-title").text == f"Tide and storm {suspect_job}"
+    assert "100 % alike" in pair.find_element(By.CSS_SELECTOR, ".ratio").text
+    assert not pair.find_elements(By.CSS_SELECTOR, "ins, del")  # the same text: nothing marked
+    _assert_accessible(browser, axe, "compare")
+    _shot(browser.find_element(By.ID, "compare"), "side-by-side")
+    flashed = _submit(browser, pair.find_element(By.CSS_SELECTOR, "button.same-as"))
+    assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
+    suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
+    assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
+
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    _submit(browser, card.find_element(By.CSS_SELECTOR, "button.approve"))
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    assert card.find_elements(By.CSS_SELECTOR, "button.publish")
+    assert not card.find_elements(By.CSS_SELECTOR, "button.approve")  # it cannot succeed now
+    _shot(card.find_element(By.CSS_SELECTOR, ".actions"), "approved-actions")
