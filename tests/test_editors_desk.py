@@ -30,20 +30,22 @@ AXE_VERSION = "4.14.1"  # npm package axe-core (Deque), MPL-2.0
 AXE_CACHE = ROOT / ".cache" / "axe-core"
 
 
-def _seed(gw, prefix: str) -> list[str]:
-    """``JOBS`` verified drafts' ledger rows: every fifth on :data:`OTHER_SITE`, the first
-    three approved, titles ``Storm & Sea n`` (odd n) or ``Quiet harbour n``; the newest
-    (highest n) first on the page."""
+def _seed(gw, prefix: str, jobs: int = JOBS, first: bool = True) -> list[str]:
+    """``jobs`` verified drafts' ledger rows: every fifth on :data:`OTHER_SITE`, titles
+    ``Storm & Sea n`` (odd n) or ``Quiet harbour n``, the newest (highest n) first on the
+    page. The ``first`` seed registers the site and approves its first three; a later one
+    approves none and is a day older."""
     from gateway.ledger.db import database
     from gateway.ledger.models import Approval
     from gateway.ledger.models import Job
     from gateway.ledger.models import Operation
     from gateway.tenancy import sites
 
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    ids = [f"{prefix}-{n:03d}" for n in range(JOBS)]
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=0 if first else 1)
+    ids = [f"{prefix}-{n:03d}" for n in range(jobs)]
     with gw.app.app_context(), database.connection_context(), database.atomic():
-        sites.add_site(SECRET_KEY, TENANT, OTHER_SITE, "http://127.0.0.1:9", "a", "b c d e f")
+        if first:
+            sites.add_site(SECRET_KEY, TENANT, OTHER_SITE, "http://127.0.0.1:9", "a", "b c d e f")
         Job.insert_many(
             {
                 "tenant": TENANT,
@@ -77,6 +79,7 @@ def _seed(gw, prefix: str) -> list[str]:
                 "approved_by": "test-editor",
             }
             for job_id in ids[:3]
+            if first
         ).execute()
     return ids
 
@@ -124,6 +127,18 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert listed == [f"DESK-{n:03d}" for n in range(19, 9, -1)]
     listed, html = _listed(offline_gw.client, "q=no+such+thing")
     assert listed == [] and "No draft matches" in html
+    # 1,000 drafts (issue 56): the pages, a search and a site still find what they should
+    more = _seed(offline_gw, "MORE", 1000 - JOBS, first=False)
+    listed, html = _listed(offline_gw.client, "")
+    assert listed == newest_first[:10] and "Page 1 of 100" in html
+    listed, _ = _listed(offline_gw.client, "page=3")
+    assert listed == newest_first[20:] + more[::-1][:5]
+    listed, _ = _listed(offline_gw.client, "page=100")
+    assert listed == more[:10][::-1]
+    listed, _ = _listed(offline_gw.client, f"q={ids[7]}")
+    assert listed == [ids[7]]
+    listed, _ = _listed(offline_gw.client, "state=approved")
+    assert listed == ids[:3][::-1]
 
 
 @pytest.mark.parametrize(
