@@ -390,7 +390,16 @@ OPERATIONS: dict[str, Contract] = {
     "GET /review": Contract(
         media_type=PAGE,
         ok=(200, 303),
-        query={"page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1}},
+        query={
+            "page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1},
+            "site": {"type": "string"},
+            "state": {"type": "string", "enum": ["waiting", "approved"]},
+            "q": {"type": "string", "maxLength": 200},
+        },
+        pages=(422,),
+    ),
+    "GET /review/reviews/{review_id}/compare": Contract(
+        media_type=PAGE, ok=(200, 303), pages=(404,)
     ),
     "GET /review/login": Contract(media_type=PAGE),
     "GET /review/jobs/{job_id}/media/{media_id}": Contract(
