@@ -163,14 +163,17 @@ def test_doctor_names_a_caching_front_and_what_to_exclude(gwp, proxy):
 @wordpress
 def test_a_site_serving_rest_only_at_rest_route_runs_the_main_job(gwp, proxy, ledger_url, wp_site):
     """tradik/wpexporter#66: /wp-json/ answers 404 (a host hiding it, or plain permalinks
-    that cannot change). ``sites add`` finds ``?rest_route=/`` and stores it; the main job
-    (three media, one post, every field verified) never asks at /wp-json/ again."""
+    that cannot change). ``sites add`` finds ``/index.php?rest_route=/`` and stores it; the
+    main job (three media, one post, every field verified) never asks at /wp-json/ again, and
+    doctor's scratch draft is deleted: nginx answers 405 to a DELETE at ``/?rest_route=``
+    (wp-includes/rest-api.php, get_rest_url()), not at ``/index.php?rest_route=``."""
+    root = proxy.url + "/index.php?rest_route=/"
     proxy.front = HostFront("rest_route_only")
     added = sites_add(proxy.url, ledger_url, wp_site)
     assert added.exit_code == 0, added.output
-    assert json.loads(added.stdout.splitlines()[-1])["rest_root"] == proxy.url + "/?rest_route=/"
+    assert json.loads(added.stdout.splitlines()[-1])["rest_root"] == root
     listed = gateway_cli(["sites", "list"], cli_env(ledger_url, wp_site))
-    assert json.loads(listed.stdout)[0]["rest_root"] == proxy.url + "/?rest_route=/"
+    assert json.loads(listed.stdout)[0]["rest_root"] == root
     proxy.reset_log()
     job_id = new_job_id()
     _request, draft, media_ids = full_job(gwp, job_id)
@@ -186,8 +189,12 @@ def test_a_site_serving_rest_only_at_rest_route_runs_the_main_job(gwp, proxy, le
     )
     with gwp.app.app_context(), database.connection_context():
         result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
-    assert result["rest_root"] == proxy.url + "/?rest_route=/"
-    assert {c["check"]: c["ok"] for c in result["checks"]}["rest_api"] is True
+    assert result["rest_root"] == root
+    checks = {c["check"]: c for c in result["checks"]}
+    assert checks["rest_api"]["ok"] is True
+    assert checks["utf8mb4"]["ok"] is True and "left" not in checks["utf8mb4"]["detail"]
+    deletes = [r for r in proxy.requests if r.method == "DELETE"]
+    assert deletes and all(r.path == "/index.php" and r.status == 200 for r in deletes)
 
 
 # --------------------------------------------------------------------------- a redirect
@@ -234,15 +241,16 @@ def test_a_redirect_in_front_of_xmlrpc_is_named_too(gwp, proxy, wp_site, transpo
 
 def test_rest_root_urls_discovery_links_and_redirect_suggestions():
     """The helpers every call goes through, without WordPress."""
-    plain = "https://x.example/?rest_route=/"
-    assert (
-        rest_root.route_url(plain, "/wp/v2/posts") == "https://x.example/?rest_route=/wp/v2/posts"
-    )
+    posts = "https://x.example/index.php?rest_route=/wp/v2/posts"
+    assert rest_root.route_url("https://x.example/index.php?rest_route=/", "/wp/v2/posts") == posts
+    # a root stored as /?rest_route=/ is called at index.php too (nginx: 405 to DELETE at /?)
+    assert rest_root.route_url("https://x.example/?rest_route=/", "/wp/v2/posts") == posts
     assert rest_root.route_url("https://x.example/wp-json/", "/") == "https://x.example/wp-json/"
     # an advertised root keeps its path and query, never its host: credentials stay home
     assert rest_root.candidates("https://x.example", "http://internal:8080/?rest_route=/") == [
         "https://x.example/?rest_route=/",
         "https://x.example/wp-json/",
+        "https://x.example/index.php?rest_route=/",
     ]
     header = '<https://x.example/wp-json/>; rel="https://api.w.org/"'
     links = requests.utils.parse_header_links(header)

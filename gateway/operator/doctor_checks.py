@@ -69,7 +69,7 @@ def _me_error(probe: Probe) -> tuple[int, str | None]:
 
 @check(
     "rest_api",
-    "The REST API answers at the site's REST root with JSON: /wp-json/, or /?rest_route=/ "
+    "The REST API answers at the site's REST root with JSON: /wp-json/, or /index.php?rest_route=/ "
     "where a host hides /wp-json/ or the permalinks are plain (found by 'gateway sites add' "
     "as WordPress advertises it, stored with the site).",
     "Check the site URL, and add the site again ('gateway sites add') so that its REST root is "

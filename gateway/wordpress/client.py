@@ -227,7 +227,7 @@ class WordPressClient:
         app_password: the user's application password (kept in memory only).
         timeout: seconds for one call (connect and read).
         rest_root: where the site serves its REST API (``{base_url}/wp-json/`` when None, or
-            ``{base_url}/?rest_route=/``; :mod:`gateway.wordpress.rest_root`).
+            ``{base_url}/index.php?rest_route=/``; :mod:`gateway.wordpress.rest_root`).
 
     Every GET read carries ``Cache-Control: no-cache`` and a query parameter used once
     (:func:`gateway.wordpress.rest_root.fresh_value`); an answer that still shows a cache
