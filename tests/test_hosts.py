@@ -157,6 +157,29 @@ def test_doctor_names_a_caching_front_and_what_to_exclude(gwp, proxy):
     assert "/wp-json/" in cache["fix"] and "LiteSpeed" in cache["fix"]
 
 
+@wordpress
+def test_doctor_behind_a_silent_path_keyed_cache_reads_the_index_past_it_and_names_it(
+    gwp, proxy, wp_site
+):
+    """A cache keyed by path alone, sending no header, holds the ``_fields=namespaces`` index
+    ``sites add`` read: doctor reads the index as a POST served as GET, so no false
+    ``application_passwords`` failure stops the later checks, and the GET that disagrees
+    with it names the cache."""
+    proxy.front = HostFront("cache", keep_query=False, announce=False)
+    author = wp_site["users"]["author"]
+    auth = (author["username"], author["app_password"])
+    kept = requests.get(proxy.url + "/wp-json/", {"_fields": "namespaces"}, auth=auth, timeout=30)
+    assert list(kept.json()) == ["namespaces"]
+    with gwp.app.app_context(), database.connection_context():
+        result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
+    checks = {c["check"]: c for c in result["checks"]}
+    assert proxy.count(fault_kind="front:cache") >= 1  # the cache did answer GETs
+    assert checks["application_passwords"]["ok"] is True
+    assert checks["install"]["ok"] is True
+    assert checks["cache"]["ok"] is False and "cache" in checks["cache"]["detail"]
+    assert not [c["check"] for c in result["checks"] if c["detail"].startswith("not run")]
+
+
 # --------------------------------------------------------------------------- ?rest_route= only
 
 
