@@ -75,7 +75,11 @@ def check_new_site(
     except WordPressAuthError as error:
         raise SiteRefused(_refusal(url, username, password, transport, timeout, error)) from None
     except WordPressError as error:
-        where = "" if found.root else " (no REST index answered at /wp-json/ nor at /index.php?rest_route=/)"
+        where = (
+            ""
+            if found.root
+            else " (no REST index answered at /wp-json/ nor at /index.php?rest_route=/)"
+        )
         raise SiteRefused(
             f"cannot sign in to WordPress at {url}{where}: {error.message}. Check the URL; to "
             "store the site anyway (WordPress not reachable yet), add --no-check and run "
