@@ -244,6 +244,9 @@ def test_a_redirect_is_named_with_the_url_to_use(gwp, proxy, ledger_url, wp_site
     assert problem["upstream"]["location"].startswith(target + "/wp-json/")
     assert problem["upstream"]["suggested_url"] == target
     assert target in problem["detail"] and "firewall" not in problem["detail"]
+    # one statement: where it points, why not followed, what to run (issue 55 try-out)
+    assert problem["detail"].count("follows no redirect") == 1
+    assert problem["detail"].count(f"--url {target}") == 1
 
 
 @wordpress
