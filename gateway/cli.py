@@ -219,7 +219,7 @@ def sites_group():
     "--url",
     required=True,
     help="The site URL; its REST API is found as WordPress advertises it (/wp-json/ or "
-    "/?rest_route=/).",
+    "/index.php?rest_route=/).",
 )
 @click.option("--username", required=True, help="The WordPress user the gateway writes as.")
 @click.option(

@@ -10,8 +10,9 @@ request for as long as it is set. Each stands for a public report (docs/hosts.md
   ``path`` (a regex on the path, or on the ``rest_route`` for a ``?rest_route=`` URL) limits
   what is stored; ``announce=False`` hides the ``X-Cache: HIT`` and ``Age`` a hit carries.
 * ``rest_route_only`` -- a host that hides ``/wp-json/`` (404 from the web server, no
-  forwarding) so that the REST API answers only at ``/?rest_route=`` (tradik/wpexporter#66);
-  a ``Link`` header naming ``/wp-json/`` is rewritten to ``/?rest_route=/``.
+  forwarding) so that the REST API answers only at ``?rest_route=`` (tradik/wpexporter#66);
+  a ``Link`` header naming ``/wp-json/`` is rewritten to ``/index.php?rest_route=/``, as
+  WordPress advertises it with plain permalinks.
 * ``redirect`` -- a host redirecting every request (301) to ``location`` plus the request's
   path and query (non-www to www: WP-API/node-wpapi#248).
 """
@@ -83,7 +84,7 @@ class HostFront:
         ``headers``, ``body``); returns what the client gets."""
         if self.kind == "rest_route_only":
             upstream.headers = [
-                (n, v.replace("/wp-json/", "/?rest_route=/") if n.lower() == "link" else v)
+                (n, v.replace("/wp-json/", "/index.php?rest_route=/") if n.lower() == "link" else v)
                 for n, v in upstream.headers
             ]
             return upstream

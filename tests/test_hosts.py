@@ -157,20 +157,46 @@ def test_doctor_names_a_caching_front_and_what_to_exclude(gwp, proxy):
     assert "/wp-json/" in cache["fix"] and "LiteSpeed" in cache["fix"]
 
 
+@wordpress
+def test_doctor_behind_a_silent_path_keyed_cache_reads_the_index_past_it_and_names_it(
+    gwp, proxy, wp_site
+):
+    """A cache keyed by path alone, sending no header, holds the ``_fields=namespaces`` index
+    ``sites add`` read: doctor reads the index as a POST served as GET, so no false
+    ``application_passwords`` failure stops the later checks, and the GET that disagrees
+    with it names the cache."""
+    proxy.front = HostFront("cache", keep_query=False, announce=False)
+    author = wp_site["users"]["author"]
+    auth = (author["username"], author["app_password"])
+    kept = requests.get(proxy.url + "/wp-json/", {"_fields": "namespaces"}, auth=auth, timeout=30)
+    assert list(kept.json()) == ["namespaces"]
+    with gwp.app.app_context(), database.connection_context():
+        result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
+    checks = {c["check"]: c for c in result["checks"]}
+    assert proxy.count(fault_kind="front:cache") >= 1  # the cache did answer GETs
+    assert checks["application_passwords"]["ok"] is True
+    assert checks["install"]["ok"] is True
+    assert checks["cache"]["ok"] is False and "cache" in checks["cache"]["detail"]
+    assert not [c["check"] for c in result["checks"] if c["detail"].startswith("not run")]
+
+
 # --------------------------------------------------------------------------- ?rest_route= only
 
 
 @wordpress
 def test_a_site_serving_rest_only_at_rest_route_runs_the_main_job(gwp, proxy, ledger_url, wp_site):
     """tradik/wpexporter#66: /wp-json/ answers 404 (a host hiding it, or plain permalinks
-    that cannot change). ``sites add`` finds ``?rest_route=/`` and stores it; the main job
-    (three media, one post, every field verified) never asks at /wp-json/ again."""
+    that cannot change). ``sites add`` finds ``/index.php?rest_route=/`` and stores it; the
+    main job (three media, one post, every field verified) never asks at /wp-json/ again, and
+    doctor's scratch draft is deleted: nginx answers 405 to a DELETE at ``/?rest_route=``
+    (wp-includes/rest-api.php, get_rest_url()), not at ``/index.php?rest_route=``."""
+    root = proxy.url + "/index.php?rest_route=/"
     proxy.front = HostFront("rest_route_only")
     added = sites_add(proxy.url, ledger_url, wp_site)
     assert added.exit_code == 0, added.output
-    assert json.loads(added.stdout.splitlines()[-1])["rest_root"] == proxy.url + "/?rest_route=/"
+    assert json.loads(added.stdout.splitlines()[-1])["rest_root"] == root
     listed = gateway_cli(["sites", "list"], cli_env(ledger_url, wp_site))
-    assert json.loads(listed.stdout)[0]["rest_root"] == proxy.url + "/?rest_route=/"
+    assert json.loads(listed.stdout)[0]["rest_root"] == root
     proxy.reset_log()
     job_id = new_job_id()
     _request, draft, media_ids = full_job(gwp, job_id)
@@ -186,8 +212,12 @@ def test_a_site_serving_rest_only_at_rest_route_runs_the_main_job(gwp, proxy, le
     )
     with gwp.app.app_context(), database.connection_context():
         result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
-    assert result["rest_root"] == proxy.url + "/?rest_route=/"
-    assert {c["check"]: c["ok"] for c in result["checks"]}["rest_api"] is True
+    assert result["rest_root"] == root
+    checks = {c["check"]: c for c in result["checks"]}
+    assert checks["rest_api"]["ok"] is True
+    assert checks["utf8mb4"]["ok"] is True and "left" not in checks["utf8mb4"]["detail"]
+    deletes = [r for r in proxy.requests if r.method == "DELETE"]
+    assert deletes and all(r.path == "/index.php" and r.status == 200 for r in deletes)
 
 
 # --------------------------------------------------------------------------- a redirect
@@ -214,6 +244,9 @@ def test_a_redirect_is_named_with_the_url_to_use(gwp, proxy, ledger_url, wp_site
     assert problem["upstream"]["location"].startswith(target + "/wp-json/")
     assert problem["upstream"]["suggested_url"] == target
     assert target in problem["detail"] and "firewall" not in problem["detail"]
+    # one statement: where it points, why not followed, what to run (issue 55 try-out)
+    assert problem["detail"].count("follows no redirect") == 1
+    assert problem["detail"].count(f"--url {target}") == 1
 
 
 @wordpress
@@ -234,15 +267,16 @@ def test_a_redirect_in_front_of_xmlrpc_is_named_too(gwp, proxy, wp_site, transpo
 
 def test_rest_root_urls_discovery_links_and_redirect_suggestions():
     """The helpers every call goes through, without WordPress."""
-    plain = "https://x.example/?rest_route=/"
-    assert (
-        rest_root.route_url(plain, "/wp/v2/posts") == "https://x.example/?rest_route=/wp/v2/posts"
-    )
+    posts = "https://x.example/index.php?rest_route=/wp/v2/posts"
+    assert rest_root.route_url("https://x.example/index.php?rest_route=/", "/wp/v2/posts") == posts
+    # a root stored as /?rest_route=/ is called at index.php too (nginx: 405 to DELETE at /?)
+    assert rest_root.route_url("https://x.example/?rest_route=/", "/wp/v2/posts") == posts
     assert rest_root.route_url("https://x.example/wp-json/", "/") == "https://x.example/wp-json/"
     # an advertised root keeps its path and query, never its host: credentials stay home
     assert rest_root.candidates("https://x.example", "http://internal:8080/?rest_route=/") == [
         "https://x.example/?rest_route=/",
         "https://x.example/wp-json/",
+        "https://x.example/index.php?rest_route=/",
     ]
     header = '<https://x.example/wp-json/>; rel="https://api.w.org/"'
     links = requests.utils.parse_header_links(header)

@@ -148,3 +148,33 @@ def test_a_post_reassigned_to_another_author_waits_for_an_editor(gwp, proxy):
     row = _draft_row(gwp, job_id)
     assert row["state"] == "CONFIRMED" and row["remote_id"] == post_id
     assert _creates(proxy) == 1 and gwp.count_objects(op_key(job_id, "draft")) == 1
+
+
+def test_a_key_squatted_by_a_post_out_of_reach_opens_the_review_at_once(gwp, proxy, wp_site):
+    """The issue-55 try-out's squat.py: operation keys are guessable, and another user's draft
+    carries a job's next key before the gateway writes it. The guard refuses the create (409
+    naming that post), which the site's user cannot read: the first answer is already 409
+    needs-review (not 503 outcome-unknown), and nothing is sent again."""
+    job_id = new_job_id()
+    key = op_key(job_id, "draft")
+    assert gwp.put_job(job_id).status_code == 201
+    squat = gwp.wp.post(
+        f"{gwp.wp_url}/wp-json/wp/v2/posts",
+        json={
+            "title": "Squat",
+            "author": wp_site["users"]["editor"]["id"],
+            "meta": {"_gateway_operation_key": key},
+        },
+        timeout=30,
+    )
+    assert squat.status_code == 201, squat.text
+    assert gwp.count_objects(key) == 1
+    for _ in range(2):
+        answer = gwp.put_draft(job_id, draft_body())
+        assert answer.status_code == 409 and problem_slug(answer) == "needs-review", answer.json
+        assert "cannot read back" in answer.get_json()["detail"]
+    assert _creates(proxy) == 1 and gwp.count_objects(key) == 1  # the one create refused
+    row = _draft_row(gwp, job_id)
+    assert row["state"] == "UNKNOWN" and row["remote_id"] is None
+    [hit] = _review(gwp, job_id)["detail"]["objects"]
+    assert hit["id"] == squat.json()["id"] and hit["readable"] is False

@@ -82,7 +82,7 @@ class Site(BaseModel):
     created_at = DateTimeField(default=utcnow)
     updated_at = DateTimeField(default=utcnow)
     # Where the site serves its REST API, as ``gateway sites add`` discovered it (schema
-    # version 16): ``{url}/wp-json/`` or ``{url}/?rest_route=/``; NULL: ``{url}/wp-json/``.
+    # version 16): ``{url}/wp-json/`` or ``{url}/index.php?rest_route=/``; NULL: ``{url}/wp-json/``.
     rest_root = TextField(null=True)
 
     class Meta:

@@ -18,13 +18,25 @@ objects carry an operation's key (the companion plugin's ``/objects``) and acts 
 
 An entry without ``readable`` (companion before 1.4.0, the XML-RPC transport's scan, which only
 sees what the user can edit) counts as readable.
+
+**The guard names one out of reach.** Operation keys are guessable (``tenant/job/vN/draft``):
+a contributor may put a job's next key on a draft of their own. The companion plugin's guard
+then refuses the gateway's create (409 naming that post), which the gateway cannot read back:
+:func:`check_named` opens the ``unreadable_object`` review at once (409 ``needs-review``,
+nothing sent again) instead of an ``outcome-unknown`` for an outcome that is known.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway.core import exceptions as exc
+from gateway.ledger.models import SENT
+from gateway.ledger.models import UNKNOWN
 from gateway.ledger.models import Operation
 from gateway.operations import review_items
+from gateway.operations import transitions
+from gateway.wordpress.errors import WordPressError
 
 MULTIPLE = "multiple_objects"
 UNREADABLE = "unreadable_object"
@@ -60,6 +72,27 @@ def judge(target, row: Operation, found: list[dict]) -> dict | None:
         reason = f"{len(found)} objects in WordPress carry this operation key"
         raise _review(target, row, MULTIPLE, found, reason)
     return found[0] if found else None
+
+
+def check_named(target, row: Operation, find: Callable[[], list[dict]], named: int | None):
+    """Before the object the companion plugin's guard named (its 409's ``existing_id``,
+    ``named``) is adopted for the SENT ``row``: when the lookup by key (``find``, the effect's
+    ``/objects`` read) reports an object carrying the key out of reach of the site's user,
+    ``row`` becomes UNKNOWN and the review opens. A lookup that fails changes nothing (the
+    read-back then decides).
+
+    Raises:
+        NeedsReview (409 ``needs-review``, review kind ``unreadable_object``), as
+            :func:`judge`.
+    """
+    try:
+        found = find()
+    except WordPressError:
+        return
+    if any(out_of_reach(o) for o in found):
+        detail = f"the companion plugin's guard named {named}, out of reach of the site's user"
+        transitions.move(row, UNKNOWN, SENT, problem={"detail": detail})
+        judge(target, Operation.get_by_id(row.id), found)
 
 
 def _unreadable_reason(hidden: list[dict], found: list[dict]) -> str:

@@ -476,9 +476,11 @@ def _not_sent(
 def _after_error(target: Target, row: Operation, effect: Effect, error: WordPressError) -> Outcome:
     """Record what a call that left the gateway and failed proves: a definite refusal
     (FAILED), a page from in front of WordPress or an unknown outcome (UNKNOWN); a duplicate
-    named by the companion plugin's guard is adopted."""
+    named by the companion plugin's guard is adopted, or reviewed at once when it is out of
+    the site's user's reach (:func:`gateway.operations.lookup_hits.check_named`)."""
     if isinstance(error, WordPressDuplicate):
         log.info("guard named existing object %s for %s", error.existing_id, row.operation_key)
+        lookup_hits.check_named(target, row, effect.find, error.existing_id)
         return confirm(target, row, effect, error.existing_id, reconciled=True)
     if isinstance(error, WordPressRefused):
         _record_refusal(row, error)

@@ -74,8 +74,8 @@ def _advice(refusal: UpstreamRefused) -> str:
         return "nothing was confirmed or repaired on a cached copy (WordPress was not heard)"
     if refusal.location:
         return (
-            f"update the site's URL to {refusal.suggested_url} ('gateway sites add ... --url "
-            f"{refusal.suggested_url}'): the gateway follows no redirect with credentials"
+            "the gateway follows no redirect with credentials: update the site's URL with "
+            f"'gateway sites add ... --url {refusal.suggested_url}'"
         )
     return (
         "ask whoever runs the site's firewall, CDN or web server to let the gateway "

@@ -69,7 +69,7 @@ def _me_error(probe: Probe) -> tuple[int, str | None]:
 
 @check(
     "rest_api",
-    "The REST API answers at the site's REST root with JSON: /wp-json/, or /?rest_route=/ "
+    "The REST API answers at the site's REST root with JSON: /wp-json/, or /index.php?rest_route=/ "
     "where a host hides /wp-json/ or the permalinks are plain (found by 'gateway sites add' "
     "as WordPress advertises it, stored with the site).",
     "Check the site URL, and add the site again ('gateway sites add') so that its REST root is "
@@ -88,8 +88,31 @@ def _rest_api(probe: Probe):
         parse_json_lenient(index.text)
     except ValueError:
         return False, f"{root} answered {index.status_code} without JSON"
-    probe.notes["index"] = parse_json_lenient(index.text)
+    probe.notes["index"] = probe.notes["index_get"] = parse_json_lenient(index.text)
+    direct = _direct_index(probe)
+    if direct is not None:
+        probe.notes["index"] = direct
     return True, f"the REST API answers at {root}"
+
+
+def _direct_index(probe: Probe) -> dict | None:
+    """The REST index read by the route no cache stores (a POST served as GET), or None
+    when that read fails: a cache that drops query strings may hold another answer
+    (``?_fields=namespaces``) at the index's path."""
+    try:
+        body = parse_json_lenient(probe.client.get_raw("/", direct=True).text)
+    except (WordPressError, ValueError):
+        return None
+    return body if roots.is_index(body) else None
+
+
+def _index_disagrees(probe: Probe) -> bool:
+    """True when the index a GET answered is not the one WordPress answered to the POST:
+    a cache in front answered the GET, whatever headers it sends."""
+    got, direct = probe.notes.get("index_get"), probe.notes.get("index")
+    if not isinstance(got, dict) or got is direct:
+        return False
+    return any(got.get(k) != direct.get(k) for k in ("namespaces", "authentication", "url"))
 
 
 def redirect_detail(probe: Probe, response) -> str:
@@ -113,6 +136,12 @@ def redirect_detail(probe: Probe, response) -> str:
     transports=REST,
 )
 def _cache(probe: Probe):
+    if _index_disagrees(probe):
+        return False, (
+            "a cache answered a GET of the REST index from its store (another answer than "
+            "WordPress gave to the same read as a POST), even with no-cache and a fresh URL: "
+            "exclude /wp-json/ and rest_route= URLs from it"
+        )
     plain = [probe.client.get_raw("/", {"_fields": "url"}, fresh=False) for _ in range(2)]
     front = roots.caching_front(plain[1].headers) or roots.caching_front(plain[0].headers)
     if front is None:
@@ -212,7 +241,7 @@ def _application_passwords(probe: Probe):
         if profile is not None:
             return True, "available: the application password signed in over XML-RPC"
         try:
-            index = parse_json_lenient(probe.rest.get_raw("/").text)
+            index = parse_json_lenient(probe.rest.get_raw("/", direct=True).text)
         except (WordPressError, ValueError):
             return True, "could not read the /wp-json/ index; the login check says more"
         if isinstance(index, dict) and "application-passwords" not in index.get(

@@ -10,7 +10,7 @@ guarantee and the fix. ``--no-check`` skips it for a site added before WordPress
 later. Source: docs/operations.md, "sites add".
 
 The REST root is discovered first (:mod:`gateway.wordpress.discovery`: the site's ``Link``
-header, ``/wp-json/``, ``/?rest_route=/``) and stored with the site; a redirect in front of
+header, ``/wp-json/``, ``/index.php?rest_route=/``) and stored with the site; a redirect in front of
 the site is named with the URL it suggests (docs/hosts.md).
 """
 
@@ -75,7 +75,11 @@ def check_new_site(
     except WordPressAuthError as error:
         raise SiteRefused(_refusal(url, username, password, transport, timeout, error)) from None
     except WordPressError as error:
-        where = "" if found.root else " (no REST index answered at /wp-json/ nor at /?rest_route=/)"
+        where = (
+            ""
+            if found.root
+            else " (no REST index answered at /wp-json/ nor at /index.php?rest_route=/)"
+        )
         raise SiteRefused(
             f"cannot sign in to WordPress at {url}{where}: {error.message}. Check the URL; to "
             "store the site anyway (WordPress not reachable yet), add --no-check and run "

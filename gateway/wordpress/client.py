@@ -227,7 +227,7 @@ class WordPressClient:
         app_password: the user's application password (kept in memory only).
         timeout: seconds for one call (connect and read).
         rest_root: where the site serves its REST API (``{base_url}/wp-json/`` when None, or
-            ``{base_url}/?rest_route=/``; :mod:`gateway.wordpress.rest_root`).
+            ``{base_url}/index.php?rest_route=/``; :mod:`gateway.wordpress.rest_root`).
 
     Every GET read carries ``Cache-Control: no-cache`` and a query parameter used once
     (:func:`gateway.wordpress.rest_root.fresh_value`); an answer that still shows a cache
@@ -364,19 +364,23 @@ class WordPressClient:
         return self.call("DELETE", f"/wp/v2/posts/{post_id}", write=True, params={"force": "true"})
 
     def get_raw(
-        self, route: str, params: dict | None = None, fresh: bool = True
+        self, route: str, params: dict | None = None, fresh: bool = True, direct: bool = False
     ) -> requests.Response:
         """One authenticated GET whose response is returned as it came (status, headers,
         body), for checks of the response itself (``gateway doctor``); ``fresh``: with
         ``no-cache`` and a fresh URL (False: as any other client would ask, so that a cache
-        in front shows itself).
+        in front shows itself); ``direct``: sent as a POST with ``X-HTTP-Method-Override:
+        GET`` and a fresh URL, the route no cache stores (``WP_REST_Server::serve_request``
+        serves it as the GET), for reads whose completeness matters (the REST index).
 
         Raises:
             WordPressUnavailable / WordPressOutcomeUnknown: no response.
         """
-        if not fresh:
+        if not (fresh or direct):
             return self._send("GET", route, params, None, None, None)
         params = {**(params or {}), roots.FRESH_PARAM: roots.fresh_value()}
+        if direct:
+            return self._send("POST", route, params, None, None, roots.OVERRIDE)
         return self._send("GET", route, params, None, None, roots.NO_CACHE)
 
     def get_post(self, post_id: int, direct: bool = False) -> dict:
@@ -588,8 +592,9 @@ class WordPressClient:
 
     def site_index(self) -> dict:
         """``GET {rest root}?_fields=url,home``: how the install names itself (its ``siteurl``
-        and ``home`` options), whatever URL it was reached by."""
-        return self.call("GET", "/", write=False, params={"_fields": "url,home"})
+        and ``home`` options), whatever URL it was reached by. Read as a POST served as GET
+        (``direct``): a cache keyed by path could hold another answer of the index."""
+        return self.call("GET", "/", write=False, params={"_fields": "url,home"}, direct=True)
 
     def me(self) -> dict:
         """``GET /wp/v2/users/me?context=edit``: the authenticated user and capabilities."""

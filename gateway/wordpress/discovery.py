@@ -1,7 +1,7 @@
 """Finding a site's REST root as WordPress documents it (REST API handbook, "Discovery"), no
 credentials sent: the ``Link: <…>; rel="https://api.w.org/"`` header (or the HTML ``<link>``)
-of the site's home page, then ``/wp-json/``, then ``/?rest_route=/``; the first that answers
-with the REST index wins (:func:`gateway.wordpress.rest_root.candidates`). ``gateway sites
+of the site's home page, then ``/wp-json/``, then ``/index.php?rest_route=/``; the first that
+answers with the REST index wins (:func:`gateway.wordpress.rest_root.candidates`). ``gateway sites
 add`` stores what it finds; ``gateway doctor`` shows it.
 """
 

@@ -352,8 +352,7 @@ def upstream_refusal(
     if location and 300 <= status < 400:
         message = (
             f"a {status} redirect to {location} came back from in front of WordPress (the "
-            "gateway follows no redirect with credentials): the site is served at "
-            f"{suggested_url or location}; add it with that URL"
+            f"site is served at {suggested_url or location})"
         )
     elif 200 <= status < 300:
         message = (

@@ -5,8 +5,11 @@ REST client (:mod:`gateway.wordpress.client`) makes the calls.
 **The REST root** is discovered as WordPress documents it (REST API handbook, "Discovery"):
 the ``Link: <…>; rel="https://api.w.org/"`` header of the site's pages, or the page's
 ``<link rel="https://api.w.org/" href="…">``. With pretty permalinks it is ``/wp-json/``;
-with plain permalinks WordPress already advertises ``/?rest_route=/``, the fallback that works
+with plain permalinks WordPress advertises ``/index.php?rest_route=/``, the fallback that works
 whatever the permalinks or a plugin hiding ``/wp-json/`` do (public report tradik/wpexporter#66).
+The fallback names ``index.php`` as ``get_rest_url()`` does (wp-includes/rest-api.php: nginx
+allows only HTTP/1.0 methods when it rewrites ``/`` to ``/index.php``, so a DELETE at
+``/?rest_route=`` gets 405); a root stored as ``/?rest_route=/`` is called the same way.
 Only the path and query of an advertised root are kept: they are joined to the site URL the
 operator gave, so the application password never goes to another host a page names.
 
@@ -31,7 +34,7 @@ from urllib.parse import urlsplit
 
 API_REL = "https://api.w.org/"
 PRETTY = "/wp-json/"
-PLAIN = "/?rest_route=/"
+PLAIN = "/index.php?rest_route=/"
 FRESH_PARAM = "gateway_fresh"
 #: Headers of a read sent as a POST that WordPress serves as the GET it names.
 OVERRIDE = {"X-HTTP-Method-Override": "GET"}
@@ -57,9 +60,13 @@ def fresh_value() -> str:
 
 def route_url(root: str, route: str) -> str:
     """The absolute URL of REST ``route`` (``/wp/v2/posts``; ``/`` for the index) under
-    ``root`` (``https://x.example/wp-json/`` or ``https://x.example/?rest_route=/``)."""
+    ``root`` (``https://x.example/wp-json/`` or ``https://x.example/index.php?rest_route=/``;
+    a root stored as ``…/?rest_route=/`` gets ``index.php``, see the module)."""
     if "rest_route=" in root:
-        return root.split("rest_route=", 1)[0] + "rest_route=" + (route or "/")
+        before = root.split("rest_route=", 1)[0]
+        if before.endswith("/?"):
+            before = before[:-1] + "index.php?"
+        return before + "rest_route=" + (route or "/")
     return root.rstrip("/") + (route or "/")
 
 
@@ -70,7 +77,8 @@ def default_root(site_url: str) -> str:
 
 def candidates(site_url: str, advertised: str | None) -> list[str]:
     """The roots to try, in order: the advertised one (its path and query joined to
-    ``site_url``'s scheme and host), ``/wp-json/``, then ``/?rest_route=/`` (each once)."""
+    ``site_url``'s scheme and host), ``/wp-json/``, then ``/index.php?rest_route=/`` (each
+    once)."""
     base = site_url.rstrip("/")
     found = []
     if advertised:

@@ -153,9 +153,10 @@ final class PGW_Companion {
 	}
 
 	/**
-	 * An operation key as stored: a string of valid UTF-8 without control characters or
-	 * surrounding whitespace ('' for anything that is not a scalar). The gateway's keys
-	 * ("tenant/job/v1/draft") pass unchanged.
+	 * An operation key as stored: a string of valid UTF-8 without markup (tags stripped with
+	 * wp_strip_all_tags(), so "<b>x</b>" is stored as "x"), control characters or surrounding
+	 * whitespace ('' for anything that is not a scalar). The gateway's keys
+	 * ("tenant/job/v1/draft": letters, digits, "/", "-", "_", ".") pass unchanged.
 	 *
 	 * @param mixed $value The submitted meta value.
 	 * @return string
@@ -164,7 +165,7 @@ final class PGW_Companion {
 		if ( ! is_scalar( $value ) ) {
 			return '';
 		}
-		$value = wp_check_invalid_utf8( (string) $value );
+		$value = wp_strip_all_tags( wp_check_invalid_utf8( (string) $value ) );
 		return trim( (string) preg_replace( '/[\x00-\x1F\x7F]/', '', $value ) );
 	}
 
