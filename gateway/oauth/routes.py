@@ -147,8 +147,9 @@ async def _form_only(send: Send) -> None:
     )
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands ``body`` over once, then waits on the real one (disconnect)."""
+def replay(body: bytes, receive: Receive) -> Receive:
+    """An ASGI ``receive`` that hands ``body`` (a request body read whole) over once as one
+    ``http.request`` message, then waits on the real one (a disconnect)."""
     sent = False
 
     async def again() -> Message:
@@ -287,7 +288,7 @@ class ResourceCheck:
                 {"error": "invalid_target", "error_description": "the resource is not this server"},
             )
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
 
 class PublicRevocation:
@@ -309,7 +310,7 @@ class PublicRevocation:
             return
         if "client_secret" not in parse_qs(body.decode("latin-1"), keep_blank_values=True):
             body += b"&client_secret=" if body else b"client_secret="
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
 
 class RegistrationGuard:
@@ -379,7 +380,7 @@ class RegistrationGuard:
                     },
                 )
                 return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
 
 def metadata(provider: GatewayProvider) -> OAuthMetadata:

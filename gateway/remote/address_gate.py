@@ -51,6 +51,7 @@ from limits.strategies import FixedWindowRateLimiter
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.oauth.routes import replay
 
 PER_ADDRESS = 8  # token-less requests at work per client address (bodies read)
 IN_FLIGHT = 32  # token-less requests at work in all
@@ -99,7 +100,7 @@ class AddressGate:
         # the routes behind it (the registration rate) see the same address
         scope = {**scope, "client": (who, (scope.get("client") or ("", 0))[1])}
         try:
-            return await self.app(scope, _replay(body, receive), send)
+            return await self.app(scope, replay(body, receive), send)
         finally:
             self._give_back(self._in_flight, who)
 
@@ -165,20 +166,6 @@ async def _read_body(receive) -> bytes:
             retry_after=1,
         )
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive):
-    """A ``receive`` that hands ``body`` over once, then waits on the real one (disconnect)."""
-    sent = False
-
-    async def again():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 def _logged(scope, who: str, send):
