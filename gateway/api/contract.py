@@ -281,6 +281,7 @@ OPERATIONS: dict[str, Contract] = {
             "job-cancelled",
             "approval-required",
             "approval-stale",
+            "decision-stands",
             "wordpress-refused",
             "verification-failed",
             "foreign-object",
@@ -288,6 +289,19 @@ OPERATIONS: dict[str, Contract] = {
             "upstream-refused",
             "site-busy",
         ),
+    ),
+    "POST /v1/jobs/{job_id}/changes-requests": Contract(
+        body="changes_request",
+        ok=(201,),
+        returns="Decision",
+        problems=("job-cancelled", "approval-stale", "decision-stands"),
+    ),
+    "POST /v1/jobs/{job_id}/comments": Contract(body="comment", ok=(201,), returns="TimelineEntry"),
+    "GET /v1/jobs/{job_id}/timeline": Contract(
+        returns="Timeline",
+        query={
+            "after": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+        },
     ),
     "DELETE /v1/jobs/{job_id}/approvals/{approval_id}": Contract(
         returns="Approval", problems=("not-found",)
