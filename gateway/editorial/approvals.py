@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from gateway.actions import drafts
+from gateway.actions import notifications
 from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
@@ -201,6 +202,7 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         )
         timeline.record(job, states.APPROVED, editor, digest)
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
+    notifications.decide(job, states.APPROVED, f"by {editor}")
     return approval, unchecked
 
 

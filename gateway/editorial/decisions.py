@@ -14,6 +14,7 @@ version impossible. Every decision and comment enters the job's timeline
 
 from __future__ import annotations
 
+from gateway.actions import notifications
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.jobs import guards
@@ -105,6 +106,7 @@ def request_changes(job: Job, body: dict, editor: str) -> dict:
     with db.atomic():
         take(job, states.CHANGES_REQUESTED, (None,))
         timeline.record(job, states.CHANGES_REQUESTED, editor, digest, body["note"])
+    notifications.decide(job, states.CHANGES_REQUESTED, body["note"])
     return decision_view(job)
 
 
