@@ -400,6 +400,19 @@ OPERATIONS: dict[str, Contract] = {
     "POST /review/jobs/{job_id}/approve": Contract(
         media_type=PAGE, ok=(303,), form=("task_version", "content_sha256", "post_id"), pages=(400,)
     ),
+    "POST /review/jobs/{job_id}/changes": Contract(
+        media_type=PAGE, ok=(303,), form=("task_version", "note"), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/comments": Contract(
+        media_type=PAGE, ok=(303,), form=("note",), pages=(400,)
+    ),
+    "GET /review/jobs/{job_id}/timeline": Contract(media_type=PAGE, ok=(200, 303), pages=(404,)),
+    "GET /review/timeline": Contract(
+        media_type=PAGE,
+        ok=(200, 303),
+        query={"job_id": {"type": "string", "maxLength": 128}},
+        pages=(422,),
+    ),
     "POST /review/jobs/{job_id}/approvals/{approval_id}/revoke": Contract(
         media_type=PAGE, ok=(303,), form=(), pages=(400,)
     ),

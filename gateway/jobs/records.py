@@ -147,8 +147,8 @@ def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> b
     if PHASES.index(phase) > current:
         with db.atomic():
             moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
-            if moved and phase in PHASE_EVENTS:
-                timeline.record(job, PHASE_EVENTS[phase], actor)
+            for event in _phase_events(current, phase) if moved else ():
+                timeline.record(job, event, actor)
         if moved:
             return True
         _read_again(job)
@@ -156,6 +156,16 @@ def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> b
     if changed:
         touch(job, **changed)
     return False
+
+
+def _phase_events(before: int, phase: str) -> list[str]:
+    """The timeline events of a forward move from ``PHASES[before]`` (-1: none) to ``phase``:
+    a draft confirmed and verified at once was written too (``draft_written``, ``verified``)."""
+    drafted = PHASES.index(DRAFT_CONFIRMED)
+    events = [PHASE_EVENTS[DRAFT_CONFIRMED]] if before < drafted <= PHASES.index(phase) else []
+    if phase in PHASE_EVENTS and phase != DRAFT_CONFIRMED:
+        events.append(PHASE_EVENTS[phase])
+    return events
 
 
 def end_schedule(job: Job) -> bool:

@@ -87,3 +87,26 @@ def entry_view(row: JobEvent) -> dict:
         "note": row.note,
         "at": db.rfc3339(row.created_at),
     }
+
+
+def finished_jobs(tenant: str, limit: int = 20) -> list[dict]:
+    """The latest ``limit`` published or cancelled jobs of ``tenant``, most recently updated
+    first: ``[{"job_id", "site", "task_version", "phase", "cancelled", "updated_at"}]`` (the
+    review page's history: their timelines stay findable)."""
+    query = (
+        Job.select()
+        .where(Job.tenant == tenant, (Job.phase == states.PUBLISHED) | (Job.cancelled == True))  # noqa: E712
+        .order_by(Job.updated_at.desc(), Job.id.desc())
+        .limit(limit)
+    )
+    return [
+        {
+            "job_id": job.job_id,
+            "site": job.site,
+            "task_version": job.task_version,
+            "phase": job.phase,
+            "cancelled": job.cancelled,
+            "updated_at": db.rfc3339(job.updated_at),
+        }
+        for job in query
+    ]
