@@ -625,6 +625,8 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     feed = server.call("GET", "/v1/job-changes", params={"cursor": start}).json()["changes"]
     [change] = [c for c in feed if c["job_id"] == job_id]
     assert "changes_requested" in change["events"] and change["decision"]["note"] == note
+    told = server.call("GET", f"/v1/jobs/{job_id}/notifications").json()["notifications"]
+    assert [(n["event"], n["reason"]) for n in told] == [("changes_requested", note)]
 
     assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 2}).ok
     assert server.call("GET", f"/v1/jobs/{job_id}").json()["decision"] is None  # v2 clears it
