@@ -147,8 +147,8 @@ def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> b
     if PHASES.index(phase) > current:
         with db.atomic():
             moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
-            for event in _phase_events(current, phase) if moved else ():
-                timeline.record(job, event, actor)
+            if moved:
+                timeline.record_all(job, _phase_events(current, phase), actor)
         if moved:
             return True
         _read_again(job)
