@@ -45,6 +45,7 @@ def main(argv=None) -> int:
             "reconcile",
             "batch_scale",
             "stack_floor",
+            "desk_scale",
             "profile",
         )
     }
@@ -151,6 +152,19 @@ def main(argv=None) -> int:
                 a["wordpress_queries"] <= 20
                 and m["wordpress_queries"] <= 20
                 and rec.get("reconciled", False),
+            )
+        )
+    desk = parts["desk_scale"]
+    if desk:
+        first, last = desk["sizes"][0], desk["sizes"][-1]
+        rows.append(
+            (
+                "desk scale",
+                f"review desk's first page ({desk['real']} drafts read back) at {last['jobs']} ÷ at {first['jobs']} drafts",
+                f"{desk['ratio']:.2f}; {last['first_page_ms']:.0f} vs {first['first_page_ms']:.0f} ms "
+                f"(state filter {last['state_waiting_ms']:.0f} ms, title search {last['title_search_ms']:.0f} ms)",
+                f"≤ {desk['goal']} (issue 56)",
+                desk["met"],
             )
         )
     bs = parts["batch_scale"]

@@ -18,6 +18,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import requests
 from n8n_support import N8nGateway
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +183,67 @@ def items_workflow(workflow_id: str, path: str, on_error: str | None) -> dict:
     split = _node("One item each", "n8n-nodes-base.splitOut", 1, 250,
                   {"fieldToSplitOut": "body.items"})  # fmt: skip
     return _chain(workflow_id, f"node test {path}", [_webhook(path), split, gateway])
+
+
+def fields_workflow(workflow_id: str, path: str) -> dict:
+    """``POST /webhook/{path}`` with ``{job_id, title, content, excerpt, seo, categories,
+    hero_url}`` → the node's version 3 Publish Article with its fields (Article Input:
+    Fields; categories as ids, as its list gives them; the featured image from a URL in the
+    slot ``hero``) → Job: Get Many (version 3, phase approval_pending, Limit 2); the webhook
+    answers every item of the last node."""
+    body = "$('Webhook').first().json.body"
+    publish = _node(
+        "Publish from fields",
+        NODE_TYPE,
+        3,
+        250,
+        {"resource": "article", "operation": "publishArticle", "articleInput": "fields",
+         "jobId": f"={{{{ {body}.job_id }}}}", "site": "blog", "taskVersion": 1,
+         "title": f"={{{{ {body}.title }}}}", "content": f"={{{{ {body}.content }}}}",
+         "excerpt": f"={{{{ {body}.excerpt }}}}", "seoTitle": f"={{{{ {body}.seo.title }}}}",
+         "seoDescription": f"={{{{ {body}.seo.description }}}}",
+         "focusKeyword": f"={{{{ {body}.seo.focus_keyword }}}}",
+         "categories": f"={{{{ {body}.categories }}}}", "featuredImage": "url",
+         "featuredImageUrl": f"={{{{ {body}.hero_url }}}}", "featuredSlot": "hero",
+         "featuredAlt": "The hero"},
+        credentials=GATEWAY_CREDENTIALS,
+    )  # fmt: skip
+    listing = _node(
+        "Get many jobs",
+        NODE_TYPE,
+        3,
+        500,
+        {"resource": "job", "operation": "list", "phase": "approval_pending",
+         "returnAll": False, "limit": 2},
+        credentials=GATEWAY_CREDENTIALS,
+    )  # fmt: skip
+    return _chain(workflow_id, f"node test {path}", [_webhook(path), publish, listing])
+
+
+def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
+    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
+    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
+    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
+    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+    session = requests.Session()
+    session.headers["browser-id"] = "pgw-node-tests"  # n8n binds its auth cookie to it
+    owner = {"email": "owner@example.invalid", "firstName": "Node", "lastName": "Tests",
+             "password": "Pgw-node-tests-1"}  # fmt: skip
+    answer = session.post(f"{n8n_url}/rest/owner/setup", json=owner, timeout=60)
+    if answer.status_code != 200:  # set up already: sign in
+        signin = {"emailOrLdapLoginId": owner["email"], "email": owner["email"],
+                  "password": owner["password"]}  # fmt: skip
+        answer = session.post(f"{n8n_url}/rest/login", json=signin, timeout=60)
+    answer.raise_for_status()
+    answer = session.post(
+        f"{n8n_url}/rest/dynamic-node-parameters/options",
+        json={"nodeTypeAndVersion": {"name": NODE_TYPE, "version": 3}, "methodName": method,
+              "path": "parameters.categories", "currentNodeParameters": parameters,
+              "credentials": GATEWAY_CREDENTIALS},
+        timeout=120,
+    )  # fmt: skip
+    answer.raise_for_status()
+    return answer.json()["data"]
 
 
 def merged(workflow_id: str, name: str, parts: dict[str, dict]) -> dict:
@@ -413,13 +475,15 @@ def package_descriptions() -> dict[str, dict]:
 
 #: Node.js run against the built ``dist/`` (``n8n-workflow`` from the package's dev
 #: dependencies): the node's retry, error items and trigger with a scripted request helper in
-#: place of n8n's, waits shortened (``RETRY.baseSeconds``); prints one JSON object of findings.
+#: place of n8n's, waits shortened (``RETRY.baseSeconds``; the retry window 2 s instead of
+#: 120, or a node's own Retry For with ``setRetryWindow``); prints one JSON object of findings.
 CONTRACT_SCRIPT = r"""
 const { NodeApiError } = require('n8n-workflow');
 const gc = require('./dist/nodes/PublishingGateway/GatewayClient.js');
 const { PublishingGatewayTrigger } = require(
   './dist/nodes/PublishingGatewayTrigger/PublishingGatewayTrigger.node.js');
 gc.RETRY.baseSeconds = 0.002;
+gc.RETRY.windowSeconds = 2;  // Retry For, scaled down: a Retry-After of 1 s still fits
 const node = { id: '1', name: 'Gateway', type: 'x.publishingGateway', typeVersion: 2,
   position: [0, 0], parameters: {} };
 const problem = (status, slug, retryable, headers = {}) => () => ({ statusCode: status, headers,
@@ -440,8 +504,9 @@ function context(script, extra = {}) {
       return script.shift()(options);
     } }, ...extra } };
 }
-async function run(script, method = 'PUT', path = '/v1/jobs/J/draft', body = { a: 1 }) {
+async function run(script, window, method = 'PUT', path = '/v1/jobs/J/draft', body = { a: 1 }) {
   const { calls, ctx } = context(script);
+  if (window !== undefined) gc.setRetryWindow(ctx, window);
   const started = Date.now();
   try {
     const answer = await gc.gatewayRequest(ctx, method, path, body);
@@ -462,6 +527,16 @@ async function poll(script, state, parameters) {
     return { calls, error: error.message, name: error.name, state };
   }
 }
+const { loadOptions } = require('./dist/nodes/PublishingGateway/ArticleFields.js');
+async function listed(script, site) {  // the Categories list of the node's editor
+  const { calls, ctx } = context(script, {
+    getCurrentNodeParameter: (name) => (name === 'site' ? site : undefined) });
+  try {
+    return { calls, options: await loadOptions.getCategories.call(ctx) };
+  } catch (error) {
+    return { calls, error: error.message };
+  }
+}
 const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
   changes: ids.map((id) => ({ job_id: id, events: ['approval_pending'] })) });
 (async () => {
@@ -470,13 +545,16 @@ const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
       ok(201)]),
     too_long: await run([problem(429, 'rate-limited', true, { 'retry-after': '120' })]),
     definite_502: await run([problem(502, 'wordpress-refused', false)]),
-    retryable_502: await run(Array(5).fill(problem(502, 'media-download-failed', true))),
+    retryable_502: await run(Array(60).fill(problem(502, 'media-download-failed', true)), 0.5),
     bug_500: await run([problem(500, 'internal-server-error', false), ok(200)]),
     refused: await run([cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'),
       cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'), ok(200)]),
     reset: await run([cut('ECONNRESET', 'socket hang up'),
       cut('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:1'), ok(200), ok(200)]),
-    unreachable: await run(Array(5).fill(cut('ECONNREFUSED', 'connect ECONNREFUSED x'))),
+    unreachable: await run(Array(60).fill(cut('ECONNREFUSED', 'connect ECONNREFUSED x')), 0.5),
+    no_retry: await run(Array(60).fill(cut('ECONNREFUSED', 'connect ECONNREFUSED x')), 0),
+    shorter: await run([problem(503, 'wordpress-unavailable', true, { 'retry-after': '1' }),
+      ok(201)], 0.5),
     now: await poll([ok(200, { next_cursor: 'c-now', changes: [] }), changes(['B'], 'c-2')], {},
       { events: ['approval_pending'] }),
     old_gateway: await poll([problem(422, 'validation-failed', false), changes(['OLD'], 'c-1')],
@@ -488,6 +566,11 @@ const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
   };
   const next = [changes(['B'], 'c-2')];
   out.now_next = await poll(next, out.now.state, { events: ['approval_pending'] });
+  const terms = { site: 'blog', taxonomy: 'categories', truncated: false, terms: [
+    { id: 3, name: 'Sports', parent: 0 }, { id: 5, name: 'Local', parent: 3 },
+    { id: 7, name: 'Arts & Crafts', parent: 0 }] };
+  out.categories = await listed([ok(200, terms)], 'blog');
+  out.expression_site = await listed([], '={{ $json.site }}');
   console.log(JSON.stringify(out));
 })();
 """

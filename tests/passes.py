@@ -93,6 +93,8 @@ NOT_DIALECT = {
 
 # Module -> why its outcome cannot depend on WordPress's version.
 NOT_WORDPRESS_VERSION = {
+    "test_editors_desk": "the desk's pages; WordPress only through the actions and the "
+    "client (their tests run in that pass) and test_review_page's helpers",
     "test_agent_recovery": "a door: agent sessions reach WordPress through the actions",
     "test_agent_webhooks": "a door: OpenAI webhooks; WordPress only through the actions",
     "test_agents": "a door: tool calls reach WordPress through the actions",

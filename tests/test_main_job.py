@@ -585,3 +585,38 @@ def test_ledger_and_responses_hold_no_credential(gw, ledger_url):
         text = answer.get_data(as_text=True)
         for secret in secrets:
             assert secret not in text
+
+
+@wordpress
+def test_the_featured_image_may_also_be_placed_in_the_body(gw):
+    """``{{media:hero}}`` with the featured slot ``hero`` and ``body_media`` not listing it
+    (issue 54: was 422 "unknown placeholder slot 'hero': not in body_media"): the article
+    check passes, the post holds the hero as featured image and in its body, and it verifies
+    with the hero among the body images where its placeholder stands."""
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    ids = {}
+    for slot, content in (("hero", png_bytes((200, 30, 30), 3)), ("fig", JPEG_BYTES)):
+        answer = gw.put_media(job_id, slot, content, f"{slot}.png")
+        assert answer.status_code == 201, answer.get_json()
+        ids[slot] = answer.get_json()["media_id"]
+    request = draft_body(
+        content="<p>First.</p>\n{{media:fig}}\n<p>Then.</p>\n{{media:hero}}",
+        featured_media={"slot": "hero"},
+        body_media=["fig"],
+    )
+    checked = gw.client.post(
+        "/v1/articles/validate",
+        json={"draft": request, "media": [{"slot": "hero"}, {"slot": "fig"}]},
+        headers=gw.headers(),
+    )
+    assert checked.status_code == 200, checked.get_json()
+    answer = gw.put_draft(job_id, request)
+    assert answer.status_code == 201, answer.get_json()
+    post = gw.wp_post(answer.get_json()["post_id"])
+    assert post["featured_media"] == ids["hero"]
+    assert f"wp-image-{ids['hero']}" in post["content"]["raw"]
+    report = gw.verification(job_id).get_json()
+    assert report["ok"] is True, report
+    assert report["fields"]["body_media"]["actual"] == [ids["fig"], ids["hero"]]
+    assert gw.count_objects([op_key(job_id, "draft")]) == 1

@@ -323,3 +323,42 @@ def test_a_tag_left_unknown_by_an_earlier_version_is_created_for_the_new_one(gwp
     assert len(created) == 1
     assert gwp.wp_post(second.get_json()["post_id"])["tags"] == [created[0]["id"]]
     assert proxy.count(method="POST", path=tags, forwarded=True) == 1
+
+
+@both_transports
+def test_the_sites_terms_are_listed_read_only_for_a_forms_pickers(gw, transport):
+    """``GET /v1/sites/{site}/terms/{taxonomy}`` (issue 54, the n8n node's Categories and Tags
+    lists): the site's terms with their ids, parents and names as a person reads them (``&``,
+    stored ``&amp;``), a search narrowing them; an unknown taxonomy or site is refused."""
+    uid = uuid.uuid4().hex[:10]
+    parent = _admin_term(gw, "categories", f"Parent {uid}")
+    answer = gw.wp.post(
+        f"{gw.wp_url}/wp-json/wp/v2/categories",
+        json={"name": f"News & Events {uid}", "parent": parent["id"]},
+        timeout=30,
+    )
+    assert answer.status_code == 201, answer.text
+    child = answer.json()
+    tag = _admin_term(gw, "tags", f"Tag {uid}")
+    headers = gw.headers()
+
+    listed = gw.client.get(f"/v1/sites/{SITE_NAME}/terms/categories", headers=headers)
+    assert listed.status_code == 200, listed.get_json()
+    body = listed.get_json()
+    assert body["site"] == SITE_NAME and body["taxonomy"] == "categories"
+    by_id = {t["id"]: t for t in body["terms"]}
+    assert by_id[child["id"]] == {
+        "id": child["id"],
+        "name": f"News & Events {uid}",
+        "parent": parent["id"],
+    }
+    searched = gw.client.get(
+        f"/v1/sites/{SITE_NAME}/terms/tags", query_string={"search": uid}, headers=headers
+    ).get_json()
+    assert searched["terms"] == [{"id": tag["id"], "name": f"Tag {uid}", "parent": 0}]
+    assert searched["truncated"] is False
+
+    unknown = gw.client.get(f"/v1/sites/{SITE_NAME}/terms/authors", headers=headers)
+    assert unknown.status_code == 404 and problem_slug(unknown) == "not-found"
+    no_site = gw.client.get("/v1/sites/nowhere/terms/tags", headers=headers)
+    assert no_site.status_code == 422 and problem_slug(no_site) == "site-not-found"

@@ -227,11 +227,12 @@ def _check_references(draft: dict, images: list[dict], errors: list[dict]) -> di
                     "problem": exc.ValidationFailed.slug,
                 }
             )
-    for slot in sorted(set(placeholders) - set(body_media)):
+    for slot in sorted(set(placeholders) - set(body_media) - {featured_slot}):
         errors.append(
             {
                 "pointer": "/draft/content",
-                "message": f"unknown placeholder slot {slot!r}: not in body_media",
+                "message": f"unknown placeholder slot {slot!r}: neither in body_media nor "
+                "the featured slot",
                 "problem": exc.ValidationFailed.slug,
             }
         )

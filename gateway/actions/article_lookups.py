@@ -11,6 +11,10 @@ the write routes would refuse is refused before its first upload:
   deadline and size limit), reading at most the first 4096 bytes of each and uploading
   nothing; at most :data:`MAX_PROBES` at once, each distinct URL once.
 
+The same term searches list a site's categories and tags for a form (``GET
+/v1/sites/{site}/terms/{taxonomy}``, :func:`list_terms`: the n8n node's category and tag
+pickers), read-only, so that no WordPress credential is needed outside the gateway.
+
 Both wait on another server, so they take the tenant's request share first, as the write
 routes do (:mod:`gateway.tenancy.tenant_shares`); term lookups also take a slot of the site
 (:meth:`gateway.operations.target.Target.hold_slot`). Source: docs/api.md, ``POST
@@ -19,6 +23,7 @@ routes do (:mod:`gateway.tenancy.tenant_shares`); term lookups also take a slot 
 
 from __future__ import annotations
 
+import html
 from concurrent.futures import ThreadPoolExecutor
 
 from gateway.actions import media
@@ -35,6 +40,7 @@ from gateway.tenancy import tenant_shares
 from gateway.wordpress.errors import WordPressError
 
 MAX_PROBES = 8  # image URLs probed at once by one request
+MAX_TERMS = 500  # terms one listing reads at most (five pages of WordPress's 100)
 PROBE_PROBLEMS = (
     exc.MediaUrlRefused,
     exc.MediaDownloadFailed,
@@ -90,6 +96,44 @@ def check_terms(config: Config, site: Site, draft: dict) -> None:
         terms.check_names(target, draft)
     except WordPressError as error:
         raise refusals.unmapped(error) from error
+
+
+def list_terms(config: Config, tenant: str, site_name: str, taxonomy: str, search: str) -> dict:
+    """The site's terms of ``taxonomy`` (``categories`` or ``tags``) whose name or slug holds
+    ``search`` (empty: every term), read-only (``GET /wp/v2/categories`` or ``/wp/v2/tags``
+    with ``search``, ``hide_empty=false``, over REST; ``wp.getTerms`` over XML-RPC), at most
+    :data:`MAX_TERMS`.
+
+    Returns ``{"site", "taxonomy", "terms": [{"id", "name", "parent"}], "truncated"}``: names
+    as a person reads them (WordPress's stored ``&amp;`` unescaped), ``parent`` 0 at the top
+    level and for tags; ``truncated`` when more terms match than were read.
+
+    Raises:
+        SiteNotFound (404): the tenant has no site ``site_name``.
+        WordPressUnavailable (503) / UpstreamRefused (502) / WordPressRefused (502):
+            WordPress cannot be asked (:func:`gateway.operations.refusals.unmapped`).
+        SiteBusy (429), TenantBusy (429): the site's slots or the tenant's share are taken.
+    """
+    site = sites.get_site(tenant, site_name)
+    target = Target(config, Job(tenant=tenant, job_id="", site=site.name), site=site)
+    found: list[dict] = []
+    page, more = 1, True
+    try:
+        while more and len(found) < MAX_TERMS:
+            items = target.client.search_terms(
+                terms.TAXONOMIES[taxonomy][1], search, page, terms.PAGE
+            )
+            found += [_term(item) for item in items]
+            more, page = len(items) == terms.PAGE, page + 1
+    except WordPressError as error:
+        raise refusals.unmapped(error) from error
+    listed = list({term["id"]: term for term in found}.values())[:MAX_TERMS]
+    return {"site": site.name, "taxonomy": taxonomy, "terms": listed, "truncated": more}
+
+
+def _term(item: dict) -> dict:
+    name = html.unescape(str(item.get("name") or ""))
+    return {"id": int(item["id"]), "name": name, "parent": int(item.get("parent") or 0)}
 
 
 def probe_images(config: Config, tenant: str, urls: dict[int, str]) -> dict[int, dict]:

@@ -70,6 +70,21 @@ def names_media(body: dict) -> bool:
     )
 
 
+def placed_slots(body: dict) -> list[str]:
+    """The slots the draft places in its content, in order: ``body_media``, plus the featured
+    slot where a ``{{media:SLOT}}`` placeholder names it without ``body_media`` listing it
+    (the featured image shown in the body too: its place among ``body_media`` is where its
+    placeholder comes among theirs). docs/api.md, ``PUT /v1/jobs/{job_id}/draft``."""
+    wanted = list(body.get("body_media") or [])
+    featured = (body.get("featured_media") or {}).get("slot")
+    placeholders = list(dict.fromkeys(PLACEHOLDER.findall(body["content"])))
+    if not featured or featured in wanted or featured not in placeholders:
+        return wanted
+    before = placeholders[: placeholders.index(featured)]
+    at = max((wanted.index(s) + 1 for s in before if s in wanted), default=0)
+    return [*wanted[:at], featured, *wanted[at:]]
+
+
 def resolve_media(
     job, body: dict, media: dict[str, Operation] | None = None
 ) -> tuple[int, list[int], str]:
@@ -80,19 +95,20 @@ def resolve_media(
     Raises:
         ValidationFailed: a named slot was never uploaded in this job (any task version; one
             error per slot, pointer ``/featured_media/slot`` or ``/body_media/{i}``), or
-            ``content`` names a slot missing from ``body_media``.
+            ``content`` names a slot that is neither in ``body_media`` nor the featured slot.
         MediaNotReady (409): a named slot's upload is not CONFIRMED (yet).
     """
-    wanted = list(body.get("body_media") or [])
+    listed = list(body.get("body_media") or [])
     featured_slot = (body.get("featured_media") or {}).get("slot")
     if not names_media(body):
         return 0, [], body["content"]  # no media named: nothing to look up
     media = records.confirmed_media(job) if media is None else media
     named = [("/featured_media/slot", featured_slot)] if featured_slot else []
-    named += [(f"/body_media/{i}", slot) for i, slot in enumerate(wanted)]
+    named += [(f"/body_media/{i}", slot) for i, slot in enumerate(listed)]
     missing = [(pointer, slot) for pointer, slot in named if slot not in media]
     if missing:
         _refuse_missing_media(job, missing)
+    wanted = placed_slots(body)
     stray = sorted(set(PLACEHOLDER.findall(body["content"])) - set(wanted))
     if stray:
         raise exc.ValidationFailed(

@@ -159,6 +159,13 @@ CHANGES_QUERY = {
     },
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100},
 }
+TERMS_QUERY = {
+    "search": {
+        "type": "string",
+        "maxLength": 200,
+        "description": "only terms whose name or slug holds it (WordPress's search); absent: all",
+    },
+}
 # A read of the job's post or images: wordpress-refused when WordPress definitely refuses it
 # (a 404: the object was deleted there), the answer to any WordPress error a path leaves
 # unmapped too (gateway.operations.refusals.unmapped), never a 500.
@@ -339,6 +346,19 @@ OPERATIONS: dict[str, Contract] = {
         # category and tag names are looked up in the site (gateway.actions.article_lookups)
         problems=("wordpress-unavailable", "upstream-refused", "wordpress-refused", "site-busy"),
     ),
+    "GET /v1/sites/{site}/terms/{taxonomy}": Contract(
+        returns="TermList",
+        query=TERMS_QUERY,
+        # read-only term searches in the site (gateway.actions.article_lookups.list_terms)
+        problems=(
+            "not-found",
+            "site-not-found",
+            "wordpress-unavailable",
+            "upstream-refused",
+            "wordpress-refused",
+            "site-busy",
+        ),
+    ),
     "GET /v1/report": Contract(returns="Report"),
     "GET /v1/reviews": Contract(returns="ReviewList"),
     "POST /v1/reviews/{review_id}/resolve": Contract(
@@ -384,7 +404,16 @@ OPERATIONS: dict[str, Contract] = {
     "GET /review": Contract(
         media_type=PAGE,
         ok=(200, 303),
-        query={"page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1}},
+        query={
+            "page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1},
+            "site": {"type": "string"},
+            "state": {"type": "string", "enum": ["waiting", "approved"]},
+            "q": {"type": "string", "maxLength": 200},
+        },
+        pages=(422,),
+    ),
+    "GET /review/reviews/{review_id}/compare": Contract(
+        media_type=PAGE, ok=(200, 303), pages=(404,)
     ),
     "GET /review/login": Contract(media_type=PAGE),
     "GET /review/jobs/{job_id}/media/{media_id}": Contract(

@@ -380,6 +380,13 @@ SCHEMAS: dict[str, dict] = {
     ),
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
+    "TermList": obj(
+        ("site", "taxonomy", "terms", "truncated"),
+        site=STR,
+        taxonomy={"enum": ["categories", "tags"]},
+        terms=arr(obj(("id", "name", "parent"), id=INT, name=STR, parent=INT)),
+        truncated=BOOL,
+    ),
     "ArticleValidation": obj(
         ("ok", "site", "draft", "media"),
         ok={"enum": [True]},

@@ -48,9 +48,11 @@ from gateway.core import validation
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
 from gateway.editorial import approvals
+from gateway.editorial import desk_filter
 from gateway.editorial import previews
 from gateway.editorial import resolution
 from gateway.editorial import review_board
+from gateway.editorial import side_by_side
 from gateway.jobs import budgets
 from gateway.ledger import models
 from gateway.oauth import consent
@@ -238,9 +240,12 @@ def logout():
 @bp.get("")
 def index():
     """Open review items, UNKNOWN/SENT operations, and one page (``?page=``) of drafts
-    awaiting approval with their approvals."""
+    awaiting approval with their approvals, narrowed by ``?site=``, ``?state=`` and ``?q=``
+    (:mod:`gateway.editorial.desk_filter`; a bad one: the problem's page, 422)."""
     tenant = g.principal.tenant
-    total = review_board.count_awaiting(tenant)
+    sites = review_board.site_names(tenant)
+    desk = desk_filter.parse(request.args, sites)  # ?site=&state=&q= (issue 56)
+    total = review_board.count_awaiting(tenant, desk)
     pages = max(1, -(-total // review_board.CARDS_PER_PAGE))
     page = min(validation.parse_int(request.args.get("page"), "/page", default=1) or 1, pages)
     return render_template(
@@ -250,10 +255,13 @@ def index():
         pending=review_board.pending_operations(tenant),
         failed=review_board.failed_operations(tenant),
         cards=review_board.awaiting_approval(
-            config(), tenant, _image_url, page, review_board.CARDS_PER_PAGE
+            config(), tenant, _image_url, page, review_board.CARDS_PER_PAGE, desk
         ),
         cards_total=total,
-        approved_total=review_board.count_approved(tenant),
+        approved_total=review_board.count_approved(tenant, desk),
+        desk=desk,
+        desk_states=desk_filter.STATES,
+        sites=sites,
         page=page,
         pages=pages,
         missed=scheduling.missed_schedules(tenant),
@@ -280,6 +288,15 @@ def job_image(job_id: str, media_id: int):
     # editor goes away), not given back at the request's end before the stream starts
     response.call_on_close(site_slots.hand_over_held())
     return response
+
+
+@bp.get("/reviews/<int:review_id>/compare")
+def compare(review_id: int):
+    """A suspected duplicate side by side (:mod:`gateway.editorial.side_by_side`): the draft
+    beside each post WordPress holds, differences marked, and the decisions one click each
+    (posted to :func:`resolve`, which brings the editor back to the desk)."""
+    view = side_by_side.compare(config(), g.principal.tenant, review_id, _image_url)
+    return render_template("review_compare.html", principal=g.principal, **view)
 
 
 @bp.post("/reviews/<int:review_id>/resolve")

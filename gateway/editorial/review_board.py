@@ -9,6 +9,7 @@ Shapes are plain dicts for templates; no Flask here.
 from __future__ import annotations
 
 import datetime as dt
+import html
 import logging
 from collections.abc import Callable
 
@@ -24,6 +25,7 @@ from gateway.editorial import approvals
 from gateway.editorial import decisions
 from gateway.editorial import previews
 from gateway.editorial import reviews
+from gateway.editorial.desk_filter import DeskFilter
 from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import SENT
@@ -52,6 +54,18 @@ def edit_link(site_url: str | None, post_id: int) -> str | None:
     return f"{site_url.rstrip('/')}/wp-admin/post.php?post={int(post_id)}&action=edit"
 
 
+def as_read(text: str | None) -> str | None:
+    """A title or excerpt as readers see it: WordPress stores ``&amp;``, ``&#8217;``...
+    (``wp_filter_kses``); the entities decoded (Python's :func:`html.unescape`, HTML5's named
+    references), the template escapes it again for the page."""
+    return html.unescape(text) if text else text
+
+
+def site_names(tenant: str) -> list[str]:
+    """The names of ``tenant``'s sites, sorted (the desk's site filter)."""
+    return sorted(_site_urls(tenant))
+
+
 def _site_urls(tenant: str) -> dict[str, str]:
     return {s.name: s.url for s in Site.select().where(Site.tenant == tenant)}
 
@@ -70,7 +84,7 @@ def _candidates(detail: dict) -> list[dict]:
     return [
         {
             "id": item.get("id"),
-            "title": item.get("title"),
+            "title": as_read(item.get("title")),
             "date_gmt": item.get("date_gmt"),
             "status": item.get("status"),
             "link": item.get("link"),
@@ -229,8 +243,8 @@ def _live_summary(target, image_url: ImageURL) -> dict:
         "post_id": row.remote_id,
         "status": snap["status"],
         "link": post.get("link"),
-        "title": snap["title"],
-        "excerpt": snap["excerpt"],
+        "title": as_read(snap["title"]),
+        "excerpt": as_read(snap["excerpt"]),
         "seo": snap["seo"],
         "featured_media": featured,
         "featured_url": image_url(job.job_id, featured) if featured in media else None,
@@ -257,21 +271,22 @@ def _request_of(job: Job) -> ApprovalRequest | None:
     )
 
 
-def _awaiting(tenant: str):
-    return Job.select().where(
+def _awaiting(tenant: str, desk: DeskFilter | None = None):
+    query = Job.select().where(
         Job.tenant == tenant,
         Job.phase << states.AWAITING_APPROVAL_PHASES,
         Job.cancelled == False,  # noqa: E712 (peewee expression)
     )
+    return desk.apply(query) if desk is not None else query
 
 
-def count_awaiting(tenant: str) -> int:
+def count_awaiting(tenant: str, desk: DeskFilter | None = None) -> int:
     """How many drafts of ``tenant`` the page lists (verified or approval pending, not
-    cancelled; a ledger count, no WordPress read)."""
-    return _awaiting(tenant).count()
+    cancelled, narrowed by ``desk``; a ledger count, no WordPress read)."""
+    return _awaiting(tenant, desk).count()
 
 
-def count_approved(tenant: str) -> int:
+def count_approved(tenant: str, desk: DeskFilter | None = None) -> int:
     """How many of those drafts hold an approval of their current task version that is
     neither revoked nor expired (a ledger count; whether the post still matches the approved
     digest is each card's read-back, ``approved``)."""
@@ -282,7 +297,7 @@ def count_approved(tenant: str) -> int:
         Approval.revoked_at.is_null(),
         Approval.expires_at > db.db_now(),
     )
-    return _awaiting(tenant).where(fn.EXISTS(approved)).count()
+    return _awaiting(tenant, desk).where(fn.EXISTS(approved)).count()
 
 
 def awaiting_approval(
@@ -291,15 +306,19 @@ def awaiting_approval(
     image_url: ImageURL,
     page: int = 1,
     per_page: int = CARDS_PER_PAGE,
+    desk: DeskFilter | None = None,
 ) -> list[dict]:
     """Page ``page`` (from 1, ``per_page`` jobs, most recently updated first) of the jobs of
     ``tenant`` in phase ``verified`` or ``approval_pending`` (not cancelled), each with a
     fresh read-back summary of what publishing would make public, the approval request and
     the job's approvals with their state now. WordPress is read once per job shown, never
-    for the other pages. A WordPress failure is shown per job.
+    for the other pages. A WordPress failure is shown per job. ``desk`` narrows the jobs
+    (:mod:`gateway.editorial.desk_filter`).
     ``image_url(job_id, attachment_id)`` is the review page's thumbnail route."""
     query = (
-        _awaiting(tenant).order_by(Job.updated_at.desc(), Job.id.desc()).paginate(page, per_page)
+        _awaiting(tenant, desk)
+        .order_by(Job.updated_at.desc(), Job.id.desc())
+        .paginate(page, per_page)
     )
     cards, now, sites = [], db.db_now(), _site_urls(tenant)
     for job in query:

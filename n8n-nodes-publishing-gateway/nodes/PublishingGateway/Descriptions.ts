@@ -1,5 +1,7 @@
 import type { IDisplayOptions, INodeProperties } from 'n8n-workflow';
 
+import { articleFieldProperties } from './ArticleFields';
+
 function show(resource: string, operations?: string[]): IDisplayOptions {
 	const shown: IDisplayOptions['show'] = { resource: [resource] };
 	if (operations) {
@@ -209,7 +211,7 @@ export const properties: INodeProperties[] = [
 		type: 'string',
 		default: 'blog',
 		required: true,
-		displayOptions: { show: { '@version': [2], resource: ['article'] } },
+		displayOptions: { show: { '@version': [2, 3], resource: ['article'] } },
 		description:
 			"The job's site in the gateway (gateway sites add --name). Set by the workflow, never by the article or a model.",
 	},
@@ -220,7 +222,7 @@ export const properties: INodeProperties[] = [
 		default: 1,
 		required: true,
 		typeOptions: { minValue: 1 },
-		displayOptions: { show: { '@version': [2], resource: ['article'] } },
+		displayOptions: { show: { '@version': [2, 3], resource: ['article'] } },
 		description:
 			"The job's version: a higher one bumps the job (new operation keys, the same post updated). Set by the workflow, never by the article or a model.",
 	},
@@ -242,7 +244,36 @@ export const properties: INodeProperties[] = [
 		description:
 			'The article as JSON, shaped like the sample article of n8n_workflows/examples: task_version, site, article (title, content, excerpt, seo, featured_slot, ...) and images (slot; one of content_base64, URL or binary_property; filename, alt_text, title, caption)',
 	},
+	{
+		displayName: 'Article',
+		name: 'article',
+		type: 'json',
+		default: '={{ { article: $json.article, images: $json.images } }}',
+		displayOptions: { show: { '@version': [3], resource: ['article'], articleInput: ['json'] } },
+		description:
+			'The article as JSON: article (title, content, excerpt, seo, featured_slot, slug, categories, tags) and images (slot; one of content_base64, URL or binary_property; filename, alt_text, title, caption). It may not name site or task_version.',
+	},
+	...articleFieldProperties,
 	// ----------------------------------------------------------------- job
+	{
+		displayName: 'Return All',
+		name: 'returnAll',
+		type: 'boolean',
+		default: false,
+		displayOptions: { show: { '@version': [3], resource: ['job'], operation: ['list'] } },
+		description: 'Whether to return all results or only up to a given limit',
+	},
+	{
+		displayName: 'Limit',
+		name: 'limit',
+		type: 'number',
+		typeOptions: { minValue: 1 },
+		default: 50,
+		displayOptions: {
+			show: { '@version': [3], resource: ['job'], operation: ['list'], returnAll: [false] },
+		},
+		description: 'Max number of results to return',
+	},
 	{
 		displayName: 'Phase',
 		name: 'phase',
@@ -412,5 +443,24 @@ export const properties: INodeProperties[] = [
 			show: { resource: ['notification'], event: ['needs_attention'] },
 		},
 		description: 'What is wrong, in words (required for Needs Attention)',
+	},
+	// ----------------------------------------------------------------- every operation
+	{
+		displayName: 'Options',
+		name: 'options',
+		type: 'collection',
+		placeholder: 'Add Option',
+		default: {},
+		options: [
+			{
+				displayName: 'Retry For (Seconds)',
+				name: 'retrySeconds',
+				type: 'number',
+				typeOptions: { minValue: 0 },
+				default: 120, // RETRY.windowSeconds (the linter wants a literal)
+				description:
+					'How long each gateway call is retried while the gateway cannot be reached or answers a retryable problem (429, 503, retryable: true), counted from its first attempt. The default outlasts a gateway restart; 0 sends each call once.',
+			},
+		],
 	},
 ];

@@ -2,6 +2,7 @@ import type {
 	IDataObject,
 	IExecuteFunctions,
 	IHttpRequestMethods,
+	ILoadOptionsFunctions,
 	INode,
 	IPollFunctions,
 	JsonObject,
@@ -19,16 +20,34 @@ export interface Problem extends IDataObject {
 }
 
 /**
- * Bounds of the built-in retry: attempts in all (the first call included), the backoff's base
- * (seconds, doubled per attempt, each wait drawn between half and all of it), the longest wait
- * honoured (a `Retry-After` beyond it ends the retrying at once) and each call's timeout.
+ * Bounds of the built-in retry: how long a call is retried (seconds from its first attempt:
+ * two minutes outlast a gateway restart, which took 11-21 s on a loaded machine; a node's
+ * Options → Retry For changes it, 0 turns the retry off), the backoff's base (seconds,
+ * doubled per attempt, each wait drawn between half and all of it), the longest backoff wait
+ * and each call's timeout. A wait (backoff or `Retry-After`) that would end past the window
+ * ends the retrying at once.
  */
 export const RETRY = {
-	attempts: 5,
+	windowSeconds: 120,
 	baseSeconds: 2,
 	maxWaitSeconds: 30,
 	timeoutSeconds: 300,
 };
+
+/** The retry window a node's execution set (Options → Retry For), by its context. */
+const WINDOWS = new WeakMap<object, number>();
+
+/**
+ * Set the retry window (seconds, ≥ 0) of every gateway call made with `context` from now on:
+ * the node's Options → Retry For of the item being run. Not set: {@link RETRY.windowSeconds}.
+ */
+export function setRetryWindow(context: object, seconds: number): void {
+	WINDOWS.set(context, Number.isFinite(seconds) && seconds >= 0 ? seconds : RETRY.windowSeconds);
+}
+
+function retryWindow(context: object): number {
+	return WINDOWS.get(context) ?? RETRY.windowSeconds;
+}
 
 export const PROBLEM_BASE = 'https://publishing-gateway.dev/problems/';
 
@@ -44,7 +63,7 @@ const N8N_TEXTS: Array<[RegExp, string]> = [
 	[/connection was aborted/i, 'ECONNABORTED'],
 ];
 
-type Context = IExecuteFunctions | IPollFunctions;
+type Context = IExecuteFunctions | IPollFunctions | ILoadOptionsFunctions;
 
 /** A gateway answer that is no success: the problem, its HTTP status and `Retry-After`. */
 export interface Refusal {
@@ -64,7 +83,7 @@ function describeReport(report: IDataObject): string {
 		report.attempts === 0
 			? 'refused by the node before any call: nothing was sent'
 			: report.retryable === true
-				? `retryable: the node tried ${String(report.attempts ?? 1)} time(s) and gave up`
+				? `retryable: the node tried ${String(report.attempts ?? 1)} time(s) in ${String(report.retried_seconds ?? 0)} s and gave up (its Retry For window)`
 				: 'a definite refusal: sending the same request again gives the same answer',
 		report.retry_after !== null && report.retry_after !== undefined
 			? `Retry-After: ${String(report.retry_after)} s`
@@ -264,7 +283,7 @@ export function nextStep(status: number, problem: Problem, retryAfter: number | 
 			return "set the node's Site to a site configured in the gateway (gateway sites add)";
 		default:
 	}
-	if (retryAfter !== null && retryAfter > RETRY.maxWaitSeconds) {
+	if (retryAfter !== null && retryAfter > RETRY.windowSeconds) {
 		return `try again after ${retryAfter} s: sending the same item again is safe (operation keys)`;
 	}
 	if (shouldRetry({ status, problem, retryAfter })) {
@@ -276,7 +295,12 @@ export function nextStep(status: number, problem: Problem, retryAfter: number | 
 	return 'read the detail: sending the same request again gives the same answer';
 }
 
-function refusalReport(refusal: Refusal, request: string, attempts: number): IDataObject {
+function refusalReport(
+	refusal: Refusal,
+	request: string,
+	attempts: number,
+	seconds: number,
+): IDataObject {
 	const { status, problem, retryAfter } = refusal;
 	return {
 		...problem,
@@ -290,6 +314,7 @@ function refusalReport(refusal: Refusal, request: string, attempts: number): IDa
 		next_step: nextStep(status, problem, retryAfter),
 		request,
 		attempts,
+		retried_seconds: seconds,
 		message: describeProblem(status, problem),
 	};
 }
@@ -299,6 +324,7 @@ function unreachableReport(
 	sent: boolean,
 	request: string,
 	attempts: number,
+	seconds: number,
 ): IDataObject {
 	const what = sent
 		? 'the connection failed after the request was sent (an unknown outcome: the node asked the gateway to recover the job, then sent the same request again)'
@@ -307,7 +333,7 @@ function unreachableReport(
 		type: `${PROBLEM_BASE}n8n-gateway-unreachable`,
 		title: 'The gateway could not be reached',
 		status: 503,
-		detail: `${request}: ${what}; gave up after ${attempts} attempt(s) (${code})`,
+		detail: `${request}: ${what}; gave up after ${attempts} attempt(s) in ${seconds} s (${code})`,
 		errors: [],
 		retryable: true,
 		retry_after: null,
@@ -316,7 +342,8 @@ function unreachableReport(
 		code,
 		request,
 		attempts,
-		message: `the gateway could not be reached after ${attempts} attempt(s): ${request}`,
+		retried_seconds: seconds,
+		message: `the gateway could not be reached after ${attempts} attempt(s) in ${seconds} s: ${request}`,
 	};
 }
 
@@ -339,13 +366,15 @@ function recoverPath(method: IHttpRequestMethods, path: string): string | null {
  * connection refused before anything was sent is sent again after backoff, and a connection
  * that failed after sending (reset, timeout: an unknown outcome) first has the job recovered
  * (`POST /v1/jobs/{job_id}/recover`) and then the same call sent again, never a changed one.
- * At most {@link RETRY.attempts} attempts; a `Retry-After` beyond {@link RETRY.maxWaitSeconds}
- * ends the retrying at once. Every call carries its operation key on the gateway, so sending
- * it again never makes a second WordPress object.
+ * Retried for at most the node's retry window (seconds from the first attempt,
+ * {@link RETRY.windowSeconds} unless Options → Retry For says otherwise): a wait that would
+ * end past it ends the retrying at once. Every call carries its operation key on the
+ * gateway, so sending it again never makes a second WordPress object.
  *
  * Returns the answer's JSON with `http_status` (201 first execution, 200 replay or existing).
- * Throws {@link GatewayFailure} (the problem as the node's error item carries it), or the
- * error of n8n's request helper when it is no connection failure (e.g. no credential).
+ * Throws {@link GatewayFailure} (the problem as the node's error item carries it, with
+ * `attempts` and `retried_seconds`), or the error of n8n's request helper when it is no
+ * connection failure (e.g. no credential).
  */
 export async function gatewayRequest(
 	context: Context,
@@ -356,6 +385,9 @@ export async function gatewayRequest(
 ): Promise<IDataObject> {
 	const request = `${method} ${path}`;
 	const recover = recoverPath(method, path);
+	const window = retryWindow(context);
+	const started = Date.now();
+	const spent = () => Math.round((Date.now() - started) / 100) / 10;
 	let recoverFirst = false;
 	for (let attempt = 1; ; attempt++) {
 		let outcome: Outcome | null = null;
@@ -378,22 +410,23 @@ export async function gatewayRequest(
 		if (outcome?.ok) {
 			return outcome.answer;
 		}
-		const last = attempt >= RETRY.attempts;
+		const beyond = (wait: number) => spent() + wait > window;
 		let wait: number;
+		let why: string;
 		if (outcome) {
 			const refusal = outcome.refusal;
 			const retryAfter = refusal.retryAfter;
-			const tooLong = retryAfter !== null && retryAfter > RETRY.maxWaitSeconds;
-			if (!shouldRetry(refusal) || last || tooLong) {
-				throw new GatewayFailure(context.getNode(), refusalReport(refusal, request, attempt));
-			}
 			wait =
 				retryAfter !== null
 					? retryAfter + Math.random() * Math.min(1, 0.1 + retryAfter * 0.25)
 					: backoffSeconds(attempt);
-			context.logger.warn(
-				`Publishing Gateway: ${request} answered ${refusal.status} (${slug(refusal.problem) || 'no problem type'}), retryable: attempt ${attempt + 1} of ${RETRY.attempts} in ${wait.toFixed(1)} s`,
-			);
+			if (!shouldRetry(refusal) || beyond(wait)) {
+				throw new GatewayFailure(
+					context.getNode(),
+					refusalReport(refusal, request, attempt, spent()),
+				);
+			}
+			why = `answered ${refusal.status} (${slug(refusal.problem) || 'no problem type'}), retryable`;
 		} else {
 			const failure = connectionFailure(transportError);
 			if (failure === null) {
@@ -403,17 +436,18 @@ export async function gatewayRequest(
 			if (failure.sent && recover) {
 				recoverFirst = true;
 			}
-			if (last) {
+			wait = backoffSeconds(attempt);
+			if (beyond(wait)) {
 				throw new GatewayFailure(
 					context.getNode(),
-					unreachableReport(failure.code, failure.sent || recoverFirst, request, attempt),
+					unreachableReport(failure.code, failure.sent || recoverFirst, request, attempt, spent()),
 				);
 			}
-			wait = backoffSeconds(attempt);
-			context.logger.warn(
-				`Publishing Gateway: ${request} failed with ${failure.code} (${failure.sent ? 'an unknown outcome: recover the job, then the same call' : 'nothing was sent'}): attempt ${attempt + 1} of ${RETRY.attempts} in ${wait.toFixed(1)} s`,
-			);
+			why = `failed with ${failure.code} (${failure.sent ? 'an unknown outcome: recover the job, then the same call' : 'nothing was sent'})`;
 		}
+		context.logger.warn(
+			`Publishing Gateway: ${request} ${why}: attempt ${attempt + 1} in ${wait.toFixed(1)} s (retrying for up to ${window} s, ${spent()} s spent)`,
+		);
 		await sleep(1000 * wait);
 	}
 }
@@ -425,7 +459,7 @@ export function errorReport(error: unknown): IDataObject {
 	}
 	const failure = connectionFailure(error);
 	if (failure) {
-		return unreachableReport(failure.code, failure.sent, 'a gateway call', 1);
+		return unreachableReport(failure.code, failure.sent, 'a gateway call', 1, 0);
 	}
 	const message = (error as Error)?.message ?? String(error);
 	const description = (error as { description?: string | null })?.description ?? null;

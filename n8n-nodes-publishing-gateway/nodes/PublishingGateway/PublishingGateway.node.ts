@@ -9,8 +9,17 @@ import { NodeConnectionTypes } from 'n8n-workflow';
 
 import type { JobIdentity } from './Article';
 import { publishArticle } from './Article';
+import { articleFromFields, loadOptions } from './ArticleFields';
 import { properties } from './Descriptions';
-import { errorItemJson, gatewayRequest, inputRefusal, jobPath, toNodeError } from './GatewayClient';
+import {
+	errorItemJson,
+	gatewayRequest,
+	inputRefusal,
+	jobPath,
+	RETRY,
+	setRetryWindow,
+	toNodeError,
+} from './GatewayClient';
 
 function jsonParameter(context: IExecuteFunctions, name: string, itemIndex: number): IDataObject {
 	const value = context.getNodeParameter(name, itemIndex) as unknown;
@@ -69,6 +78,14 @@ function identity(context: IExecuteFunctions, i: number): JobIdentity | null {
 	return { site, taskVersion };
 }
 
+/** Publish Article's input `{article, images}`: version 3's fields, or the Article JSON. */
+function articleInput(context: IExecuteFunctions, i: number): IDataObject {
+	const fromFields =
+		context.getNode().typeVersion >= 3 &&
+		context.getNodeParameter('articleInput', i, 'fields') === 'fields';
+	return fromFields ? articleFromFields(context, i) : jsonParameter(context, 'article', i);
+}
+
 async function mediaBody(context: IExecuteFunctions, i: number): Promise<IDataObject> {
 	const fields = context.getNodeParameter('mediaFields', i, {}) as IDataObject;
 	const body: IDataObject = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== ''));
@@ -87,8 +104,17 @@ async function mediaBody(context: IExecuteFunctions, i: number): Promise<IDataOb
 	return body;
 }
 
+/** Version 3's Return All / Limit (at most `limit` jobs); versions 1 and 2 return all. */
+function jobLimit(context: IExecuteFunctions, i: number): number {
+	if (context.getNode().typeVersion < 3 || context.getNodeParameter('returnAll', i, false)) {
+		return Infinity;
+	}
+	return Number(context.getNodeParameter('limit', i, 50));
+}
+
 async function listJobs(context: IExecuteFunctions, i: number): Promise<IDataObject[]> {
-	const qs: IDataObject = { limit: 500 };
+	const wanted = jobLimit(context, i);
+	const qs: IDataObject = { limit: Math.min(500, wanted) };
 	const phase = context.getNodeParameter('phase', i, '') as string;
 	const statuses = context.getNodeParameter('statuses', i, '') as string;
 	if (phase) {
@@ -104,6 +130,9 @@ async function listJobs(context: IExecuteFunctions, i: number): Promise<IDataObj
 	for (;;) {
 		const page = await gatewayRequest(context, 'GET', '/v1/jobs', undefined, qs);
 		jobs.push(...((page.jobs ?? []) as IDataObject[]));
+		if (jobs.length >= wanted) {
+			return jobs.slice(0, wanted);
+		}
 		if (page.next_after === null || page.next_after === undefined) {
 			return jobs;
 		}
@@ -128,7 +157,7 @@ async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObjec
 				context,
 				i,
 				jobId,
-				jsonParameter(context, 'article', i),
+				articleInput(context, i),
 				identity(context, i),
 			);
 		case 'job:put':
@@ -189,9 +218,13 @@ async function runOne(context: IExecuteFunctions, i: number): Promise<IDataObjec
  * Publish publishes only what they approved (so an AI Agent using the node as a tool cannot
  * publish on its own).
  *
- * Version 2 (the default): Publish Article takes the job's Site and Task Version from node
- * parameters the workflow's author sets, and refuses an article JSON that names them (in tool
- * mode the article is the model's). Version 1 reads them from the article JSON.
+ * Version 3 (the default): Publish Article takes the article as fields (title, content,
+ * excerpt, SEO, featured image, categories and tags listed from the site through the
+ * gateway) or as JSON (Article Input); Job: Get Many has Return All / Limit. Version 2: Site
+ * and Task Version are node parameters the workflow's author sets, and an article JSON that
+ * names them is refused (in tool mode the article is the model's); versions 2 and 3 keep that.
+ * Version 1 reads them from the article JSON. Options → Retry For (every version) bounds how
+ * long each gateway call is retried (GatewayClient.RETRY).
  *
  * A failed item: with Continue On Fail / Continue (using error output), an item
  * `{error: {type, title, status, detail, errors, retryable, retry_after, next_step, ...},
@@ -208,8 +241,8 @@ export class PublishingGateway implements INodeType {
 			dark: 'file:../../icons/gateway.dark.svg',
 		},
 		group: ['output'],
-		version: [1, 2],
-		defaultVersion: 2,
+		version: [1, 2, 3],
+		defaultVersion: 3,
 		subtitle: '={{ $parameter["operation"] + ": " + $parameter["resource"] }}',
 		description:
 			'Exactly-once WordPress drafts, media and approval-gated publishing through the Publishing Gateway',
@@ -221,12 +254,16 @@ export class PublishingGateway implements INodeType {
 		properties,
 	};
 
+	methods = { loadOptions };
+
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		const items = this.getInputData();
 		const returned: INodeExecutionData[] = [];
 		const asTool = this.getNode().type.endsWith('Tool');
 		for (let i = 0; i < items.length; i++) {
 			try {
+				const options = this.getNodeParameter('options', i, {}) as IDataObject;
+				setRetryWindow(this, Number(options.retrySeconds ?? RETRY.windowSeconds));
 				const answer = await runOne(this, i);
 				for (const json of Array.isArray(answer) ? answer : [answer]) {
 					returned.push({ json, pairedItem: { item: i } });

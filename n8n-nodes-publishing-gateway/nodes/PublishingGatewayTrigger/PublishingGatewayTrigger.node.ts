@@ -8,12 +8,21 @@ import type {
 } from 'n8n-workflow';
 import { NodeApiError, NodeConnectionTypes } from 'n8n-workflow';
 
-import { GatewayFailure, gatewayRequest, toNodeError } from '../PublishingGateway/GatewayClient';
+import {
+	GatewayFailure,
+	gatewayRequest,
+	setRetryWindow,
+	toNodeError,
+} from '../PublishingGateway/GatewayClient';
 
 const PAGE = 100;
 const MAX_PAGES = 20; // at most 2,000 changes per poll; the cursor keeps the rest for the next
 const DRAIN_PAGE = 500;
 const MAX_DRAIN_PAGES = 1000;
+/** How long a poll retries the gateway (seconds): less than n8n's shortest poll interval
+ * (a minute) and than n8n 2.41's poll budget (a poll past 45 s is abandoned, with a margin of
+ * at least 5 s: 36 s by default). */
+const POLL_RETRY_SECONDS = 25;
 
 /** The error for a failed poll: a refused token said as such (not "could not be reached"). */
 function pollError(context: IPollFunctions, error: unknown): Error {
@@ -107,6 +116,9 @@ export class PublishingGatewayTrigger implements INodeType {
 	};
 
 	async poll(this: IPollFunctions): Promise<INodeExecutionData[][] | null> {
+		// within n8n's poll interval and budget: two polls never overlap on one cursor (which
+		// would emit the same change twice), n8n never abandons the poll; the next poll retries
+		setRetryWindow(this, POLL_RETRY_SECONDS);
 		const wanted = new Set(this.getNodeParameter('events') as string[]);
 		const state = this.getWorkflowStaticData('node');
 		const manual = this.getMode() === 'manual';

@@ -1,0 +1,339 @@
+"""The editors' desk (issue 56, items 4-6): filter, search and paging over ledger rows; a
+suspected duplicate side by side; titles as readers see them, buttons only where they can
+succeed, and accessibility checked with axe-core in headless Chromium.
+
+The ledger-only tests seed job rows directly (as ``benchmarks/reconcile.py`` does): the desk's
+filters are SQL over existing columns, so no WordPress is needed to see which jobs a page
+lists; each card's own read-back is ``tests/test_review_page.py``'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from support import ROOT
+from support import SECRET_KEY
+from support import SITE_NAME
+from support import TENANT
+from test_review_page import _csrf
+from test_review_page import _sign_in
+
+JOBS = 25  # three pages of 10
+OTHER_SITE = "second-blog"
+AXE_VERSION = "4.14.1"  # npm package axe-core (Deque), MPL-2.0
+AXE_CACHE = ROOT / ".cache" / "axe-core"
+
+
+def _seed(gw, prefix: str, jobs: int = JOBS, first: bool = True) -> list[str]:
+    """``jobs`` verified drafts' ledger rows: every fifth on :data:`OTHER_SITE`, titles
+    ``Storm & Sea n`` (odd n) or ``Quiet harbour n``, the newest (highest n) first on the
+    page. The ``first`` seed registers the site and approves its first three; a later one
+    approves none and is a day older."""
+    from gateway.ledger.db import database
+    from gateway.ledger.models import Approval
+    from gateway.ledger.models import Job
+    from gateway.ledger.models import Operation
+    from gateway.tenancy import sites
+
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=0 if first else 1)
+    ids = [f"{prefix}-{n:03d}" for n in range(jobs)]
+    with gw.app.app_context(), database.connection_context(), database.atomic():
+        if first:
+            sites.add_site(SECRET_KEY, TENANT, OTHER_SITE, "http://127.0.0.1:9", "a", "b c d e f")
+        Job.insert_many(
+            {
+                "tenant": TENANT,
+                "job_id": job_id,
+                "site": OTHER_SITE if n % 5 == 0 else SITE_NAME,
+                "phase": "verified",
+                "updated_at": now + dt.timedelta(seconds=n),
+            }
+            for n, job_id in enumerate(ids)
+        ).execute()
+        Operation.insert_many(
+            {
+                "operation_key": f"{TENANT}/{job_id}/v1/draft",
+                "tenant": TENANT,
+                "job_id": job_id,
+                "task_version": 1,
+                "action": "draft",
+                "request_hash": "0" * 64,
+                "intent": {"sent": {"title": _title(n), "content": "<p>x</p>"}},
+            }
+            for n, job_id in enumerate(ids)
+        ).execute()
+        Approval.insert_many(
+            {
+                "tenant": TENANT,
+                "job_id": job_id,
+                "task_version": 1,
+                "post_id": 1,
+                "content_sha256": "0" * 64,
+                "expires_at": now + dt.timedelta(hours=1),
+                "approved_by": "test-editor",
+            }
+            for job_id in ids[:3]
+            if first
+        ).execute()
+    return ids
+
+
+def _title(n: int) -> str:
+    return f"Storm & Sea {n}" if n % 2 else f"Quiet harbour {n}"
+
+
+def _listed(client, query: str) -> tuple[list[str], str]:
+    page = client.get(f"/review?{query}")
+    assert page.status_code == 200, page.get_data(as_text=True)[:400]
+    html = page.get_data(as_text=True)
+    return re.findall(r'class="card draft" id="job-[^"]+" data-job="([^"]+)"', html), html
+
+
+def test_filter_search_and_paging_over_the_ledger(offline_gw):
+    ids = _seed(offline_gw, "DESK")
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    newest_first = ids[::-1]
+    listed, html = _listed(offline_gw.client, "")
+    assert listed == newest_first[:10] and "Page 1 of 3" in html
+    listed, _ = _listed(offline_gw.client, "page=3")
+    assert listed == newest_first[20:]
+    other = [i for n, i in enumerate(ids) if n % 5 == 0][::-1]
+    listed, html = _listed(offline_gw.client, f"site={OTHER_SITE}")
+    assert listed == other and "Page 1 of" not in html  # five: one page
+    listed, html = _listed(offline_gw.client, "state=approved")
+    assert listed == ids[:3][::-1]
+    assert '<span class="badge valid approved-count">3</span>' in html
+    listed, html = _listed(offline_gw.client, "state=waiting")
+    assert listed == newest_first[:10] and "Page 1 of 3" in html and ids[2] not in html
+    # the pager keeps the filter: page 2 of the waiting drafts
+    assert "page=2&amp;state=waiting" in html
+    listed, _ = _listed(offline_gw.client, "state=waiting&page=3")
+    assert listed == newest_first[20:22]  # 22 waiting, the last two
+    # search: the sent title (an & in it, case-insensitively), a job id, its beginning
+    storms = [i for n, i in enumerate(ids) if n % 2][::-1]
+    listed, _ = _listed(offline_gw.client, "q=storm+%26+sea")
+    assert listed == storms[:10]
+    listed, _ = _listed(offline_gw.client, f"q=STORM+%26+SEA&site={OTHER_SITE}&state=waiting")
+    assert listed == [i for n, i in enumerate(ids) if n % 10 == 5][::-1]
+    listed, _ = _listed(offline_gw.client, f"q={ids[7]}")
+    assert listed == [ids[7]]
+    listed, _ = _listed(offline_gw.client, "q=DESK-01")
+    assert listed == [f"DESK-{n:03d}" for n in range(19, 9, -1)]
+    listed, html = _listed(offline_gw.client, "q=no+such+thing")
+    assert listed == [] and "No draft matches" in html
+    # 1,000 drafts (issue 56): the pages, a search and a site still find what they should
+    more = _seed(offline_gw, "MORE", 1000 - JOBS, first=False)
+    listed, html = _listed(offline_gw.client, "")
+    assert listed == newest_first[:10] and "Page 1 of 100" in html
+    listed, _ = _listed(offline_gw.client, "page=3")
+    assert listed == newest_first[20:] + more[::-1][:5]
+    listed, _ = _listed(offline_gw.client, "page=100")
+    assert listed == more[:10][::-1]
+    listed, _ = _listed(offline_gw.client, f"q={ids[7]}")
+    assert listed == [ids[7]]
+    listed, _ = _listed(offline_gw.client, "state=approved")
+    assert listed == ids[:3][::-1]
+
+
+@pytest.mark.parametrize(
+    "query, words",
+    [
+        ("state=published", "state must be one of waiting, approved"),
+        ("site=nowhere", "unknown site &#39;nowhere&#39;: one of blog"),
+        ("q=" + "x" * 201, "a search is at most 200 characters"),
+    ],
+)
+def test_a_bad_filter_is_a_clear_problem_not_a_500(offline_gw, query, words):
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    page = offline_gw.client.get(f"/review?{query}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 422 and words in html and "Traceback" not in html
+
+
+def test_side_by_side_marks_the_words_each_side_lacks():
+    from gateway.editorial import side_by_side
+
+    draft = side_by_side.words_of("<p>The tide &amp; the <b>storm</b> came early.</p>")
+    post = side_by_side.words_of("<p>The tide &amp; the storm came late.</p>")
+    assert draft[:2] == ["The", "tide"] and "&" in draft  # entities decoded, tags gone
+    left, right, ratio = side_by_side.marked(draft, post)
+    assert [r["text"] for r in left if r["changed"]] == ["early."]
+    assert [r["text"] for r in right if r["changed"]] == ["late."]
+    assert 0.8 < ratio < 1.0
+    assert side_by_side.marked(draft, draft)[2] == 1.0
+
+
+def test_titles_read_as_readers_see_them():
+    from gateway.editorial import review_board
+
+    assert review_board.as_read("Storm &amp; Sea &#8211; a &#8220;test&#8221;") == (
+        "Storm & Sea \u2013 a \u201ctest\u201d"
+    )
+    assert review_board.as_read(None) is None
+
+
+def test_compare_of_an_unknown_review_is_a_404_page(offline_gw):
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    page = offline_gw.client.get("/review/reviews/999/compare")
+    assert page.status_code == 404 and "no open review 999" in page.get_data(as_text=True)
+    token = _csrf(offline_gw.client.get("/review"))
+    assert token  # the desk still renders
+
+
+# --------------------------------------------------------------------------- axe-core
+
+
+def axe_source() -> str:
+    """axe-core's ``axe.min.js`` (Deque's accessibility engine), installed once with npm into
+    ``.cache/axe-core`` (as ``scripts/install_n8n.sh`` installs n8n), or ``AXE_CORE_JS``."""
+    given = os.environ.get("AXE_CORE_JS")
+    path = AXE_CACHE / "node_modules" / "axe-core" / "axe.min.js"
+    if given:
+        path = type(path)(given)
+    elif not path.exists() and shutil.which("npm"):
+        subprocess.run(
+            ["npm", "install", "--prefix", str(AXE_CACHE), "--no-audit", "--no-fund"]
+            + ["--loglevel=error", f"axe-core@{AXE_VERSION}"],
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    if not path.exists():
+        message = f"axe-core not found at {path}: install npm (it installs axe-core there)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path.read_text()
+
+
+AXE_RUN = (
+    "const done = arguments[arguments.length - 1];"
+    "axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a',"
+    " 'wcag21aa', 'best-practice']}}).then(r => done(JSON.stringify(r.violations)),"
+    " e => done(JSON.stringify([{id: 'axe-error', help: String(e), nodes: []}])));"
+)
+
+
+def axe_violations(driver, source: str) -> list[dict]:
+    """axe-core's violations of the page ``driver`` shows: ``[{"id", "impact", "help",
+    "nodes"}]`` (its script injected through Selenium: the page's CSP limits only what the
+    page loads itself, not what WebDriver evaluates)."""
+    driver.execute_script(source)
+    driver.set_script_timeout(60)
+    found = json.loads(driver.execute_async_script(AXE_RUN))
+    return [
+        {
+            "id": v["id"],
+            "impact": v.get("impact"),
+            "help": v["help"],
+            "nodes": [n["html"][:160] for n in v["nodes"]][:3],
+        }
+        for v in found
+    ]
+
+
+# --------------------------------------------------------------------------- browser
+
+import test_review_page  # noqa: E402
+from test_review_page import _draft_awaiting_approval  # noqa: E402
+from test_review_page import _submit  # noqa: E402
+from test_review_page import _suspected_duplicate  # noqa: E402
+
+browser = test_review_page.browser  # its fixtures: a headless Chromium, a served gateway
+server = test_review_page.server
+
+GUIDE = ROOT / "docs"  # the guide's screenshots, docs/editors-*.png: EDITORS_GUIDE_SHOTS=1
+
+
+def _shot(element, name: str) -> None:
+    """A PNG of ``element`` in test-artifacts/, and under ``EDITORS_GUIDE_SHOTS=1`` as
+    ``docs/editors-{name}.png`` for the editors' guide (64 colours: kept small)."""
+    from PIL import Image
+
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    path = artifacts / f"editors-{name}.png"
+    element.screenshot(str(path))
+    if os.environ.get("EDITORS_GUIDE_SHOTS") == "1":
+        with Image.open(path) as image:
+            small = image.convert("RGB").quantize(64)
+            small.save(GUIDE / f"editors-{name}.png", optimize=True)
+
+
+def _assert_accessible(driver, source: str, where: str) -> None:
+    """No axe-core violation (WCAG 2.1 A/AA and best practice), and Tab from the top reaches the
+    page's controls (up to six), each drawn with a visible focus ring."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    violations = axe_violations(driver, source)
+    assert violations == [], (where, violations)
+    seen = []  # a page just loaded: Tab starts at the document's top
+    for _ in range(6):
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+        active = driver.switch_to.active_element
+        if active.tag_name == "body":
+            break  # past the last control
+        seen.append(active.tag_name)
+        outline = active.value_of_css_property("outline-style")
+        assert outline not in ("none", ""), (where, active.get_attribute("outerHTML")[:120])
+    assert {"a", "button", "select", "input"} & set(seen), (where, seen)
+
+
+@pytest.mark.wordpress
+def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, server, proxy, wp_site):
+    """Issue 56: a suspected duplicate decided from the side-by-side view; the search finds a
+    draft by its job id; its title reads as readers see it (``&`` not ``&amp;``); once
+    approved only Publish is offered; axe-core finds nothing on either page."""
+    from selenium.webdriver.common.by import By
+
+    axe = axe_source()
+    suspect_job, draft_job = f"DUP-{os.getpid()}-{id(browser) % 9999}", None
+    _suspected_duplicate(server, proxy, suspect_job, f"Tide and storm {suspect_job}")
+    server.start()  # a fresh process: the companion plugin is visible again
+    from support import new_job_id
+
+    draft_job = new_job_id()
+    _draft_awaiting_approval(server, draft_job, f"Ready & waiting {draft_job}")
+    editor = server._cli("tokens", "create", "--tenant", TENANT, "--role", "editor", "--name", "ed")
+    browser.get(server.url + "/review")
+    browser.find_element(By.ID, "token").send_keys(editor.strip().splitlines()[-1])
+    _submit(browser, browser.find_element(By.ID, "sign-in"))
+    _assert_accessible(browser, axe, "desk")
+
+    browser.find_element(By.ID, "desk-q").send_keys(draft_job)
+    _submit(browser, browser.find_element(By.CSS_SELECTOR, "button.find"))
+    cards = browser.find_elements(By.CSS_SELECTOR, "#drafts .draft")
+    assert [c.get_attribute("data-job") for c in cards] == [draft_job]
+    title = cards[0].find_element(By.CSS_SELECTOR, ".title").text
+    assert title.startswith(f"Ready & waiting {draft_job}") and "&amp;" not in title
+    _shot(browser.find_element(By.ID, "drafts"), "desk-search")
+
+    review = browser.find_element(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')
+    _submit(browser, review.find_element(By.CSS_SELECTOR, "a.compare"))
+    pair = browser.find_element(By.CSS_SELECTOR, "#compare .pair")
+    assert (
+        pair.find_element(By.CSS_SELECTOR, ".draft-title").text == f"Tide and storm {suspect_job}"
+    )
+    assert pair.find_element(By.CSS_SELECTOR, ".post-title").text == f"Tide and storm {suspect_job}"
+    assert "100 % alike" in pair.find_element(By.CSS_SELECTOR, ".ratio").text
+    assert not pair.find_elements(By.CSS_SELECTOR, "ins, del")  # the same text: nothing marked
+    _assert_accessible(browser, axe, "compare")
+    _shot(browser.find_element(By.ID, "compare"), "side-by-side")
+    flashed = _submit(browser, pair.find_element(By.CSS_SELECTOR, "button.same-as"))
+    assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
+    suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
+    assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
+
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    _submit(browser, card.find_element(By.CSS_SELECTOR, "button.approve"))
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
+    assert card.find_elements(By.CSS_SELECTOR, "button.publish")
+    assert not card.find_elements(By.CSS_SELECTOR, "button.approve")  # it cannot succeed now
+    _shot(card.find_element(By.CSS_SELECTOR, ".actions"), "approved-actions")
