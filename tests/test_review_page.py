@@ -615,6 +615,9 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     assert note in card.find_element(By.CSS_SELECTOR, ".changes-requested").text
     assert not card.find_elements(By.CSS_SELECTOR, "button.approve")
     _shot(browser, "4-changes-requested")
+    from test_editors_desk import _shot as guide_shot  # docs/editors-*.png for the guide
+
+    guide_shot(card.find_element(By.CSS_SELECTOR, ".desk"), "changes-requested")
     refused = _approval(server, job_id, other, 1)
     assert refused.status_code == 409 and problem_slug(refused) == "decision-stands"
     assert refused.json()["decision"]["decided_by"] == "ed"
@@ -668,5 +671,6 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     ]
     assert note in entries[3].text and "v1" in entries[3].text and "v2" in entries[-1].text
     _shot(browser, "5-timeline")
+    guide_shot(browser.find_element(By.ID, "timeline"), "timeline")
     timeline = server.call("GET", f"/v1/jobs/{job_id}/timeline").json()
     assert [e["event"] for e in timeline["entries"]] == [event for event, _ in said]
