@@ -464,15 +464,22 @@ def test_a_follow_up_is_refused_while_an_operation_is_unknown_and_sent_once_when
     assert standin.event_posts(sid) == []  # nothing sent
 
     proxy.clear_faults()
+    note = {"note": "Cite the 2025 report in the second paragraph."}  # issue 56: an editor's
+    editor = gw.headers(gw.make_token("editor"))  # comment reaches the agent's next input
+    noted = gw.client.post(f"/v1/jobs/{job_id}/comments", json=note, headers=editor)
+    assert noted.status_code == 201, noted.get_json()
     sent = _continue(gw, job_id)
     assert sent.status_code == 201, sent.get_json()
     answer = sent.get_json()
     post_id = gw.job(job_id).get_json()["post_id"]
     assert answer["sent"] is True and answer["replayed"] is False
     assert answer["facts"]["draft"]["post_id"] == post_id
+    by = noted.get_json()["actor"]
+    assert answer["facts"]["notes"] == [{"event": "commented", "by": by, **note}]
     [message] = standin.events(sid, "agent.session.input.message")
     text = message["input"][0]["content"][0]["text"]
     assert f"post {post_id}" in text and "do not publish" in text
+    assert f"editor {by} (commented): {note['note']}" in text
     again = _continue(gw, job_id)
     assert again.status_code == 200 and again.get_json()["replayed"] is True
     assert len(standin.events(sid, "agent.session.input.message")) == 1

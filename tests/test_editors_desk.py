@@ -337,3 +337,11 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
     assert card.find_elements(By.CSS_SELECTOR, "button.publish")
     assert not card.find_elements(By.CSS_SELECTOR, "button.approve")  # it cannot succeed now
     _shot(card.find_element(By.CSS_SELECTOR, ".actions"), "approved-actions")
+    # the job's timeline (issue 56, part A): reached from the card, accessible as the desk is
+    browser.get(card.find_element(By.CSS_SELECTOR, "a.timeline-link").get_attribute("href"))
+    events = [
+        e.get_attribute("data-event")
+        for e in browser.find_elements(By.CSS_SELECTOR, "table.timeline .entry")
+    ]
+    assert events[-1] == "approved", events
+    _assert_accessible(browser, axe, "timeline")

@@ -148,6 +148,22 @@ def test_a_full_job_over_stdio_replans_for_free_and_names_the_bump(
             assert state["job"]["phase"] == "approval_pending"
             assert state["verification"]["ok"] is True
             seen.append(state)
+            # issue 56: an editor sends the version back; get_job's answer says so, with the note
+            editor = {"Authorization": "Bearer " + gateway.make_token(role="editor")}
+            sent_back = requests.post(
+                f"{gateway.url}/v1/jobs/{job_id}/changes-requests",
+                json={"task_version": 1, "note": "A shorter title, please."},
+                headers=editor,
+                timeout=30,
+            )
+            assert sent_back.status_code == 201, sent_back.text
+            job = (await _call(session, "get_job", {"job_id": job_id})).structured_content
+            decision = job["answer"]["decision"]
+            assert (decision["decision"], decision["note"]) == (
+                "changes_requested",
+                "A shorter title, please.",
+            )
+            assert [n["note"] for n in job["answer"]["notes"]] == ["A shorter title, please."]
 
     anyio.run(main)
     counts = count_objects(wp_site, [op_key(job_id, "draft"), op_key(job_id, "media", "hero")])

@@ -268,3 +268,44 @@ def test_migration_16_stores_where_each_site_serves_its_rest_api(ledger_url):
         assert site.rest_root is None
         assert sites.rest_root_of(site) == "https://x.example/wp-json/"
     database.close()
+
+
+def test_migration_17_adds_the_decision_and_the_timeline(ledger_url):
+    """Version 17 (issue 56): ``job.decision`` and ``job_event`` added to a ledger that version
+    16 left (a job in it); the existing job has no decision and an empty timeline, and a
+    decision then moves and enters the timeline; a rerun changes nothing."""
+    from gateway.core import states
+    from gateway.jobs import timeline
+    from gateway.ledger import moves
+    from gateway.ledger.models import JOB_DECISION
+
+    db.bind(ledger_url)
+    assert migrations.migrate()[1] == migrations.latest_version()
+    with database.connection_context():  # back to version 16, as the previous code left it
+        database.execute_sql("ALTER TABLE job DROP COLUMN decision")
+        database.execute_sql("DROP TABLE job_event")
+        database.execute_sql("DELETE FROM schema_version WHERE version >= 17")
+        database.execute_sql(
+            "INSERT INTO job (tenant, job_id, site, task_version, phase, cancelled, "
+            "created_at, updated_at) VALUES ('acme', 'j', 'blog', 1, 'approval_pending', "
+            "false, '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+        )
+    with pytest.raises(migrations.LedgerError, match="init-db"):
+        migrations.check(ledger_url)
+    assert migrations.migrate() == (16, migrations.latest_version())
+    assert migrations.migrate() == (migrations.latest_version(),) * 2  # a rerun: nothing
+    with database.connection_context():
+        [job] = Job.select()
+        assert job.decision is None and timeline.entries(job) == []
+        with db.atomic():
+            where = {"id": job.id, "task_version": 1}
+            assert moves.move(JOB_DECISION, where, states.CHANGES_REQUESTED, None) == 1
+            timeline.record(job, states.CHANGES_REQUESTED, "ed", None, "fix the title")
+        assert Job.get_by_id(job.id).decision == states.CHANGES_REQUESTED
+        [entry] = timeline.entries(job)
+        assert (entry["event"], entry["actor"], entry["note"]) == (
+            "changes_requested",
+            "ed",
+            "fix the title",
+        )
+    database.close()

@@ -79,8 +79,12 @@ def test_prune_keeps_identity_and_every_kind_replays_without_a_write(gwp, proxy,
         Operation.update(updated_at=long_ago).where(Operation.job_id << [job_id, active]).execute()
         Job.update(updated_at=long_ago).where(Job.job_id == job_id).execute()
 
+    told = gw.client.get(f"/v1/jobs/{job_id}/timeline", headers=gw.headers(editor)).get_json()
     assert _prune(ledger_url, "5")["operations"] == len(before)
     assert _prune(ledger_url, "5")["operations"] == 0  # repeat-safe
+    # issue 56: who decided what stays findable: the timeline is kept whole
+    kept = gw.client.get(f"/v1/jobs/{job_id}/timeline", headers=gw.headers(editor)).get_json()
+    assert kept == told and "published" in [e["event"] for e in kept["entries"]]
 
     after = _rows(gw, job_id)
     for key, row in before.items():

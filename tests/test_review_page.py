@@ -556,3 +556,121 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     assert job["phase"] == "published"
     suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
     assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
+
+
+# --------------------------------------------------------------------------- the desk (issue 56)
+
+
+def _editor(server: Server, name: str) -> dict:
+    out = server._cli("tokens", "create", "--tenant", TENANT, "--role", "editor", "--name", name)
+    return {"Authorization": "Bearer " + out.strip().splitlines()[-1]}
+
+
+def _as(server: Server, headers: dict, method: str, path: str, **kwargs):
+    import requests
+
+    return requests.request(method, server.url + path, headers=headers, timeout=30, **kwargs)
+
+
+def _approval(server: Server, job_id: str, editor: dict, version: int):
+    """An editor's approval over the JSON API of what the version's verification reads."""
+    import datetime as dt
+
+    check = server.call("GET", f"/v1/jobs/{job_id}/verification").json()
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)).isoformat()
+    body = {
+        "task_version": version,
+        "content_sha256": check["content_sha256"],
+        "post_id": check["post_id"],
+        "expires_at": expires,
+    }
+    return _as(server, editor, "POST", f"/v1/jobs/{job_id}/approvals", json=body)
+
+
+@pytest.mark.wordpress
+def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_decided(
+    browser, server, wp_site
+):
+    """Issue 56: request changes with a note on a waiting draft (approving that version is
+    then impossible); the workflow reads the note on the job and in the feed, and its v2
+    clears it; two editors deciding v2 at once: the page whose decision lost says which one
+    stands and writes nothing; the published job's timeline says who did what, when."""
+    from selenium.webdriver.common.by import By
+
+    server.start()
+    job_id = new_job_id()
+    start = server.call("GET", "/v1/job-changes", params={"cursor": "now"}).json()["next_cursor"]
+    _draft_awaiting_approval(server, job_id, f"Desk {job_id}")
+    browser_editor, other = _editor(server, "ed"), _editor(server, "ed2")
+    browser.get(server.url + "/review/login")
+    browser.find_element(By.ID, "token").send_keys(browser_editor["Authorization"][7:])
+    _submit(browser, browser.find_element(By.ID, "sign-in"))
+
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{job_id}"]')
+    note = "The second paragraph cites no source: add one & shorten the title."
+    card.find_element(By.CSS_SELECTOR, "form.request-changes textarea").send_keys(note)
+    flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.request-changes"))
+    assert "sent back with your note" in flashed, flashed
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{job_id}"]')
+    assert note in card.find_element(By.CSS_SELECTOR, ".changes-requested").text
+    assert not card.find_elements(By.CSS_SELECTOR, "button.approve")
+    _shot(browser, "4-changes-requested")
+    from test_editors_desk import _shot as guide_shot  # docs/editors-*.png for the guide
+
+    guide_shot(card.find_element(By.CSS_SELECTOR, ".desk"), "changes-requested")
+    refused = _approval(server, job_id, other, 1)
+    assert refused.status_code == 409 and problem_slug(refused) == "decision-stands"
+    assert refused.json()["decision"]["decided_by"] == "ed"
+
+    job = server.call("GET", f"/v1/jobs/{job_id}").json()  # the workflow hears it
+    assert (job["decision"]["decision"], job["decision"]["note"]) == ("changes_requested", note)
+    assert [n["note"] for n in job["notes"]] == [note]
+    feed = server.call("GET", "/v1/job-changes", params={"cursor": start}).json()["changes"]
+    [change] = [c for c in feed if c["job_id"] == job_id]
+    assert "changes_requested" in change["events"] and change["decision"]["note"] == note
+    told = server.call("GET", f"/v1/jobs/{job_id}/notifications").json()["notifications"]
+    assert [(n["event"], n["reason"]) for n in told] == [("changes_requested", note)]
+
+    assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 2}).ok
+    assert server.call("GET", f"/v1/jobs/{job_id}").json()["decision"] is None  # v2 clears it
+    v2 = draft_body(title=f"Desk {job_id} v2", content="<p>Now with a source.</p>")
+    assert server.call("PUT", f"/v1/jobs/{job_id}/draft", json=v2).ok
+    assert server.call("POST", f"/v1/jobs/{job_id}/approval-requests").status_code == 201
+
+    browser.get(server.url + "/review")  # ed reads v2 while ed2 approves it
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{job_id}"]')
+    card.find_element(By.CSS_SELECTOR, "form.request-changes textarea").send_keys("too late")
+    assert _approval(server, job_id, other, 2).status_code == 201
+    flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.request-changes"))
+    assert "was not changed: approved by ed2 on v2 stands" in flashed, flashed
+    card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{job_id}"]')
+    assert "too late" not in card.text
+    flashed = _submit(browser, card.find_element(By.CSS_SELECTOR, "button.publish"))
+    assert "is now published" in flashed, flashed
+
+    browser.find_element(By.CSS_SELECTOR, ".history-link a").click()
+    row = browser.find_element(By.CSS_SELECTOR, f'.finished-job[data-job="{job_id}"]')
+    row.find_element(By.TAG_NAME, "a").click()
+    entries = browser.find_elements(By.CSS_SELECTOR, "table.timeline .entry")
+    said = [
+        (e.get_attribute("data-event"), e.find_element(By.CSS_SELECTOR, ".actor").text)
+        for e in entries
+    ]
+    gateway_said = "the gateway"
+    workflow = next(actor for event, actor in said if event == "approval_requested")
+    assert said == [
+        ("draft_written", gateway_said),
+        ("verified", gateway_said),
+        ("approval_requested", workflow),
+        ("changes_requested", "ed"),
+        ("draft_written", gateway_said),
+        ("verified", gateway_said),
+        ("approval_requested", workflow),
+        ("approved", "ed2"),
+        ("published", "ed"),
+    ]
+    assert note in entries[3].text and "v1" in entries[3].text and "v2" in entries[-1].text
+    _shot(browser, "5-timeline")
+    guide_shot(browser.find_element(By.ID, "timeline"), "timeline")
+    timeline = server.call("GET", f"/v1/jobs/{job_id}/timeline").json()
+    assert [e["event"] for e in timeline["entries"]] == [event for event, _ in said]

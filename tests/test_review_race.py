@@ -446,3 +446,48 @@ def test_the_page_shows_a_claim_and_words_the_decision_that_stands(offline_gw):
     other = {"decision": "same_as", "post_id": "7", "csrf_token": csrf}
     lost = client.post(path, data=other, follow_redirects=True).get_data(as_text=True)
     assert "was not changed: “Distinct”, decided by test-editor on" in lost, lost
+
+
+def _request_changes_in_thread(app, job_row: int, editor: str, barrier: threading.Barrier):
+    from gateway.editorial import decisions
+
+    context = _ledger(app)
+    try:
+        job = Job.get_by_id(job_row)
+        barrier.wait()
+        try:
+            body = {"task_version": 1, "note": f"from {editor}"}
+            return decisions.request_changes(job, body, editor)["decided_by"]
+        except exc.DecisionStands as stands:
+            return stands.extensions
+    finally:
+        _leave(context)
+
+
+def test_editors_sending_one_draft_back_at_once_one_wins_and_the_others_are_told(app):
+    """Issue 56: a decision on a job's version (``job.decision``) moves by one conditional
+    UPDATE, as a review item's claim does: of several editors deciding at once one wins, the
+    others get 409 ``decision-stands`` naming it, and the timeline holds one decision."""
+    from gateway.jobs import timeline
+
+    with app.app_context(), database.connection_context():
+        job = Job.create(
+            tenant="acme", job_id=new_job_id(), site="blog", phase=states.APPROVAL_PENDING
+        )
+    barrier = threading.Barrier(RACERS)
+    with ThreadPoolExecutor(RACERS) as pool:
+        editors = [f"editor-{n}" for n in range(RACERS)]
+        answers = list(
+            pool.map(lambda e: _request_changes_in_thread(app, job.id, e, barrier), editors)
+        )
+    winners = [a for a in answers if isinstance(a, str)]
+    assert len(winners) == 1, answers
+    for lost in (a for a in answers if not isinstance(a, str)):
+        assert lost["decision"]["decided_by"] == winners[0]
+        assert lost["decision"]["decision"] == states.CHANGES_REQUESTED
+    with app.app_context(), database.connection_context():
+        stored = Job.get_by_id(job.id)
+        assert stored.decision == states.CHANGES_REQUESTED
+        assert [(n["actor"], n["note"]) for n in timeline.notes(stored)] == [
+            (winners[0], f"from {winners[0]}")
+        ]

@@ -1,4 +1,6 @@
-"""Notifications to editors: ``ready_for_approval``, ``needs_attention``, ``published``.
+"""Notifications to editors: ``ready_for_approval``, ``needs_attention``, ``published``; and
+the editors' decisions on a version, ``approved`` and ``changes_requested`` (issue 56: decided
+by the gateway itself when the decision is taken, the note as ``reason``).
 
 A notification is a side effect like a WordPress write, kept in the ledger (``notification``):
 
@@ -50,6 +52,8 @@ from gateway.core import exceptions as exc
 from gateway.core import rounds
 from gateway.core.config import Config
 from gateway.core.states import APPROVAL_PENDING
+from gateway.core.states import APPROVED
+from gateway.core.states import CHANGES_REQUESTED
 from gateway.core.states import DELIVERED
 from gateway.core.states import NEEDS_ATTENTION
 from gateway.core.states import PENDING
@@ -144,6 +148,10 @@ def _text(job: Job, event: str, reason: str | None) -> str:
         return f"Draft {job.post_id} of {version} is verified and waits for approval."
     if event == PUBLISHED:
         return f"Post {job.post_id} of {version} is published."
+    if event == APPROVED:
+        return f"Draft {job.post_id} of {version} was approved ({reason})."
+    if event == CHANGES_REQUESTED:
+        return f"An editor requested changes to {version}: {reason}"
     return f"{version[0].upper()}{version[1:]} needs attention: {reason}"
 
 

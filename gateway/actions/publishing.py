@@ -168,7 +168,8 @@ def settle(target: Target, row: Operation) -> None:
     when WordPress holds it as ``future``)."""
     if row.task_version == target.job.task_version:
         future = (row.receipt or {}).get("status") == "future"
-        records.advance_phase(target.job, states.SCHEDULED if future else states.PUBLISHED)
+        by = (row.intent or {}).get("published_by") or (row.receipt or {}).get("published_by")
+        records.advance_phase(target.job, states.SCHEDULED if future else states.PUBLISHED, by)
 
 
 def publish(target: Target, by: str) -> Outcome:

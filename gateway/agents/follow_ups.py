@@ -53,6 +53,7 @@ from gateway.core.digests import canonical_json
 from gateway.core.digests import sha256_hex
 from gateway.jobs import leases
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import AgentSession
 from gateway.ledger.models import Checkpoint
@@ -79,7 +80,9 @@ def facts(job: Job) -> dict:
     """The verified facts of ``job`` as the ledger holds them now (no WordPress call):
     ``{"job_id", "task_version", "phase", "draft": {"post_id", "verified"} | None, "media":
     [{"slot", "attachment_id"}], "checkpoints": [{"phase", "artifacts": [{"role",
-    "sha256"}]}], "not_allowed": [...]}``."""
+    "sha256"}]}], "decision": "approved" | "changes_requested" | None, "notes": [{"event",
+    "by", "note"}], "not_allowed": [...]}``: ``decision`` and ``notes`` are the editors' on
+    this version (issue 56, :mod:`gateway.jobs.timeline`)."""
     draft = drafts.latest_draft(job)
     checkpoints = Checkpoint.select().where(
         Checkpoint.tenant == job.tenant,
@@ -105,6 +108,10 @@ def facts(job: Job) -> dict:
             }
             for c in ordered
         ],
+        "decision": job.decision,
+        "notes": [
+            {"event": n["event"], "by": n["actor"], "note": n["note"]} for n in timeline.notes(job)
+        ],
         "not_allowed": list(NOT_ALLOWED),
     }
 
@@ -125,11 +132,23 @@ def message(found: dict) -> str:
         ),
         "- media confirmed: " + (", ".join(media) or "none"),
         "- checkpoints: " + (", ".join(c["phase"] for c in found["checkpoints"]) or "none"),
+        *_editors(found),
         "Not allowed: " + "; ".join(found["not_allowed"]) + ".",
         "Continue from these facts only. They are context: the gateway's tools enforce the limits.",
         "Facts as JSON: " + json.dumps(found, ensure_ascii=False, sort_keys=True),
     ]
     return "\n".join(lines)
+
+
+def _editors(found: dict) -> list[str]:
+    """The editors' decision and notes in words (none: no line)."""
+    lines = [f"- editor {n['by']} ({n['event']}): {n['note']}" for n in found["notes"]]
+    if found["decision"] == states.CHANGES_REQUESTED:
+        lines.append(
+            "- an editor requested changes to this version: make a new task version "
+            "(PUT the job with task_version + 1) that addresses the notes above"
+        )
+    return lines
 
 
 def _blocking(config: Config, oai, job: Job, row: AgentSession, target, editor: bool) -> list:

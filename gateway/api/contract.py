@@ -288,6 +288,7 @@ OPERATIONS: dict[str, Contract] = {
             "job-cancelled",
             "approval-required",
             "approval-stale",
+            "decision-stands",
             "wordpress-refused",
             "verification-failed",
             "foreign-object",
@@ -295,6 +296,19 @@ OPERATIONS: dict[str, Contract] = {
             "upstream-refused",
             "site-busy",
         ),
+    ),
+    "POST /v1/jobs/{job_id}/changes-requests": Contract(
+        body="changes_request",
+        ok=(201,),
+        returns="Decision",
+        problems=("job-cancelled", "approval-stale", "decision-stands"),
+    ),
+    "POST /v1/jobs/{job_id}/comments": Contract(body="comment", ok=(201,), returns="TimelineEntry"),
+    "GET /v1/jobs/{job_id}/timeline": Contract(
+        returns="Timeline",
+        query={
+            "after": {"type": "integer", "minimum": 0, "maximum": 2147483647, "default": 0},
+        },
     ),
     "DELETE /v1/jobs/{job_id}/approvals/{approval_id}": Contract(
         returns="Approval", problems=("not-found",)
@@ -414,6 +428,19 @@ OPERATIONS: dict[str, Contract] = {
     ),
     "POST /review/jobs/{job_id}/approve": Contract(
         media_type=PAGE, ok=(303,), form=("task_version", "content_sha256", "post_id"), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/changes": Contract(
+        media_type=PAGE, ok=(303,), form=("task_version", "note"), pages=(400,)
+    ),
+    "POST /review/jobs/{job_id}/comments": Contract(
+        media_type=PAGE, ok=(303,), form=("note",), pages=(400,)
+    ),
+    "GET /review/jobs/{job_id}/timeline": Contract(media_type=PAGE, ok=(200, 303), pages=(404,)),
+    "GET /review/timeline": Contract(
+        media_type=PAGE,
+        ok=(200, 303),
+        query={"job_id": {"type": "string", "maxLength": 128}},
+        pages=(422,),
     ),
     "POST /review/jobs/{job_id}/approvals/{approval_id}/revoke": Contract(
         media_type=PAGE, ok=(303,), form=(), pages=(400,)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 from flask import g
+from flask import request
 
 from gateway.actions import blocks
 from gateway.actions import publishing
@@ -25,11 +26,14 @@ from gateway.api.common import side_effect_target
 from gateway.api.http import config
 from gateway.api.http import json_body
 from gateway.api.http import roles
+from gateway.core import exceptions as exc
 from gateway.core import validation
 from gateway.editorial import approvals
+from gateway.editorial import decisions
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.operations.target import target_for
 from gateway.recovery import retries
 
@@ -72,7 +76,7 @@ def cancel(job_id: str):
     body = json_body("cancel")
     if not job.cancelled:  # a scheduled post goes back to draft first (its own operation)
         scheduling.unschedule(target_for(config(), job), "job cancelled")
-    job = records.cancel_job(job, body["reason"])
+    job = records.cancel_job(job, body["reason"], g.principal.name)
     stops.request_cancel(config(), job)  # never fails the cancel: the worker retries
     return job_views.job_view(job, with_rows=False)
 
@@ -118,6 +122,41 @@ def approve(job_id: str):
     body = json_body("approval")
     approval, unchecked = approvals.approve(target_for(config(), job), body, g.principal.name)
     return {**approvals.approval_view(approval), "unchecked_fields": unchecked}, 201
+
+
+@bp.post("/jobs/<job_id>/changes-requests")
+@roles("editor")
+def request_changes(job_id: str):
+    """An editor sends this draft version back with a note (issue 56)."""
+    body = json_body("changes_request")
+    return decisions.request_changes(_job(job_id), body, g.principal.name), 201
+
+
+@bp.post("/jobs/<job_id>/comments")
+@roles("editor")
+def comment(job_id: str):
+    """An editor's comment on the job's current version."""
+    body = json_body("comment")
+    return decisions.comment(_job(job_id), body, g.principal.name), 201
+
+
+@bp.get("/jobs/<job_id>/timeline")
+@roles("workflow", "editor", "admin")
+def job_timeline(job_id: str):
+    """The job's timeline, oldest first, ``?after=`` an entry id (pages of 200)."""
+    after = validation.parse_int(request.args.get("after"), "/after", default=0)
+    if not 0 <= after <= validation.MAX_DB_INT:
+        raise exc.ValidationFailed(
+            "invalid query", errors=[{"pointer": "/after", "message": "after 0..2147483647"}]
+        )
+    job = _job(job_id)
+    entries = timeline.entries(job, after)
+    more = len(entries) == timeline.PAGE
+    return {
+        "job_id": job.job_id,
+        "entries": entries,
+        "next_after": entries[-1]["id"] if more else None,
+    }
 
 
 @bp.delete("/jobs/<job_id>/approvals/<int:approval_id>")

@@ -12,10 +12,12 @@ from peewee import fn
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core.validation import MAX_DB_INT
+from gateway.editorial import decisions
 from gateway.jobs import attention
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.models import Job
+from gateway.ledger.models import JobEvent
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 
@@ -36,6 +38,7 @@ def job_view(job: Job, with_rows: bool = True, created: bool = False) -> dict:
         "status": records.status_of(job, rows, reviews),
         "cancelled": job.cancelled,
         "cancel_reason": job.cancel_reason,
+        "decision": decisions.decision_view(job),
         "created_at": db.rfc3339(job.created_at),
         "updated_at": db.rfc3339(job.updated_at),
     }
@@ -129,6 +132,7 @@ def _changed_since(tenant: str, since: dt.datetime | None) -> dict[str, dt.datet
         (Operation, Operation.updated_at),
         (Review, Review.created_at),
         (Review, Review.resolved_at),
+        (JobEvent, JobEvent.created_at),  # a decision, a comment (issue 56)
     )
     for model, column in sources:
         query = model.select(model.job_id, fn.MAX(column).alias("stamp")).where(
@@ -149,7 +153,9 @@ def _as_datetime(value) -> dt.datetime:
 
 def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: float) -> dict:
     """Jobs of ``tenant`` changed after ``cursor``, oldest change first, each with the events
-    a poller triggers on: ``approval_pending`` and ``published`` (the job's phase) and
+    a poller triggers on: ``approval_pending`` and ``published`` (the job's phase),
+    ``approved`` and ``changes_requested`` (the editors' decision on its version, with
+    ``decision``: :func:`gateway.editorial.decisions.decision_view`, its note) and
     ``needs_attention`` (status ``failed``, ``unknown`` or ``needs_review``, or a stalled run:
     :func:`gateway.jobs.attention.stalled`).
 
@@ -190,6 +196,8 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
         events = [view["phase"]] if view["phase"] in states.CHANGE_EVENTS else []
+        if view["decision"]:  # approved, changes_requested (issue 56)
+            events.append(view["decision"]["decision"])
         if view["status"] in ATTENTION or attention.stalled(
             job, view["status"], attention_after, now
         ):
@@ -197,6 +205,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
+                "decision": view["decision"],
                 "changed_at": db.rfc3339(changed_at),
                 "events": events,
             }

@@ -27,6 +27,7 @@ from gateway.jobs import budgets
 from gateway.jobs import checkpoints
 from gateway.jobs import leases
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
 from gateway.recovery import retries
@@ -108,6 +109,7 @@ def get_job(job_id: str):
         **job_views.job_view(job),
         "approvals": [approvals.approval_view(a) for a in publishing.approvals_of(job)],
         "checkpoints": checkpoints.checkpoints_of(job),
+        "notes": timeline.notes(job),
         "retries": retries.retries_of(job),
         "lease": leases.active_lease(job),
         "agent": sessions.agent_view(job),

@@ -58,9 +58,30 @@ JOB = {
     "status": STATUS,
     "cancelled": BOOL,
     "cancel_reason": NSTR,
+    "decision": {"anyOf": [{"$ref": "#/components/schemas/Decision"}, {"type": "null"}]},
     "created_at": TIME,
     "updated_at": TIME,
 }
+# A job's timeline entry and its editors' decision on its version (issue 56).
+TIMELINE_ENTRY = obj(
+    ("id", "event", "actor", "task_version", "content_sha256", "note", "at"),
+    id=INT,
+    event={"enum": list(states.TIMELINE_EVENTS)},
+    actor=NSTR,
+    task_version=INT,
+    content_sha256=NSTR,
+    note=NSTR,
+    at=TIME,
+)
+DECISION = obj(
+    ("decision", "task_version", "decided_by", "content_sha256", "note", "at"),
+    decision={"enum": list(states.DECISIONS)},
+    task_version=INT,
+    decided_by=NSTR,
+    content_sha256=NSTR,
+    note=NSTR,
+    at=TIME,
+)
 OPERATION_ROW = obj(
     ("operation_key", "action", "state", "request_hash", "attempts"),
     operation_key=STR,
@@ -226,7 +247,7 @@ SCHEMAS: dict[str, dict] = {
         "allOf": [
             ref("Job"),
             obj(
-                ("operations", "reviews", "approvals", "checkpoints", "lease", "budgets"),
+                ("operations", "reviews", "approvals", "checkpoints", "notes", "lease", "budgets"),
                 operations=arr(ref("OperationRow")),
                 reviews=arr(
                     obj(
@@ -239,6 +260,7 @@ SCHEMAS: dict[str, dict] = {
                 ),
                 approvals=arr(ref("Approval")),
                 checkpoints=arr(obj(("phase", "artifacts"), phase=STR, artifacts=arr(ARTIFACT))),
+                notes=arr(ref("TimelineEntry")),
                 lease={"anyOf": [ref("Lease"), {"type": "null"}]},
                 retries=arr(ref("Retry")),
                 agent=nullable("Agent"),
@@ -247,6 +269,14 @@ SCHEMAS: dict[str, dict] = {
         ]
     },
     "OperationRow": OPERATION_ROW,
+    "Decision": DECISION,
+    "TimelineEntry": TIMELINE_ENTRY,
+    "Timeline": obj(
+        ("job_id", "entries", "next_after"),
+        job_id=STR,
+        entries=arr(ref("TimelineEntry")),
+        next_after=NINT,
+    ),
     "Budget": BUDGET,
     "BudgetList": obj(("budgets",), budgets=arr(ref("Budget"))),
     "Review": REVIEW,
@@ -267,6 +297,7 @@ SCHEMAS: dict[str, dict] = {
             obj(
                 ("job_id", "status", "phase", "task_version", "post_id", "changed_at", "events"),
                 **{k: JOB[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
+                decision=JOB["decision"],
                 changed_at=TIME,
                 events=arr({"enum": list(states.CHANGE_EVENTS)}),
             )

@@ -28,6 +28,7 @@ from gateway.api import jobs
 from gateway.api import oauth_consent  # noqa: F401 - its routes join review_page's blueprint
 from gateway.api import report
 from gateway.api import request_keys
+from gateway.api import review_desk  # noqa: F401 - its routes join review_page's blueprint
 from gateway.api import review_page
 from gateway.api import reviews
 from gateway.api import run_activity

@@ -106,6 +106,9 @@ ForeignObject = _problem(
     "foreign-object",
     "The WordPress object is not provably this operation's",
 )
+DecisionStands = _problem(
+    "DecisionStands", 409, "decision-stands", "Another decision on this task version stands"
+)
 ApprovalStale = _problem("ApprovalStale", 409, "approval-stale", "The approval no longer matches")
 PostTrashed = _problem(
     "PostTrashed", 409, "post-trashed", "The job's post is in the WordPress trash"

@@ -74,8 +74,36 @@ DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no ph
 # announce, and needs_attention (no phase: a status that needs a person, or a stalled run).
 NEEDS_ATTENTION = "needs_attention"
 READY_FOR_APPROVAL = "ready_for_approval"  # a notification: the job reached APPROVAL_PENDING
-CHANGE_EVENTS = (APPROVAL_PENDING, PUBLISHED, NEEDS_ATTENTION)
-NOTIFICATION_EVENTS = (READY_FOR_APPROVAL, NEEDS_ATTENTION, PUBLISHED)
+# An editor's decision on a job's task version (issue 56): not a phase (phases never move
+# backwards); a new task version clears it. Announced by the feed and the notifications too.
+APPROVED = "approved"
+CHANGES_REQUESTED = "changes_requested"
+DECISIONS = (APPROVED, CHANGES_REQUESTED)
+CHANGE_EVENTS = (APPROVAL_PENDING, APPROVED, CHANGES_REQUESTED, PUBLISHED, NEEDS_ATTENTION)
+NOTIFICATION_EVENTS = (READY_FOR_APPROVAL, APPROVED, CHANGES_REQUESTED, NEEDS_ATTENTION, PUBLISHED)
+
+# A job's timeline (``job_event`` rows, gateway.editorial.timeline): every decision and event
+# with who, when, version and digest, written in the transaction of the change it records.
+DRAFT_WRITTEN = "draft_written"  # the job reached DRAFT_CONFIRMED
+APPROVAL_REQUESTED = "approval_requested"
+REVOKED = "revoked"
+COMMENTED = "commented"
+RECONCILED = "reconciled"
+REPAIRED = "repaired"
+TIMELINE_EVENTS = (
+    DRAFT_WRITTEN,
+    VERIFIED,
+    APPROVAL_REQUESTED,
+    APPROVED,
+    REVOKED,
+    CHANGES_REQUESTED,
+    COMMENTED,
+    SCHEDULED,
+    PUBLISHED,
+    RECONCILED,
+    REPAIRED,
+    CANCELLED,
+)
 
 # --------------------------------------------------------------------------- notifications
 # A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or
@@ -252,4 +280,16 @@ REVIEW_MOVES: dict[str, frozenset[str]] = {
     REVIEW_OPEN: frozenset({REVIEW_DECIDING}),
     REVIEW_DECIDING: frozenset({REVIEW_RESOLVED, REVIEW_OPEN, REVIEW_DECIDING}),
     REVIEW_RESOLVED: frozenset(),
+}
+
+# A job's ``decision`` on its current task version (gateway.editorial.decisions): NULL (none
+# yet) -> approved | changes_requested, each conditional on the version as read, so of two
+# editors deciding at once one wins and the other is told what stands. approved -> approved
+# (another editor approves too); approved -> NULL once its last approval is revoked; any ->
+# NULL by a new task version (gateway.jobs.records.put_job). Changes requested is final for
+# its version: an approval of it is impossible.
+DECISION_MOVES: dict[str | None, frozenset[str | None]] = {
+    None: frozenset({APPROVED, CHANGES_REQUESTED}),
+    APPROVED: frozenset({APPROVED, None}),
+    CHANGES_REQUESTED: frozenset({None}),
 }

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from gateway.actions import drafts
+from gateway.actions import notifications
 from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core import validation
+from gateway.editorial import decisions
 from gateway.jobs import guards
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger import moves
 from gateway.ledger.models import APPROVAL_REVOKED
@@ -82,6 +85,7 @@ def request_approval(target: Target, requested_by: str) -> Request:
     values = {"post_id": result["post_id"], "content_sha256": result["content_sha256"]}
     try:
         with db.atomic():
+            timeline.record(job, states.APPROVAL_REQUESTED, requested_by, values["content_sha256"])
             ApprovalRequest.create(
                 tenant=job.tenant,
                 job_id=job.job_id,
@@ -161,6 +165,8 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         ForeignObject (409): another job or tenant holds the post too.
         ValidationFailed (422): ``expires_at`` malformed, past, or beyond the configured cap
             (``GATEWAY_APPROVAL_MAX_DAYS``).
+        DecisionStands (409): changes were requested on this version (issue 56), or a new
+            version came meanwhile.
     """
     guards.check_writable(target)
     job = target.job
@@ -182,17 +188,21 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
     unchecked = _evidence(
         verification.compare(draft.receipt, live, target.companion.present, expected)
     )
-    approval = Approval.create(
-        tenant=job.tenant,
-        job_id=job.job_id,
-        task_version=job.task_version,
-        post_id=post_id,
-        content_sha256=digest,
-        expires_at=expires,
-        approved_by=editor,
-        publish_at=publish_at,
-    )
+    with db.atomic():
+        decisions.take(job, states.APPROVED, (None, states.APPROVED))
+        approval = Approval.create(
+            tenant=job.tenant,
+            job_id=job.job_id,
+            task_version=job.task_version,
+            post_id=post_id,
+            content_sha256=digest,
+            expires_at=expires,
+            approved_by=editor,
+            publish_at=publish_at,
+        )
+        timeline.record(job, states.APPROVED, editor, digest)
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
+    notifications.decide(job, states.APPROVED, f"by {editor}")
     return approval, unchecked
 
 
@@ -209,7 +219,11 @@ def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None
     )
     if approval is None:
         raise exc.NotFound(f"no approval {approval_id} for job {job.job_id}")
-    moves.move(APPROVAL_REVOKED, {"id": approval.id}, db.utcnow(), None, revoked_by=editor)
+    with db.atomic():
+        where = {"id": approval.id}
+        if moves.move(APPROVAL_REVOKED, where, db.utcnow(), None, revoked_by=editor):
+            timeline.record(job, states.REVOKED, editor, approval.content_sha256)
+            decisions.release_approval(job)
     scheduled = scheduling.scheduled_publish(job)
     if target is not None and scheduled and scheduled.receipt.get("approval_id") == approval.id:
         scheduling.unschedule(target, f"approval {approval.id} revoked")

@@ -22,9 +22,11 @@ from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
 from gateway.core.exceptions import GatewayError
 from gateway.editorial import approvals
+from gateway.editorial import decisions
 from gateway.editorial import previews
 from gateway.editorial import reviews
 from gateway.editorial.desk_filter import DeskFilter
+from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
@@ -343,6 +345,8 @@ def awaiting_approval(
                     "content_sha256": request.content_sha256,
                     "changed_since": digest is not None and digest != request.content_sha256,
                 },
+                "decision": decisions.decision_view(job),  # issue 56
+                "notes": timeline.notes(job),
                 "approvals": [
                     {
                         **approvals.approval_view(a),

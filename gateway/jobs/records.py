@@ -14,6 +14,7 @@ from gateway.core.states import BEFORE_PHASE
 from gateway.core.states import CANCELLED
 from gateway.core.states import COMPLETED
 from gateway.core.states import COMPLETED_PHASES
+from gateway.core.states import DECISIONS
 from gateway.core.states import DRAFT_CONFIRMED
 from gateway.core.states import DRAFTING
 from gateway.core.states import GATEWAY_PHASES
@@ -28,6 +29,7 @@ from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.core.states import SCHEDULED
 from gateway.core.states import VERIFIED
 from gateway.jobs import guards
+from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import moves
@@ -35,6 +37,7 @@ from gateway.ledger import unique
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import FAILED
 from gateway.ledger.models import JOB_CANCELLED
+from gateway.ledger.models import JOB_DECISION
 from gateway.ledger.models import JOB_PHASE
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
@@ -98,16 +101,21 @@ def put_job(tenant: str, job_id: str, site: str, task_version: int) -> tuple[Job
         )
     if task_version > job.task_version:
         # Conditional: of two racing bumps to the same version, one updates, both succeed. The
-        # phase goes back to none from any: the declared backward move of a new version.
-        moves.move(
-            JOB_PHASE,
-            {"id": job.id},
-            None,
-            ANY_PHASE,
-            when=(Job.task_version < task_version,),
-            task_version=task_version,
-            updated_at=db.utcnow(),
-        )
+        # phase goes back to none from any: the declared backward move of a new version; the
+        # editors' decision on the old version is cleared with it (issue 56).
+        with db.atomic():
+            bumped = moves.move(
+                JOB_PHASE,
+                {"id": job.id},
+                None,
+                ANY_PHASE,
+                when=(Job.task_version < task_version,),
+                task_version=task_version,
+                updated_at=db.utcnow(),
+            )
+            if bumped:
+                where = {"id": job.id, "task_version": task_version}
+                moves.move(JOB_DECISION, where, None, DECISIONS)
         job = Job.get_by_id(job.id)
     return job, False
 
@@ -118,7 +126,12 @@ def stage(job: Job) -> str:
     return job.phase if job.phase in GATEWAY_PHASES else DRAFTING
 
 
-def advance_phase(job: Job, phase: str, **fields) -> bool:
+# The phases a timeline tells of (gateway.jobs.timeline), by the event it records.
+PHASE_EVENTS = {DRAFT_CONFIRMED: "draft_written", VERIFIED: VERIFIED}
+PHASE_EVENTS.update({SCHEDULED: SCHEDULED, PUBLISHED: PUBLISHED})
+
+
+def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> bool:
     """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
     ``post_id``) in the same UPDATE; no UPDATE when nothing changes.
 
@@ -127,16 +140,32 @@ def advance_phase(job: Job, phase: str, **fields) -> bool:
     to ``phase`` or beyond meanwhile (published while an approval request waited on
     WordPress), or that a new task version reset, is left as it stands (0 rows). ``job`` is
     then read again, and the ``fields`` it still lacks are recorded by :func:`touch`.
-    Returns True when this call moved the phase."""
+    A move to a phase of :data:`PHASE_EVENTS` enters the job's timeline in the same
+    transaction, by ``actor`` (a token's name; None: the gateway). Returns True when this call
+    moved the phase."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
-        if _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields)):
+        with db.atomic():
+            moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
+            if moved:
+                timeline.record_all(job, _phase_events(current, phase), actor)
+        if moved:
             return True
         _read_again(job)
     changed = _changed(job, fields)
     if changed:
         touch(job, **changed)
     return False
+
+
+def _phase_events(before: int, phase: str) -> list[str]:
+    """The timeline events of a forward move from ``PHASES[before]`` (-1: none) to ``phase``:
+    a draft confirmed and verified at once was written too (``draft_written``, ``verified``)."""
+    drafted = PHASES.index(DRAFT_CONFIRMED)
+    events = [PHASE_EVENTS[DRAFT_CONFIRMED]] if before < drafted <= PHASES.index(phase) else []
+    if phase in PHASE_EVENTS and phase != DRAFT_CONFIRMED:
+        events.append(PHASE_EVENTS[phase])
+    return events
 
 
 def end_schedule(job: Job) -> bool:
@@ -168,11 +197,15 @@ def _read_again(job: Job) -> None:
         setattr(job, name, getattr(fresh, name))
 
 
-def cancel_job(job: Job, reason: str) -> Job:
-    """Cancel the job (repeat-safe: the first reason is kept). Afterwards every side-effect
+def cancel_job(job: Job, reason: str, actor: str | None = None) -> Job:
+    """Cancel the job (repeat-safe: the first reason is kept; the first cancel enters the
+    timeline, by ``actor``, a token's name). Afterwards every side-effect
     call is refused with 409 ``job-cancelled`` before any ledger claim or WordPress call."""
     now = db.utcnow()
-    moves.move(JOB_CANCELLED, {"id": job.id}, True, False, cancel_reason=reason, updated_at=now)
+    with db.atomic():
+        fields = {"cancel_reason": reason, "updated_at": now}
+        if moves.move(JOB_CANCELLED, {"id": job.id}, True, False, **fields):
+            timeline.record(job, CANCELLED, actor, note=reason)
     return Job.get_by_id(job.id)
 
 

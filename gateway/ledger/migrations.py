@@ -248,6 +248,18 @@ def _rest_root(migrator: SchemaMigrator) -> None:
         run(migrator.add_column(table, "rest_root", TextField(null=True)))
 
 
+def _desk(migrator: SchemaMigrator) -> None:
+    """Version 17 (the editors' desk, issue 56): ``job.decision``, an editor's decision on the
+    job's current task version (NULL: none; existing jobs start with none, an approval given
+    before stays valid and is found by its own row), and ``job_event``, each job's timeline
+    from now on. Idempotent."""
+    from playhouse.migrate import migrate as run
+
+    if "decision" not in {c.name for c in database.get_columns(models.Job._meta.table_name)}:
+        run(migrator.add_column("job", "decision", TextField(null=True)))
+    models.JobEvent.create_table(safe=True)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -320,6 +332,12 @@ MIGRATIONS: list[Migration] = [
         16,
         "site.rest_root: where each site serves its REST API (/wp-json/ or ?rest_route=)",
         _rest_root,
+    ),
+    Migration(
+        17,
+        "job.decision and job_event: an editor's decision on a job's version (approved, "
+        "changes requested) and each job's timeline of who decided what, when",
+        _desk,
     ),
 ]
 

@@ -107,6 +107,9 @@ class Job(BaseModel):
     # job's idle time counts from here, never from what the sweep or a recovery's lookups
     # wrote (gateway.jobs.records.idle_seconds).
     last_request_at = DateTimeField(default=utcnow, null=True)
+    # An editor's decision on the current task version (schema version 17; NULL: none yet):
+    # ``approved`` or ``changes_requested`` (gateway.core.states.DECISION_MOVES).
+    decision = TextField(null=True)
 
     class Meta:
         indexes = ((("tenant", "job_id"), True),)
@@ -253,6 +256,26 @@ class Approval(BaseModel):
     revoked_by = TextField(null=True)
 
     class Meta:
+        indexes = ((("tenant", "job_id"), False),)
+
+
+class JobEvent(BaseModel):
+    """One entry of a job's timeline (schema version 17): an event or decision
+    (:data:`gateway.core.states.TIMELINE_EVENTS`) with who made it (a token's name, NULL: the
+    gateway itself), when, the task version and digest it concerns, and an editor's note.
+    Written in the transaction of the change it records (gateway.editorial.timeline)."""
+
+    tenant = TextField()
+    job_id = TextField()
+    task_version = IntegerField()
+    event = TextField()
+    actor = TextField(null=True)
+    content_sha256 = TextField(null=True)
+    note = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "job_event"
         indexes = ((("tenant", "job_id"), False),)
 
 
@@ -503,6 +526,7 @@ TABLES = [
     Notification,
     ResumePoint,
     RequestKey,
+    JobEvent,
 ]
 
 
@@ -595,6 +619,13 @@ JOB_PHASE = moves.declare(
     states.PHASE_MOVES,
     owner="gateway.jobs.records",
     initial=(None,),  # no phase yet
+)
+JOB_DECISION = moves.declare(
+    Job,
+    "decision",
+    states.DECISION_MOVES,
+    owner="gateway.editorial.decisions",
+    initial=(None,),  # no decision yet
 )
 REVIEW_STATUS = moves.declare(
     Review,

@@ -240,7 +240,9 @@ SPECS: tuple[Spec, ...] = (
         "get_job",
         "Read a job's state",
         "The job: task version, phase, status, post, its ledger operations and open reviews, "
-        "approvals. Read it first after reconnecting, then continue.",
+        "approvals, the editors' decision on its version and their notes (decision "
+        "changes_requested: an editor sent it back with a note; write a new task version). "
+        "Read it first after reconnecting, then continue.",
         "GET",
         "/v1/jobs/{job_id}",
         None,

@@ -16,6 +16,7 @@ No network call runs inside a transaction.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 
@@ -24,10 +25,12 @@ from peewee import fn
 from gateway.core import answers
 from gateway.core import exceptions as exc
 from gateway.core import logs
+from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.states import NEVER_SENT
 from gateway.jobs import budgets
 from gateway.jobs import leases
+from gateway.jobs import timeline
 from gateway.jobs.guards import refuse_cancelled
 from gateway.ledger import db
 from gateway.ledger import hot_sql
@@ -545,14 +548,19 @@ def confirm(
         log.warning("read-back of %s (object %s) failed: %s", row.operation_key, remote_id, error)
         raise _unknown(row, error) from error
     receipt["reconciled"] = reconciled
-    ours = transitions.move(
-        row,
-        CONFIRMED,
-        transitions.NOT_CONFIRMED,
-        remote_id=int(remote_id),
-        receipt=receipt,
-        problem=None,
-    )
+    # a reconciled write enters the job's timeline in its transaction (issue 56)
+    with db.atomic() if reconciled else contextlib.nullcontext():
+        ours = transitions.move(
+            row,
+            CONFIRMED,
+            transitions.NOT_CONFIRMED,
+            remote_id=int(remote_id),
+            receipt=receipt,
+            problem=None,
+        )
+        if ours and reconciled:
+            found = f"{row.action} found in WordPress as object {int(remote_id)}"
+            timeline.record(target.job, states.RECONCILED, None, receipt.get("digest"), found)
     crash_point(target.config, "after_ledger_update")
     if ours and reconciled:
         ownership.undo_if_raced(target, row, int(remote_id))

@@ -14,7 +14,10 @@ Policy:
   expected posts, verification reports).
 * **Kept forever**: operation key, state, remote id, request digest, attempts, the problem of
   a refusal, timestamps, and the receipt's short scalar fields (``source_url``, ``link``,
-  ``status``, ``digest``...), with ``pruned_at`` set.
+  ``status``, ``digest``...), with ``pruned_at`` set; and every job's timeline (``job_event``,
+  :mod:`gateway.jobs.timeline`: who decided what, when, on which version and digest): its
+  rows are small and are the audit of published and cancelled jobs, so ``prune`` never
+  deletes nor shortens one (issue 56).
 
 A replay of a pruned operation answers as any replay (200, ``Idempotent-Replayed: true``, no
 WordPress write) with that core receipt and ``"pruned": true``. Calls that need the bulky

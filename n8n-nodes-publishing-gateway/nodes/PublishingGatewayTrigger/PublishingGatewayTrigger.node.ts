@@ -46,8 +46,9 @@ function cursorNowRefused(error: unknown): boolean {
 /**
  * Polls the gateway's changes feed (GET /v1/job-changes, docs/api.md) and emits one item per
  * job that reached one of the chosen events since the last poll: "approval pending",
- * "published" or "needs attention" (failed, unknown outcome, an open review item, or a run
- * stalled past the gateway's attention time). The feed's cursor is kept in the workflow's
+ * "approved" or "changes requested" (an editor's decision on the version; the change carries
+ * the decision with its note), "published" or "needs attention" (failed, unknown outcome, an
+ * open review item, or a run stalled past the gateway's attention time). The feed's cursor is kept in the workflow's
  * static data, so an event is emitted once per change. The first activation starts from now
  * (Start From: All History emits every job's latest change first); a manual test run reads
  * from the start without keeping a cursor.
@@ -63,7 +64,8 @@ export class PublishingGatewayTrigger implements INodeType {
 		group: ['trigger'],
 		version: 1,
 		subtitle: '={{ $parameter["events"].join(", ") }}',
-		description: 'Starts a workflow when a job awaits approval, is published or needs attention',
+		description:
+			'Starts a workflow when a job awaits approval, is approved or sent back, is published or needs attention',
 		defaults: { name: 'Publishing Gateway Trigger' },
 		polling: true,
 		inputs: [],
@@ -76,10 +78,18 @@ export class PublishingGatewayTrigger implements INodeType {
 				type: 'multiOptions',
 				options: [
 					{ name: 'Approval Pending', value: 'approval_pending' },
+					{ name: 'Approved', value: 'approved' },
+					{ name: 'Changes Requested', value: 'changes_requested' },
 					{ name: 'Needs Attention', value: 'needs_attention' },
 					{ name: 'Published', value: 'published' },
 				],
-				default: ['approval_pending', 'published', 'needs_attention'],
+				default: [
+					'approval_pending',
+					'approved',
+					'changes_requested',
+					'published',
+					'needs_attention',
+				],
 				required: true,
 			},
 			{

@@ -1,0 +1,139 @@
+"""An editor's decision on a job's task version (issue 56): approved, or changes requested
+with a note; and editors' comments. Anchor: GitHub's pull-request review (approve / request
+changes with a comment).
+
+A decision is not a phase (phases never move backwards): it is ``job.decision``, moved only by
+:func:`gateway.ledger.moves.move` under :data:`gateway.core.states.DECISION_MOVES`, each move
+conditional on the task version as read. Of two editors deciding one draft at once, one
+conditional UPDATE wins; the other is answered 409 ``decision-stands`` naming what stands (the
+review items' pattern, :mod:`gateway.editorial.reviews`). A new task version clears the
+decision (:func:`gateway.jobs.records.put_job`). Changes requested makes an approval of that
+version impossible. Every decision and comment enters the job's timeline
+(:mod:`gateway.jobs.timeline`) in the decision's transaction.
+"""
+
+from __future__ import annotations
+
+from gateway.actions import notifications
+from gateway.core import exceptions as exc
+from gateway.core import states
+from gateway.jobs import guards
+from gateway.jobs import timeline
+from gateway.ledger import db
+from gateway.ledger import moves
+from gateway.ledger.models import JOB_DECISION
+from gateway.ledger.models import Approval
+from gateway.ledger.models import ApprovalRequest
+from gateway.ledger.models import Job
+from gateway.ledger.models import JobEvent
+
+
+def decision_view(job: Job) -> dict | None:
+    """The decision on ``job``'s current version as JSON, None when there is none:
+    ``{"decision", "task_version", "decided_by", "content_sha256", "note", "at"}`` (the
+    timeline entry that made it)."""
+    if job.decision is None:
+        return None
+    row = (
+        JobEvent.select()
+        .where(
+            JobEvent.tenant == job.tenant,
+            JobEvent.job_id == job.job_id,
+            JobEvent.task_version == job.task_version,
+            JobEvent.event == job.decision,
+        )
+        .order_by(JobEvent.id.desc())
+        .first()
+    )
+    entry = timeline.entry_view(row) if row else {}
+    return {
+        "decision": job.decision,
+        "task_version": job.task_version,
+        "decided_by": entry.get("actor"),
+        "content_sha256": entry.get("content_sha256"),
+        "note": entry.get("note"),
+        "at": entry.get("at"),
+    }
+
+
+def stands(job: Job, detail: str | None = None) -> exc.GatewayError:
+    """The 409 ``decision-stands`` naming the decision on ``job`` as the ledger holds it now
+    (``decision``: :func:`decision_view`, or None; ``task_version``)."""
+    fresh = Job.get_by_id(job.id)
+    standing = decision_view(fresh)
+    said = standing["decision"] if standing else "none"
+    return exc.DecisionStands(
+        detail or f"the decision on task_version {fresh.task_version} is {said}",
+        decision=standing,
+        task_version=fresh.task_version,
+    )
+
+
+def take(job: Job, decision: str, expect: tuple) -> None:
+    """Move ``job``'s decision to ``decision`` from one of ``expect``, for its task version as
+    read. Call it inside the transaction that records the decision.
+
+    Raises:
+        DecisionStands (409): another decision stands, or the version moved on.
+    """
+    where = {"id": job.id, "task_version": job.task_version}
+    if not moves.move(JOB_DECISION, where, decision, expect):
+        raise stands(job)
+    job.decision = decision
+
+
+def request_changes(job: Job, body: dict, editor: str) -> dict:
+    """Send ``job``'s draft version back with a note: ``body`` is validated
+    ``{"task_version", "note"}``; ``editor`` is the editor token's name. The digest recorded is
+    the one put in front of editors (the version's approval request). Returns the decision
+    (:func:`decision_view`).
+
+    Raises:
+        JobCancelled (409); ApprovalStale (409): ``task_version`` is not the job's;
+        DecisionStands (409): the draft is not waiting for a decision, or another stands
+        (an approval: revoke it first).
+    """
+    guards.refuse_cancelled(job)
+    _check_version(job, body["task_version"])
+    if job.phase not in states.AWAITING_APPROVAL_PHASES:
+        raise stands(job, f"the job is {job.phase or 'drafting'}, not waiting for a decision")
+    request = ApprovalRequest.get_or_none(
+        ApprovalRequest.tenant == job.tenant,
+        ApprovalRequest.job_id == job.job_id,
+        ApprovalRequest.task_version == job.task_version,
+    )
+    digest = request.content_sha256 if request else None
+    with db.atomic():
+        take(job, states.CHANGES_REQUESTED, (None,))
+        timeline.record(job, states.CHANGES_REQUESTED, editor, digest, body["note"])
+    notifications.decide(job, states.CHANGES_REQUESTED, body["note"])
+    return decision_view(job)
+
+
+def comment(job: Job, body: dict, editor: str) -> dict:
+    """An editor's comment on ``job``'s current version (``body``: validated ``{"note"}``);
+    the workflow reads it beside the decision. Returns the timeline entry."""
+    with db.atomic():
+        row = timeline.record(job, states.COMMENTED, editor, None, body["note"])
+    return timeline.entry_view(row)
+
+
+def release_approval(job: Job) -> None:
+    """After a revocation: the decision ``approved`` goes back to none once no approval of
+    the job's current version is left unrevoked."""
+    live = Approval.select().where(
+        Approval.tenant == job.tenant,
+        Approval.job_id == job.job_id,
+        Approval.task_version == job.task_version,
+        Approval.revoked_at.is_null(),
+    )
+    if not live.exists():
+        where = {"id": job.id, "task_version": job.task_version}
+        moves.move(JOB_DECISION, where, None, states.APPROVED)
+
+
+def _check_version(job: Job, task_version: int) -> None:
+    if task_version != job.task_version:
+        raise exc.ApprovalStale(
+            f"the job is at task_version {job.task_version}", task_version=job.task_version
+        )
