@@ -24,6 +24,9 @@ bad input (:func:`test_a_bad_article_is_refused_before_any_upload`,
 :func:`test_an_article_wordpress_refuses_goes_to_a_person_not_to_resume`), killed right after the
 202 (:func:`test_gateway_killed_right_after_the_202_ends_with_a_next_step`).
 
+Issue 54's follow-up: the community-node block pasted as written, in its order, into this
+module's n8n after the HTTP section (:func:`test_the_node_block_pasted_after_the_http_section`).
+
 When the n8n cache is absent, ``scripts/install_n8n.sh`` installs it first (2.8.4: ~3 minutes,
 2.41.1: 4 to 23); if that fails the tests are skipped, except under ``CI=true`` where they fail.
 """
@@ -40,10 +43,12 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 import pytest
 import requests
+from n8n_node_support import build
 from n8n_support import CREDENTIAL_ID
 from n8n_support import CREDENTIAL_NAME
 from n8n_support import CREDENTIAL_TYPE
@@ -178,6 +183,7 @@ class Stack:
     tenant: str
     state: Path
     webhooks: str  # http://127.0.0.1:{port}/webhook
+    groups: list[int] = field(default_factory=list)  # process groups of later n8n starts
 
     def readme(
         self, command: str, timeout: float = 300, new_session: bool = False
@@ -377,8 +383,8 @@ def stack(n8n_binary, shared_wp_site, tmp_path_factory):
         TIMES["n8n start"] = time.monotonic() - t0
         yield built
     finally:
-        if n8n_group is not None:
-            stop_group(n8n_group)
+        for group in [*([n8n_group] if n8n_group is not None else []), *built.groups]:
+            stop_group(group)
         gateway.kill()
         images.close()
         editors.__exit__(None, None, None)
@@ -848,3 +854,42 @@ def test_article_pipeline_base64_helper_is_the_sample():
     data = ROOT / "gateway_tools" / "demo_data"
     for image in SAMPLE["images"]:
         assert base64.b64decode(image["content_base64"]) == (data / image["filename"]).read_bytes()
+
+
+# --------------------------------------------------------------------------- the node block
+
+NODE_BUILD = (
+    "(cd n8n-nodes-publishing-gateway && npm ci --ignore-scripts && npm run build"
+    " && npm pack --ignore-scripts)"
+)
+
+
+def node_block() -> str:
+    """The first ``sh`` block of the README's "The same workflows on the community node"."""
+    section = README.split("## The same workflows on the community node", 1)[1]
+    return section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_the_node_block_pasted_after_the_http_section(stack):
+    """Last (it restarts n8n): the community-node block, pasted as a user does into the shell
+    of the HTTP section, whose n8n runs without the package and whose sample job exists. n8n
+    2.41.1 marks workflows published beside a running n8n that lacks their node as failed
+    ("Unrecognized node type"), so the old order left the node's webhooks inactive after the
+    restart; the old sample job id got 422 ``operation-key-reused`` (issue 54, try54
+    step2a.log). The build line is :func:`n8n_node_support.build` (the same npm commands,
+    shared with ``test_n8n_node.py``); everything after it runs as one script, verbatim."""
+    t0 = time.monotonic()
+    build_line, script = node_block().split("\n", 1)
+    assert build_line == NODE_BUILD
+    build()
+    done = stack.readme(script, timeout=1500, new_session=True)
+    stack.groups.append(os.getpgid(int((stack.state / "n8n.pid").read_text())))
+    n8n_log = (stack.state / "n8n.log").read_text(errors="replace")[-3000:]
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n{n8n_log}"
+    answer = json.loads(done.stdout.strip().splitlines()[-1])  # the curl's, after the imports'
+    assert answer["phase"] == "approval_pending", answer
+    job_id = answer["job_id"]
+    assert job_id != SAMPLE["job_id"]  # a new job: the HTTP section's sample is untouched
+    assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
+    wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
+    TIMES["node block"] = time.monotonic() - t0
