@@ -169,7 +169,8 @@ def test_doctor_behind_a_silent_path_keyed_cache_reads_the_index_past_it_and_nam
     author = wp_site["users"]["author"]
     auth = (author["username"], author["app_password"])
     kept = requests.get(proxy.url + "/wp-json/", {"_fields": "namespaces"}, auth=auth, timeout=30)
-    assert list(kept.json()) == ["namespaces"]
+    # the cut index (WordPress 6.1 adds ``_links`` to ``_fields``): no authentication methods
+    assert "namespaces" in kept.json() and "authentication" not in kept.json()
     with gwp.app.app_context(), database.connection_context():
         result = doctor.doctor(gwp.app.config["GATEWAY"], TENANT, SITE_NAME)
     checks = {c["check"]: c for c in result["checks"]}
