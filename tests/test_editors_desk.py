@@ -330,6 +330,11 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
     assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
     suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
     assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
+    decided = server.call("GET", f"/v1/jobs/{suspect_job}/timeline").json()["entries"]
+    said = [
+        (e["event"], e["actor"], e["note"]) for e in decided if e["event"] == "duplicate_decided"
+    ]
+    assert said == [("duplicate_decided", "ed", f"same_as #{suspect['post_id']}")], decided
 
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
     _submit(browser, card.find_element(By.CSS_SELECTOR, "button.approve"))
