@@ -88,6 +88,18 @@ def _title(n: int) -> str:
     return f"Storm & Sea {n}" if n % 2 else f"Quiet harbour {n}"
 
 
+def _send_back(gw, job_id: str) -> None:
+    """Changes requested on ``job_id``'s version, as the ledger records the decision."""
+    from gateway.ledger import moves
+    from gateway.ledger.db import database
+    from gateway.ledger.models import JOB_DECISION
+    from gateway.ledger.models import Job
+
+    with gw.app.app_context(), database.connection_context():
+        job = Job.get(Job.tenant == TENANT, Job.job_id == job_id)
+        assert moves.move(JOB_DECISION, {"id": job.id}, "changes_requested", (None,))
+
+
 def _listed(client, query: str) -> tuple[list[str], str]:
     page = client.get(f"/review?{query}")
     assert page.status_code == 200, page.get_data(as_text=True)[:400]
@@ -115,6 +127,14 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert "page=2&amp;state=waiting" in html
     listed, _ = _listed(offline_gw.client, "state=waiting&page=3")
     assert listed == newest_first[20:22]  # 22 waiting, the last two
+    # a draft sent back (changes requested) is counted and filtered apart, and says so
+    _send_back(offline_gw, ids[24])
+    listed, html = _listed(offline_gw.client, "state=changes_requested")
+    assert listed == [ids[24]] and '<span class="badge changes-count">1</span>' in html
+    assert "changes requested: waiting for a new version" in html
+    assert "waiting for an approval</span>" not in html.split('id="job-')[1]
+    listed, html = _listed(offline_gw.client, "state=waiting")
+    assert listed == newest_first[1:11] and '<span class="badge waiting-count">21</span>' in html
     # search: the sent title (an & in it, case-insensitively), a job id, its beginning
     storms = [i for n, i in enumerate(ids) if n % 2][::-1]
     listed, _ = _listed(offline_gw.client, "q=storm+%26+sea")
@@ -144,7 +164,7 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
 @pytest.mark.parametrize(
     "query, words",
     [
-        ("state=published", "state must be one of waiting, approved"),
+        ("state=published", "state must be one of waiting, changes_requested, approved"),
         ("site=nowhere", "unknown site &#39;nowhere&#39;: one of blog"),
         ("q=" + "x" * 201, "a search is at most 200 characters"),
     ],

@@ -407,7 +407,7 @@ OPERATIONS: dict[str, Contract] = {
         query={
             "page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1},
             "site": {"type": "string"},
-            "state": {"type": "string", "enum": ["waiting", "approved"]},
+            "state": {"type": "string", "enum": ["waiting", "changes_requested", "approved"]},
             "q": {"type": "string", "maxLength": 200},
         },
         pages=(422,),

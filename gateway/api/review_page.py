@@ -259,6 +259,7 @@ def index():
         ),
         cards_total=total,
         approved_total=review_board.count_approved(tenant, desk),
+        sent_back_total=review_board.count_sent_back(tenant, desk),
         desk=desk,
         desk_states=desk_filter.STATES,
         sites=sites,

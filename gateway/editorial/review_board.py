@@ -26,6 +26,7 @@ from gateway.editorial import decisions
 from gateway.editorial import previews
 from gateway.editorial import reviews
 from gateway.editorial.desk_filter import DeskFilter
+from gateway.editorial.desk_filter import sent_back
 from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import SENT
@@ -298,6 +299,12 @@ def count_approved(tenant: str, desk: DeskFilter | None = None) -> int:
         Approval.expires_at > db.db_now(),
     )
     return _awaiting(tenant, desk).where(fn.EXISTS(approved)).count()
+
+
+def count_sent_back(tenant: str, desk: DeskFilter | None = None) -> int:
+    """How many of those drafts were sent back with a note (changes requested on their
+    current task version: they wait for the workflow, not for an approval; a ledger count)."""
+    return _awaiting(tenant, desk).where(sent_back(True)).count()
 
 
 def awaiting_approval(
