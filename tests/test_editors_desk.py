@@ -135,6 +135,9 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert "waiting for an approval</span>" not in html.split('id="job-')[1]
     listed, html = _listed(offline_gw.client, "state=waiting")
     assert listed == newest_first[1:11] and '<span class="badge waiting-count">21</span>' in html
+    # each card's controls name their job: no two cards share an accessible name
+    names = re.findall(r'aria-label="((?:Comment|Request changes)[^"]*)"', html)
+    assert len(names) == len(set(names)) >= 20 and f"Comment on v1 of job {ids[23]}" in names
     # search: the sent title (an & in it, case-insensitively), a job id, its beginning
     storms = [i for n, i in enumerate(ids) if n % 2][::-1]
     listed, _ = _listed(offline_gw.client, "q=storm+%26+sea")
@@ -196,6 +199,9 @@ def test_titles_read_as_readers_see_them():
         "Storm & Sea \u2013 a \u201ctest\u201d"
     )
     assert review_board.as_read(None) is None
+    # tags a theme renders read as their text (the issue 56 tester's "Paging item 3 <b>bold</b>")
+    assert review_board.as_read("Paging item 3 <b>bold</b> &lt;i&gt;") == "Paging item 3 bold <i>"
+    assert review_board.as_read("x<script>alert(1)</script>y") == "xy"
 
 
 def test_compare_of_an_unknown_review_is_a_404_page(offline_gw):
