@@ -115,6 +115,9 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert listed == newest_first[:10] and "Page 1 of 3" in html
     listed, _ = _listed(offline_gw.client, "page=3")
     assert listed == newest_first[20:]
+    listed, html = _listed(offline_gw.client, "page=4")  # past the end: said, not page 3 again
+    assert listed == [] and "Page 4 is past the end: there are 3 pages" in html
+    assert 'href="/review?page=3">Go to the last page (3)' in html
     other = [i for n, i in enumerate(ids) if n % 5 == 0][::-1]
     listed, html = _listed(offline_gw.client, f"site={OTHER_SITE}")
     assert listed == other and "Page 1 of" not in html  # five: one page
