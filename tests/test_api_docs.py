@@ -156,3 +156,17 @@ def test_links_inside_the_reference_resolve(sections):
     anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in sections}
     text = API_MD.read_text(encoding="utf-8")
     assert sorted(set(re.findall(r"\]\(#([^)]+)\)", text)) - anchors) == []
+
+
+def test_both_guides_list_the_timeline_events_the_code_records():
+    """Issue 56 follow-up: docs/api.md's TimelineEntry and docs/editors.md's timeline list
+    name exactly :data:`gateway.core.states.TIMELINE_EVENTS` (each had lost one)."""
+    from gateway.core.states import TIMELINE_EVENTS
+
+    api = (ROOT / "docs" / "api.md").read_text()
+    row = re.search(r"^### TimelineEntry$.*?^\| `event` \| (.+?) \|$", api, re.M | re.S).group(1)
+    assert re.findall(r"`(\w+)`", row) == list(TIMELINE_EVENTS)
+    guide = (ROOT / "docs" / "editors.md").read_text()
+    listed = re.search(r"the version and the digest \(([^)]+)\)", guide).group(1)
+    words = [w.strip().replace(" ", "_") for w in " ".join(listed.split()).split(",")]
+    assert words == list(TIMELINE_EVENTS)

@@ -88,6 +88,18 @@ def _title(n: int) -> str:
     return f"Storm & Sea {n}" if n % 2 else f"Quiet harbour {n}"
 
 
+def _send_back(gw, job_id: str) -> None:
+    """Changes requested on ``job_id``'s version, as the ledger records the decision."""
+    from gateway.ledger import moves
+    from gateway.ledger.db import database
+    from gateway.ledger.models import JOB_DECISION
+    from gateway.ledger.models import Job
+
+    with gw.app.app_context(), database.connection_context():
+        job = Job.get(Job.tenant == TENANT, Job.job_id == job_id)
+        assert moves.move(JOB_DECISION, {"id": job.id}, "changes_requested", (None,))
+
+
 def _listed(client, query: str) -> tuple[list[str], str]:
     page = client.get(f"/review?{query}")
     assert page.status_code == 200, page.get_data(as_text=True)[:400]
@@ -103,6 +115,9 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert listed == newest_first[:10] and "Page 1 of 3" in html
     listed, _ = _listed(offline_gw.client, "page=3")
     assert listed == newest_first[20:]
+    listed, html = _listed(offline_gw.client, "page=4")  # past the end: said, not page 3 again
+    assert listed == [] and "Page 4 is past the end: there are 3 pages" in html
+    assert 'href="/review?page=3">Go to the last page (3)' in html
     other = [i for n, i in enumerate(ids) if n % 5 == 0][::-1]
     listed, html = _listed(offline_gw.client, f"site={OTHER_SITE}")
     assert listed == other and "Page 1 of" not in html  # five: one page
@@ -115,6 +130,17 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert "page=2&amp;state=waiting" in html
     listed, _ = _listed(offline_gw.client, "state=waiting&page=3")
     assert listed == newest_first[20:22]  # 22 waiting, the last two
+    # a draft sent back (changes requested) is counted and filtered apart, and says so
+    _send_back(offline_gw, ids[24])
+    listed, html = _listed(offline_gw.client, "state=changes_requested")
+    assert listed == [ids[24]] and '<span class="badge changes-count">1</span>' in html
+    assert "changes requested: waiting for a new version" in html
+    assert "waiting for an approval</span>" not in html.split('id="job-')[1]
+    listed, html = _listed(offline_gw.client, "state=waiting")
+    assert listed == newest_first[1:11] and '<span class="badge waiting-count">21</span>' in html
+    # each card's controls name their job: no two cards share an accessible name
+    names = re.findall(r'aria-label="((?:Comment|Request changes)[^"]*)"', html)
+    assert len(names) == len(set(names)) >= 20 and f"Comment on v1 of job {ids[23]}" in names
     # search: the sent title (an & in it, case-insensitively), a job id, its beginning
     storms = [i for n, i in enumerate(ids) if n % 2][::-1]
     listed, _ = _listed(offline_gw.client, "q=storm+%26+sea")
@@ -144,7 +170,7 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
 @pytest.mark.parametrize(
     "query, words",
     [
-        ("state=published", "state must be one of waiting, approved"),
+        ("state=published", "state must be one of waiting, changes_requested, approved"),
         ("site=nowhere", "unknown site &#39;nowhere&#39;: one of blog"),
         ("q=" + "x" * 201, "a search is at most 200 characters"),
     ],
@@ -176,6 +202,9 @@ def test_titles_read_as_readers_see_them():
         "Storm & Sea \u2013 a \u201ctest\u201d"
     )
     assert review_board.as_read(None) is None
+    # tags a theme renders read as their text (the issue 56 tester's "Paging item 3 <b>bold</b>")
+    assert review_board.as_read("Paging item 3 <b>bold</b> &lt;i&gt;") == "Paging item 3 bold <i>"
+    assert review_board.as_read("x<script>alert(1)</script>y") == "xy"
 
 
 def test_compare_of_an_unknown_review_is_a_404_page(offline_gw):
@@ -330,6 +359,11 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
     assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
     suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
     assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
+    decided = server.call("GET", f"/v1/jobs/{suspect_job}/timeline").json()["entries"]
+    said = [
+        (e["event"], e["actor"], e["note"]) for e in decided if e["event"] == "duplicate_decided"
+    ]
+    assert said == [("duplicate_decided", "ed", f"same_as #{suspect['post_id']}")], decided
 
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
     _submit(browser, card.find_element(By.CSS_SELECTOR, "button.approve"))

@@ -621,6 +621,7 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     refused = _approval(server, job_id, other, 1)
     assert refused.status_code == 409 and problem_slug(refused) == "decision-stands"
     assert refused.json()["decision"]["decided_by"] == "ed"
+    assert f'changes_requested by ed: "{note}"' in refused.json()["detail"]  # the page shows it
 
     job = server.call("GET", f"/v1/jobs/{job_id}").json()  # the workflow hears it
     assert (job["decision"]["decision"], job["decision"]["note"]) == ("changes_requested", note)
@@ -630,6 +631,8 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     assert "changes_requested" in change["events"] and change["decision"]["note"] == note
     told = server.call("GET", f"/v1/jobs/{job_id}/notifications").json()["notifications"]
     assert [(n["event"], n["reason"]) for n in told] == [("changes_requested", note)]
+    said = _as(server, other, "POST", f"/v1/jobs/{job_id}/comments", json={"note": "ok"})
+    assert said.status_code == 201 and said.json()["content_sha256"]  # the v1 digest it is about
 
     assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 2}).ok
     assert server.call("GET", f"/v1/jobs/{job_id}").json()["decision"] is None  # v2 clears it
@@ -663,6 +666,7 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
         ("verified", gateway_said),
         ("approval_requested", workflow),
         ("changes_requested", "ed"),
+        ("commented", "ed2"),
         ("draft_written", gateway_said),
         ("verified", gateway_said),
         ("approval_requested", workflow),
@@ -674,3 +678,7 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     guide_shot(browser.find_element(By.ID, "timeline"), "timeline")
     timeline = server.call("GET", f"/v1/jobs/{job_id}/timeline").json()
     assert [e["event"] for e in timeline["entries"]] == [event for event, _ in said]
+    # each entry names the digest it is about: the read-back's, the published: the approved one's
+    digests = [(e["task_version"], e["content_sha256"]) for e in timeline["entries"]]
+    assert all(digest for _, digest in digests), timeline["entries"]
+    assert len(set(digests[:5])) == 1 and digests[-1] == digests[-2] != digests[0]

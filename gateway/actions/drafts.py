@@ -325,9 +325,10 @@ def settle(target: Target, row: Operation) -> None:
     missing post id."""
     job = target.job
     if row.task_version == job.task_version:
-        verified = ((row.receipt or {}).get("verification") or {}).get("ok")
-        phase = states.VERIFIED if verified else states.DRAFT_CONFIRMED
-        records.advance_phase(job, phase, post_id=row.remote_id)
+        check = (row.receipt or {}).get("verification") or {}
+        phase = states.VERIFIED if check.get("ok") else states.DRAFT_CONFIRMED
+        digest = check.get("content_sha256")
+        records.advance_phase(job, phase, digest=digest, post_id=row.remote_id)
     elif job.post_id is None:
         records.touch(job, post_id=row.remote_id)
 
@@ -600,7 +601,7 @@ def verify_job(target: Target) -> dict:
         raise refusals.cannot_read(error) from error
     media_metadata.add_to(result, field)
     if result["ok"]:
-        records.advance_phase(job, states.VERIFIED)
+        records.advance_phase(job, states.VERIFIED, digest=result["content_sha256"])
     return {"job_id": job.job_id, **result}
 
 

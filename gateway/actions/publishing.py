@@ -169,7 +169,10 @@ def settle(target: Target, row: Operation) -> None:
     if row.task_version == target.job.task_version:
         future = (row.receipt or {}).get("status") == "future"
         by = (row.intent or {}).get("published_by") or (row.receipt or {}).get("published_by")
-        records.advance_phase(target.job, states.SCHEDULED if future else states.PUBLISHED, by)
+        digest = (row.receipt or {}).get("content_sha256")  # the approved version's
+        records.advance_phase(
+            target.job, states.SCHEDULED if future else states.PUBLISHED, by, digest
+        )
 
 
 def publish(target: Target, by: str) -> Outcome:

@@ -152,7 +152,7 @@ def settle(target: Target, row: Operation) -> None:
     if row.task_version == target.job.task_version:
         timeline.record(target.job, states.REPAIRED, None, check.get("content_sha256"))
     if row.task_version == target.job.task_version and check.get("ok"):
-        records.advance_phase(target.job, states.VERIFIED)
+        records.advance_phase(target.job, states.VERIFIED, digest=check.get("content_sha256"))
 
 
 @dataclass

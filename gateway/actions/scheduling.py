@@ -277,7 +277,7 @@ def sweep_scheduled(config: Config) -> dict:
             log.warning("sweep: scheduled job_id=%s unreadable: %s", job.job_id, error)
             continue
         if status == "publish":
-            records.advance_phase(job, states.PUBLISHED)
+            records.advance_phase(job, states.PUBLISHED, digest=row.receipt.get("content_sha256"))
             counts["published"] += 1
         elif (now - when).total_seconds() >= MISSED_AFTER and not row.receipt.get(
             "missed_schedule"

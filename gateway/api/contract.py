@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.core.states import CHANGES_REQUESTED
+
 # Checked by gateway.jobs.guards.check_writable (first thing in every action's domain
 # function) before any ledger claim or WordPress call; the header is parsed by the view.
 FENCED = ("job-cancelled", "lease-required", "stale-fencing-token", "validation-failed")
@@ -407,7 +409,7 @@ OPERATIONS: dict[str, Contract] = {
         query={
             "page": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 1},
             "site": {"type": "string"},
-            "state": {"type": "string", "enum": ["waiting", "approved"]},
+            "state": {"type": "string", "enum": ["waiting", CHANGES_REQUESTED, "approved"]},
             "q": {"type": "string", "maxLength": 200},
         },
         pages=(422,),

@@ -24,10 +24,8 @@ from gateway.core import validation
 from gateway.editorial import decisions
 from gateway.jobs import timeline
 
+
 # a decision's name in the page's words
-DECISION_WORDS = {"approved": "approved", "changes_requested": "changes requested"}
-
-
 def _back():
     return redirect(url_for("review_page.index"), 303)
 
@@ -63,13 +61,8 @@ def request_changes(job_id: str):
 
 
 def _standing(error: exc.DecisionStands) -> str:
-    """What stands, in the page's words: ``error.detail`` and the decision's maker."""
-    standing = error.extensions.get("decision")
-    if not standing:
-        return error.detail
-    words = DECISION_WORDS.get(standing["decision"], standing["decision"])
-    by = f" by {standing['decided_by']}" if standing.get("decided_by") else ""
-    return f"{words}{by} on v{standing['task_version']} stands"
+    """What stands, in the page's words (:func:`gateway.editorial.decisions.in_words`)."""
+    return decisions.in_words(error.extensions.get("decision"), error.detail)
 
 
 @bp.post("/jobs/<job_id>/comments")

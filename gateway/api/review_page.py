@@ -247,7 +247,8 @@ def index():
     desk = desk_filter.parse(request.args, sites)  # ?site=&state=&q= (issue 56)
     total = review_board.count_awaiting(tenant, desk)
     pages = max(1, -(-total // review_board.CARDS_PER_PAGE))
-    page = min(validation.parse_int(request.args.get("page"), "/page", default=1) or 1, pages)
+    # a page past the end shows no cards and links to the last one (not the last one's cards)
+    page = validation.parse_int(request.args.get("page"), "/page", default=1) or 1
     return render_template(
         "review.html",
         principal=g.principal,
@@ -259,6 +260,7 @@ def index():
         ),
         cards_total=total,
         approved_total=review_board.count_approved(tenant, desk),
+        sent_back_total=review_board.count_sent_back(tenant, desk),
         desk=desk,
         desk_states=desk_filter.STATES,
         sites=sites,

@@ -90,6 +90,7 @@ REVOKED = "revoked"
 COMMENTED = "commented"
 RECONCILED = "reconciled"
 REPAIRED = "repaired"
+DUPLICATE_DECIDED = "duplicate_decided"  # an editor's same_as / distinct on a suspected duplicate
 TIMELINE_EVENTS = (
     DRAFT_WRITTEN,
     VERIFIED,
@@ -102,6 +103,7 @@ TIMELINE_EVENTS = (
     PUBLISHED,
     RECONCILED,
     REPAIRED,
+    DUPLICATE_DECIDED,
     CANCELLED,
 )
 

@@ -58,15 +58,39 @@ def decision_view(job: Job) -> dict | None:
 
 def stands(job: Job, detail: str | None = None) -> exc.GatewayError:
     """The 409 ``decision-stands`` naming the decision on ``job`` as the ledger holds it now
-    (``decision``: :func:`decision_view`, or None; ``task_version``)."""
+    (``decision``: :func:`decision_view`, or None; ``task_version``); its default detail says
+    which decision stands, by whom and with what note (docs/editors.md)."""
     fresh = Job.get_by_id(job.id)
     standing = decision_view(fresh)
-    said = standing["decision"] if standing else "none"
     return exc.DecisionStands(
-        detail or f"the decision on task_version {fresh.task_version} is {said}",
+        detail or f"the decision on task_version {fresh.task_version} is {_said(standing)}",
         decision=standing,
         task_version=fresh.task_version,
     )
+
+
+def _said(standing: dict | None) -> str:
+    """A decision in words: ``changes_requested by ed: "the note"``, or ``none``."""
+    if not standing:
+        return "none"
+    by = f" by {standing['decided_by']}" if standing.get("decided_by") else ""
+    note = f': "{standing["note"]}"' if standing.get("note") else ""
+    return f"{standing['decision']}{by}{note}"
+
+
+DECISION_WORDS = {states.APPROVED: "approved", states.CHANGES_REQUESTED: "changes requested"}
+
+
+def in_words(standing: dict | None, detail: str) -> str:
+    """What stands, in the review page's words: the decision (:func:`decision_view`), its
+    maker and its note (``changes requested by ed on v1 stands (note: "...")``), or
+    ``detail`` when there is none."""
+    if not standing:
+        return detail
+    words = DECISION_WORDS.get(standing["decision"], standing["decision"])
+    by = f" by {standing['decided_by']}" if standing.get("decided_by") else ""
+    note = f' (note: "{standing["note"]}")' if standing.get("note") else ""
+    return f"{words}{by} on v{standing['task_version']} stands{note}"
 
 
 def take(job: Job, decision: str, expect: tuple) -> None:
@@ -111,10 +135,12 @@ def request_changes(job: Job, body: dict, editor: str) -> dict:
 
 
 def comment(job: Job, body: dict, editor: str) -> dict:
-    """An editor's comment on ``job``'s current version (``body``: validated ``{"note"}``);
+    """An editor's comment on ``job``'s current version (``body``: validated ``{"note"}``),
+    about the digest last known for that version (:func:`gateway.jobs.timeline.known_digest`);
     the workflow reads it beside the decision. Returns the timeline entry."""
     with db.atomic():
-        row = timeline.record(job, states.COMMENTED, editor, None, body["note"])
+        digest = timeline.known_digest(job)
+        row = timeline.record(job, states.COMMENTED, editor, digest, body["note"])
     return timeline.entry_view(row)
 
 

@@ -2,9 +2,11 @@
 search by job id or title, beside the page's paging (issue 56, item 5).
 
 * ``site``: one of the tenant's sites (``Job.site``);
-* ``state``: ``waiting`` (no live approval of the job's current version) or ``approved``
-  (one that is neither revoked nor expired: the page's own two badges, as
-  :func:`gateway.editorial.review_board.count_approved` counts them);
+* ``state``: ``waiting`` (no live approval of the job's current version, and no changes
+  requested on it), ``changes_requested`` (sent back with a note: it waits for the workflow's
+  next task version) or ``approved`` (a live approval: neither revoked nor expired): the
+  page's own three badges, as :func:`gateway.editorial.review_board.count_approved` and
+  :func:`~gateway.editorial.review_board.count_sent_back` count them;
 * ``q``: a job id (exactly, or its beginning) or words of the title the workflow sent with the
   draft (the ``sent`` part of the draft rows' stored intent, matched case-insensitively; the
   ledger keeps no title column, so this is a ``LIKE`` over the intent's JSON text after its
@@ -23,6 +25,7 @@ from peewee import Value
 from peewee import fn
 
 from gateway.core import exceptions as exc
+from gateway.core.states import CHANGES_REQUESTED
 from gateway.ledger import db
 from gateway.ledger.models import Approval
 from gateway.ledger.models import Job
@@ -30,7 +33,11 @@ from gateway.ledger.models import Operation
 
 WAITING = "waiting"
 APPROVED = "approved"
-STATES = {WAITING: "waiting for an approval", APPROVED: "approved: ready to publish"}
+STATES = {
+    WAITING: "waiting for an approval",
+    CHANGES_REQUESTED: "changes requested",
+    APPROVED: "approved: ready to publish",
+}
 MAX_QUERY_CHARS = 200
 
 
@@ -49,7 +56,9 @@ class DeskFilter:
         if self.state == APPROVED:
             select = select.where(fn.EXISTS(_live_approval()))
         elif self.state == WAITING:
-            select = select.where(~fn.EXISTS(_live_approval()))
+            select = select.where(~fn.EXISTS(_live_approval()), sent_back(False))
+        elif self.state == CHANGES_REQUESTED:
+            select = select.where(sent_back(True))
         if self.query:
             select = select.where(_matches(self.query))
         return select
@@ -87,6 +96,14 @@ def parse(args, sites: list[str]) -> DeskFilter:
 
 def _refuse(name: str, message: str) -> None:
     raise exc.ValidationFailed(message, errors=[{"pointer": f"/{name}", "message": message}])
+
+
+def sent_back(which: bool):
+    """``which``: the outer query's job has changes requested on its current version
+    (``Job.decision``); False: it has not (no decision, or approved)."""
+    if which:
+        return Job.decision == CHANGES_REQUESTED
+    return Job.decision.is_null() | (Job.decision != CHANGES_REQUESTED)
 
 
 def _live_approval():

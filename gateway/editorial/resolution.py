@@ -17,9 +17,13 @@ from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.registry import Registry
 from gateway.core.registry import UnknownName
+from gateway.core.states import DUPLICATE_DECIDED
 from gateway.core.states import REVIEW_RESOLVED
 from gateway.editorial import reviews
 from gateway.jobs import records
+from gateway.jobs import timeline
+from gateway.ledger import db
+from gateway.ledger.models import Job
 from gateway.ledger.models import Operation
 from gateway.operations.target import target_for
 from gateway.recovery import reconciliation
@@ -163,11 +167,23 @@ def _decide_operation(config: Config, claimed, decision: str, post_id: int | Non
     if decision == "same_as":
         target = target_for(config, records.get_job(claimed.tenant, claimed.job_id))
         reconciliation.adopt(target, row, post_id)
-    review = reviews.close(claimed)
+    with db.atomic():
+        review = reviews.close(claimed)
+        _record_decision(claimed, decision, post_id)
     return {
         "review": reviews.review_view(review),
         "operation": Operation.get_by_id(row.id).as_dict(),
     }
+
+
+def _record_decision(claimed, decision: str, post_id: int | None) -> None:
+    """Enter the editor's duplicate decision on the job's timeline (``duplicate_decided``, by
+    the editor, the note ``same_as #<post_id>`` or ``distinct``), in the transaction that
+    closes the review item; an item of no job (or of a job removed) has no timeline."""
+    job = Job.get_or_none(Job.tenant == claimed.tenant, Job.job_id == claimed.job_id)
+    if job is not None:
+        note = f"same_as #{post_id}" if decision == "same_as" else decision
+        timeline.record(job, DUPLICATE_DECIDED, claimed.resolved_by, None, note)
 
 
 def _give_back(claimed) -> None:

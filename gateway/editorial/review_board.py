@@ -13,6 +13,7 @@ import html
 import logging
 from collections.abc import Callable
 
+import nh3
 from peewee import fn
 
 from gateway.actions import drafts
@@ -26,6 +27,7 @@ from gateway.editorial import decisions
 from gateway.editorial import previews
 from gateway.editorial import reviews
 from gateway.editorial.desk_filter import DeskFilter
+from gateway.editorial.desk_filter import sent_back
 from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import SENT
@@ -55,10 +57,12 @@ def edit_link(site_url: str | None, post_id: int) -> str | None:
 
 
 def as_read(text: str | None) -> str | None:
-    """A title or excerpt as readers see it: WordPress stores ``&amp;``, ``&#8217;``...
-    (``wp_filter_kses``); the entities decoded (Python's :func:`html.unescape`, HTML5's named
-    references), the template escapes it again for the page."""
-    return html.unescape(text) if text else text
+    """A title or excerpt as readers see it, as plain text: WordPress stores ``&amp;``,
+    ``&#8217;``... (``wp_filter_kses``) and may keep tags (``<b>bold</b>``), which a theme
+    renders; the tags are stripped to their text (nh3, the Rust ``ammonia`` sanitizer, with no
+    tag allowed: a script's or style's content goes too), the entities decoded (Python's
+    :func:`html.unescape`, HTML5's named references); the template escapes it again."""
+    return html.unescape(nh3.clean(text, tags=set())) if text else text
 
 
 def site_names(tenant: str) -> list[str]:
@@ -256,7 +260,7 @@ def _live_summary(target, image_url: ImageURL) -> dict:
         "content_sha256": sha256_hex(snap["content"]),
         "content_chars": len(snap["content"]),
         "digest": publishing.live_digest(post),
-        "sent_title": sent.get("title"),
+        "sent_title": as_read(sent.get("title")),
         "sent_excerpt": sent.get("excerpt"),
         "sent_seo": sent.get("seo") or {},
         "error": None,
@@ -298,6 +302,12 @@ def count_approved(tenant: str, desk: DeskFilter | None = None) -> int:
         Approval.expires_at > db.db_now(),
     )
     return _awaiting(tenant, desk).where(fn.EXISTS(approved)).count()
+
+
+def count_sent_back(tenant: str, desk: DeskFilter | None = None) -> int:
+    """How many of those drafts were sent back with a note (changes requested on their
+    current task version: they wait for the workflow, not for an approval; a ledger count)."""
+    return _awaiting(tenant, desk).where(sent_back(True)).count()
 
 
 def awaiting_approval(

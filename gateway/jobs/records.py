@@ -131,7 +131,9 @@ PHASE_EVENTS = {DRAFT_CONFIRMED: "draft_written", VERIFIED: VERIFIED}
 PHASE_EVENTS.update({SCHEDULED: SCHEDULED, PUBLISHED: PUBLISHED})
 
 
-def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> bool:
+def advance_phase(
+    job: Job, phase: str, actor: str | None = None, digest: str | None = None, **fields
+) -> bool:
     """Move the job forward to ``phase`` (never backwards), recording ``fields`` (e.g.
     ``post_id``) in the same UPDATE; no UPDATE when nothing changes.
 
@@ -141,14 +143,15 @@ def advance_phase(job: Job, phase: str, actor: str | None = None, **fields) -> b
     WordPress), or that a new task version reset, is left as it stands (0 rows). ``job`` is
     then read again, and the ``fields`` it still lacks are recorded by :func:`touch`.
     A move to a phase of :data:`PHASE_EVENTS` enters the job's timeline in the same
-    transaction, by ``actor`` (a token's name; None: the gateway). Returns True when this call
-    moved the phase."""
+    transaction, by ``actor`` (a token's name; None: the gateway), about the content digest
+    ``digest`` (the read-back's; published: the approved version's; None: none known).
+    Returns True when this call moved the phase."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
         with db.atomic():
             moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
             if moved:
-                timeline.record_all(job, _phase_events(current, phase), actor)
+                timeline.record_all(job, _phase_events(current, phase), actor, digest)
         if moved:
             return True
         _read_again(job)

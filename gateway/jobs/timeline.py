@@ -47,10 +47,14 @@ def record(
     )
 
 
-def record_all(job: Job, events: list[str], actor: str | None = None) -> None:
-    """Append ``events`` (each of :data:`states.TIMELINE_EVENTS`) by ``actor`` to ``job``'s
-    timeline in one INSERT (a phase move that passes two: a draft written and verified at
-    once). Call it inside the transaction of the change it records.
+def record_all(
+    job: Job, events: list[str], actor: str | None = None, content_sha256: str | None = None
+) -> None:
+    """Append ``events`` (each of :data:`states.TIMELINE_EVENTS`) by ``actor`` about the
+    content digest ``content_sha256`` (hex SHA-256, :func:`gateway.operations.verification.
+    content_digest`; None: none known) to ``job``'s timeline in one INSERT (a phase move that
+    passes two: a draft written and verified at once). Call it inside the transaction of the
+    change it records.
 
     Raises:
         ValueError: an event is not a timeline event (a bug in the caller).
@@ -66,11 +70,29 @@ def record_all(job: Job, events: list[str], actor: str | None = None) -> None:
                 "task_version": job.task_version,
                 "event": event,
                 "actor": actor,
+                "content_sha256": content_sha256,
                 "created_at": db.utcnow(),
             }
             for event in events
         ]
         JobEvent.insert_many(rows).execute()
+
+
+def known_digest(job: Job) -> str | None:
+    """The content digest the gateway last recorded on ``job``'s timeline for its current task
+    version (hex SHA-256: a draft's read-back, an approval request, a repair), or None."""
+    row = (
+        JobEvent.select(JobEvent.content_sha256)
+        .where(
+            JobEvent.tenant == job.tenant,
+            JobEvent.job_id == job.job_id,
+            JobEvent.task_version == job.task_version,
+            JobEvent.content_sha256.is_null(False),
+        )
+        .order_by(JobEvent.id.desc())
+        .first()
+    )
+    return row.content_sha256 if row else None
 
 
 def entries(job: Job, after: int = 0, limit: int = PAGE) -> list[dict]:
