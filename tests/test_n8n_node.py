@@ -923,7 +923,8 @@ def row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once(stack
     assert again.status_code == 200, again.text
     assert stack.execution(PUBLISH, last)[1] == "success"
     assert again.json()["published"] == [], again.text
-    assert stack.told(approved["job_id"]) == ["ready_for_approval", "published"]
+    # the editor's approval is told too (issue 56: the notification events gained approved)
+    assert stack.told(approved["job_id"]) == ["ready_for_approval", "approved", "published"]
     assert "published" not in stack.told(waiting["job_id"]) + stack.told(scheduled["job_id"])
     assert stack.posts(approved["job_id"]) == 1
 

@@ -282,11 +282,16 @@ def _foreign_serve(reader: Reader, workdir: Path, text: str):
 
 
 def _wait_gone(pid: int) -> None:
-    deadline = time.monotonic() + 30
+    """Wait until ``pid`` has exited (a zombie not yet reaped by its new parent counts as
+    exited); granian's workers take a while to stop on a loaded machine, hence 60 s."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (ProcessLookupError, FileNotFoundError):
+            return
+        if state == "Z":
             return
         time.sleep(0.2)
     raise AssertionError(f"gateway serve (pid {pid}) still runs after the README's stop step")
