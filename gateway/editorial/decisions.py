@@ -35,13 +35,8 @@ def decision_view(job: Job) -> dict | None:
     if job.decision is None:
         return None
     row = (
-        JobEvent.select()
-        .where(
-            JobEvent.tenant == job.tenant,
-            JobEvent.job_id == job.job_id,
-            JobEvent.task_version == job.task_version,
-            JobEvent.event == job.decision,
-        )
+        timeline.of_version(job)
+        .where(JobEvent.event == job.decision)
         .order_by(JobEvent.id.desc())
         .first()
     )

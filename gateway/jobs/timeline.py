@@ -78,17 +78,22 @@ def record_all(
         JobEvent.insert_many(rows).execute()
 
 
+def of_version(job: Job):
+    """A peewee query of ``job``'s timeline entries for its current task version (narrow it
+    with ``.where``, order it as needed)."""
+    return JobEvent.select().where(
+        JobEvent.tenant == job.tenant,
+        JobEvent.job_id == job.job_id,
+        JobEvent.task_version == job.task_version,
+    )
+
+
 def known_digest(job: Job) -> str | None:
     """The content digest the gateway last recorded on ``job``'s timeline for its current task
     version (hex SHA-256: a draft's read-back, an approval request, a repair), or None."""
     row = (
-        JobEvent.select(JobEvent.content_sha256)
-        .where(
-            JobEvent.tenant == job.tenant,
-            JobEvent.job_id == job.job_id,
-            JobEvent.task_version == job.task_version,
-            JobEvent.content_sha256.is_null(False),
-        )
+        of_version(job)
+        .where(JobEvent.content_sha256.is_null(False))
         .order_by(JobEvent.id.desc())
         .first()
     )
@@ -110,16 +115,7 @@ def entries(job: Job, after: int = 0, limit: int = PAGE) -> list[dict]:
 def notes(job: Job) -> list[dict]:
     """The editors' notes on ``job``'s current task version (changes requested, comments),
     oldest first: what the workflow reads beside the decision."""
-    rows = (
-        JobEvent.select()
-        .where(
-            JobEvent.tenant == job.tenant,
-            JobEvent.job_id == job.job_id,
-            JobEvent.task_version == job.task_version,
-            JobEvent.event.in_(NOTE_EVENTS),
-        )
-        .order_by(JobEvent.id)
-    )
+    rows = of_version(job).where(JobEvent.event.in_(NOTE_EVENTS)).order_by(JobEvent.id)
     return [entry_view(row) for row in rows]
 
 

@@ -133,9 +133,8 @@ def claim(
         raise _in_progress(key, 1)
     fresh = {"claimed_until": held}
     if row.expires_at <= now:  # past its retention: a new key
-        fresh.update(
-            fingerprint=fingerprint, status=None, body=None, created_at=now, expires_at=expires
-        )
+        renewed = {"status": None, "body": None, "created_at": now, "expires_at": expires}
+        fresh = {**fresh, "fingerprint": fingerprint, **renewed}
     elif row.fingerprint != fingerprint:
         raise exc.RequestKeyReused(
             f"the {HEADER} {key!r} was used with a different request (method, path or body); "
