@@ -71,6 +71,10 @@ log = logging.getLogger(__name__)
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
 SETTLE = dt.timedelta(minutes=5)  # no event row's transaction stays open longer
 FAN_OUT_LIMIT = 500  # event rows looked at per endpoint and pass
+NOWHERE = (
+    "no notification URL is set for tenant {tenant} (gateway notifications set-url) and no "
+    "webhook endpoint subscribes its events (POST /v1/webhook-endpoints)"
+)
 
 
 def event_id(key: str) -> str:
@@ -351,8 +355,9 @@ def summary(event: Notification) -> dict:
     """What an event row's deliveries say, for :func:`notifications.notification_view`:
     ``state``, ``attempts``, ``last_error`` and ``delivered_at`` of the legacy endpoint's
     delivery when there is one, else their aggregate (DELIVERED once every delivery is, REFUSED
-    once none is pending and one was refused, else PENDING: also before any endpoint took it),
-    and ``deliveries`` (one per endpoint, oldest first)."""
+    once none is pending and one was refused, else PENDING: also before any endpoint took it,
+    with :data:`NOWHERE` as ``last_error`` while the tenant has no endpoint at all), and
+    ``deliveries`` (one per endpoint, oldest first)."""
     found = list(
         WebhookDelivery.select(WebhookDelivery, WebhookEndpoint.public_id, WebhookEndpoint.legacy)
         .join(WebhookEndpoint, on=WebhookDelivery.endpoint_id == WebhookEndpoint.id)
@@ -378,6 +383,8 @@ def summary(event: Notification) -> dict:
         attempts = sum(row.attempts for row in found)
         errors = [row.last_error for row in found if row.last_error]
         last_error = errors[-1] if errors else None
+        if not found and not webhook_endpoints.live(event.tenant).exists():
+            last_error = NOWHERE.format(tenant=event.tenant)
         times = [row.delivered_at for row in found if row.delivered_at]
         delivered_at = max(times) if times and state == DELIVERED else None
     return {
