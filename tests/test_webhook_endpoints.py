@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 
 import pytest
+from n8n_support import wait_for
 from standardwebhooks import Webhook
 from standardwebhooks import WebhookVerificationError
 from support import TENANT
@@ -28,6 +29,7 @@ from gateway.actions import deliveries
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.jobs import records
+from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import RequestKey
 from gateway.ledger.models import WebhookDelivery
@@ -218,7 +220,7 @@ def test_a_rotated_secret_signs_beside_the_new_one(offline_gw):
     job_id = a_job(gw)
     with Receiver() as workflow:
         allow(gw, workflow)
-        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        endpoint = subscribe(gw, workflow.url, ["approved", "changes_requested"]).get_json()
         rotated = gw.client.post(f"{ENDPOINTS}/{endpoint['id']}/secret", headers=gw.headers())
         assert rotated.status_code == 200
         new = rotated.get_json()
@@ -229,6 +231,18 @@ def test_a_rotated_secret_signs_beside_the_new_one(offline_gw):
         (headers, _raw) = workflow.posts[0]
         assert len(headers["webhook-signature"].split(" ")) == 2
         assert workflow.verified(endpoint["secret"]) == workflow.verified(new["secret"])
+
+        def overlap_over():  # the 24 hours have passed (moved in the ledger, not slept)
+            WebhookEndpoint.update(previous_secret_expires_at=db.utcnow()).execute()
+
+        in_ledger(gw, overlap_over)
+        decide(gw, job_id, "changes_requested", "shorter title")
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        (headers, raw) = workflow.posts[1]
+        assert len(headers["webhook-signature"].split(" ")) == 1
+        assert Webhook(new["secret"]).verify(raw, headers)["type"] == "changes_requested"
+        with pytest.raises(WebhookVerificationError):
+            Webhook(endpoint["secret"]).verify(raw, headers)
 
 
 def test_a_deleted_endpoint_gets_nothing_more_and_its_pending_deliveries_stop(offline_gw):
@@ -339,3 +353,30 @@ def test_two_delivery_passes_racing_post_once(offline_gw):
         assert sum(r["delivered"] for r in results) == 1, results
         assert len(workflow.verified(endpoint["secret"])) == 1
         assert in_ledger(gw, WebhookDelivery.select().count) == 1
+
+
+def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
+    """The worker's delivery thread polls every 60 s here; a decision in the same process
+    (an API call) wakes it, so the workflow hears it within seconds, not a poll later."""
+    gw = offline_gw
+    job_id = a_job(gw, "published")
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["published"]).get_json()
+        config = gw.app.config["GATEWAY"].with_overrides(notification_poll_interval=60.0)
+        stop = threading.Event()
+        worker = threading.Thread(target=deliveries.deliver_forever, args=(config, stop))
+        worker.start()
+        try:
+            decided = gw.client.post(
+                f"/v1/jobs/{job_id}/notifications",
+                json={"event": "published"},
+                headers=gw.headers(),
+            )
+            assert decided.status_code == 201
+            wait_for(lambda: workflow.posts, 5, "the decision did not wake the delivery thread")
+        finally:
+            stop.set()
+            notifications._wake.set()  # the thread's wait ends now
+            worker.join(10)
+        assert [b["type"] for b in workflow.verified(endpoint["secret"])] == ["published"]
