@@ -521,8 +521,9 @@ def notifications_group():
 @click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
 @needs_ledger
 def notifications_set_url(tenant, url):
-    """Set the tenant's notification URL (its legacy webhook endpoint: every event, the flat
-    body); pending notifications are delivered there next."""
+    """Set the tenant's notification URL; pending notifications are delivered there next.
+
+    The URL is the tenant's legacy webhook endpoint: every event, the flat JSON body."""
     from gateway.actions import webhook_endpoints
 
     known_tenant(tenant)

@@ -48,7 +48,7 @@ BUDGET = obj(
     raised_by=NSTR,
 )
 ENDPOINT = {  # a webhook endpoint's members (gateway.actions.webhook_endpoints.view)
-    "id": {"type": "string", "pattern": "^ep_"},
+    "id": {"type": "string", "pattern": r"^ep_[0-9a-f]{24}(?![\s\S])"},
     "url": STR,
     "event_types": arr({"enum": [*states.WORKFLOW_EVENTS, states.ANY_EVENT]}),
     "description": NSTR,
@@ -405,7 +405,7 @@ SCHEMAS: dict[str, dict] = {
     "WebhookEndpointCreated": obj(
         ("id", "url", "event_types", "description", "created_at", "secret"),
         **ENDPOINT,
-        secret={"type": ["string", "null"], "pattern": "^whsec_"},
+        secret={"type": ["string", "null"], "pattern": r"^whsec_[A-Za-z0-9+/]{43}=(?![\s\S])"},
         secret_detail=STR,
     ),
     "WebhookEndpointList": obj(("endpoints",), endpoints=arr(ref("WebhookEndpoint"))),
