@@ -159,7 +159,8 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
     """Decide ``event`` for the job's current version, once.
 
     Args:
-        event: one of :data:`gateway.core.states.NOTIFICATION_EVENTS`.
+        event: one of :data:`gateway.core.states.WORKFLOW_EVENTS`, or an alias of one
+            (:data:`gateway.core.states.EVENT_ALIASES`).
         reason: why (required for ``needs_attention``; kept from the first decision).
 
     Returns ``(row, decided_now)``.
