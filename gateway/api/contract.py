@@ -338,6 +338,7 @@ OPERATIONS: dict[str, Contract] = {
         problems=("notification-not-due",),
     ),
     "GET /v1/jobs/{job_id}/notifications": Contract(returns="NotificationList"),
+    "GET /v1/event-types": Contract(returns="EventTypes"),
     "PUT /v1/jobs/{job_id}/resume-point": Contract(
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),

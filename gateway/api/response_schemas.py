@@ -364,8 +364,9 @@ SCHEMAS: dict[str, dict] = {
         created_at=TIME,
     ),
     "Notification": obj(
-        ("idempotency_key", "job_id", "task_version", "event", "state", "attempts"),
+        ("idempotency_key", "event_id", "job_id", "task_version", "event", "state", "attempts"),
         idempotency_key=STR,
+        event_id={"type": "string", "pattern": "^evt_[0-9a-f]{32}$"},
         job_id=STR,
         task_version=INT,
         event={"enum": list(states.WORKFLOW_EVENTS)},
@@ -379,6 +380,16 @@ SCHEMAS: dict[str, dict] = {
         decided_now=BOOL,
     ),
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
+    "EventTypes": obj(
+        ("event_types",),
+        event_types=arr(
+            obj(
+                ("type", "description"),
+                type={"enum": list(states.WORKFLOW_EVENTS)},
+                description=STR,
+            )
+        ),
+    ),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
     "TermList": obj(
         ("site", "taxonomy", "terms", "truncated"),
