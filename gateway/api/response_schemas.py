@@ -366,7 +366,7 @@ SCHEMAS: dict[str, dict] = {
     "Notification": obj(
         ("idempotency_key", "event_id", "job_id", "task_version", "event", "state", "attempts"),
         idempotency_key=STR,
-        event_id={"type": "string", "pattern": "^evt_[0-9a-f]{32}$"},
+        event_id={"type": "string", "pattern": r"^evt_[0-9a-f]{32}(?![\s\S])"},
         job_id=STR,
         task_version=INT,
         event={"enum": list(states.WORKFLOW_EVENTS)},
