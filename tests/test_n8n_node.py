@@ -629,8 +629,10 @@ def row_the_pipeline_answers_the_job_and_the_same_article_again_replays(stack):
     assert out["post_id"] and out["link"] and out["task_version"] == 1, out
     steps = [s["step"] for s in out["steps"]]
     assert steps[:3] == ["validate", "job", "resume_point"], steps
+    told = "notify/ready_for_approval"  # decided by the gateway at the approval request
     writes = [s["http_status"] for s in out["steps"] if s["step"] not in ("validate", "verify")]
-    assert writes == [201] * len(writes), out["steps"]
+    assert writes == [201] * (len(writes) - 1) + [200], out["steps"]  # issue 57
+    assert out["steps"][-1]["step"] == told, out["steps"]
 
     last = stack.last_execution()
     again = stack.pipeline(article)
@@ -649,7 +651,7 @@ def row_the_pipeline_answers_the_job_and_the_same_article_again_replays(stack):
     assert stack.posts(job_id) == 1
     assert stack.attachments(job_id, slots(article)) == 3
     wait_for(lambda: stack.told(job_id), 60, "editors were never told")
-    assert stack.told(job_id) == ["ready_for_approval"]
+    assert stack.told(job_id) == ["approval_pending"]  # the vocabulary (issue 57)
     assert stack.gateway.requests_logged("PUT", f"/{job_id}/draft") == [201, 200]
 
 
@@ -805,7 +807,7 @@ def row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post(stac
     assert stack.posts(job_id) == 1
     assert stack.attachments(job_id, slots(article)) == 3
     wait_for(lambda: stack.told(job_id), 60, "editors were never told")
-    assert stack.told(job_id) == ["ready_for_approval"]
+    assert stack.told(job_id) == ["approval_pending"]  # the vocabulary (issue 57)
     stack.created.append(job_id)
 
 
@@ -924,7 +926,7 @@ def row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once(stack
     assert stack.execution(PUBLISH, last)[1] == "success"
     assert again.json()["published"] == [], again.text
     # the editor's approval is told too (issue 56: the notification events gained approved)
-    assert stack.told(approved["job_id"]) == ["ready_for_approval", "approved", "published"]
+    assert stack.told(approved["job_id"]) == ["approval_pending", "approved", "published"]
     assert "published" not in stack.told(waiting["job_id"]) + stack.told(scheduled["job_id"])
     assert stack.posts(approved["job_id"]) == 1
 

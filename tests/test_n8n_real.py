@@ -448,7 +448,7 @@ def test_readme_path_three_runs_one_ready_notification_then_published_once(stack
     assert answer["job_id"] == job_id
     assert answer["follow"] == f"{stack.gateway.url}/v1/jobs/{job_id}"
     stack.wait_phase(job_id, "approval_pending")
-    wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
+    wait_for(lambda: stack.told(job_id, "approval_pending"), 60, "editors were not told")
     # the article was checked before the job existed, once
     assert stack.gateway.calls("POST", "/v1/articles/validate")[:1] == ["200"]
 
@@ -463,7 +463,7 @@ def test_readme_path_three_runs_one_ready_notification_then_published_once(stack
     verification = stack.gateway.get(f"/v1/jobs/{job_id}/verification")
     assert verification["ok"] is True, verification
     assert set(stack.parents(job_id, slots).values()) == {verification["post_id"]}
-    ready = stack.told(job_id, "ready_for_approval")
+    ready = stack.told(job_id, "approval_pending")
     assert len(ready) == 1, stack.editors.messages
     key = f"{stack.tenant}/{job_id}/v1/notify/ready_for_approval"
     assert {h["idempotency-key"] for h in stack.editors.headers} == {key}
@@ -599,7 +599,7 @@ def test_a_404_image_leaves_a_job_recover_job_finishes_once_the_url_works(stack)
     stack.images.missing.discard("diagram.jpg")
     run_recover_job_until(stack, job_id, "approval_pending")
     assert stack.counts(job_id, slots_of({"images": images})) == (1, 3)
-    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert len(stack.told(job_id, "approval_pending")) == 1
     TIMES["404 image, recovered"] = time.monotonic() - t0
 
 
@@ -628,7 +628,7 @@ def test_a_gateway_restart_mid_run_is_finished_by_recover_job(stack):
     # the run had stopped before its draft: the draft came from the resumed run
     assert f"/v1/jobs/{job_id}/draft" not in before_restart
     assert stack.counts(job_id, slots_of({"images": images})) == (1, 3)
-    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert len(stack.told(job_id, "approval_pending")) == 1
     TIMES["gateway restart, recovered"] = time.monotonic() - t0
 
 
@@ -664,7 +664,7 @@ def test_gateway_killed_while_wordpress_saves_the_draft_recover_finishes_it(stac
     post_id = stack.gateway.job(job_id)["post_id"]
     assert stack.counts(job_id, slots) == (1, 3)
     assert stack.parents(job_id, slots) == dict.fromkeys(slots, post_id)
-    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert len(stack.told(job_id, "approval_pending")) == 1
     assert proxy.count(method="POST", path=POSTS, forwarded=True) == 1
     TIMES["killed while the draft is written"] = time.monotonic() - t0
 
@@ -719,7 +719,7 @@ def test_wordpress_down_during_the_uploads_is_resumed_once_idle_from_the_last_re
     slots = slots_of({"images": images})
     assert stack.counts(job_id, slots) == (1, 3)
     assert set(stack.parents(job_id, slots).values()) == {stack.gateway.job(job_id)["post_id"]}
-    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert len(stack.told(job_id, "approval_pending")) == 1
     TIMES["WordPress down during uploads"] = time.monotonic() - t0
 
 
@@ -793,7 +793,7 @@ def test_a_lost_draft_response_is_retried_after_retry_after_and_reconciled(stack
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
     statuses = stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/draft")
     assert statuses[0] == "503" and statuses[-1] in ("200", "201"), statuses
-    assert len(stack.told(job_id, "ready_for_approval")) == 1
+    assert len(stack.told(job_id, "approval_pending")) == 1
     TIMES["lost draft response"] = time.monotonic() - t0
 
 
@@ -891,5 +891,5 @@ def test_the_node_block_pasted_after_the_http_section(stack):
     job_id = answer["job_id"]
     assert job_id != SAMPLE["job_id"]  # a new job: the HTTP section's sample is untouched
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
-    wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
+    wait_for(lambda: stack.told(job_id, "approval_pending"), 60, "editors were not told")
     TIMES["node block"] = time.monotonic() - t0

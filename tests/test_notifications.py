@@ -124,7 +124,7 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         receive_at(gw, editors)
         early = notify(gw, job_id, "ready_for_approval")
         assert early.status_code == 409 and problem_slug(early) == "notification-not-due"
-        set_phase(gw, job_id, "approval_pending")
+        set_phase(gw, job_id, "approval_pending")  # the gateway decides the event (issue 57)
 
         # a re-run, a retry and four racing executions all ask for the same notification
         answers = [notify(gw, job_id, "ready_for_approval") for _ in range(2)]
@@ -140,7 +140,7 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
             thread.join()
 
         statuses = sorted(a.status_code for a in answers + racing)
-        assert statuses == [200] * 5 + [201], statuses
+        assert statuses == [200] * 6, statuses  # decided by the phase move, before any of them
         key = f"{TENANT}/{job_id}/v1/notify/ready_for_approval"
         # decided, not delivered: no request waits for the receiver (issue 29)
         assert editors.messages == []
@@ -148,7 +148,7 @@ def test_ready_is_decided_once_and_delivered_once_under_one_key(offline_gw):
         assert deliver(gw) == {"delivered": 1, "pending": 0}  # the worker's delivery pass
         assert len(editors.messages) == 1, editors.messages
         assert editors.keys() == [key]
-        assert editors.messages[0]["event"] == "ready_for_approval"
+        assert editors.messages[0]["event"] == "approval_pending"  # the vocabulary's name
         assert editors.messages[0]["post_id"] == 7 and "authorization" not in editors.headers[0]
         assert deliver(gw) == {"delivered": 0, "pending": 0}  # nothing left to resend
         again = notify(gw, job_id, "ready_for_approval")
@@ -173,7 +173,9 @@ def test_ready_for_approval_says_where_the_job_is(offline_gw, phase, told):
     assert offline_gw.put_job(job_id).status_code == 201
     set_phase(offline_gw, job_id, phase)
     answer = notify(offline_gw, job_id, "ready_for_approval")
-    assert answer.status_code == 201, answer.get_json()
+    # approval_pending was decided by the phase move itself; a job moved straight on was not
+    assert answer.status_code == (200 if phase == "approval_pending" else 201), answer.get_json()
+    assert answer.get_json()["event"] == "approval_pending"
     assert answer.get_json()["text"] == told.format(job_id)
 
 
@@ -184,8 +186,8 @@ def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(o
     gw = offline_gw
     job_id = new_job_id()
     gw.put_job(job_id)
-    set_phase(gw, job_id, "published")
-    assert notify(gw, job_id, "published").status_code == 201
+    set_phase(gw, job_id, "published")  # decides the event published (issue 57)
+    assert notify(gw, job_id, "published").status_code == 200
     config = gw.app.config["GATEWAY"]
     gw.app.config["GATEWAY"] = config.with_overrides(notification_max_refusals=2)
     key = f"{TENANT}/{job_id}/v1/notify/published"
@@ -232,7 +234,7 @@ def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(of
     gw.put_job(job_id)
     set_phase(gw, job_id, "published")
     first = notify(gw, job_id, "published")  # no URL set yet: decided, not delivered
-    assert first.status_code == 201
+    assert first.status_code == 200  # decided by the phase move (issue 57)
     assert first.get_json()["state"] == "PENDING"
     assert deliver(gw) == {"delivered": 0, "pending": 0}  # no delivery row: nowhere to go
     listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())

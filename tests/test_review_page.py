@@ -630,7 +630,10 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     [change] = [c for c in feed if c["job_id"] == job_id]
     assert "changes_requested" in change["events"] and change["decision"]["note"] == note
     told = server.call("GET", f"/v1/jobs/{job_id}/notifications").json()["notifications"]
-    assert [(n["event"], n["reason"]) for n in told] == [("changes_requested", note)]
+    assert [(n["event"], n["reason"]) for n in told] == [  # decided by the gateway (issue 57)
+        ("approval_pending", None),
+        ("changes_requested", note),
+    ]
     said = _as(server, other, "POST", f"/v1/jobs/{job_id}/comments", json={"note": "ok"})
     assert said.status_code == 201 and said.json()["content_sha256"]  # the v1 digest it is about
 

@@ -49,5 +49,25 @@ def test_each_phase_set_is_named_once_and_they_nest():
     assert states.CLIENT_PHASES + tuple(p for p in states.PHASES if p in states.GATEWAY_PHASES) == (
         states.PHASES
     )
-    announced = set(states.CHANGE_EVENTS) - {states.NEEDS_ATTENTION, *states.DECISIONS}
-    assert announced <= set(states.PHASES)
+    not_phases = {states.NEEDS_ATTENTION, states.CANCELLED, *states.DECISIONS}
+    announced = set(states.WORKFLOW_EVENTS) - not_phases - set(states.PER_ENTRY_EVENTS)
+    assert announced == {states.APPROVAL_PENDING, states.SCHEDULED, states.PUBLISHED}
+
+
+def test_the_event_vocabulary_is_one_tuple_each_event_described():
+    """Issue 57: one vocabulary, every event described once, the alias pointing into it."""
+    assert list(states.WORKFLOW_EVENT_DESCRIPTIONS) == list(states.WORKFLOW_EVENTS)
+    assert len(set(states.WORKFLOW_EVENTS)) == len(states.WORKFLOW_EVENTS)
+    assert set(states.EVENT_ALIASES.values()) <= set(states.WORKFLOW_EVENTS)
+    assert states.CHANGE_EVENTS == states.WORKFLOW_EVENTS
+
+
+def test_an_event_id_is_evt_and_32_hex_of_the_keys_sha256():
+    """The public event id (the deliveries' ``webhook-id``): stable, from the key alone."""
+    import hashlib
+
+    from gateway.core.event_ids import event_id
+
+    key = "acme/j1/v1/notify/approved"
+    assert event_id(key) == "evt_" + hashlib.sha256(key.encode()).hexdigest()[:32]
+    assert event_id(key) != event_id("acme/j1/v2/notify/approved")

@@ -28,6 +28,7 @@ from support import problem_slug
 from gateway.actions import deliveries
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
+from gateway.core import event_ids
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
@@ -143,7 +144,7 @@ def test_an_approval_is_delivered_once_signed_with_one_id_across_a_retry(offline
         bodies = workflow.verified(endpoint["secret"])
         assert len(bodies) == 2
         first, second = (headers for headers, _ in workflow.posts)
-        assert first["webhook-id"] == second["webhook-id"] == deliveries.event_id(event.key)
+        assert first["webhook-id"] == second["webhook-id"] == event_ids.event_id(event.key)
         assert first["webhook-id"].startswith("evt_") and len(first["webhook-id"]) == 36
         assert second["idempotency-key"] == f"{TENANT}/{job_id}/v1/notify/approved"
         body = bodies[1]
@@ -158,7 +159,7 @@ def test_an_approval_is_delivered_once_signed_with_one_id_across_a_retry(offline
             Webhook(webhook_endpoints.new_secret()).verify(workflow.posts[1][1], second)
 
         listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
-        (approved,) = listed.get_json()["notifications"]
+        [approved] = [n for n in listed.get_json()["notifications"] if n["event"] == "approved"]
         assert approved["state"] == "DELIVERED" and approved["attempts"] == 2
         (delivery,) = approved["deliveries"]
         assert delivery["endpoint_id"] == endpoint["id"] and delivery["state"] == "DELIVERED"
@@ -359,10 +360,10 @@ def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
     """The worker's delivery thread polls every 60 s here; a decision in the same process
     (an API call) wakes it, so the workflow hears it within seconds, not a poll later."""
     gw = offline_gw
-    job_id = a_job(gw, "published")
+    job_id = a_job(gw)
     with Receiver() as workflow:
         allow(gw, workflow)
-        endpoint = subscribe(gw, workflow.url, ["published"]).get_json()
+        endpoint = subscribe(gw, workflow.url, ["needs_attention"]).get_json()
         config = gw.app.config["GATEWAY"].with_overrides(notification_poll_interval=60.0)
         stop = threading.Event()
         worker = threading.Thread(target=deliveries.deliver_forever, args=(config, stop))
@@ -370,7 +371,7 @@ def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
         try:
             decided = gw.client.post(
                 f"/v1/jobs/{job_id}/notifications",
-                json={"event": "published"},
+                json={"event": "needs_attention", "reason": "the draft does not verify"},
                 headers=gw.headers(),
             )
             assert decided.status_code == 201
@@ -379,4 +380,4 @@ def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
             stop.set()
             notifications._wake.set()  # the thread's wait ends now
             worker.join(10)
-        assert [b["type"] for b in workflow.verified(endpoint["secret"])] == ["published"]
+        assert [b["type"] for b in workflow.verified(endpoint["secret"])] == ["needs_attention"]

@@ -12,9 +12,9 @@ webhook_endpoints`) and made before it:
   transaction) is still found.
 * **the POST** (:func:`deliver`): to the endpoint's URL through the notification URL's egress
   guard, connection pinned to the address checked, ``GATEWAY_NOTIFICATION_TIMEOUT`` for all
-  of it, at most ``GATEWAY_NOTIFICATION_MAX_BYTES`` of the answer read; headers
-  ``webhook-id`` (:func:`event_id`, the same on every attempt: receivers deduplicate on it),
-  ``webhook-timestamp`` (this attempt's), ``webhook-signature`` (``v1,<base64 HMAC-SHA256>``
+  of it, at most ``GATEWAY_NOTIFICATION_MAX_BYTES`` of the answer read; headers ``webhook-id``
+  (:func:`gateway.core.event_ids.event_id`, the same on every attempt: receivers deduplicate
+  on it), ``webhook-timestamp`` (this attempt's), ``webhook-signature`` (``v1,<base64 HMAC-SHA256>``
   of ``id.timestamp.body`` by the ``standardwebhooks`` package, a second one while a rotated
   secret's overlap lasts) and ``Idempotency-Key`` (the event's key, for today's receivers).
   A subscription endpoint's body is ``{"type", "timestamp", "data"}``; the legacy endpoint
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import hashlib
 import json
 import logging
 import threading
@@ -50,6 +49,7 @@ from gateway.actions import egress
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.core import answers
+from gateway.core import event_ids
 from gateway.core import exceptions as exc
 from gateway.core import rounds
 from gateway.core.config import Config
@@ -58,6 +58,7 @@ from gateway.core.states import DELIVERED
 from gateway.core.states import EVENT_ALIASES
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
+from gateway.jobs import events
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
@@ -77,15 +78,10 @@ NOWHERE = (
 )
 
 
-def event_id(key: str) -> str:
-    """The public id of the event row with ``key``: ``evt_`` + the first 32 hex digits of
-    SHA-256 of the key (the contract of issue 57); a delivery's ``webhook-id``."""
-    return "evt_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-
 def event_type(row: Notification) -> str:
-    """The event row's type as delivered (``ready_for_approval`` is ``approval_pending``)."""
-    return EVENT_ALIASES.get(row.event, row.event)
+    """The event row's type as delivered: its vocabulary name (an old row's
+    ``ready_for_approval`` is ``approval_pending``, :func:`gateway.jobs.events.name_of`)."""
+    return events.name_of(row.event)
 
 
 def _stored_names(event_types: list[str]) -> list[str]:
@@ -165,7 +161,7 @@ def body_of(event: Notification, endpoint: WebhookEndpoint) -> bytes:
         job = Job.get_or_none(Job.tenant == event.tenant, Job.job_id == event.job_id)
         site = job.site if job else None
     data = {
-        "event_id": event_id(event.key),
+        "event_id": event_ids.event_id(event.key),
         "job_id": event.job_id,
         "task_version": event.task_version,
         "post_id": payload.get("post_id"),
@@ -184,7 +180,7 @@ def headers_of(
     ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature`` (one ``v1,`` signature per
     secret of :func:`webhook_endpoints.signing_secrets`, space-separated; none for an endpoint
     without a secret), and ``Idempotency-Key``."""
-    msg_id = event_id(event.key)
+    msg_id = event_ids.event_id(event.key)
     headers = {
         "Content-Type": "application/json",
         "Idempotency-Key": event.key,

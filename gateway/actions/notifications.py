@@ -1,13 +1,14 @@
-"""Notifications to editors: ``ready_for_approval``, ``needs_attention``, ``published``; and
-the editors' decisions on a version, ``approved`` and ``changes_requested`` (issue 56: decided
-by the gateway itself when the decision is taken, the note as ``reason``).
+"""Notifications: the events of the vocabulary (:data:`gateway.core.states.WORKFLOW_EVENTS`,
+issue 57) told to the tenant's receivers. The gateway decides each itself when the change
+happens (:mod:`gateway.jobs.events`, in the change's transaction); a client may post
+``approval_pending`` (alias ``ready_for_approval``), ``published`` or ``needs_attention`` too.
 
 A notification is a side effect like a WordPress write, kept in the ledger (``notification``):
 
-* **decided once** per job version and event. Its key
-  ``{tenant}/{job_id}/v{task_version}/notify/{event}`` is unique, so a re-run, a retry or two
-  racing executions find the decision already made (the INSERT's unique constraint decides);
-  "needs attention" keeps the first reason.
+* **decided once** per job version and event (``commented``, ``revoked``: per timeline entry).
+  Its key ``{tenant}/{job_id}/v{task_version}/notify/{event}`` is unique, so a re-run, a retry
+  or two racing executions find the decision already made (the INSERT's unique constraint
+  decides); "needs attention" keeps the first reason.
 * **delivered outside any API request** (:mod:`gateway.actions.deliveries`, since schema
   version 18): the API call (and a resume's "needs a person") only records the decision and
   wakes the worker's delivery thread (:data:`_wake`); each webhook endpoint of the tenant
@@ -26,36 +27,32 @@ The sweep also decides ``needs_attention`` for a job no request has touched for
 from __future__ import annotations
 
 import logging
-import threading
 
 from gateway.actions import egress
+from gateway.core import event_ids
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
 from gateway.core.states import APPROVAL_PENDING
-from gateway.core.states import APPROVED
-from gateway.core.states import CHANGES_REQUESTED
 from gateway.core.states import NEEDS_ATTENTION
 from gateway.core.states import PUBLISHED
-from gateway.core.states import READY_FOR_APPROVAL
 from gateway.core.states import SCHEDULED
+from gateway.jobs import events
 from gateway.jobs import records
 from gateway.ledger import db
-from gateway.ledger import unique
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
-from gateway.operations import perform
 
 log = logging.getLogger(__name__)
 
-ACTION = "notify"  # the action part of the key (registered by gateway.actions.deliveries)
+ACTION = events.ACTION  # the action part of the key (registered by gateway.actions.deliveries)
 SCHEMES = frozenset({"http", "https"})
 ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
-_wake = threading.Event()  # set when this process decides a notification
+_wake = events.wake  # set when this process decides an event (gateway.jobs.events)
 # The phase a job must have reached for the event to be true: ready for approval once in front
 # of editors, and still after (a late or repeated call, e.g. a re-run of a workflow whose post
 # was approved and published meanwhile: its text then says where the job is, :func:`_text`).
 DUE_PHASES = {
-    READY_FOR_APPROVAL: (APPROVAL_PENDING, SCHEDULED, PUBLISHED),
+    APPROVAL_PENDING: (APPROVAL_PENDING, SCHEDULED, PUBLISHED),
     PUBLISHED: (PUBLISHED,),
 }
 
@@ -83,34 +80,28 @@ def _bad_url(url: str, why: str) -> exc.GatewayError:
     )
 
 
-def key_of(job: Job, event: str) -> str:
-    """``{tenant}/{job_id}/v{task_version}/notify/{event}`` (an operation key's shape)."""
-    return perform.operation_key(job, ACTION, event)
+def key_of(job: Job, event: str, entry_id: int | None = None) -> str:
+    """``{tenant}/{job_id}/v{task_version}/notify/{event}[/{entry_id}]`` (an operation key's
+    shape; :func:`gateway.jobs.events.key_of`)."""
+    return events.key_of(job, event, entry_id)
 
 
 def _text(job: Job, event: str, reason: str | None) -> str:
-    """The sentence editors read, true for the job's phase when the event is decided."""
-    version = f"job {job.job_id} (version {job.task_version})"
-    if event == READY_FOR_APPROVAL and job.phase == SCHEDULED:
-        return f"Post {job.post_id} of {version} was approved and is scheduled to publish."
-    if event == READY_FOR_APPROVAL and job.phase == PUBLISHED:
-        return f"Post {job.post_id} of {version} was approved and is published already."
-    if event == READY_FOR_APPROVAL:
-        return f"Draft {job.post_id} of {version} is verified and waits for approval."
-    if event == PUBLISHED:
-        return f"Post {job.post_id} of {version} is published."
-    if event == APPROVED:
-        return f"Draft {job.post_id} of {version} was approved ({reason})."
-    if event == CHANGES_REQUESTED:
-        return f"An editor requested changes to {version}: {reason}"
-    return f"{version[0].upper()}{version[1:]} needs attention: {reason}"
+    """The sentence editors read, true for the job's phase when the event is decided
+    (:func:`gateway.jobs.events.text_of`)."""
+    return events.text_of(job, event, reason)
 
 
-def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notification, bool]:
-    """Decide ``event`` for the job's current version, once.
+def decide(
+    job: Job, event: str, reason: str | None = None, entry_id: int | None = None
+) -> tuple[Notification, bool]:
+    """Decide ``event`` for the job's current version, once (per timeline entry ``entry_id``
+    for :data:`gateway.core.states.PER_ENTRY_EVENTS`): the event row of
+    :func:`gateway.jobs.events.decide`, after the rules a client's request must pass.
 
     Args:
-        event: one of :data:`gateway.core.states.NOTIFICATION_EVENTS`.
+        event: one of :data:`gateway.core.states.WORKFLOW_EVENTS`, or an alias of one
+            (:data:`gateway.core.states.EVENT_ALIASES`: ``ready_for_approval``, same key).
         reason: why (required for ``needs_attention``; kept from the first decision).
 
     Returns ``(row, decided_now)``.
@@ -119,44 +110,29 @@ def decide(job: Job, event: str, reason: str | None = None) -> tuple[Notificatio
         NotificationNotDue (409): the job has not reached the phase the event announces.
         ValidationFailed: ``needs_attention`` without a reason.
     """
-    due = DUE_PHASES.get(event)
+    name = events.name_of(event)
+    due = DUE_PHASES.get(name)
     if due is not None and job.phase not in due:
         raise exc.NotificationNotDue(
             f"job {job.job_id} is in phase {job.phase!r}; {event!r} needs {' or '.join(due)}",
             phase=job.phase,
         )
-    if event == NEEDS_ATTENTION and not (reason or "").strip():
+    if name == NEEDS_ATTENTION and not (reason or "").strip():
         raise exc.ValidationFailed("needs_attention needs a reason editors can act on")
-    key = key_of(job, event)
-    payload = {
-        "event": event,
-        "job_id": job.job_id,
-        "task_version": job.task_version,
-        "post_id": job.post_id,
-        "reason": reason,
-        "text": _text(job, event, reason),
-        "idempotency_key": key,
-    }
-    row, created = unique.insert_or_get(
-        lambda: Notification.create(
-            key=key,
-            tenant=job.tenant,
-            job_id=job.job_id,
-            task_version=job.task_version,
-            event=event,
-            payload=payload,
-        ),
-        lambda: Notification.get(Notification.key == key),
-    )
-    if created:
-        log.info("job_id=%s: notification %s decided", job.job_id, key)
-        _wake.set()
-    return row, created
+    return events.decide(job, name, reason, entry_id)
+
+
+def wake() -> None:
+    """Wake this process's delivery threads (:func:`gateway.actions.deliveries.
+    deliver_forever`): call it after the
+    transaction that decided an event committed, so the pass finds the row at once."""
+    _wake.set()
 
 
 def notify(job: Job, event: str, reason: str | None = None) -> tuple[Notification, bool]:
-    """:func:`decide` only: the delivery happens outside the request (:func:`deliver_forever`
-    in the worker, woken at once, and the sweep). Returns ``(row, decided_now)``; raises what
+    """:func:`decide` only: the delivery happens outside the request
+    (:func:`gateway.actions.deliveries.deliver_forever` in the worker, woken at once, and the
+    sweep). Returns ``(row, decided_now)``; raises what
     :func:`decide` raises."""
     return decide(job, event, reason)
 
@@ -198,12 +174,13 @@ def notification_view(
     """The API's shape of a notification (docs/api.md, "Notifications"); ``deliveries``:
     what its deliveries say (:func:`gateway.actions.deliveries.summary`: ``state``,
     ``attempts``, ``last_error``, ``delivered_at`` and the list ``deliveries``), which
-    replaces the row's own columns (frozen since schema version 18)."""
+    replaces the row's own columns (no longer moved since schema version 18)."""
     view = {
         "idempotency_key": row.key,
         "job_id": row.job_id,
         "task_version": row.task_version,
-        "event": row.event,
+        "event": events.name_of(row.event),  # an old row's ready_for_approval: approval_pending
+        "event_id": event_ids.event_id(row.key),
         "reason": row.payload.get("reason"),
         "text": row.payload.get("text"),
         "state": row.state,

@@ -356,6 +356,7 @@ OPERATIONS: dict[str, Contract] = {
         problems=("not-found",),
         replay_header=True,
     ),
+    "GET /v1/event-types": Contract(returns="EventTypes"),
     "PUT /v1/jobs/{job_id}/resume-point": Contract(
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),

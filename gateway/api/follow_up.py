@@ -1,5 +1,6 @@
-"""What follows a run (docs/api.md, "Notifications" and "Resuming a stopped job"): editors'
-notifications decided once by the gateway, and resuming a job whose run stopped."""
+"""What follows a run (docs/api.md, "Events", "Notifications" and "Resuming a stopped job"):
+the event vocabulary, editors' notifications decided once by the gateway, and resuming a job
+whose run stopped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gateway.api.common import job_of_path as _job
 from gateway.api.http import config
 from gateway.api.http import json_body
 from gateway.api.http import roles
+from gateway.core import states
 from gateway.recovery import resume_points
 
 bp = Blueprint("follow_up", __name__, url_prefix="/v1")
@@ -26,6 +28,14 @@ def notify(job_id: str):
     row, decided_now = notifications.notify(job, body["event"], body.get("reason"))
     view = notifications.notification_view(row, decided_now, deliveries.summary(row))
     return view, 201 if decided_now else 200
+
+
+@bp.get("/event-types")
+@roles("workflow", "editor", "admin")
+def event_types():
+    """The event vocabulary, in its order: ``{"event_types": [{"type", "description"}]}``."""
+    described = states.WORKFLOW_EVENT_DESCRIPTIONS
+    return {"event_types": [{"type": t, "description": described[t]} for t in described]}
 
 
 @bp.get("/jobs/<job_id>/notifications")

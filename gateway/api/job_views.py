@@ -15,6 +15,7 @@ from gateway.core.validation import MAX_DB_INT
 from gateway.editorial import decisions
 from gateway.jobs import attention
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import JobEvent
@@ -96,7 +97,7 @@ def list_jobs(
 
 
 # The changes feed (GET /v1/job-changes): what a poller (the n8n trigger node) needs to see
-# "approval pending", "published" and "needs attention" without paging every job each time.
+# the vocabulary's events (approval pending, approved, ...) without paging every job each time.
 ATTENTION = frozenset((states.JOB_FAILED, states.JOB_UNKNOWN, states.NEEDS_REVIEW))
 NOW = "now"  # the cursor a new poller sends to start from now, not from the first job
 CURSOR = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})$")
@@ -151,13 +152,47 @@ def _as_datetime(value) -> dt.datetime:
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
+def _events(job: Job, view: dict, entries: set[str], stalled: bool) -> list[str]:
+    """The feed's events of a changed job, in the vocabulary's order
+    (:data:`gateway.core.states.WORKFLOW_EVENTS`): its phase when the vocabulary names it
+    (``approval_pending``, ``scheduled``, ``published``), the editors' decision on its version
+    (``approved``, ``changes_requested``), ``commented`` and ``revoked`` (``entries``: timeline
+    entries of its version after the cursor), ``needs_attention`` (status ``failed``,
+    ``unknown``, ``needs_review``, or ``stalled``) and ``cancelled``."""
+    found = set(entries)
+    if view["phase"] in states.WORKFLOW_EVENTS:
+        found.add(view["phase"])
+    if view["decision"]:  # approved, changes_requested (issue 56)
+        found.add(view["decision"]["decision"])
+    if view["status"] in ATTENTION or stalled:
+        found.add(states.NEEDS_ATTENTION)
+    if job.cancelled:
+        found.add(states.CANCELLED)
+    return [event for event in states.WORKFLOW_EVENTS if event in found]
+
+
+def _entries_after(job: Job, after: tuple[dt.datetime, int] | None) -> set[str]:
+    """The per-entry events (``commented``, ``revoked``) of ``job``'s current version whose
+    timeline entry came after the cursor ``after`` (``(changed_at, job row id)``; None: any).
+    An entry at the cursor's very time counts when this job sorts after the cursor's job (it
+    was not listed at that time)."""
+    query = timeline.of_version(job).where(JobEvent.event.in_(states.PER_ENTRY_EVENTS))
+    if after is not None:
+        since, row_id = after
+        newer = JobEvent.created_at >= since if job.id > row_id else JobEvent.created_at > since
+        query = query.where(newer)
+    return {row.event for row in query.select(JobEvent.event).distinct()}
+
+
 def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: float) -> dict:
     """Jobs of ``tenant`` changed after ``cursor``, oldest change first, each with the events
-    a poller triggers on: ``approval_pending`` and ``published`` (the job's phase),
-    ``approved`` and ``changes_requested`` (the editors' decision on its version, with
-    ``decision``: :func:`gateway.editorial.decisions.decision_view`, its note) and
-    ``needs_attention`` (status ``failed``, ``unknown`` or ``needs_review``, or a stalled run:
-    :func:`gateway.jobs.attention.stalled`).
+    of the vocabulary a poller triggers on (:func:`_events`): ``approval_pending``,
+    ``scheduled`` and ``published`` (the job's phase), ``approved`` and ``changes_requested``
+    (the editors' decision on its version, with ``decision``:
+    :func:`gateway.editorial.decisions.decision_view`, its note), ``commented`` and
+    ``revoked`` (a timeline entry of its version after the cursor), ``needs_attention``
+    (status ``failed``, ``unknown`` or ``needs_review``, or a stalled run:
+    :func:`gateway.jobs.attention.stalled`) and ``cancelled``.
 
     A change is the job row, any of its ledger rows or a review item being written, or a
     stalled job's attention time (``attention_after`` seconds, ``GATEWAY_ATTENTION_AFTER``,
@@ -195,13 +230,8 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
-        events = [view["phase"]] if view["phase"] in states.CHANGE_EVENTS else []
-        if view["decision"]:  # approved, changes_requested (issue 56)
-            events.append(view["decision"]["decision"])
-        if view["status"] in ATTENTION or attention.stalled(
-            job, view["status"], attention_after, now
-        ):
-            events.append(states.NEEDS_ATTENTION)
+        stalled = attention.stalled(job, view["status"], attention_after, now)
+        events = _events(job, view, _entries_after(job, after), stalled)
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},

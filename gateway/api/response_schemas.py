@@ -373,11 +373,12 @@ SCHEMAS: dict[str, dict] = {
         created_at=TIME,
     ),
     "Notification": obj(
-        ("idempotency_key", "job_id", "task_version", "event", "state", "attempts"),
+        ("idempotency_key", "event_id", "job_id", "task_version", "event", "state", "attempts"),
         idempotency_key=STR,
+        event_id={"type": "string", "pattern": r"^evt_[0-9a-f]{32}(?![\s\S])"},
         job_id=STR,
         task_version=INT,
-        event={"enum": list(states.NOTIFICATION_EVENTS)},
+        event={"enum": list(states.WORKFLOW_EVENTS)},
         reason=NSTR,
         text=NSTR,
         state={"enum": list(states.NOTIFICATION_STATES)},
@@ -409,6 +410,16 @@ SCHEMAS: dict[str, dict] = {
         secret_detail=STR,
     ),
     "WebhookEndpointList": obj(("endpoints",), endpoints=arr(ref("WebhookEndpoint"))),
+    "EventTypes": obj(
+        ("event_types",),
+        event_types=arr(
+            obj(
+                ("type", "description"),
+                type={"enum": list(states.WORKFLOW_EVENTS)},
+                description=STR,
+            )
+        ),
+    ),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
     "TermList": obj(
         ("site", "taxonomy", "terms", "truncated"),

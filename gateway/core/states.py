@@ -69,25 +69,60 @@ RELEASED_PHASES = frozenset((SCHEDULED, PUBLISHED))
 AWAITING_APPROVAL_PHASES = frozenset((VERIFIED, APPROVAL_PENDING))
 DRAFTING = "drafting"  # the stage of a job before its draft is confirmed (no phase)
 
-# What a poller (GET /v1/job-changes, gateway.api.job_views) and a tenant's notification URL
-# (gateway.actions.notifications) are told about a job: events named after the phase they
-# announce, and needs_attention (no phase: a status that needs a person, or a stalled run).
+# What a poller (GET /v1/job-changes, gateway.api.job_views), a notification receiver and a
+# subscription (gateway.actions.notifications) are told about a job: needs_attention (no phase:
+# a status that needs a person, or a stalled run) and the events below.
 NEEDS_ATTENTION = "needs_attention"
-READY_FOR_APPROVAL = "ready_for_approval"  # a notification: the job reached APPROVAL_PENDING
 # An editor's decision on a job's task version (issue 56): not a phase (phases never move
 # backwards); a new task version clears it. Announced by the feed and the notifications too.
 APPROVED = "approved"
 CHANGES_REQUESTED = "changes_requested"
 DECISIONS = (APPROVED, CHANGES_REQUESTED)
-CHANGE_EVENTS = (APPROVAL_PENDING, APPROVED, CHANGES_REQUESTED, PUBLISHED, NEEDS_ATTENTION)
-NOTIFICATION_EVENTS = (READY_FOR_APPROVAL, APPROVED, CHANGES_REQUESTED, NEEDS_ATTENTION, PUBLISHED)
+COMMENTED = "commented"  # an editor's comment (a timeline entry too)
+REVOKED = "revoked"  # an approval was revoked (a timeline entry too)
+
+# The event vocabulary (issue 57): every event a workflow may wait on, defined once and served
+# the same way by GET /v1/event-types, GET /v1/job-changes, the event rows (``notification``)
+# and their deliveries, the n8n triggers and the MCP tools. Each is decided by the gateway at
+# the change, once per job version (commented and revoked: once per timeline entry).
+WORKFLOW_EVENTS = (
+    APPROVAL_PENDING,
+    APPROVED,
+    CHANGES_REQUESTED,
+    COMMENTED,
+    SCHEDULED,
+    PUBLISHED,
+    NEEDS_ATTENTION,
+    REVOKED,
+    CANCELLED,
+)
+WORKFLOW_EVENT_DESCRIPTIONS = {
+    APPROVAL_PENDING: "the draft is verified and waits for an editor (phase approval_pending)",
+    APPROVED: "an editor approved the version",
+    CHANGES_REQUESTED: "an editor requested changes (reason: the note)",
+    COMMENTED: "an editor commented (reason: the comment)",
+    SCHEDULED: "approved and scheduled: WordPress publishes the post at its date",
+    PUBLISHED: "WordPress holds the post published (read back)",
+    NEEDS_ATTENTION: "the job needs a person (failed, unknown, under review, stalled)",
+    REVOKED: "an approval was revoked",
+    CANCELLED: "the job was cancelled",
+}
+# Events decided once per timeline entry (their key ends in the entry's id), not per version.
+PER_ENTRY_EVENTS = (COMMENTED, REVOKED)
+# The name POST /v1/jobs/{id}/notifications accepted before the vocabulary: an alias of
+# approval_pending that keeps its key (``.../notify/ready_for_approval``), so a workflow posting
+# either and the gateway's own decision are one event row; old rows stored it as their event.
+READY_FOR_APPROVAL = "ready_for_approval"
+EVENT_ALIASES = {READY_FOR_APPROVAL: APPROVAL_PENDING}
+# The events a client may post itself (the others are the editors' and the gateway's to decide).
+CLIENT_EVENTS = (APPROVAL_PENDING, READY_FOR_APPROVAL, PUBLISHED, NEEDS_ATTENTION)
+# The feed's events (GET /v1/job-changes): the whole vocabulary.
+CHANGE_EVENTS = WORKFLOW_EVENTS
 
 # A job's timeline (``job_event`` rows, gateway.editorial.timeline): every decision and event
 # with who, when, version and digest, written in the transaction of the change it records.
 DRAFT_WRITTEN = "draft_written"  # the job reached DRAFT_CONFIRMED
 APPROVAL_REQUESTED = "approval_requested"
-REVOKED = "revoked"
-COMMENTED = "commented"
 RECONCILED = "reconciled"
 REPAIRED = "repaired"
 DUPLICATE_DECIDED = "duplicate_decided"  # an editor's same_as / distinct on a suspected duplicate
@@ -107,23 +142,9 @@ TIMELINE_EVENTS = (
     CANCELLED,
 )
 
-# The events a workflow may subscribe to (the contract of issue 57; the vocabulary's owner,
-# with a description each, may replace this tuple): a webhook endpoint's ``event_types`` hold
-# names of it, or ANY_EVENT for all. A notification row's event ``ready_for_approval`` is
-# delivered as ``approval_pending`` (EVENT_ALIASES).
-WORKFLOW_EVENTS = (
-    APPROVAL_PENDING,
-    APPROVED,
-    CHANGES_REQUESTED,
-    COMMENTED,
-    SCHEDULED,
-    PUBLISHED,
-    NEEDS_ATTENTION,
-    REVOKED,
-    CANCELLED,
-)
+# A webhook endpoint's ``event_types`` (gateway.actions.webhook_endpoints) hold names of
+# WORKFLOW_EVENTS, or ANY_EVENT alone for all of them.
 ANY_EVENT = "*"
-EVENT_ALIASES = {READY_FOR_APPROVAL: APPROVAL_PENDING}
 
 # --------------------------------------------------------------------------- notifications
 # A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or

@@ -201,13 +201,15 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
             publish_at=publish_at,
         )
         timeline.record(job, states.APPROVED, editor, digest)
+        notifications.decide(job, states.APPROVED, f"by {editor}")  # the event, same transaction
+    notifications.wake()
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
-    notifications.decide(job, states.APPROVED, f"by {editor}")
     return approval, unchecked
 
 
 def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None) -> Approval:
-    """Revoke an approval (repeat-safe; the first revocation is kept). When the post was
+    """Revoke an approval (repeat-safe; the first revocation is kept and decides the event
+    ``revoked``, once per revocation, in its transaction). When the post was
     scheduled under it and its time has not come, ``target`` moves it back to draft
     (:func:`scheduling.unschedule`).
 
@@ -222,8 +224,11 @@ def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None
     with db.atomic():
         where = {"id": approval.id}
         if moves.move(APPROVAL_REVOKED, where, db.utcnow(), None, revoked_by=editor):
-            timeline.record(job, states.REVOKED, editor, approval.content_sha256)
+            entry = timeline.record(job, states.REVOKED, editor, approval.content_sha256)
             decisions.release_approval(job)
+            reason = f"approval {approval.id} revoked by {editor}"
+            notifications.decide(job, states.REVOKED, reason, entry_id=entry.id)
+    notifications.wake()
     scheduled = scheduling.scheduled_publish(job)
     if target is not None and scheduled and scheduled.receipt.get("approval_id") == approval.id:
         scheduling.unschedule(target, f"approval {approval.id} revoked")

@@ -125,17 +125,21 @@ def request_changes(job: Job, body: dict, editor: str) -> dict:
     with db.atomic():
         take(job, states.CHANGES_REQUESTED, (None,))
         timeline.record(job, states.CHANGES_REQUESTED, editor, digest, body["note"])
-    notifications.decide(job, states.CHANGES_REQUESTED, body["note"])
+        notifications.decide(job, states.CHANGES_REQUESTED, body["note"])
+    notifications.wake()
     return decision_view(job)
 
 
 def comment(job: Job, body: dict, editor: str) -> dict:
     """An editor's comment on ``job``'s current version (``body``: validated ``{"note"}``),
     about the digest last known for that version (:func:`gateway.jobs.timeline.known_digest`);
-    the workflow reads it beside the decision. Returns the timeline entry."""
+    the workflow reads it beside the decision, and the event ``commented`` is decided for it
+    (once per comment) in the same transaction. Returns the timeline entry."""
     with db.atomic():
         digest = timeline.known_digest(job)
         row = timeline.record(job, states.COMMENTED, editor, digest, body["note"])
+        notifications.decide(job, states.COMMENTED, body["note"], entry_id=row.id)
+    notifications.wake()
     return timeline.entry_view(row)
 
 

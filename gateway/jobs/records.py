@@ -28,6 +28,8 @@ from gateway.core.states import PUBLISHED
 from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.core.states import SCHEDULED
 from gateway.core.states import VERIFIED
+from gateway.core.states import WORKFLOW_EVENTS
+from gateway.jobs import events
 from gateway.jobs import guards
 from gateway.jobs import timeline
 from gateway.ledger import db
@@ -129,6 +131,8 @@ def stage(job: Job) -> str:
 # The phases a timeline tells of (gateway.jobs.timeline), by the event it records.
 PHASE_EVENTS = {DRAFT_CONFIRMED: "draft_written", VERIFIED: VERIFIED}
 PHASE_EVENTS.update({SCHEDULED: SCHEDULED, PUBLISHED: PUBLISHED})
+# The phases a workflow waits on (gateway.jobs.events): a forward move decides the event.
+ANNOUNCED_PHASES = frozenset(PHASES) & frozenset(WORKFLOW_EVENTS)
 
 
 def advance_phase(
@@ -144,15 +148,20 @@ def advance_phase(
     then read again, and the ``fields`` it still lacks are recorded by :func:`touch`.
     A move to a phase of :data:`PHASE_EVENTS` enters the job's timeline in the same
     transaction, by ``actor`` (a token's name; None: the gateway), about the content digest
-    ``digest`` (the read-back's; published: the approved version's; None: none known).
-    Returns True when this call moved the phase."""
+    ``digest`` (the read-back's; published: the approved version's; None: none known). A move
+    to a phase of :data:`ANNOUNCED_PHASES` decides its event (:func:`gateway.jobs.events.
+    decide`, once per version) in that transaction too. Returns True when this call moved
+    the phase."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
         with db.atomic():
             moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
             if moved:
                 timeline.record_all(job, _phase_events(current, phase), actor, digest)
+                if phase in ANNOUNCED_PHASES:
+                    events.decide(job, phase)
         if moved:
+            events.wake.set()  # committed now: the delivery threads find the row
             return True
         _read_again(job)
     changed = _changed(job, fields)
@@ -202,13 +211,16 @@ def _read_again(job: Job) -> None:
 
 def cancel_job(job: Job, reason: str, actor: str | None = None) -> Job:
     """Cancel the job (repeat-safe: the first reason is kept; the first cancel enters the
-    timeline, by ``actor``, a token's name). Afterwards every side-effect
+    timeline, by ``actor``, a token's name, and decides the event ``cancelled``:
+    :func:`gateway.jobs.events.decide`). Afterwards every side-effect
     call is refused with 409 ``job-cancelled`` before any ledger claim or WordPress call."""
     now = db.utcnow()
     with db.atomic():
         fields = {"cancel_reason": reason, "updated_at": now}
         if moves.move(JOB_CANCELLED, {"id": job.id}, True, False, **fields):
             timeline.record(job, CANCELLED, actor, note=reason)
+            events.decide(job, CANCELLED, reason)
+    events.wake.set()
     return Job.get_by_id(job.id)
 
 

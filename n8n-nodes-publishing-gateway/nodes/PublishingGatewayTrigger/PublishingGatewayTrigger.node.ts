@@ -79,9 +79,13 @@ export class PublishingGatewayTrigger implements INodeType {
 				options: [
 					{ name: 'Approval Pending', value: 'approval_pending' },
 					{ name: 'Approved', value: 'approved' },
+					{ name: 'Cancelled', value: 'cancelled' },
 					{ name: 'Changes Requested', value: 'changes_requested' },
+					{ name: 'Commented', value: 'commented' },
 					{ name: 'Needs Attention', value: 'needs_attention' },
 					{ name: 'Published', value: 'published' },
+					{ name: 'Revoked', value: 'revoked' },
+					{ name: 'Scheduled', value: 'scheduled' },
 				],
 				default: [
 					'approval_pending',
