@@ -381,3 +381,41 @@ def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
             notifications._wake.set()  # the thread's wait ends now
             worker.join(10)
         assert [b["type"] for b in workflow.verified(endpoint["secret"])] == ["needs_attention"]
+
+
+def test_a_refused_delivery_is_listed_and_sent_again_on_request_under_its_id(offline_gw):
+    gw = offline_gw
+    config = gw.app.config["GATEWAY"]
+    gw.app.config["GATEWAY"] = config.with_overrides(notification_max_refusals=1)
+    job_id = a_job(gw)
+    with Receiver(statuses=[410]) as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        path = f"{ENDPOINTS}/{endpoint['id']}/deliveries"
+        event = decide(gw, job_id, "approved")
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # 410, the one refusal allowed
+        (refused,) = gw.client.get(path, headers=gw.headers()).get_json()["deliveries"]
+        evt = event_ids.event_id(event.key)
+        assert (refused["event_id"], refused["type"], refused["state"]) == (
+            evt,
+            "approved",
+            "REFUSED",
+        )
+        assert "HTTP 410" in refused["last_error"]
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # REFUSED: never by itself
+
+        rival = gw.make_token("workflow", tenant="rival")
+        again = f"{path}/{evt}/redeliver"
+        assert gw.client.post(again, headers=gw.headers(rival)).status_code == 404
+        unknown = f"{path}/evt_{'0' * 32}/redeliver"
+        assert gw.client.post(unknown, headers=gw.headers()).status_code == 404
+        answer = gw.client.post(again, headers=gw.headers())
+        assert answer.status_code == 200 and answer.get_json()["state"] == "PENDING"
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        first, second = workflow.posts
+        assert first[0]["webhook-id"] == second[0]["webhook-id"] == evt
+        assert len(workflow.verified(endpoint["secret"])) == 2
+        twice = gw.client.post(again, headers=gw.headers())
+        assert twice.status_code == 409 and problem_slug(twice) == "delivery-not-refused"
+        (delivered,) = gw.client.get(path, headers=gw.headers()).get_json()["deliveries"]
+        assert delivered["state"] == "DELIVERED" and delivered["attempts"] == 2

@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
 SETTLE = dt.timedelta(minutes=5)  # no event row's transaction stays open longer
 FAN_OUT_LIMIT = 500  # event rows looked at per endpoint and pass
+LIST_LIMIT = 100  # deliveries an endpoint's list shows, newest first
 NOWHERE = (
     "no notification URL is set for tenant {tenant} (gateway notifications set-url) and no "
     "webhook endpoint subscribes its events (POST /v1/webhook-endpoints)"
@@ -390,6 +391,66 @@ def summary(event: Notification) -> dict:
         "delivered_at": db.rfc3339(delivered_at),
         "deliveries": views,
     }
+
+
+def endpoint_delivery_view(row: WebhookDelivery, event: Notification) -> dict:
+    """One delivery as ``GET /v1/webhook-endpoints/{id}/deliveries`` lists it."""
+    return {
+        "event_id": event_ids.event_id(event.key),
+        "type": event_type(event),
+        "job_id": event.job_id,
+        "task_version": event.task_version,
+        "state": row.state,
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+        "created_at": db.rfc3339(row.created_at),
+        "delivered_at": db.rfc3339(row.delivered_at),
+    }
+
+
+def of_endpoint(endpoint: WebhookEndpoint, limit: int = LIST_LIMIT) -> list[dict]:
+    """The endpoint's newest ``limit`` deliveries, newest first
+    (:func:`endpoint_delivery_view`)."""
+    rows = (
+        WebhookDelivery.select(WebhookDelivery, Notification)
+        .join(Notification, on=WebhookDelivery.event_id == Notification.id, attr="event")
+        .where(WebhookDelivery.endpoint_id == endpoint.id)
+        .order_by(WebhookDelivery.id.desc())
+        .limit(limit)
+    )
+    return [endpoint_delivery_view(row, row.event) for row in rows]
+
+
+def redeliver(endpoint: WebhookEndpoint, event_public_id: str) -> dict:
+    """Send the endpoint's REFUSED delivery of the event ``event_public_id`` (``evt_...``)
+    again: back to PENDING with its refusals cleared, same ``webhook-id``, delivered by the
+    next pass (this process's is woken). Returns its view.
+
+    Raises:
+        NotFound (404): the endpoint has no delivery of that event.
+        DeliveryNotRefused (409): the delivery is PENDING or DELIVERED.
+    """
+    found = None
+    rows = (
+        WebhookDelivery.select(WebhookDelivery, Notification)
+        .join(Notification, on=WebhookDelivery.event_id == Notification.id, attr="event")
+        .where(WebhookDelivery.endpoint_id == endpoint.id)
+        .order_by(WebhookDelivery.id.desc())
+    )
+    for row in rows.iterator():  # the id is a digest of the key: compared, not queried
+        if event_ids.event_id(row.event.key) == event_public_id:
+            found = row
+            break
+    if found is None:
+        raise exc.NotFound(f"endpoint {endpoint.public_id} has no delivery of that event")
+    if not transitions.redeliver(found):
+        raise exc.DeliveryNotRefused(
+            f"the delivery of {event_public_id} is {found.state}: only a REFUSED one is sent "
+            "again (a PENDING one is retried by itself; a DELIVERED one never again)"
+        )
+    notifications.wake()
+    log.info("tenant=%s: %s redelivers %s", endpoint.tenant, endpoint.public_id, event_public_id)
+    return endpoint_delivery_view(found, found.event)
 
 
 # --------------------------------------------------------------------------- the sweep

@@ -356,6 +356,12 @@ OPERATIONS: dict[str, Contract] = {
         problems=("not-found",),
         replay_header=True,
     ),
+    "GET /v1/webhook-endpoints/{endpoint_id}/deliveries": Contract(
+        returns="WebhookDeliveryList", problems=("not-found",)
+    ),
+    "POST /v1/webhook-endpoints/{endpoint_id}/deliveries/{event_id}/redeliver": Contract(
+        body="empty", returns="WebhookDelivery", problems=("not-found", "delivery-not-refused")
+    ),
     "GET /v1/event-types": Contract(returns="EventTypes"),
     "PUT /v1/jobs/{job_id}/resume-point": Contract(
         body="resume_point", ok=(200, 201), returns="ResumePoint"

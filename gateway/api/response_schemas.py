@@ -410,6 +410,19 @@ SCHEMAS: dict[str, dict] = {
         secret_detail=STR,
     ),
     "WebhookEndpointList": obj(("endpoints",), endpoints=arr(ref("WebhookEndpoint"))),
+    "WebhookDelivery": obj(
+        ("event_id", "type", "job_id", "task_version", "state", "attempts"),
+        event_id={"type": "string", "pattern": r"^evt_[0-9a-f]{32}(?![\s\S])"},
+        type={"enum": list(states.WORKFLOW_EVENTS)},
+        job_id=STR,
+        task_version=INT,
+        state={"enum": list(states.NOTIFICATION_STATES)},
+        attempts=INT,
+        last_error=NSTR,
+        created_at=TIME,
+        delivered_at=TIME,
+    ),
+    "WebhookDeliveryList": obj(("deliveries",), deliveries=arr(ref("WebhookDelivery"))),
     "EventTypes": obj(
         ("event_types",),
         event_types=arr(

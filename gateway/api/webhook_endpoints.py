@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint
 from flask import g
 
+from gateway.actions import deliveries
 from gateway.actions import webhook_endpoints
 from gateway.api.http import config
 from gateway.api.http import json_body
@@ -71,3 +72,20 @@ def rotate_secret(endpoint_id: str):
     json_body("empty")
     row, secret = webhook_endpoints.rotate(config(), g.principal.tenant, endpoint_id)
     return _shown_once(row, secret)
+
+
+@bp.get("/webhook-endpoints/<endpoint_id>/deliveries")
+@roles("workflow", "admin")
+def list_deliveries(endpoint_id: str):
+    """The endpoint's newest 100 deliveries, newest first."""
+    endpoint = webhook_endpoints.get(g.principal.tenant, endpoint_id)
+    return {"deliveries": deliveries.of_endpoint(endpoint)}
+
+
+@bp.post("/webhook-endpoints/<endpoint_id>/deliveries/<event_id>/redeliver")
+@roles("workflow", "admin")
+def redeliver(endpoint_id: str, event_id: str):
+    """Send a REFUSED delivery again (same webhook-id); the next pass sends it."""
+    json_body("empty")
+    endpoint = webhook_endpoints.get(g.principal.tenant, endpoint_id)
+    return deliveries.redeliver(endpoint, event_id)

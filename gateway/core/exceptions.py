@@ -222,6 +222,9 @@ UpstreamRefused = _problem(
 NotificationNotDue = _problem(
     "NotificationNotDue", 409, "notification-not-due", "The job has not reached that event"
 )
+DeliveryNotRefused = _problem(
+    "DeliveryNotRefused", 409, "delivery-not-refused", "Only a REFUSED delivery is sent again"
+)
 WebhookEndpointLimit = _problem(
     "WebhookEndpointLimit",
     409,

@@ -249,6 +249,15 @@ NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
     REFUSED: frozenset(),
 }
 
+# A webhook delivery (one event row to one endpoint, gateway.actions.deliveries, schema
+# version 18) moves as a notification, and back from REFUSED to PENDING when a workflow asks
+# for it again (POST /v1/webhook-endpoints/{id}/deliveries/{event_id}/redeliver).
+DELIVERY_MOVES: dict[str, frozenset[str]] = {
+    PENDING: frozenset({DELIVERED, REFUSED}),
+    DELIVERED: frozenset(),
+    REFUSED: frozenset({PENDING}),
+}
+
 # A stored webhook event's status (gateway.agents.worker; every finish is conditional on the
 # claim it holds: the event's ``attempts`` as claimed).
 EVENT_MOVES: dict[str, frozenset[str]] = {

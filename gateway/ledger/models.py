@@ -632,7 +632,7 @@ NOTIFICATION_STATE = moves.declare(
 WEBHOOK_DELIVERY_STATE = moves.declare(
     WebhookDelivery,
     "state",
-    states.NOTIFICATION_MOVES,
+    states.DELIVERY_MOVES,
     owner="gateway.operations.transitions",
     initial=(PENDING,),
 )

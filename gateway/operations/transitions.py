@@ -260,6 +260,20 @@ def delivered(row: WebhookDelivery) -> bool:
     )
 
 
+def redeliver(row: WebhookDelivery) -> bool:
+    """Move a REFUSED delivery back to PENDING, its refusals, claim and error cleared (a
+    workflow asked for it again); False when it is not REFUSED (any more)."""
+    return move(
+        row,
+        PENDING,
+        REFUSED,
+        column=WEBHOOK_DELIVERY_STATE,
+        refusals=0,
+        claimed_until=None,
+        last_error=None,
+    )
+
+
 def stop_deliveries(endpoint_id: int, why: str) -> int:
     """Move every PENDING delivery to the endpoint ``endpoint_id`` to REFUSED with ``why``
     (its endpoint was deleted: nothing more is sent there). Returns the rows moved."""
