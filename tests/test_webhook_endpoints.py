@@ -21,7 +21,9 @@ import pytest
 from n8n_support import wait_for
 from standardwebhooks import Webhook
 from standardwebhooks import WebhookVerificationError
+from support import SECRET_KEY
 from support import TENANT
+from support import gateway_cli_ok
 from support import new_job_id
 from support import problem_slug
 
@@ -419,3 +421,42 @@ def test_a_refused_delivery_is_listed_and_sent_again_on_request_under_its_id(off
         assert twice.status_code == 409 and problem_slug(twice) == "delivery-not-refused"
         (delivered,) = gw.client.get(path, headers=gw.headers()).get_json()["deliveries"]
         assert delivered["state"] == "DELIVERED" and delivered["attempts"] == 2
+
+
+def test_the_notification_url_is_the_tenants_legacy_endpoint_listed_without_a_secret(
+    offline_gw, ledger_url
+):
+    """``gateway notifications set-url`` makes (then updates) the tenant's legacy endpoint:
+    listed by the API and by ``gateway webhooks list``, every event, the flat body, never a
+    secret; a workflow's own endpoint beside it gets the signed shape."""
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver(path="/editors") as editors, Receiver() as workflow:
+        hosts = ",".join(r.url.split("/")[2] for r in (editors, workflow))
+        env = {
+            "GATEWAY_DATABASE_URL": ledger_url,
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": hosts,
+        }
+        set_url = ["notifications", "set-url", "--tenant", TENANT, "--url", editors.url]
+        legacy_id = json.loads(gateway_cli_ok(set_url, env))["endpoint_id"]
+        assert json.loads(gateway_cli_ok(set_url, env))["endpoint_id"] == legacy_id  # updated
+        allow(gw, editors, workflow)
+        mine = subscribe(gw, workflow.url, ["approved"]).get_json()
+        listed = gw.client.get(ENDPOINTS, headers=gw.headers()).get_json()["endpoints"]
+        assert [(e["id"], e["legacy"], e["event_types"]) for e in listed] == [
+            (legacy_id, True, ["*"]),
+            (mine["id"], False, ["approved"]),
+        ]
+        printed = gateway_cli_ok(["webhooks", "list", "--tenant", TENANT], env)
+        assert [e["id"] for e in json.loads(printed)["endpoints"]] == [legacy_id, mine["id"]]
+        assert "whsec_" not in printed and mine["secret"] not in printed
+
+        event = decide(gw, job_id, "approved")
+        # the URL also gets the approval_pending decided before it was set, as it always did
+        assert deliver(gw)["delivered"] == 3
+        [_, (headers, raw)] = editors.posts
+        assert json.loads(editors.posts[0][1])["event"] == "approval_pending"
+        assert json.loads(raw) == event.payload  # the flat body of before
+        assert headers["idempotency-key"] == event.key and "webhook-signature" not in headers
+        assert [b["type"] for b in workflow.verified(mine["secret"])] == ["approved"]
