@@ -320,7 +320,7 @@ def test_migration_18_makes_each_notification_url_an_endpoint_and_each_notificat
     URL becomes its legacy endpoint (every event, no secret) and each of its notifications a
     delivery in the state it had, so a pass neither resends the delivered one nor loses the
     pending one; beta's waits for its URL as before. A rerun changes nothing."""
-    from gateway.actions import deliveries
+    from gateway.actions import fan_out
     from gateway.ledger.models import WebhookDelivery
     from gateway.ledger.models import WebhookEndpoint
     from gateway.operations import transitions
@@ -371,7 +371,7 @@ def test_migration_18_makes_each_notification_url_an_endpoint_and_each_notificat
         delivered, pending = rows
         assert delivered.delivered_at is not None and pending.last_error == "answered HTTP 404"
         assert pending.claimed_until is not None  # its back-off kept
-        assert deliveries.fan_out_all() == 0  # nothing made twice
+        assert fan_out.fan_out_all() == 0  # nothing made twice
         assert transitions.claim_delivery(pending, 60)  # the back-off passed: sent next
         assert not transitions.claim_delivery(delivered, 60)  # never resent
     database.close()

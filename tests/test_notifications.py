@@ -33,6 +33,7 @@ from support import png_bytes
 from support import problem_slug
 
 from gateway.actions import deliveries
+from gateway.actions import fan_out
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.jobs import records
@@ -443,7 +444,7 @@ def test_a_slow_receiver_delays_only_its_own_tenant_and_a_held_row_stops_no_one(
         in_ledger(gw, webhook_endpoints.set_legacy_url, config, TENANT, quick.url)
         in_ledger(gw, _pending, "rival", 6)
         in_ledger(gw, _pending, TENANT, 2)
-        in_ledger(gw, deliveries.fan_out_all)  # their delivery rows, as a pass makes them
+        in_ledger(gw, fan_out.fan_out_all)  # their delivery rows, as a pass makes them
         held = in_ledger(gw, lambda: WebhookDelivery.get(WebhookDelivery.tenant == TENANT))
         held_key = in_ledger(gw, lambda: Notification.get_by_id(held.event_id).key)
         # another sender claimed acme's first row and died holding it
@@ -475,7 +476,7 @@ def test_a_row_claimed_after_the_pass_listed_it_is_passed_over_and_the_rest_go_o
         in_ledger(gw, webhook_endpoints.set_legacy_url, config, TENANT, quick.url)
         in_ledger(gw, _pending, "rival", 1)
         in_ledger(gw, _pending, TENANT, 3)
-        in_ledger(gw, deliveries.fan_out_all)  # their delivery rows, as a pass makes them
+        in_ledger(gw, fan_out.fan_out_all)  # their delivery rows, as a pass makes them
         rows = in_ledger(gw, lambda: list(Notification.select().order_by(Notification.id)))
         acme = rows[1:]  # after rival's
         held = in_ledger(gw, delivery_of, acme[0].key)

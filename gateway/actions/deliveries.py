@@ -5,11 +5,8 @@ An event row (``notification``, decided once by :mod:`gateway.actions.notificati
 every live endpoint of its tenant subscribed to its type (:mod:`gateway.actions.
 webhook_endpoints`) and made before it:
 
-* **fan-out** (:func:`fan_out`), by each delivery pass: one ``webhook_delivery`` row per
-  (event, endpoint), made once by the pair's unique constraint (two passes racing make one).
-  Each endpoint keeps how far it was fanned out (``fanned_through``), which trails the newest
-  events by :data:`SETTLE` so that an event row committed late (a lower id, a longer
-  transaction) is still found.
+* **fan-out** (:mod:`gateway.actions.fan_out`), first in each delivery pass: one
+  ``webhook_delivery`` row per (event, endpoint), made once by the pair's unique constraint.
 * **the POST** (:func:`deliver`): to the endpoint's URL through the notification URL's egress
   guard, connection pinned to the address checked, ``GATEWAY_NOTIFICATION_TIMEOUT`` for all
   of it, at most ``GATEWAY_NOTIFICATION_MAX_BYTES`` of the answer read; headers ``webhook-id``
@@ -42,10 +39,10 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from peewee import fn
 from standardwebhooks import Webhook
 
 from gateway.actions import egress
+from gateway.actions import fan_out
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.core import answers
@@ -53,12 +50,9 @@ from gateway.core import event_ids
 from gateway.core import exceptions as exc
 from gateway.core import rounds
 from gateway.core.config import Config
-from gateway.core.states import ANY_EVENT
 from gateway.core.states import DELIVERED
-from gateway.core.states import EVENT_ALIASES
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
-from gateway.jobs import events
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
@@ -70,80 +64,11 @@ from gateway.operations import transitions
 log = logging.getLogger(__name__)
 
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
-SETTLE = dt.timedelta(minutes=5)  # no event row's transaction stays open longer
-FAN_OUT_LIMIT = 500  # event rows looked at per endpoint and pass
 LIST_LIMIT = 100  # deliveries an endpoint's list shows, newest first
 NOWHERE = (
     "no notification URL is set for tenant {tenant} (gateway notifications set-url) and no "
     "webhook endpoint subscribes its events (POST /v1/webhook-endpoints)"
 )
-
-
-def event_type(row: Notification) -> str:
-    """The event row's type as delivered: its vocabulary name (an old row's
-    ``ready_for_approval`` is ``approval_pending``, :func:`gateway.jobs.events.name_of`)."""
-    return events.name_of(row.event)
-
-
-def _stored_names(event_types: list[str]) -> list[str]:
-    """The ``notification.event`` values that are each of ``event_types`` (with aliases)."""
-    names = list(event_types)
-    names += [alias for alias, name in EVENT_ALIASES.items() if name in event_types]
-    return names
-
-
-# --------------------------------------------------------------------------- fan-out
-
-
-def fan_out(endpoint: WebhookEndpoint) -> int:
-    """Make the missing deliveries of ``endpoint``: one per event row of its tenant above
-    ``max(from_event_id, fanned_through)`` of a subscribed type, at most
-    :data:`FAN_OUT_LIMIT`; the pair's unique constraint makes each once, whoever else fans out
-    at the same time. Moves ``fanned_through`` up to the newest event older than
-    :data:`SETTLE` that it passed. Returns the deliveries made now."""
-    floor = max(endpoint.from_event_id, endpoint.fanned_through)
-    made = WebhookDelivery.select(WebhookDelivery.id).where(
-        WebhookDelivery.event_id == Notification.id,
-        WebhookDelivery.endpoint_id == endpoint.id,
-    )
-    events = Notification.select(Notification.id, Notification.created_at).where(
-        Notification.tenant == endpoint.tenant, Notification.id > floor, ~fn.EXISTS(made)
-    )
-    if ANY_EVENT not in endpoint.event_types:
-        events = events.where(Notification.event.in_(_stored_names(endpoint.event_types)))
-    found = list(events.order_by(Notification.id).limit(FAN_OUT_LIMIT))
-    created = 0
-    if found:
-        rows = [
-            {"event_id": e.id, "endpoint_id": endpoint.id, "tenant": endpoint.tenant} for e in found
-        ]
-        created = WebhookDelivery.insert_many(rows).on_conflict_ignore().as_rowcount().execute()
-    _settle(endpoint, floor, found[-1].id if len(found) == FAN_OUT_LIMIT else None)
-    return created or 0
-
-
-def _settle(endpoint: WebhookEndpoint, floor: int, ceiling: int | None) -> None:
-    """Move ``fanned_through`` to the newest event row of the tenant older than
-    :data:`SETTLE` (at most ``ceiling``: the last one looked at when the limit cut the
-    look short). Only ever up: a conditional UPDATE."""
-    settled = Notification.select(fn.MAX(Notification.id)).where(
-        Notification.tenant == endpoint.tenant,
-        Notification.id > floor,
-        Notification.created_at < db.utcnow() - SETTLE,
-    )
-    if ceiling is not None:
-        settled = settled.where(Notification.id <= ceiling)
-    newest = settled.scalar()
-    if newest:
-        WebhookEndpoint.update(fanned_through=newest).where(
-            WebhookEndpoint.id == endpoint.id, WebhookEndpoint.fanned_through < newest
-        ).execute()
-
-
-def fan_out_all() -> int:
-    """:func:`fan_out` for every live endpoint; returns the deliveries made now."""
-    endpoints = WebhookEndpoint.select().where(WebhookEndpoint.deleted_at.is_null())
-    return sum(fan_out(endpoint) for endpoint in endpoints)
 
 
 # --------------------------------------------------------------------------- one delivery
@@ -170,7 +95,11 @@ def body_of(event: Notification, endpoint: WebhookEndpoint) -> bytes:
         "reason": payload.get("reason"),
         "text": payload.get("text"),
     }
-    body = {"type": event_type(event), "timestamp": db.rfc3339(event.created_at), "data": data}
+    body = {
+        "type": fan_out.event_type(event),
+        "timestamp": db.rfc3339(event.created_at),
+        "data": data,
+    }
     return json.dumps(body, ensure_ascii=False).encode()
 
 
@@ -283,13 +212,13 @@ def origin(url: str) -> str:
 
 
 def resend_pending(config: Config, limit: int = 200) -> dict:
-    """One delivery pass: :func:`fan_out_all`, then the PENDING deliveries not held by a
+    """One delivery pass: :func:`fan_out.fan_out_all`, then the PENDING deliveries not held by a
     sender, the tenants taking turns, one attempt each, oldest first within a tenant, so one
     tenant's many rows or slow receiver delay only its own (issue 40). A tenant leaves the
     pass at its first failure, or once its attempts took ``notification_timeout`` seconds; a
     row another sender claimed first is passed over. Returns ``{"delivered", "pending"}``:
     the deliveries this pass made DELIVERED, and those left PENDING."""
-    fan_out_all()
+    fan_out.fan_out_all()
     counts = {"delivered": 0, "pending": 0}
     rows = WebhookDelivery.select().where(WebhookDelivery.state == PENDING)
     now = db.db_now()
@@ -397,7 +326,7 @@ def endpoint_delivery_view(row: WebhookDelivery, event: Notification) -> dict:
     """One delivery as ``GET /v1/webhook-endpoints/{id}/deliveries`` lists it."""
     return {
         "event_id": event_ids.event_id(event.key),
-        "type": event_type(event),
+        "type": fan_out.event_type(event),
         "job_id": event.job_id,
         "task_version": event.task_version,
         "state": row.state,
