@@ -47,6 +47,15 @@ BUDGET = obj(
     exhausted=BOOL,
     raised_by=NSTR,
 )
+ENDPOINT = {  # a webhook endpoint's members (gateway.actions.webhook_endpoints.view)
+    "id": {"type": "string", "pattern": r"^ep_[0-9a-f]{24}(?![\s\S])"},
+    "url": STR,
+    "event_types": arr({"enum": [*states.WORKFLOW_EVENTS, states.ANY_EVENT]}),
+    "description": NSTR,
+    "legacy": BOOL,
+    "created_at": TIME,
+    "secret_rotated_at": TIME,
+}
 FIELD = obj(("expected", "actual", "ok"), expected={}, actual={}, ok={"type": ["boolean", "null"]})
 JOB = {
     "job_id": STR,
@@ -378,8 +387,42 @@ SCHEMAS: dict[str, dict] = {
         decided_at=TIME,
         delivered_at=TIME,
         decided_now=BOOL,
+        deliveries=arr(
+            obj(
+                ("endpoint_id", "state", "attempts"),
+                endpoint_id=STR,
+                state={"enum": list(states.NOTIFICATION_STATES)},
+                attempts=INT,
+                last_error=NSTR,
+                delivered_at=TIME,
+            )
+        ),
     ),
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
+    "WebhookEndpoint": obj(
+        ("id", "url", "event_types", "description", "created_at", "secret_rotated_at"),
+        **ENDPOINT,
+    ),
+    "WebhookEndpointCreated": obj(
+        ("id", "url", "event_types", "description", "created_at", "secret"),
+        **ENDPOINT,
+        secret={"type": ["string", "null"], "pattern": r"^whsec_[A-Za-z0-9+/]{43}=(?![\s\S])"},
+        secret_detail=STR,
+    ),
+    "WebhookEndpointList": obj(("endpoints",), endpoints=arr(ref("WebhookEndpoint"))),
+    "WebhookDelivery": obj(
+        ("event_id", "type", "job_id", "task_version", "state", "attempts"),
+        event_id={"type": "string", "pattern": r"^evt_[0-9a-f]{32}(?![\s\S])"},
+        type={"enum": list(states.WORKFLOW_EVENTS)},
+        job_id=STR,
+        task_version=INT,
+        state={"enum": list(states.NOTIFICATION_STATES)},
+        attempts=INT,
+        last_error=NSTR,
+        created_at=TIME,
+        delivered_at=TIME,
+    ),
+    "WebhookDeliveryList": obj(("deliveries",), deliveries=arr(ref("WebhookDelivery"))),
     "EventTypes": obj(
         ("event_types",),
         event_types=arr(

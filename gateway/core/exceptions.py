@@ -222,6 +222,15 @@ UpstreamRefused = _problem(
 NotificationNotDue = _problem(
     "NotificationNotDue", 409, "notification-not-due", "The job has not reached that event"
 )
+DeliveryNotRefused = _problem(
+    "DeliveryNotRefused", 409, "delivery-not-refused", "Only a REFUSED delivery is sent again"
+)
+WebhookEndpointLimit = _problem(
+    "WebhookEndpointLimit",
+    409,
+    "webhook-endpoint-limit",
+    "The tenant has as many webhook endpoints as it may have",
+)
 OperationNotFailed = _problem(
     "OperationNotFailed", 409, "operation-not-failed", "Only a FAILED operation can be retried"
 )

@@ -142,10 +142,16 @@ TIMELINE_EVENTS = (
     CANCELLED,
 )
 
+# A webhook endpoint's ``event_types`` (gateway.actions.webhook_endpoints) hold names of
+# WORKFLOW_EVENTS, or ANY_EVENT alone for all of them.
+ANY_EVENT = "*"
+
 # --------------------------------------------------------------------------- notifications
 # A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or
 # REFUSED after GATEWAY_NOTIFICATION_MAX_REFUSALS definite refusals
-# (gateway.actions.notifications; the moves: gateway.operations.transitions).
+# (gateway.actions.notifications; the moves: gateway.operations.transitions). Since schema
+# version 18 the same states and moves are a webhook delivery's (one event row to one
+# endpoint, gateway.actions.deliveries); a notification row keeps the state it had then.
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
 REFUSED = "REFUSED"
@@ -241,6 +247,15 @@ NOTIFICATION_MOVES: dict[str, frozenset[str]] = {
     PENDING: frozenset({DELIVERED, REFUSED}),
     DELIVERED: frozenset(),
     REFUSED: frozenset(),
+}
+
+# A webhook delivery (one event row to one endpoint, gateway.actions.deliveries, schema
+# version 18) moves as a notification, and back from REFUSED to PENDING when a workflow asks
+# for it again (POST /v1/webhook-endpoints/{id}/deliveries/{event_id}/redeliver).
+DELIVERY_MOVES: dict[str, frozenset[str]] = {
+    PENDING: frozenset({DELIVERED, REFUSED}),
+    DELIVERED: frozenset(),
+    REFUSED: frozenset({PENDING}),
 }
 
 # A stored webhook event's status (gateway.agents.worker; every finish is conditional on the

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 ACTION = "notify"  # the action part of an event row's key
 # Set when this process decided an event: the delivery threads
-# (gateway.actions.notifications.deliver_forever) wake on it.
+# (gateway.actions.deliveries.deliver_forever) wake on it.
 wake = threading.Event()
 # The key's last part for a vocabulary name whose key predates the vocabulary.
 _KEY_NAMES = {name: alias for alias, name in states.EVENT_ALIASES.items()}
