@@ -579,3 +579,99 @@ const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
 def contract() -> dict:
     """The findings of :data:`CONTRACT_SCRIPT` (run with Node.js in the package folder)."""
     return json.loads(_run(["node", "-e", CONTRACT_SCRIPT], PACKAGE, timeout=120).stdout)
+
+
+#: Node.js run against the built ``dist/``: the webhook trigger's activation methods with a
+#: scripted request helper in place of n8n's, and its ``webhook()`` on deliveries signed by
+#: the test in Python (``standardwebhooks``); reads ``{"secret", "deliveries": [{"name",
+#: "headers", "body"}]}`` on stdin, prints one JSON object of findings.
+EVENT_TRIGGER_SCRIPT = r"""
+const gc = require('./dist/nodes/PublishingGateway/GatewayClient.js');
+const { PublishingGatewayEventTrigger } = require(
+  './dist/nodes/PublishingGatewayEventTrigger/PublishingGatewayEventTrigger.node.js');
+gc.RETRY.baseSeconds = 0.002;
+const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const URL = 'http://n8n.test/webhook/abc/webhook';
+const node = { id: '1', name: 'Gateway Trigger', type: 'x', typeVersion: 1, position: [0, 0],
+  parameters: {} };
+const ok = (status, body = {}) => () => ({ statusCode: status, headers: {}, body });
+const problem = (status, slug) => () => ({ statusCode: status, headers: {}, body: {
+  type: gc.PROBLEM_BASE + slug, title: slug, status, detail: slug, retryable: false } });
+const trigger = new PublishingGatewayEventTrigger();
+async function hook(method, script, state, events) {
+  const calls = [];
+  const ctx = { getNode: () => node, logger: { warn() {} }, getWorkflow: () => ({ id: 'wf1' }),
+    getNodeParameter: (name) => (name === 'events' ? events : undefined),
+    getNodeWebhookUrl: () => URL, getWorkflowStaticData: () => state,
+    getCredentials: async () => ({ baseUrl: 'http://gw/' }),
+    helpers: { async httpRequestWithAuthentication(_name, options) {
+      calls.push(`${options.method} ${options.url.replace('http://gw', '')}` +
+        (options.body ? ' ' + JSON.stringify(options.body) : ''));
+      return script.shift()(options);
+    } } };
+  try {
+    const answer = await trigger.webhookMethods.default[method].call(ctx);
+    return { calls, answer, state };
+  } catch (error) {
+    return { calls, error: error.message, state };
+  }
+}
+async function deliver(delivery, events) {
+  let status = null, sent = null;
+  const response = { status(code) { status = code; return this; },
+    json(body) { sent = body; return this; } };
+  const headers = Object.fromEntries(Object.entries(delivery.headers).map(
+    ([k, v]) => [k.toLowerCase(), v]));
+  const ctx = { getNode: () => node, logger: { warn() {} },
+    getWorkflowStaticData: () => ({ endpointId: 'ep_1', endpointSecret: input.secret }),
+    getRequestObject: () => ({ rawBody: Buffer.from(delivery.body, 'utf8') }),
+    getResponseObject: () => response, getHeaderData: () => headers,
+    getBodyData: () => JSON.parse(delivery.body),
+    getNodeParameter: (name) => (name === 'events' ? events : undefined),
+    helpers: { returnJsonArray: (v) => [].concat(v).map((json) => ({ json })) } };
+  const out = await trigger.webhook.call(ctx);
+  return { status, sent, noWebhookResponse: out.noWebhookResponse === true,
+    items: out.workflowData ? out.workflowData[0].map((i) => i.json) : null };
+}
+const endpoint = (id, url, types) => ({ id, url, event_types: types, description: null });
+(async () => {
+  const out = { deliveries: {} };
+  out.create = await hook('create', [
+    ok(200, { endpoints: [endpoint('ep_old', URL, ['approved']),
+      endpoint('ep_other', 'http://elsewhere/x', ['approved'])] }),
+    ok(204), ok(201, { ...endpoint('ep_new', URL, ['approved']), secret: 'whsec_AAAA' })],
+    {}, ['approved', 'approved']);
+  out.exists = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] })], { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+  out.changed = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] }), ok(204)], { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' },
+    ['approved', 'published']);
+  out.gone = await hook('checkExists', [ok(200, { endpoints: [] })],
+    { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+  out.never = await hook('checkExists', [], {}, ['approved']);
+  out.deleted = await hook('delete', [problem(404, 'not-found')],
+    { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+  out.refused = await hook('create', [problem(401, 'unauthenticated')], {}, ['approved']);
+  for (const delivery of input.deliveries) {
+    out.deliveries[delivery.name] = await deliver(delivery, ['approved', 'changes_requested']);
+  }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def event_trigger_contract(secret: str, deliveries: list[dict]) -> dict:
+    """The findings of :data:`EVENT_TRIGGER_SCRIPT` for ``deliveries`` (``{"name", "headers",
+    "body"}``, the body as the raw text sent) to an endpoint holding ``secret``."""
+    done = subprocess.run(
+        ["node", "-e", EVENT_TRIGGER_SCRIPT],
+        cwd=PACKAGE,
+        input=json.dumps({"secret": secret, "deliveries": deliveries}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the event trigger script failed:\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout)

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import standardwebhooks
 from n8n_node_support import PACKAGE
 from n8n_node_support import WRONG_CREDENTIALS
 from n8n_node_support import GatewayServer
@@ -61,6 +62,7 @@ from n8n_node_support import article_tool
 from n8n_node_support import build
 from n8n_node_support import contract
 from n8n_node_support import credential
+from n8n_node_support import event_trigger_contract
 from n8n_node_support import fields_workflow
 from n8n_node_support import install_into
 from n8n_node_support import items_workflow
@@ -615,6 +617,97 @@ def test_the_retries_follow_the_gateways_contract(tarball):
     ]
     assert found["expression_site"]["calls"] == []
     assert "fixed site name" in found["expression_site"]["error"]
+
+
+def _signed(secret: str, body: dict, *, at: dt.datetime | None = None, msg_id: str = "") -> dict:
+    """A delivery as the gateway sends it (contract: Standard Webhooks headers), signed with
+    the ``standardwebhooks`` package: ``{"headers", "body"}`` with the body's raw text."""
+    raw = json.dumps(body, separators=(",", ":"))
+    at = at or dt.datetime.now(dt.UTC)
+    msg_id = msg_id or body["data"]["event_id"]
+    signature = standardwebhooks.Webhook(secret).sign(msg_id, at, raw)
+    headers = {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())),
+               "webhook-signature": signature, "content-type": "application/json"}  # fmt: skip
+    return {"headers": headers, "body": raw}
+
+
+def test_the_event_trigger_registers_once_and_runs_only_signed_deliveries(tarball):
+    """The webhook trigger's methods (Node.js, n8n's request helper scripted): activation
+    deletes an endpoint of its own URL left behind and creates one (the secret kept), a
+    registered endpoint with other events is replaced, a deleted one (404) counts as gone;
+    ``webhook()`` runs the workflow only for a delivery whose Standard Webhooks signature
+    (made here by the ``standardwebhooks`` package, also with a second rotated-secret
+    signature) holds on the raw body, within five minutes; anything else is answered 401."""
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    other = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    data = {"event_id": "evt_" + "a" * 32, "job_id": "j1", "task_version": 2, "post_id": 7,
+            "site": "blog", "reason": None, "text": "approved"}  # fmt: skip
+    body = {"type": "approved", "timestamp": "2026-12-06T09:00:00Z", "data": data}
+    good = _signed(secret, body)
+    rotated = _signed(other, body)
+    rotated["headers"]["webhook-signature"] += " " + good["headers"]["webhook-signature"]
+    forged = _signed(other, body)
+    tampered = {**good, "body": good["body"].replace('"post_id":7', '"post_id":8')}
+    old = _signed(secret, body, at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=6))
+    unsigned = {**good, "headers": {k: v for k, v in good["headers"].items()
+                                    if k != "webhook-signature"}}  # fmt: skip
+    other_type = _signed(secret, {**body, "type": "published"})
+    deliveries = {"good": good, "rotated": rotated, "forged": forged, "tampered": tampered,
+                  "old": old, "unsigned": unsigned, "other_type": other_type}  # fmt: skip
+    found = event_trigger_contract(secret, [{"name": name, **d} for name, d in deliveries.items()])
+    url = "http://n8n.test/webhook/abc/webhook"
+    create = found["create"]
+    assert create["calls"][:2] == [
+        "GET /v1/webhook-endpoints",
+        "DELETE /v1/webhook-endpoints/ep_old",
+    ]
+    (post,) = create["calls"][2:]
+    assert post.startswith("POST /v1/webhook-endpoints "), create
+    sent = json.loads(post.split(" ", 2)[2])
+    assert sent["url"] == url and sent["event_types"] == ["approved"], sent
+    assert create["answer"] is True and create["state"]["endpointId"] == "ep_new"
+    assert create["state"]["endpointSecret"] == "whsec_AAAA"
+    assert found["exists"]["answer"] is True
+    assert found["exists"]["calls"] == ["GET /v1/webhook-endpoints"]
+    changed = found["changed"]
+    assert changed["answer"] is False and changed["state"] == {}, changed
+    assert changed["calls"][1] == "DELETE /v1/webhook-endpoints/ep_new"
+    assert found["gone"]["answer"] is False and found["gone"]["state"] == {}
+    assert found["never"]["answer"] is False and found["never"]["calls"] == []
+    assert found["deleted"]["answer"] is True and found["deleted"]["state"] == {}
+    assert "unauthenticated" in found["refused"]["error"], found["refused"]
+    runs = found["deliveries"]
+    for name in ("good", "rotated"):
+        (item,) = runs[name]["items"]
+        assert item == {**data, "type": "approved", "event_id": data["event_id"],
+                        "timestamp": body["timestamp"]}, (name, item)  # fmt: skip
+        assert runs[name]["status"] is None
+    for name in ("forged", "tampered", "old", "unsigned"):
+        assert runs[name]["items"] is None and runs[name]["status"] == 401, (name, runs[name])
+        assert runs[name]["noWebhookResponse"] is True
+    assert (
+        "5 minutes" not in runs["old"]["sent"]["detail"]
+        and "300 s" in runs["old"]["sent"]["detail"]
+    )
+    # an event the node does not wait for: answered (200), nothing runs
+    assert runs["other_type"] == {"status": None, "sent": None, "noWebhookResponse": False,
+                                  "items": None}  # fmt: skip
+
+
+def test_the_event_triggers_events_are_the_gateways_vocabulary(tarball):
+    """The webhook trigger's Events list (a static list, so the editor offers it without a
+    credential) is the gateway's vocabulary, ``GET /v1/event-types``, name for name."""
+    from gateway.core.states import WORKFLOW_EVENTS
+
+    script = (
+        "const {EVENT_TYPES}=require('./dist/nodes/PublishingGatewayEventTrigger/"
+        "PublishingGatewayEventTrigger.node.js');console.log(JSON.stringify(EVENT_TYPES));"
+    )
+    done = subprocess.run(["node", "-e", script], cwd=PACKAGE, capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    offered = json.loads(done.stdout)
+    assert sorted(o["value"] for o in offered) == sorted(WORKFLOW_EVENTS), offered
+    assert all(o["description"] for o in offered), offered
 
 
 # --------------------------------------------------------------------------- the node in n8n

@@ -1,0 +1,268 @@
+import type {
+	IDataObject,
+	IHookFunctions,
+	INodeType,
+	INodeTypeDescription,
+	IWebhookFunctions,
+	IWebhookResponseData,
+} from 'n8n-workflow';
+import { NodeConnectionTypes } from 'n8n-workflow';
+
+import {
+	GatewayFailure,
+	gatewayRequest,
+	setRetryWindow,
+	toNodeError,
+} from '../PublishingGateway/GatewayClient';
+import { signatureProblem } from './Signature';
+
+/**
+ * The gateway's event vocabulary (docs/api.md, "Event types"; `GET /v1/event-types`), each
+ * with its description. A test checks it against the gateway's own list.
+ */
+export const EVENT_TYPES: Array<{ name: string; value: string; description: string }> = [
+	{
+		name: 'Approval Pending',
+		value: 'approval_pending',
+		description: 'The draft is verified and waits for an editor',
+	},
+	{ name: 'Approved', value: 'approved', description: 'An editor approved the version' },
+	{ name: 'Cancelled', value: 'cancelled', description: 'The job was cancelled' },
+	{
+		name: 'Changes Requested',
+		value: 'changes_requested',
+		description: "An editor requested changes (reason: the editor's note)",
+	},
+	{
+		name: 'Commented',
+		value: 'commented',
+		description: 'An editor commented (reason: the comment)',
+	},
+	{
+		name: 'Needs Attention',
+		value: 'needs_attention',
+		description: 'The job needs a person (failed, unknown outcome, under review, stalled)',
+	},
+	{
+		name: 'Published',
+		value: 'published',
+		description: 'WordPress holds the post published (read back)',
+	},
+	{ name: 'Revoked', value: 'revoked', description: 'An approval was revoked' },
+	{
+		name: 'Scheduled',
+		value: 'scheduled',
+		description: 'Approved and scheduled: WordPress publishes the post at its date',
+	},
+];
+
+/** How long an activation's gateway call is retried (seconds): the gateway restarting while
+ * n8n activates is ridden out, a gateway that stays down fails the activation soon enough. */
+const ACTIVATION_RETRY_SECONDS = 30;
+
+/** The endpoint this node registered, as its static data keeps it. */
+interface Registered {
+	endpointId?: string;
+	endpointSecret?: string;
+	endpointUrl?: string;
+	endpointEvents?: string[];
+}
+
+function sameEvents(a: unknown, b: string[]): boolean {
+	const left = Array.isArray(a) ? [...(a as string[])].sort() : [];
+	const right = [...b].sort();
+	return left.length === right.length && left.every((value, index) => value === right[index]);
+}
+
+function chosenEvents(context: IHookFunctions): string[] {
+	return [...new Set(context.getNodeParameter('events') as string[])];
+}
+
+async function listEndpoints(context: IHookFunctions): Promise<IDataObject[]> {
+	const answer = await gatewayRequest(context, 'GET', '/v1/webhook-endpoints');
+	return (answer.endpoints ?? []) as IDataObject[];
+}
+
+/** DELETE /v1/webhook-endpoints/{id}; a 404 (already gone) counts as deleted. */
+async function deleteEndpoint(context: IHookFunctions, endpointId: string): Promise<void> {
+	try {
+		await gatewayRequest(
+			context,
+			'DELETE',
+			`/v1/webhook-endpoints/${encodeURIComponent(endpointId)}`,
+		);
+	} catch (error) {
+		if (!(error instanceof GatewayFailure && error.status === 404)) {
+			throw toNodeError(context, error);
+		}
+	}
+}
+
+function forget(state: Registered): void {
+	delete state.endpointId;
+	delete state.endpointSecret;
+	delete state.endpointUrl;
+	delete state.endpointEvents;
+}
+
+/**
+ * Starts a workflow the moment the gateway decides an event (an editor approves, requests
+ * changes, a post is published...): activating the workflow subscribes this node's webhook
+ * URL at the gateway (`POST /v1/webhook-endpoints` with the chosen events; the secret the
+ * gateway shows once is kept in the workflow's static data), deactivating it deletes the
+ * subscription. Each delivery's Standard Webhooks signature is verified on the raw body
+ * before the workflow runs: a missing or wrong signature, or a timestamp more than five
+ * minutes off, is answered 401 and starts nothing. The item is the delivery's `data` with
+ * `type`, `event_id` (the `webhook-id`: the same on a retried delivery) and `timestamp`.
+ */
+export class PublishingGatewayEventTrigger implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Publishing Gateway Trigger',
+		name: 'publishingGatewayEventTrigger',
+		icon: {
+			light: 'file:../../icons/gateway.svg',
+			dark: 'file:../../icons/gateway.dark.svg',
+		},
+		group: ['trigger'],
+		version: 1,
+		subtitle: '={{ $parameter["events"].join(", ") }}',
+		description:
+			'Starts a workflow within seconds when an editor approves or requests changes, a post is published or a job needs attention (signed webhook deliveries)',
+		defaults: { name: 'Publishing Gateway Trigger' },
+		inputs: [],
+		outputs: [NodeConnectionTypes.Main],
+		credentials: [{ name: 'publishingGatewayApi', required: true }],
+		webhooks: [
+			{
+				name: 'default',
+				httpMethod: 'POST',
+				responseMode: 'onReceived',
+				path: 'webhook',
+			},
+		],
+		properties: [
+			{
+				displayName: 'Events',
+				name: 'events',
+				type: 'multiOptions',
+				options: EVENT_TYPES,
+				default: ['approved'],
+				required: true,
+				description:
+					'The events that start the workflow; the gateway delivers only these to this workflow',
+			},
+		],
+	};
+
+	webhookMethods = {
+		default: {
+			/** Whether the endpoint this node registered is still at the gateway with this
+			 * webhook URL and these events; a stale one (other URL or events) is deleted. */
+			async checkExists(this: IHookFunctions): Promise<boolean> {
+				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
+				const state = this.getWorkflowStaticData('node') as Registered;
+				if (!state.endpointId || !state.endpointSecret) {
+					return false;
+				}
+				try {
+					const listed = (await listEndpoints(this)).find((e) => e.id === state.endpointId);
+					const url = this.getNodeWebhookUrl('default');
+					if (listed && listed.url === url && sameEvents(listed.event_types, chosenEvents(this))) {
+						return true;
+					}
+					if (listed) {
+						await deleteEndpoint(this, state.endpointId);
+					}
+				} catch (error) {
+					throw toNodeError(this, error);
+				}
+				forget(state);
+				return false;
+			},
+
+			/** Subscribe this node's webhook URL: an endpoint of the same URL left behind (its
+			 * secret lost, e.g. the workflow imported again) is deleted first, so the gateway
+			 * never delivers one event twice to this workflow. */
+			async create(this: IHookFunctions): Promise<boolean> {
+				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
+				const url = this.getNodeWebhookUrl('default') as string;
+				const events = chosenEvents(this);
+				const state = this.getWorkflowStaticData('node') as Registered;
+				try {
+					for (const stale of await listEndpoints(this)) {
+						if (stale.url === url) {
+							await deleteEndpoint(this, String(stale.id));
+						}
+					}
+					const created = await gatewayRequest(this, 'POST', '/v1/webhook-endpoints', {
+						url,
+						event_types: events,
+						description:
+							`n8n: workflow ${this.getWorkflow().id ?? ''} / ${this.getNode().name}`.slice(0, 200),
+					});
+					state.endpointId = String(created.id);
+					state.endpointSecret = String(created.secret);
+					state.endpointUrl = url;
+					state.endpointEvents = events;
+				} catch (error) {
+					throw toNodeError(this, error);
+				}
+				return true;
+			},
+
+			/** Delete the endpoint (a 404: already gone, deleted all the same). */
+			async delete(this: IHookFunctions): Promise<boolean> {
+				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
+				const state = this.getWorkflowStaticData('node') as Registered;
+				if (state.endpointId) {
+					try {
+						await deleteEndpoint(this, state.endpointId);
+					} catch (error) {
+						this.logger.warn(
+							`Publishing Gateway Trigger: could not delete webhook endpoint ${state.endpointId}: ${(error as Error).message}`,
+						);
+						return false;
+					}
+				}
+				forget(state);
+				return true;
+			},
+		},
+	};
+
+	async webhook(this: IWebhookFunctions): Promise<IWebhookResponseData> {
+		const request = this.getRequestObject();
+		const state = this.getWorkflowStaticData('node') as Registered;
+		const rawBody = (request as unknown as { rawBody?: Buffer }).rawBody;
+		const problem = signatureProblem(
+			state.endpointSecret ?? '',
+			this.getHeaderData(),
+			rawBody,
+			Math.floor(Date.now() / 1000),
+		);
+		if (problem !== null) {
+			this.logger.warn(`Publishing Gateway Trigger: delivery refused (401): ${problem}`);
+			this.getResponseObject()
+				.status(401)
+				.json({ status: 401, title: 'Unauthorized', detail: `signature: ${problem}` });
+			return { noWebhookResponse: true };
+		}
+		const body = this.getBodyData();
+		const type = String(body.type ?? '');
+		if (!(this.getNodeParameter('events') as string[]).includes(type)) {
+			return {}; // answered 200, nothing runs: an event this node no longer waits for
+		}
+		const data = (body.data ?? {}) as IDataObject;
+		const eventId = String(data.event_id ?? this.getHeaderData()['webhook-id'] ?? '');
+		return {
+			workflowData: [
+				this.helpers.returnJsonArray({
+					...data,
+					type,
+					event_id: eventId,
+					timestamp: body.timestamp ?? null,
+				}),
+			],
+		};
+	}
+}
