@@ -27,6 +27,7 @@ PACKAGE_NAME = "n8n-nodes-publishing-gateway"
 NODE_TYPE = f"{PACKAGE_NAME}.publishingGateway"
 TOOL_TYPE = f"{PACKAGE_NAME}.publishingGatewayTool"
 TRIGGER_TYPE = f"{PACKAGE_NAME}.publishingGatewayTrigger"
+EVENT_TRIGGER_TYPE = f"{PACKAGE_NAME}.publishingGatewayEventTrigger"
 CREDENTIAL_TYPE = "publishingGatewayApi"
 CREDENTIAL_ID = "pgwNodeCredent01"
 
@@ -220,11 +221,9 @@ def fields_workflow(workflow_id: str, path: str) -> dict:
     return _chain(workflow_id, f"node test {path}", [_webhook(path), publish, listing])
 
 
-def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
-    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
-    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
-    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
-    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+def editor_session(n8n_url: str) -> requests.Session:
+    """A session of n8n's editor, as its browser has one: the owner set up (a fresh n8n has
+    none) or signed in (same routes on 2.8 and 2.41). Raises on any other answer."""
     session = requests.Session()
     session.headers["browser-id"] = "pgw-node-tests"  # n8n binds its auth cookie to it
     owner = {"email": "owner@example.invalid", "firstName": "Node", "lastName": "Tests",
@@ -235,6 +234,41 @@ def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[di
                   "password": owner["password"]}  # fmt: skip
         answer = session.post(f"{n8n_url}/rest/login", json=signin, timeout=60)
     answer.raise_for_status()
+    return session
+
+
+def deactivate_in_the_editor(n8n_url: str, workflow_id: str) -> None:
+    """Deactivate (2.x: unpublish) a workflow as the editor's toggle does, in the running n8n
+    (``POST /rest/workflows/{id}/deactivate``, 2.8 and 2.41): n8n removes its triggers, so a
+    webhook trigger's ``delete`` runs. Raises on any other answer than 200."""
+    answer = editor_session(n8n_url).post(
+        f"{n8n_url}/rest/workflows/{workflow_id}/deactivate", json={}, timeout=120
+    )
+    answer.raise_for_status()
+
+
+def event_trigger_workflow(workflow_id: str, events: list[str]) -> dict:
+    """The webhook trigger (``events``) → a No Op: each delivery's item is the execution's
+    output, read from n8n's own database."""
+    trigger = _node(
+        "Publishing Gateway Trigger",
+        EVENT_TRIGGER_TYPE,
+        1,
+        0,
+        {"events": events},
+        credentials=GATEWAY_CREDENTIALS,
+        webhookId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"event-trigger/{workflow_id}")),
+    )
+    heard = _node("Heard", "n8n-nodes-base.noOp", 1, 250, {})
+    return _chain(workflow_id, f"event trigger test {workflow_id}", [trigger, heard])
+
+
+def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
+    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
+    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
+    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
+    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+    session = editor_session(n8n_url)
     answer = session.post(
         f"{n8n_url}/rest/dynamic-node-parameters/options",
         json={"nodeTypeAndVersion": {"name": NODE_TYPE, "version": 3}, "methodName": method,

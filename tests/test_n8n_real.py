@@ -140,10 +140,15 @@ class Gateway(N8nGateway):
     """``gateway serve`` on a fixed port (n8n's ``GATEWAY_URL``), restartable on one ledger,
     with an editor token besides the workflow one."""
 
-    def __init__(self, folder: Path, site: dict, tenant: str, editors_url: str) -> None:
-        super().__init__(
-            folder, site, tenant, editors_url, env={"GATEWAY_RESUME_AFTER": str(RESUME_AFTER)}
-        )
+    def __init__(
+        self, folder: Path, site: dict, tenant: str, editors_url: str, n8n_port: int
+    ) -> None:
+        # the README's allow-list: the editors' receiver and n8n, whose node workflows'
+        # Publishing Gateway Trigger has the gateway deliver events to n8n's webhooks
+        allowed = f"{editors_url.split('/')[2]},127.0.0.1:{n8n_port}"
+        env = {"GATEWAY_RESUME_AFTER": str(RESUME_AFTER),
+               "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": allowed}  # fmt: skip
+        super().__init__(folder, site, tenant, editors_url, env=env)
         self.editor = self.cli(
             "tokens", "create", "--tenant", tenant, "--role", "editor", "--name", "ed"
         ).split()[-1]
@@ -335,13 +340,13 @@ def stack(n8n_binary, shared_wp_site, tmp_path_factory):
     editors, alerts, images = Receiver(), Receiver(), Images(DEMO_IMAGES)
     editors.__enter__()
     alerts.__enter__()
-    gateway = Gateway(folder, wp_site, tenant, editors.url)
+    n8n_port = free_port()
+    gateway = Gateway(folder, wp_site, tenant, editors.url, n8n_port)
     gateway.start()
     home = folder / "n8n"
     home.mkdir()
     state = folder / "state"
     state.mkdir(mode=0o700)
-    n8n_port = free_port()
     # n8n itself gets no GATEWAY_URL: the import writes it into the workflows' Gateway nodes
     n8n = N8n(n8n_binary, home, {"N8N_PORT": str(n8n_port), "state": str(state)})
     built = Stack(
