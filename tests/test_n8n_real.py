@@ -897,4 +897,12 @@ def test_the_node_block_pasted_after_the_http_section(stack):
     assert job_id != SAMPLE["job_id"]  # a new job: the HTTP section's sample is untouched
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
     wait_for(lambda: stack.told(job_id, "ready_for_approval"), 60, "editors were not told")
+    # the block's WEBHOOK_URL and the allow-list let the node workflows' webhook triggers
+    # subscribe n8n at the gateway (issue 57): publish_approved's and revise's, once each
+    hooks = f"{stack.webhooks}/"
+    listed = [
+        e for e in stack.gateway.get("/v1/webhook-endpoints")["endpoints"]
+        if e["url"].startswith(hooks)
+    ]  # fmt: skip
+    assert sorted(e["event_types"] for e in listed) == [["approved"], ["changes_requested"]]
     TIMES["node block"] = time.monotonic() - t0
