@@ -521,13 +521,32 @@ def notifications_group():
 @click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
 @needs_ledger
 def notifications_set_url(tenant, url):
-    """Set the tenant's notification URL; pending notifications are delivered there next."""
-    from gateway.actions import notifications
+    """Set the tenant's notification URL (its legacy webhook endpoint: every event, the flat
+    body); pending notifications are delivered there next."""
+    from gateway.actions import webhook_endpoints
 
     known_tenant(tenant)
     with database.connection_context():
-        row = notifications.set_url(_config(), tenant, url)  # 2: refused by the address guard
-    click.echo(json.dumps({"tenant": row.tenant, "url": row.url}))
+        row = webhook_endpoints.set_legacy_url(_config(), tenant, url)  # 2: refused URL
+    click.echo(json.dumps({"tenant": row.tenant, "url": row.url, "endpoint_id": row.public_id}))
+
+
+@cli.group("webhooks")
+def webhooks_group():
+    """A tenant's webhook endpoints (made by its workflows: POST /v1/webhook-endpoints)."""
+
+
+@webhooks_group.command("list")
+@click.option("--tenant", required=True, help="The tenant whose endpoints are listed.")
+@needs_ledger
+def webhooks_list(tenant):
+    """List the tenant's live webhook endpoints as JSON (never a secret)."""
+    from gateway.actions import webhook_endpoints
+
+    known_tenant(tenant)
+    with database.connection_context():
+        listed = [webhook_endpoints.view(row) for row in webhook_endpoints.live(tenant)]
+    click.echo(json.dumps({"endpoints": listed}, indent=2, ensure_ascii=False))
 
 
 @cli.command(

@@ -3,8 +3,9 @@ registry below it, so that each registry is complete in every process.
 
 * Actions (:mod:`gateway.operations.registry`): each action module registers its
   :class:`~gateway.operations.registry.Action` when imported - media, drafts, blocks, repair,
-  publishing, terms, attachments, media metadata, scheduling (``unschedule``),
-  notifications, and the agents' own session inputs (:mod:`gateway.agents.submissions`).
+  publishing, terms, attachments, media metadata, scheduling (``unschedule``), deliveries
+  (the notifications' ``notify``), and the agents' own session inputs
+  (:mod:`gateway.agents.submissions`).
 * Review deciders (:mod:`gateway.editorial.resolution`): the agents package decides its
   ``agent_action`` items (:mod:`gateway.agents.required_actions`) and its
   ``artifact_mismatch`` items (:mod:`gateway.agents.evidence`).
@@ -23,10 +24,10 @@ from __future__ import annotations
 
 from gateway.actions import attachments
 from gateway.actions import blocks
+from gateway.actions import deliveries
 from gateway.actions import drafts
 from gateway.actions import media
 from gateway.actions import media_metadata
-from gateway.actions import notifications
 from gateway.actions import publishing
 from gateway.actions import repair
 from gateway.actions import scheduling
@@ -47,7 +48,7 @@ REGISTERING = (
     media_metadata,
     scheduling,
     submissions,
-    notifications,
+    deliveries,
     required_actions,
     evidence,
     doctor_checks,

@@ -12,7 +12,7 @@ and connection handling are Rust, outside the GIL): ``benchmarks/stack_floor.py`
   worker); a worker that dies is replaced. ``GATEWAY_WORKER_THREADS`` tells each worker its
   thread count, from which the per-tenant request share is set
   (:mod:`gateway.tenancy.tenant_shares`). Each worker also runs one notification delivery
-  thread (:func:`gateway.actions.notifications.deliver_forever`, started as the worker loads
+  thread (:func:`gateway.actions.deliveries.deliver_forever`, started as the worker loads
   the app), so no API request ever waits for a tenant's receiver.
 * **The main process** runs one background reconciliation sweep for the whole server (a
   short child process every ``sweep_interval``), when ``GATEWAY_OPENAI_API_KEY`` is set one
@@ -168,12 +168,12 @@ def load_worker_app(_target: str):
     Raises:
         ConfigError, LedgerError: as :func:`gateway.app.create_app` (the worker exits).
     """
-    from gateway.actions import notifications
+    from gateway.actions import deliveries
     from gateway.app import create_app
 
     app = create_app()
     threading.Thread(
-        target=notifications.deliver_forever,
+        target=deliveries.deliver_forever,
         args=(app.config["GATEWAY"], threading.Event()),
         name="gateway-notifications",
         daemon=True,

@@ -34,6 +34,7 @@ from gateway.core import states
 from gateway.ledger import moves
 from gateway.ledger import oauth_models  # noqa: F401 - its declarations
 from gateway.ledger.models import NOTIFICATION_STATE
+from gateway.ledger.models import WEBHOOK_DELIVERY_STATE
 
 UPDATES = {"update", "replace"}
 INSERTS = {"insert", "create", "insert_many", "get_or_create"}
@@ -52,6 +53,8 @@ HOT_MOVES = {"move_operation", "confirm_operation"}
 CLAIMS = {
     ("Notification", "claimed_until"): NOTIFICATION_STATE,
     ("Notification", "refusals"): NOTIFICATION_STATE,
+    ("WebhookDelivery", "claimed_until"): WEBHOOK_DELIVERY_STATE,
+    ("WebhookDelivery", "refusals"): WEBHOOK_DELIVERY_STATE,
 }
 UNRESOLVED = object()
 

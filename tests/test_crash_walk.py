@@ -42,7 +42,8 @@ from support import png_bytes
 from support import problem_slug
 
 import gateway
-from gateway.actions import notifications
+from gateway.actions import deliveries
+from gateway.actions import webhook_endpoints
 from gateway.agents import submissions
 from gateway.agents import tools as agent_tools
 from gateway.agents import worker
@@ -455,18 +456,23 @@ def _delivery_pass(walk: Walk) -> dict:
 
     def one_pass():
         crashes.begin()
-        return walk.in_ledger(notifications.resend_pending, walk.gw.app.config["GATEWAY"])
+        return walk.in_ledger(deliveries.resend_pending, walk.gw.app.config["GATEWAY"])
 
     return in_thread(one_pass)
 
 
 def _notification_outcome(walk: Walk, job_id: str, editors: Receiver) -> dict:
-    def read():
+    def read():  # each notification's delivery to the tenant's URL (schema version 18)
         from gateway.ledger.models import Notification
+        from gateway.ledger.models import WebhookDelivery
 
-        return [
-            (n.key, n.state) for n in Notification.select().where(Notification.job_id == job_id)
-        ]
+        rows = (
+            WebhookDelivery.select(WebhookDelivery.state, Notification.key)
+            .join(Notification, on=WebhookDelivery.event_id == Notification.id)
+            .where(Notification.job_id == job_id)
+            .objects()
+        )
+        return [(row.key, row.state) for row in rows]
 
     key = f"{TENANT}/{job_id}/v1/notify/ready_for_approval"
     mine = [k for k in editors.keys() if job_id in k]
@@ -480,10 +486,12 @@ def _claim_expired(job_id: str) -> None:
     """Time passes for a claim the dead sender left (``claimed_until``: the attempt's
     deadline plus 20 s): moved into the past in the ledger, never slept for."""
     from gateway.ledger.models import Notification
+    from gateway.ledger.models import WebhookDelivery
 
     past = db.utcnow() - dt.timedelta(seconds=1)
-    Notification.update(claimed_until=past).where(
-        Notification.job_id == job_id, Notification.claimed_until.is_null(False)
+    events = Notification.select(Notification.id).where(Notification.job_id == job_id)
+    WebhookDelivery.update(claimed_until=past).where(
+        WebhookDelivery.event_id.in_(events), WebhookDelivery.claimed_until.is_null(False)
     ).execute()
 
 
@@ -503,7 +511,10 @@ def test_every_crash_point_of_a_notification_ends_delivered_under_one_key(
         )
         try:
             walk.in_ledger(
-                notifications.set_url, walk.gw.app.config["GATEWAY"], TENANT, editors.url
+                webhook_endpoints.set_legacy_url,
+                walk.gw.app.config["GATEWAY"],
+                TENANT,
+                editors.url,
             )
 
             def life(point):

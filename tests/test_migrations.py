@@ -309,3 +309,69 @@ def test_migration_17_adds_the_decision_and_the_timeline(ledger_url):
             "fix the title",
         )
     database.close()
+
+
+def test_migration_18_makes_each_notification_url_an_endpoint_and_each_notification_its_delivery(
+    ledger_url,
+):
+    """Version 18 (issue 57): ``webhook_endpoint`` and ``webhook_delivery`` added to a ledger
+    that version 17 left, holding acme's notification URL, one DELIVERED and one PENDING
+    notification of acme (refused once, backing off) and one of beta, which has no URL. acme's
+    URL becomes its legacy endpoint (every event, no secret) and each of its notifications a
+    delivery in the state it had, so a pass neither resends the delivered one nor loses the
+    pending one; beta's waits for its URL as before. A rerun changes nothing."""
+    from gateway.actions import deliveries
+    from gateway.ledger.models import WebhookDelivery
+    from gateway.ledger.models import WebhookEndpoint
+    from gateway.operations import transitions
+
+    db.bind(ledger_url)
+    assert migrations.migrate()[1] == migrations.latest_version()
+    with database.connection_context():  # back to version 17, as the previous code left it
+        database.execute_sql("DROP TABLE webhook_delivery")
+        database.execute_sql("DROP TABLE webhook_endpoint")
+        database.execute_sql("DELETE FROM schema_version WHERE version >= 18")
+        database.execute_sql(
+            "INSERT INTO notification_target (tenant, url, updated_at) VALUES "
+            "('acme', 'https://hooks.example/acme', '2026-01-01 00:00:00')"
+        )
+        columns = (
+            "key, tenant, job_id, task_version, event, payload, state, attempts, refusals, "
+            "claimed_until, last_error, created_at, delivered_at"
+        )
+        for values in (
+            "'acme/j1/v1/notify/published', 'acme', 'j1', 1, 'published', '{}', 'DELIVERED', "
+            "1, 0, NULL, NULL, '2026-01-01 00:00:00', '2026-01-01 00:00:01'",
+            "'acme/j2/v1/notify/needs_attention', 'acme', 'j2', 1, 'needs_attention', '{}', "
+            "'PENDING', 2, 1, '2026-01-01 00:10:00', 'answered HTTP 404', "
+            "'2026-01-01 00:00:00', NULL",
+            "'beta/j3/v1/notify/published', 'beta', 'j3', 1, 'published', '{}', 'PENDING', "
+            "1, 0, NULL, 'no notification URL', '2026-01-01 00:00:00', NULL",
+        ):
+            database.execute_sql(f"INSERT INTO notification ({columns}) VALUES ({values})")
+    with pytest.raises(migrations.LedgerError, match="init-db"):
+        migrations.check(ledger_url)
+    assert migrations.migrate() == (17, migrations.latest_version())
+    assert migrations.migrate() == (migrations.latest_version(),) * 2  # a rerun: nothing
+    with database.connection_context():
+        [endpoint] = WebhookEndpoint.select()
+        assert (endpoint.tenant, endpoint.url, endpoint.event_types) == (
+            "acme",
+            "https://hooks.example/acme",
+            ["*"],
+        )
+        assert endpoint.legacy and endpoint.legacy_tenant == "acme"
+        assert endpoint.public_id.startswith("ep_") and endpoint.secret_sealed is None
+        rows = WebhookDelivery.select().order_by(WebhookDelivery.event_id)
+        moved = [
+            (Notification.get_by_id(r.event_id).job_id, r.state, r.attempts, r.refusals)
+            for r in rows
+        ]
+        assert moved == [("j1", "DELIVERED", 1, 0), ("j2", "PENDING", 2, 1)]
+        delivered, pending = rows
+        assert delivered.delivered_at is not None and pending.last_error == "answered HTTP 404"
+        assert pending.claimed_until is not None  # its back-off kept
+        assert deliveries.fan_out_all() == 0  # nothing made twice
+        assert transitions.claim_delivery(pending, 60)  # the back-off passed: sent next
+        assert not transitions.claim_delivery(delivered, 60)  # never resent
+    database.close()

@@ -32,7 +32,9 @@ from support import new_job_id
 from support import png_bytes
 from support import problem_slug
 
+from gateway.actions import deliveries
 from gateway.actions import notifications
+from gateway.actions import webhook_endpoints
 from gateway.jobs import records
 from gateway.ledger import db
 from gateway.ledger.db import database
@@ -41,6 +43,7 @@ from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import ResumePoint
+from gateway.ledger.models import WebhookDelivery
 from gateway.operations import transitions
 from gateway.recovery import reconciliation
 
@@ -87,12 +90,23 @@ def receive_at(gw, receiver) -> None:
     listed = receiver.url.split("/")[2]
     config = config.with_overrides(notification_url_allow_hosts=frozenset({listed}))
     gw.app.config["GATEWAY"] = config
-    in_ledger(gw, notifications.set_url, config, TENANT, receiver.url)
+    in_ledger(gw, webhook_endpoints.set_legacy_url, config, TENANT, receiver.url)
 
 
 def deliver(gw) -> dict:
     """One delivery pass, as the worker's delivery thread and the sweep make it."""
-    return in_ledger(gw, notifications.resend_pending, gw.app.config["GATEWAY"])
+    return in_ledger(gw, deliveries.resend_pending, gw.app.config["GATEWAY"])
+
+
+def delivery_of(key: str) -> WebhookDelivery:
+    """The delivery of the notification ``key`` to the tenant's notification URL (since
+    schema version 18 a delivery row holds the state, claim and refusals)."""
+    return (
+        WebhookDelivery.select()
+        .join(Notification, on=WebhookDelivery.event_id == Notification.id)
+        .where(Notification.key == key)
+        .get()
+    )
 
 
 def notify(gw, job_id: str, event: str, reason: str | None = None, client=None):
@@ -176,14 +190,16 @@ def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(o
     gw.app.config["GATEWAY"] = config.with_overrides(notification_max_refusals=2)
     key = f"{TENANT}/{job_id}/v1/notify/published"
 
-    def stored() -> Notification:
-        return in_ledger(gw, Notification.get, Notification.key == key)
+    def stored() -> WebhookDelivery:
+        return in_ledger(gw, delivery_of, key)
 
     def back_off_passed() -> None:  # the back-off's time, passed
         in_ledger(
             gw,
             lambda: (
-                Notification.update(claimed_until=None).where(Notification.key == key).execute()
+                WebhookDelivery.update(claimed_until=None)
+                .where(WebhookDelivery.id == delivery_of(key).id)
+                .execute()
             ),
         )
 
@@ -195,7 +211,7 @@ def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(o
         first = stored()
         assert (first.state, first.refusals) == ("PENDING", 1) and "HTTP 404" in first.last_error
         wait = (first.claimed_until - in_ledger(gw, db.db_now)).total_seconds()
-        assert notifications.BACKOFF_SECONDS - 5 < wait <= notifications.BACKOFF_SECONDS
+        assert deliveries.BACKOFF_SECONDS - 5 < wait <= deliveries.BACKOFF_SECONDS
         assert deliver(gw) == {"delivered": 0, "pending": 1}  # backing off: nothing sent
         assert len(editors.messages) == 2
         back_off_passed()
@@ -218,7 +234,7 @@ def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(of
     first = notify(gw, job_id, "published")  # no URL set yet: decided, not delivered
     assert first.status_code == 201
     assert first.get_json()["state"] == "PENDING"
-    assert deliver(gw) == {"delivered": 0, "pending": 1}
+    assert deliver(gw) == {"delivered": 0, "pending": 0}  # no delivery row: nowhere to go
     listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
     assert "notifications set-url" in listed.get_json()["notifications"][0]["last_error"]
     with Receiver(statuses=[503]) as editors:
@@ -229,7 +245,7 @@ def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(of
         assert counts["notifications"] == {"delivered": 1, "pending": 0, "attention_decided": 0}
         again = notify(gw, job_id, "published")
         assert again.status_code == 200 and again.get_json()["state"] == "DELIVERED"
-        assert again.get_json()["attempts"] == 3
+        assert again.get_json()["attempts"] == 2  # attempts count sends to the URL only
         key = f"{TENANT}/{job_id}/v1/notify/published"
         assert editors.keys() == [key, key]
         assert editors.messages[0] == editors.messages[1]  # the same body: a resend
@@ -256,6 +272,7 @@ def test_needs_attention_keeps_its_first_reason_and_idle_jobs_get_it_from_the_sw
         a_while_ago(gw, idle, config.attention_after + 60)
         assert in_ledger(gw, notifications.attention_for_idle_jobs, config, idle_for) == 1
         assert in_ledger(gw, notifications.attention_for_idle_jobs, config, idle_for) == 0
+        assert deliver(gw)["delivered"] == 1  # the sweep's delivery pass that follows
         events = [(m["job_id"], m["event"]) for m in editors.messages]
         assert events == [(told, "needs_attention"), (idle, "needs_attention")]
         assert "no request for" in editors.messages[1]["reason"]
@@ -359,11 +376,14 @@ def test_a_release_0_1_0_ledger_migrates_and_takes_a_notification_url(tmp_path):
     env["GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"] = "127.0.0.1:9"
     done = cli("notifications", "set-url", "--tenant", "acme", "--url", "http://127.0.0.1:9/n")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"tenant": "acme", "url": "http://127.0.0.1:9/n"}
+    answer = json.loads(done.stdout)
+    assert answer["tenant"] == "acme" and answer["url"] == "http://127.0.0.1:9/n"
+    assert answer["endpoint_id"].startswith("ep_")  # the tenant's legacy webhook endpoint
     counts = json.loads(cli("reconcile").stdout)
     # the fixture's job is verified without an approval request, untouched for long: not
-    # done, so the sweep decides "needs attention" for it (issue 30), once
-    assert counts["notifications"] == {"delivered": 0, "pending": 0, "attention_decided": 1}
+    # done, so the sweep decides "needs attention" for it (issue 30), once, and its delivery
+    # pass tries it (the URL is down)
+    assert counts["notifications"] == {"delivered": 0, "pending": 1, "attention_decided": 1}
     again = json.loads(cli("reconcile").stdout)  # resent (the URL is down), not decided again
     assert again["notifications"] == {"delivered": 0, "pending": 1, "attention_decided": 0}
 
@@ -417,23 +437,25 @@ def test_a_slow_receiver_delays_only_its_own_tenant_and_a_held_row_stops_no_one(
         config = gw.app.config["GATEWAY"].with_overrides(
             notification_url_allow_hosts=hosts, notification_timeout=3.0
         )
-        in_ledger(gw, notifications.set_url, config, "rival", slow.url)
-        in_ledger(gw, notifications.set_url, config, TENANT, quick.url)
+        in_ledger(gw, webhook_endpoints.set_legacy_url, config, "rival", slow.url)
+        in_ledger(gw, webhook_endpoints.set_legacy_url, config, TENANT, quick.url)
         in_ledger(gw, _pending, "rival", 6)
         in_ledger(gw, _pending, TENANT, 2)
-        held = in_ledger(gw, lambda: Notification.get(Notification.tenant == TENANT))
+        in_ledger(gw, deliveries.fan_out_all)  # their delivery rows, as a pass makes them
+        held = in_ledger(gw, lambda: WebhookDelivery.get(WebhookDelivery.tenant == TENANT))
+        held_key = in_ledger(gw, lambda: Notification.get_by_id(held.event_id).key)
         # another sender claimed acme's first row and died holding it
         assert in_ledger(gw, transitions.claim_delivery, held, 60)
         started = time.monotonic()
-        counts = in_ledger(gw, notifications.resend_pending, config)
+        counts = in_ledger(gw, deliveries.resend_pending, config)
         assert len(quick.messages) == 1 and quick.arrivals[0] - started < 2.0, quick.arrivals
-        assert quick.keys() != [held.key]  # the held row was passed over, the other sent
+        assert quick.keys() != [held_key]  # the held row was passed over, the other sent
         assert 3 <= len(slow.messages) <= 4  # rival's slice: about 3 s of 1 s answers
         assert counts == {
             "delivered": 1 + len(slow.messages),
             "pending": 8 - 1 - len(slow.messages),
         }
-        again = in_ledger(gw, notifications.resend_pending, config)
+        again = in_ledger(gw, deliveries.resend_pending, config)
         assert again["delivered"] >= 1 and len(quick.messages) == 1  # acme's held row waits
 
 
@@ -447,16 +469,18 @@ def test_a_row_claimed_after_the_pass_listed_it_is_passed_over_and_the_rest_go_o
     with Receiver(delay=2.0) as slow, Receiver() as quick:
         hosts = frozenset(r.url.split("/")[2] for r in (slow, quick))
         config = gw.app.config["GATEWAY"].with_overrides(notification_url_allow_hosts=hosts)
-        in_ledger(gw, notifications.set_url, config, "rival", slow.url)
-        in_ledger(gw, notifications.set_url, config, TENANT, quick.url)
+        in_ledger(gw, webhook_endpoints.set_legacy_url, config, "rival", slow.url)
+        in_ledger(gw, webhook_endpoints.set_legacy_url, config, TENANT, quick.url)
         in_ledger(gw, _pending, "rival", 1)
         in_ledger(gw, _pending, TENANT, 3)
+        in_ledger(gw, deliveries.fan_out_all)  # their delivery rows, as a pass makes them
         rows = in_ledger(gw, lambda: list(Notification.select().order_by(Notification.id)))
         acme = rows[1:]  # after rival's
+        held = in_ledger(gw, delivery_of, acme[0].key)
         with ThreadPoolExecutor(1) as pool:
-            delivery = pool.submit(in_ledger, gw, notifications.resend_pending, config)
+            delivery = pool.submit(in_ledger, gw, deliveries.resend_pending, config)
             wait_for(lambda: slow.arrivals, 10, "the pass did not start", interval=0.02)
-            assert in_ledger(gw, transitions.claim_delivery, acme[0], 60)
+            assert in_ledger(gw, transitions.claim_delivery, held, 60)
             counts = delivery.result(timeout=30)
         assert len(slow.messages) == 1 and sorted(quick.keys()) == sorted(n.key for n in acme[1:])
         assert counts == {"delivered": 3, "pending": 1}
@@ -507,8 +531,8 @@ def test_a_sender_killed_holding_a_claim_stops_none_of_its_tenants_other_notific
 
             _ledger(  # the dead sender's 30 s have run out
                 lambda: (
-                    Notification.update(claimed_until=db.db_now() - dt.timedelta(seconds=1))
-                    .where(Notification.key == held_key)
+                    WebhookDelivery.update(claimed_until=db.db_now() - dt.timedelta(seconds=1))
+                    .where(WebhookDelivery.id == delivery_of(held_key).id)
                     .execute()
                 )
             )
@@ -522,7 +546,7 @@ def test_a_sender_killed_holding_a_claim_stops_none_of_its_tenants_other_notific
                 server.kill()
         assert editors.hung == [(held_key, port)]
         assert sorted(editors.keys()) == sorted([held_key, *keys])  # each answered once
-        assert _ledger(lambda: {n.state for n in Notification.select()}) == {"DELIVERED"}
+        assert _ledger(lambda: {d.state for d in WebhookDelivery.select()}) == {"DELIVERED"}
 
 
 def _needs_attention(server: Server, job_id: str) -> str:
@@ -538,5 +562,5 @@ def _ledger(function):
         return function()
 
 
-def _row(key: str) -> Notification:
-    return _ledger(lambda: Notification.get(Notification.key == key))
+def _row(key: str) -> WebhookDelivery:
+    return _ledger(lambda: delivery_of(key))

@@ -105,7 +105,9 @@ def test_views_validate_with_the_documented_schema(offline_gw, document):
                 continue
             schema = document["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[-1]]
             role = operation["x-roles"][0]
-            url = path.format(job_id=job_id, slot="hero", name="box", review_id=1)
+            url = path.format(
+                job_id=job_id, slot="hero", name="box", review_id=1, endpoint_id="ep_0"
+            )
             sent = {"not_a_field": 1} if not schema.get("required") else {}
             answer = offline_gw.client.open(
                 url,

@@ -338,6 +338,24 @@ OPERATIONS: dict[str, Contract] = {
         problems=("notification-not-due",),
     ),
     "GET /v1/jobs/{job_id}/notifications": Contract(returns="NotificationList"),
+    "POST /v1/webhook-endpoints": Contract(
+        body="webhook_endpoint",
+        ok=(201,),
+        returns="WebhookEndpointCreated",
+        problems=("webhook-endpoint-limit",),
+        replay_header=True,
+    ),
+    "GET /v1/webhook-endpoints": Contract(returns="WebhookEndpointList"),
+    "GET /v1/webhook-endpoints/{endpoint_id}": Contract(
+        returns="WebhookEndpoint", problems=("not-found",)
+    ),
+    "DELETE /v1/webhook-endpoints/{endpoint_id}": Contract(ok=(204,), problems=("not-found",)),
+    "POST /v1/webhook-endpoints/{endpoint_id}/secret": Contract(
+        body="empty",
+        returns="WebhookEndpointCreated",
+        problems=("not-found",),
+        replay_header=True,
+    ),
     "PUT /v1/jobs/{job_id}/resume-point": Contract(
         body="resume_point", ok=(200, 201), returns="ResumePoint"
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
+from gateway.actions import deliveries
 from gateway.actions import notifications
 from gateway.api.common import job_of_path as _job
 from gateway.api.http import config
@@ -23,7 +24,8 @@ def notify(job_id: str):
     job = _job(job_id)
     body = json_body("notification")
     row, decided_now = notifications.notify(job, body["event"], body.get("reason"))
-    return notifications.notification_view(row, decided_now), 201 if decided_now else 200
+    view = notifications.notification_view(row, decided_now, deliveries.summary(row))
+    return view, 201 if decided_now else 200
 
 
 @bp.get("/jobs/<job_id>/notifications")
@@ -31,7 +33,8 @@ def notify(job_id: str):
 def list_notifications(job_id: str):
     """Every notification decided for the job, oldest first."""
     rows = notifications.notifications_of(_job(job_id))
-    return {"notifications": [notifications.notification_view(r) for r in rows]}
+    views = [notifications.notification_view(r, None, deliveries.summary(r)) for r in rows]
+    return {"notifications": views}
 
 
 @bp.put("/jobs/<job_id>/resume-point")

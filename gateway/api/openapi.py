@@ -311,6 +311,8 @@ def _success(status: int, contract: Contract, echo: dict) -> dict:
     if status == 303:
         return {"description": "See Other: the review page (or its sign-in)", "headers": echo}
     headers = dict(echo)
+    if status == 204:
+        return {"description": "No Content", "headers": headers}
     if (contract.replays or contract.replay_header) and status == 200:
         headers["Idempotent-Replayed"] = {"$ref": "#/components/headers/Idempotent-Replayed"}
     schema = (

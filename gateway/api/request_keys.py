@@ -81,13 +81,17 @@ def start():
 
 
 def finish(response):
-    """After the view: store a 2xx JSON answer under the claimed key, or leave the key OPEN
-    for the next identical request. A ledger that cannot take it now leaves the claim to
-    expire (its lease); the answer goes out either way."""
+    """After the view: store a 2xx JSON answer under the claimed key (``g.stored_answer`` in
+    its place when the view set one: an answer showing a secret once, which the ledger never
+    keeps), or leave the key OPEN for the next identical request. A ledger that cannot take
+    it now leaves the claim to expire (its lease); the answer goes out either way."""
     held = g.pop("request_key", None)
+    stored = g.pop("stored_answer", None)  # a view's answer without what it shows once
     if held is None:
         return response
     body = response.get_json(silent=True) if response.is_json else None
+    if stored is not None and body is not None:
+        body = stored
     try:
         request_keys.finish(held, response.status_code, body)
     except db.LEDGER_ERRORS as error:

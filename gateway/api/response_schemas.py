@@ -47,6 +47,15 @@ BUDGET = obj(
     exhausted=BOOL,
     raised_by=NSTR,
 )
+ENDPOINT = {  # a webhook endpoint's members (gateway.actions.webhook_endpoints.view)
+    "id": {"type": "string", "pattern": "^ep_"},
+    "url": STR,
+    "event_types": arr({"enum": [*states.WORKFLOW_EVENTS, states.ANY_EVENT]}),
+    "description": NSTR,
+    "legacy": BOOL,
+    "created_at": TIME,
+    "secret_rotated_at": TIME,
+}
 FIELD = obj(("expected", "actual", "ok"), expected={}, actual={}, ok={"type": ["boolean", "null"]})
 JOB = {
     "job_id": STR,
@@ -377,8 +386,29 @@ SCHEMAS: dict[str, dict] = {
         decided_at=TIME,
         delivered_at=TIME,
         decided_now=BOOL,
+        deliveries=arr(
+            obj(
+                ("endpoint_id", "state", "attempts"),
+                endpoint_id=STR,
+                state={"enum": list(states.NOTIFICATION_STATES)},
+                attempts=INT,
+                last_error=NSTR,
+                delivered_at=TIME,
+            )
+        ),
     ),
     "NotificationList": obj(("notifications",), notifications=arr(ref("Notification"))),
+    "WebhookEndpoint": obj(
+        ("id", "url", "event_types", "description", "created_at", "secret_rotated_at"),
+        **ENDPOINT,
+    ),
+    "WebhookEndpointCreated": obj(
+        ("id", "url", "event_types", "description", "created_at", "secret"),
+        **ENDPOINT,
+        secret={"type": ["string", "null"], "pattern": "^whsec_"},
+        secret_detail=STR,
+    ),
+    "WebhookEndpointList": obj(("endpoints",), endpoints=arr(ref("WebhookEndpoint"))),
     "ResumePoint": obj(("job_id", "task_version"), job_id=STR, task_version=INT),
     "TermList": obj(
         ("site", "taxonomy", "terms", "truncated"),

@@ -33,6 +33,7 @@ from gateway.api import review_page
 from gateway.api import reviews
 from gateway.api import run_activity
 from gateway.api import spec
+from gateway.api import webhook_endpoints
 from gateway.api.http import REQUEST_ID
 from gateway.api.http import config
 from gateway.api.http import problem_response
@@ -163,6 +164,7 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(jobs.bp)
     app.register_blueprint(editorial.bp)
     app.register_blueprint(follow_up.bp)
+    app.register_blueprint(webhook_endpoints.bp)
     app.register_blueprint(reviews.bp)
     app.register_blueprint(report.bp)
     app.register_blueprint(review_page.bp)

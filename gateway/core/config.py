@@ -290,6 +290,9 @@ SETTINGS: tuple[Setting, ...] = (
       "definite refusals (:func:`gateway.core.answers.is_definite` for a receiver) after "
       "which a notification is REFUSED and no longer resent; it backs off after each earlier "
       "one; 0 = never stop."),
+    S("webhook_endpoints_per_tenant", int, "GATEWAY_WEBHOOK_ENDPOINTS_PER_TENANT", _count, 20,
+      "the most webhook endpoints a tenant may have (``POST /v1/webhook-endpoints``; its "
+      "notification URL counts as one); more is 409 ``webhook-endpoint-limit``; 0 = no limit."),
     S("worker_threads", int, "GATEWAY_WORKER_THREADS", _count, 0,
       "the threads of this ``gateway serve`` worker process (set by ``gateway serve`` from "
       "``--threads``); 0 outside a server (no request share)."),

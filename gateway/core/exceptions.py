@@ -222,6 +222,12 @@ UpstreamRefused = _problem(
 NotificationNotDue = _problem(
     "NotificationNotDue", 409, "notification-not-due", "The job has not reached that event"
 )
+WebhookEndpointLimit = _problem(
+    "WebhookEndpointLimit",
+    409,
+    "webhook-endpoint-limit",
+    "The tenant has as many webhook endpoints as it may have",
+)
 OperationNotFailed = _problem(
     "OperationNotFailed", 409, "operation-not-failed", "Only a FAILED operation can be retried"
 )

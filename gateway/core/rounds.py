@@ -1,5 +1,5 @@
 """Tenants taking turns within one pass of a background loop: the notification delivery pass
-(:func:`gateway.actions.notifications.resend_pending`) and the agent worker's pass
+(:func:`gateway.actions.deliveries.resend_pending`) and the agent worker's pass
 (:mod:`gateway.agents.turns`) share this rule, so that one tenant's many items or slow
 upstream delay only its own (issue 40).
 

@@ -107,10 +107,30 @@ TIMELINE_EVENTS = (
     CANCELLED,
 )
 
+# The events a workflow may subscribe to (the contract of issue 57; the vocabulary's owner,
+# with a description each, may replace this tuple): a webhook endpoint's ``event_types`` hold
+# names of it, or ANY_EVENT for all. A notification row's event ``ready_for_approval`` is
+# delivered as ``approval_pending`` (EVENT_ALIASES).
+WORKFLOW_EVENTS = (
+    APPROVAL_PENDING,
+    APPROVED,
+    CHANGES_REQUESTED,
+    COMMENTED,
+    SCHEDULED,
+    PUBLISHED,
+    NEEDS_ATTENTION,
+    REVOKED,
+    CANCELLED,
+)
+ANY_EVENT = "*"
+EVENT_ALIASES = {READY_FOR_APPROVAL: APPROVAL_PENDING}
+
 # --------------------------------------------------------------------------- notifications
 # A notification is PENDING until the tenant's receiver answered 2xx, then DELIVERED, or
 # REFUSED after GATEWAY_NOTIFICATION_MAX_REFUSALS definite refusals
-# (gateway.actions.notifications; the moves: gateway.operations.transitions).
+# (gateway.actions.notifications; the moves: gateway.operations.transitions). Since schema
+# version 18 the same states and moves are a webhook delivery's (one event row to one
+# endpoint, gateway.actions.deliveries); a notification row keeps the state it had then.
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
 REFUSED = "REFUSED"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from peewee import DateTimeField
 from peewee import IntegerField
 from peewee import TextField
+from peewee import fn
 from playhouse.migrate import SchemaMigrator
 from playhouse.migrate import migrate as run_migrations
 
@@ -260,6 +261,47 @@ def _desk(migrator: SchemaMigrator) -> None:
     models.JobEvent.create_table(safe=True)
 
 
+def _webhook_endpoints(_migrator: SchemaMigrator) -> None:
+    """Version 18 (issue 57): ``webhook_endpoint`` and ``webhook_delivery``. Each tenant's
+    notification URL (``notification_target``) becomes its legacy endpoint (every event,
+    today's body, no secret until one is rotated in), and each notification row to a tenant
+    with a URL becomes that endpoint's delivery with its state, attempts, refusals, claim,
+    last error and delivery time: nothing is resent, nothing pending is lost. A tenant without
+    a URL keeps its notifications undelivered until ``gateway notifications set-url``, as
+    before. Idempotent: a tenant that has its legacy endpoint already is left as it is."""
+    import secrets
+
+    database.create_tables([models.WebhookEndpoint, models.WebhookDelivery], safe=True)
+    Endpoint, Notification = models.WebhookEndpoint, models.Notification
+    newest = Notification.select(fn.MAX(Notification.id)).scalar() or 0
+    for target in models.NotificationTarget.select().order_by(models.NotificationTarget.id):
+        if Endpoint.get_or_none(Endpoint.legacy_tenant == target.tenant) is not None:
+            continue
+        Endpoint.insert(
+            public_id=f"ep_{secrets.token_hex(12)}",
+            tenant=target.tenant,
+            url=target.url,
+            event_types=["*"],
+            description="notification URL (gateway notifications set-url)",
+            secret_sealed=None,
+            from_event_id=0,
+            fanned_through=newest,
+            legacy=True,
+            legacy_tenant=target.tenant,
+        ).execute()
+    # One statement: every notification row of a tenant with a legacy endpoint, its delivery
+    # state as it stood (an INSERT of states that are not initial: a migration copies them).
+    columns = "state, attempts, refusals, claimed_until, last_error, created_at, delivered_at"
+    database.execute_sql(
+        "INSERT INTO webhook_delivery (event_id, endpoint_id, tenant, " + columns + ") "
+        "SELECT n.id, e.id, n.tenant, n.state, n.attempts, n.refusals, n.claimed_until, "
+        "n.last_error, n.created_at, n.delivered_at FROM notification n "
+        "JOIN webhook_endpoint e ON e.legacy_tenant = n.tenant "
+        "WHERE NOT EXISTS (SELECT 1 FROM webhook_delivery d "
+        "WHERE d.event_id = n.id AND d.endpoint_id = e.id)"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(
         2,
@@ -338,6 +380,13 @@ MIGRATIONS: list[Migration] = [
         "job.decision and job_event: an editor's decision on a job's version (approved, "
         "changes requested) and each job's timeline of who decided what, when",
         _desk,
+    ),
+    Migration(
+        18,
+        "webhook_endpoint and webhook_delivery: endpoints a workflow subscribes (signed "
+        "deliveries, one per event and endpoint); each notification URL becomes its tenant's "
+        "legacy endpoint and each notification its delivery",
+        _webhook_endpoints,
     ),
 ]
 

@@ -459,6 +459,59 @@ class Notification(BaseModel):
         indexes = ((("tenant", "job_id"), False),)
 
 
+class WebhookEndpoint(BaseModel):
+    """Where a tenant's workflow hears its events (schema version 18, issue 57): a URL, the
+    event types it subscribed to (``["*"]``: all), and its signing secret sealed with Fernet
+    (:func:`gateway.core.sealing.fernet`, purpose ``webhook-secret``; never plaintext here).
+    After a rotation the previous secret still signs until ``previous_secret_expires_at``.
+    It receives the event rows (:class:`Notification`) whose id is above ``from_event_id``
+    (the newest when it was made); ``fanned_through`` is the event id up to which its
+    deliveries were made (:mod:`gateway.actions.deliveries`). ``legacy_tenant`` is set on the
+    tenant's notification URL (``legacy``, ``gateway notifications set-url``: all events,
+    today's flat body; unique: one per tenant). ``deleted_at`` is set once (DELETE): it gets
+    nothing more."""
+
+    public_id = TextField(unique=True)
+    tenant = TextField(index=True)
+    url = TextField()
+    event_types = JSONField()
+    description = TextField(null=True)
+    secret_sealed = TextField(null=True)  # None: unsigned (a legacy endpoint never rotated)
+    previous_secret_sealed = TextField(null=True)
+    previous_secret_expires_at = DateTimeField(null=True)
+    secret_rotated_at = DateTimeField(null=True)
+    from_event_id = IntegerField(default=0)
+    fanned_through = IntegerField(default=0)
+    legacy = BooleanField(default=False)
+    legacy_tenant = TextField(null=True, unique=True)  # the tenant, while the legacy one lives
+    created_at = DateTimeField(default=utcnow)
+    deleted_at = DateTimeField(null=True)
+
+
+class WebhookDelivery(BaseModel):
+    """One event row (``event_id``: :class:`Notification`'s id) to one endpoint
+    (``endpoint_id``: :class:`WebhookEndpoint`'s id), unique together (schema version 18): made
+    once, so never sent twice once DELIVERED. ``state`` is PENDING until the endpoint answered
+    2xx, then DELIVERED, or REFUSED after ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite
+    refusals or when its endpoint was deleted; ``claimed_until`` lets one sender at a time
+    deliver and holds a refused row back (its back-off). States move only through
+    :mod:`gateway.operations.transitions`."""
+
+    event_id = IntegerField()
+    endpoint_id = IntegerField(index=True)
+    tenant = TextField()
+    state = TextField(default=PENDING, index=True)
+    attempts = IntegerField(default=0)
+    refusals = IntegerField(default=0)
+    claimed_until = DateTimeField(null=True)
+    last_error = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    delivered_at = DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("event_id", "endpoint_id"), True),)
+
+
 class ResumePoint(BaseModel):
     """What a workflow needs to finish a job version that stopped mid-run (schema version 6):
     the article and each image's URL, or for an image sent as base64 only its digest (never
@@ -527,6 +580,8 @@ TABLES = [
     ResumePoint,
     RequestKey,
     JobEvent,
+    WebhookEndpoint,
+    WebhookDelivery,
 ]
 
 
@@ -573,6 +628,16 @@ NOTIFICATION_STATE = moves.declare(
     states.NOTIFICATION_MOVES,
     owner="gateway.operations.transitions",
     initial=(PENDING,),
+)
+WEBHOOK_DELIVERY_STATE = moves.declare(
+    WebhookDelivery,
+    "state",
+    states.NOTIFICATION_MOVES,
+    owner="gateway.operations.transitions",
+    initial=(PENDING,),
+)
+ENDPOINT_DELETED = moves.declare(
+    WebhookEndpoint, "deleted_at", moves.SET_ONCE, owner="gateway.actions.webhook_endpoints"
 )
 WEBHOOK_EVENT_STATUS = moves.declare(
     WebhookEvent,

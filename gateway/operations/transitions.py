@@ -9,7 +9,8 @@ Three kinds of row move here and nowhere else (``tests/test_transitions.py`` sca
 * **notifications** (``notification``): PENDING -> DELIVERED, or REFUSED after
   ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals, by
   :data:`gateway.core.states.NOTIFICATION_MOVES`; one sender at a time holds a delivery claim
-  (``claimed_until``, :func:`claim_delivery`).
+  (``claimed_until``, :func:`claim_delivery`); since schema version 18 the same moves are a
+  **webhook delivery**'s (``webhook_delivery``: one event row to one endpoint).
 
 A move is one conditional UPDATE decided by its row count (:func:`move`: the row is in the
 state it was read in, or one of ``expect``; 1 row = this caller moved it, 0 = somebody else
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from gateway.core.states import DELIVERED
 from gateway.core.states import NOT_CONFIRMED as NOT_CONFIRMED
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
@@ -38,13 +40,14 @@ from gateway.ledger import db
 from gateway.ledger import hot_sql
 from gateway.ledger import moves
 from gateway.ledger import unique
-from gateway.ledger.models import NOTIFICATION_STATE
 from gateway.ledger.models import OPERATION_STATE
 from gateway.ledger.models import PREPARED
 from gateway.ledger.models import SENT
 from gateway.ledger.models import UNKNOWN
+from gateway.ledger.models import WEBHOOK_DELIVERY_STATE
 from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
+from gateway.ledger.models import WebhookDelivery
 from gateway.ledger.rows import OperationRow
 
 
@@ -176,21 +179,23 @@ def claim_send(row: Operation, window: float, **fields) -> bool:
     )
 
 
-def claim_delivery(row: Notification, hold_seconds: float) -> bool:
-    """Take a PENDING notification for one delivery attempt until ``hold_seconds`` from now
-    (the database's clock), counting the attempt. False when it is no longer PENDING, or
-    another sender holds it, or it waits out a back-off (``claimed_until`` not passed yet).
+def claim_delivery(row: Notification | WebhookDelivery, hold_seconds: float) -> bool:
+    """Take a PENDING delivery row (a :class:`WebhookDelivery`; a :class:`Notification` of a
+    ledger before schema version 18 moves the same way) for one attempt until ``hold_seconds``
+    from now (the database's clock), counting the attempt. False when it is no longer PENDING,
+    or another sender holds it, or it waits out a back-off (``claimed_until`` not passed yet).
     One conditional UPDATE decides."""
+    model = type(row)
     now = db.db_now()
     claimed = (
-        Notification.update(
+        model.update(
             claimed_until=now + dt.timedelta(seconds=hold_seconds),
-            attempts=Notification.attempts + 1,
+            attempts=model.attempts + 1,
         )
         .where(
-            Notification.id == row.id,
-            Notification.state == PENDING,
-            (Notification.claimed_until.is_null()) | (Notification.claimed_until < now),
+            model.id == row.id,
+            model.state == PENDING,
+            (model.claimed_until.is_null()) | (model.claimed_until < now),
         )
         .execute()
     )
@@ -198,7 +203,11 @@ def claim_delivery(row: Notification, hold_seconds: float) -> bool:
 
 
 def release_delivery(
-    row: Notification, error: str, refused: bool, max_refusals: int, backoff_seconds: float
+    row: Notification | WebhookDelivery,
+    error: str,
+    refused: bool,
+    max_refusals: int,
+    backoff_seconds: float,
 ) -> str:
     """After a failed delivery attempt of ``row`` (claimed by this sender): record ``error``
     and, for a definite refusal (``refused``), count it; the ``max_refusals``-th definite
@@ -208,9 +217,11 @@ def release_delivery(
     for the next pass.
 
     Returns the state the row is in afterwards (PENDING or REFUSED)."""
+    model = type(row)
+    column = moves.declaration(model, "state")
     if not refused:
-        Notification.update(claimed_until=None, last_error=error).where(
-            Notification.id == row.id, Notification.state == PENDING
+        model.update(claimed_until=None, last_error=error).where(
+            model.id == row.id, model.state == PENDING
         ).execute()
         return PENDING
     refusals = (row.refusals or 0) + 1
@@ -221,7 +232,7 @@ def release_delivery(
             row,
             REFUSED,
             PENDING,
-            column=NOTIFICATION_STATE,
+            column=column,
             refusals=refusals,
             claimed_until=None,
             last_error=error,
@@ -229,7 +240,34 @@ def release_delivery(
     ):
         return REFUSED
     until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
-    Notification.update(
-        refusals=Notification.refusals + 1, claimed_until=until, last_error=error
-    ).where(Notification.id == row.id, Notification.state == PENDING).execute()
+    model.update(refusals=model.refusals + 1, claimed_until=until, last_error=error).where(
+        model.id == row.id, model.state == PENDING
+    ).execute()
     return PENDING
+
+
+def delivered(row: WebhookDelivery) -> bool:
+    """Move a claimed PENDING delivery to DELIVERED (its receiver answered 2xx); False when it
+    is no longer PENDING."""
+    return move(
+        row,
+        DELIVERED,
+        PENDING,
+        column=WEBHOOK_DELIVERY_STATE,
+        delivered_at=db.utcnow(),
+        claimed_until=None,
+        last_error=None,
+    )
+
+
+def stop_deliveries(endpoint_id: int, why: str) -> int:
+    """Move every PENDING delivery to the endpoint ``endpoint_id`` to REFUSED with ``why``
+    (its endpoint was deleted: nothing more is sent there). Returns the rows moved."""
+    return moves.move(
+        WEBHOOK_DELIVERY_STATE,
+        {"endpoint_id": endpoint_id},
+        REFUSED,
+        (PENDING,),
+        claimed_until=None,
+        last_error=why,
+    )

@@ -1,0 +1,341 @@
+"""Webhook endpoints and their signed deliveries (issue 57).
+
+A workflow subscribes through the API; a local HTTP receiver (on loopback, allowed by
+GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS) keeps every POST's raw bytes and headers and verifies
+each with the receivers' own library, ``standardwebhooks.Webhook(secret).verify``. Events are
+decided as the gateway decides them (:func:`gateway.actions.notifications.decide`, what an
+approval calls) or through the API; deliveries go out by the delivery pass the worker's
+thread and the sweep run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+
+import pytest
+from standardwebhooks import Webhook
+from standardwebhooks import WebhookVerificationError
+from support import TENANT
+from support import new_job_id
+from support import problem_slug
+
+from gateway.actions import deliveries
+from gateway.actions import notifications
+from gateway.actions import webhook_endpoints
+from gateway.jobs import records
+from gateway.ledger.db import database
+from gateway.ledger.models import RequestKey
+from gateway.ledger.models import WebhookDelivery
+from gateway.ledger.models import WebhookEndpoint
+
+ENDPOINTS = "/v1/webhook-endpoints"
+SECOND = dt.timedelta(seconds=1)
+
+
+class Receiver:
+    """A workflow's webhook URL: keeps each POST as ``(headers, raw body)`` and answers with
+    the next of ``statuses`` (200 once they are used up)."""
+
+    def __init__(self, statuses: list[int] | None = None, path: str = "/hook") -> None:
+        self.posts: list[tuple[dict, bytes]] = []
+        self.statuses = list(statuses or [])
+        self.path = path
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.posts.append(({k.lower(): v for k, v in self.headers.items()}, raw))
+                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}{self.path}"
+
+    def verified(self, secret: str) -> list[dict]:
+        """Every POST verified with ``secret`` (raises WebhookVerificationError otherwise)."""
+        return [Webhook(secret).verify(raw, headers) for headers, raw in self.posts]
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def in_ledger(gw, function, *args):
+    with gw.app.app_context(), database.connection_context():
+        return function(*args)
+
+
+def allow(gw, *receivers: Receiver) -> None:
+    """List the receivers' ``host:port`` in GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS."""
+    listed = frozenset(r.url.split("/")[2] for r in receivers)
+    config = gw.app.config["GATEWAY"]
+    gw.app.config["GATEWAY"] = config.with_overrides(notification_url_allow_hosts=listed)
+
+
+def subscribe(gw, url: str, event_types, token=None, **extra):
+    body = {"url": url, "event_types": event_types, **extra}
+    return gw.client.post(ENDPOINTS, json=body, headers=gw.headers(token))
+
+
+def decide(gw, job_id: str, event: str, reason: str | None = "by editor@example.com"):
+    """Decide ``event`` for the job as the gateway does (the approval's own call)."""
+
+    def run():
+        return notifications.decide(records.get_job(TENANT, job_id), event, reason)[0]
+
+    return in_ledger(gw, run)
+
+
+def deliver(gw) -> dict:
+    """One delivery pass, as the worker's thread and the sweep make it."""
+    return in_ledger(gw, deliveries.resend_pending, gw.app.config["GATEWAY"])
+
+
+def a_job(gw, phase: str = "approval_pending") -> str:
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+
+    def advance():
+        records.advance_phase(records.get_job(TENANT, job_id), phase, post_id=7)
+
+    in_ledger(gw, advance)
+    return job_id
+
+
+def test_an_approval_is_delivered_once_signed_with_one_id_across_a_retry(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver(statuses=[500]) as workflow:
+        allow(gw, workflow)
+        made = subscribe(gw, workflow.url, ["approved"], description="publish on approval")
+        assert made.status_code == 201, made.get_json()
+        endpoint = made.get_json()
+        assert made.headers["Location"] == f"{ENDPOINTS}/{endpoint['id']}"
+        assert endpoint["id"].startswith("ep_") and endpoint["secret"].startswith("whsec_")
+        assert endpoint["event_types"] == ["approved"]
+
+        made_at = dt.datetime.now(dt.UTC)
+        event = decide(gw, job_id, "approved")
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # the receiver answered 500
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        assert deliver(gw) == {"delivered": 0, "pending": 0}  # never twice
+
+        bodies = workflow.verified(endpoint["secret"])
+        assert len(bodies) == 2
+        first, second = (headers for headers, _ in workflow.posts)
+        assert first["webhook-id"] == second["webhook-id"] == deliveries.event_id(event.key)
+        assert first["webhook-id"].startswith("evt_") and len(first["webhook-id"]) == 36
+        assert second["idempotency-key"] == f"{TENANT}/{job_id}/v1/notify/approved"
+        body = bodies[1]
+        assert body["type"] == "approved"
+        decided = dt.datetime.fromisoformat(body["timestamp"])
+        assert decided.utcoffset() == dt.timedelta(0) and abs(decided - made_at) < SECOND
+        assert body["data"]["event_id"] == first["webhook-id"]
+        assert body["data"]["job_id"] == job_id and body["data"]["task_version"] == 1
+        assert body["data"]["post_id"] == 7 and body["data"]["site"] == "blog"
+        assert body["data"]["reason"] == "by editor@example.com"
+        with pytest.raises(WebhookVerificationError):  # anyone else's POST does not verify
+            Webhook(webhook_endpoints.new_secret()).verify(workflow.posts[1][1], second)
+
+        listed = gw.client.get(f"/v1/jobs/{job_id}/notifications", headers=gw.headers())
+        (approved,) = listed.get_json()["notifications"]
+        assert approved["state"] == "DELIVERED" and approved["attempts"] == 2
+        (delivery,) = approved["deliveries"]
+        assert delivery["endpoint_id"] == endpoint["id"] and delivery["state"] == "DELIVERED"
+
+
+def test_each_endpoint_gets_its_own_signed_copy_and_an_unsubscribed_one_nothing(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver() as one, Receiver() as two, Receiver() as other:
+        allow(gw, one, two, other)
+        first = subscribe(gw, one.url, ["approved", "changes_requested"]).get_json()
+        second = subscribe(gw, two.url, ["*"]).get_json()
+        third = subscribe(gw, other.url, ["published"]).get_json()
+        assert len({first["secret"], second["secret"], third["secret"]}) == 3
+        decide(gw, job_id, "approved")
+        assert deliver(gw) == {"delivered": 2, "pending": 0}
+        assert [b["type"] for b in one.verified(first["secret"])] == ["approved"]
+        assert [b["type"] for b in two.verified(second["secret"])] == ["approved"]
+        with pytest.raises(WebhookVerificationError):  # signed with its own secret only
+            one.verified(second["secret"])
+        assert other.posts == []
+
+
+def test_an_endpoint_gets_only_the_events_decided_after_it_was_made(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    decide(gw, job_id, "approved")
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        assert subscribe(gw, workflow.url, ["*"]).status_code == 201
+        assert deliver(gw) == {"delivered": 0, "pending": 0}
+        decide(gw, job_id, "needs_attention", "the run stopped")
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        assert [json.loads(raw)["type"] for _, raw in workflow.posts] == ["needs_attention"]
+
+
+def test_another_tenant_can_neither_see_nor_delete_an_endpoint(offline_gw):
+    gw = offline_gw
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        rival = gw.make_token("workflow", tenant="rival")
+        path = f"{ENDPOINTS}/{endpoint['id']}"
+        assert gw.client.get(ENDPOINTS, headers=gw.headers(rival)).get_json() == {"endpoints": []}
+        for answer in (
+            gw.client.get(path, headers=gw.headers(rival)),
+            gw.client.delete(path, headers=gw.headers(rival)),
+            gw.client.post(f"{path}/secret", headers=gw.headers(rival)),
+        ):
+            assert answer.status_code == 404 and problem_slug(answer) == "not-found"
+        editor = gw.make_token("editor")
+        assert gw.client.get(ENDPOINTS, headers=gw.headers(editor)).status_code == 403
+        mine = gw.client.get(path, headers=gw.headers()).get_json()
+        assert mine["id"] == endpoint["id"] and mine["url"] == workflow.url
+
+
+def test_a_rotated_secret_signs_beside_the_new_one(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        rotated = gw.client.post(f"{ENDPOINTS}/{endpoint['id']}/secret", headers=gw.headers())
+        assert rotated.status_code == 200
+        new = rotated.get_json()
+        assert new["secret"].startswith("whsec_") and new["secret"] != endpoint["secret"]
+        assert new["secret_rotated_at"] is not None
+        decide(gw, job_id, "approved")
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        (headers, _raw) = workflow.posts[0]
+        assert len(headers["webhook-signature"].split(" ")) == 2
+        assert workflow.verified(endpoint["secret"]) == workflow.verified(new["secret"])
+
+
+def test_a_deleted_endpoint_gets_nothing_more_and_its_pending_deliveries_stop(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver(statuses=[503]) as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["*"]).get_json()
+        decide(gw, job_id, "approved")
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # 503: retried later
+        path = f"{ENDPOINTS}/{endpoint['id']}"
+        assert gw.client.delete(path, headers=gw.headers()).status_code == 204
+        assert gw.client.get(path, headers=gw.headers()).status_code == 404
+        assert gw.client.delete(path, headers=gw.headers()).status_code == 404
+        decide(gw, job_id, "needs_attention", "the run stopped")
+        assert deliver(gw) == {"delivered": 0, "pending": 0}
+        assert len(workflow.posts) == 1  # only the attempt before the delete
+        (row,) = in_ledger(gw, lambda: list(WebhookDelivery.select()))
+        assert row.state == "REFUSED" and "deleted" in row.last_error
+
+
+def test_a_bad_url_or_event_type_is_a_problem_and_makes_no_endpoint(offline_gw):
+    gw = offline_gw
+    cases = [
+        ({"url": "http://127.0.0.1:9/hook", "event_types": ["approved"]}, "/url"),
+        ({"url": "ftp://example.com/x", "event_types": ["approved"]}, "/url"),
+        ({"url": "https://example.com/x", "event_types": ["approve"]}, "/event_types/0"),
+        ({"url": "https://example.com/x", "event_types": ["*", "approved"]}, "/event_types"),
+        ({"url": "https://example.com/x", "event_types": []}, "/event_types"),
+        ({"url": "https://example.com/x", "event_types": ["approved"], "x": 1}, ""),
+    ]
+    for body, pointer in cases:
+        answer = gw.client.post(ENDPOINTS, json=body, headers=gw.headers())
+        assert answer.status_code == 422, (body, answer.get_json())
+        problem = answer.get_json()
+        assert answer.mimetype == "application/problem+json" and problem["detail"]
+        assert any(e["pointer"].startswith(pointer) for e in problem["errors"]), problem
+    assert in_ledger(gw, WebhookEndpoint.select().count) == 0
+
+
+def test_past_the_tenants_cap_an_endpoint_is_refused(offline_gw):
+    gw = offline_gw
+    config = gw.app.config["GATEWAY"]
+    gw.app.config["GATEWAY"] = config.with_overrides(webhook_endpoints_per_tenant=2)
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        gw.app.config["GATEWAY"] = gw.app.config["GATEWAY"].with_overrides(
+            webhook_endpoints_per_tenant=2
+        )
+        assert [subscribe(gw, workflow.url, ["*"]).status_code for _ in range(2)] == [201, 201]
+        refused = subscribe(gw, workflow.url, ["*"])
+        assert refused.status_code == 409 and problem_slug(refused) == "webhook-endpoint-limit"
+        assert in_ledger(gw, WebhookEndpoint.select().count) == 2
+
+
+def test_the_secret_is_shown_once_and_never_kept_logged_or_replayed(offline_gw, caplog):
+    gw = offline_gw
+    caplog.set_level(logging.DEBUG)
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        headers = {**gw.headers(), "Idempotency-Key": "subscribe-1"}
+        body = {"url": workflow.url, "event_types": ["approved"]}
+        made = gw.client.post(ENDPOINTS, json=body, headers=headers)
+        secret = made.get_json()["secret"]
+        replay = gw.client.post(ENDPOINTS, json=body, headers=headers)
+        assert replay.status_code == 201 and replay.headers["Idempotent-Replayed"] == "true"
+        assert replay.get_json()["id"] == made.get_json()["id"]
+        assert replay.get_json()["secret"] is None and replay.get_json()["secret_detail"]
+        path = f"{ENDPOINTS}/{made.get_json()['id']}"
+        rotated = gw.client.post(f"{path}/secret", headers=gw.headers()).get_json()["secret"]
+        answers = [
+            gw.client.get(ENDPOINTS, headers=gw.headers()),
+            gw.client.get(path, headers=gw.headers()),
+        ]
+        for answer in answers:
+            assert "secret" not in json.dumps(answer.get_json()).replace("secret_rotated_at", "")
+
+        def stored() -> str:
+            rows = [*WebhookEndpoint.select().dicts(), *RequestKey.select().dicts()]
+            return json.dumps(rows, default=str)
+
+        kept = in_ledger(gw, stored)
+        logged = caplog.text
+        for shown in (secret, rotated):
+            plain = shown.removeprefix("whsec_")
+            assert plain not in kept and plain not in logged
+
+
+def test_two_delivery_passes_racing_post_once(offline_gw):
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver() as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        decide(gw, job_id, "approved")
+        barrier = threading.Barrier(2)
+        results = []
+
+        def race():
+            barrier.wait()
+            results.append(deliver(gw))
+
+        threads = [threading.Thread(target=race) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sum(r["delivered"] for r in results) == 1, results
+        assert len(workflow.verified(endpoint["secret"])) == 1
+        assert in_ledger(gw, WebhookDelivery.select().count) == 1
