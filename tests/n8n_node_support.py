@@ -673,8 +673,12 @@ const endpoint = (id, url, types) => ({ id, url, event_types: types, description
   out.create = await hook('create', [
     ok(200, { endpoints: [endpoint('ep_old', URL, ['approved']),
       endpoint('ep_other', 'http://elsewhere/x', ['approved'])] }),
-    ok(204), ok(201, { ...endpoint('ep_new', URL, ['approved']), secret: 'whsec_AAAA' })],
+    ok(204), ok(201, { ...endpoint('ep_new', URL, ['approved']), secret: 'whsec_AAAA' }),
+    ok(200, { endpoints: [endpoint('ep_new', URL, ['approved']),
+      endpoint('ep_twin', URL, ['approved'])] }), ok(204)],
     {}, ['approved', 'approved']);
+  out.no_secret = await hook('create', [ok(200, { endpoints: [] }),
+    ok(201, { ...endpoint('ep_x', URL, ['approved']), secret: null })], {}, ['approved']);
   out.exists = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
     ['approved'])] })], { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
   out.changed = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,

@@ -688,8 +688,11 @@ def test_the_event_trigger_registers_once_and_runs_only_signed_deliveries(tarbal
         "GET /v1/webhook-endpoints",
         "DELETE /v1/webhook-endpoints/ep_old",
     ]
-    (post,) = create["calls"][2:]
+    post, listed, twin = create["calls"][2:]
     assert post.startswith("POST /v1/webhook-endpoints "), create
+    # a twin of the same URL (a POST sent again after its answer was lost) is deleted
+    assert [listed, twin] == ["GET /v1/webhook-endpoints", "DELETE /v1/webhook-endpoints/ep_twin"]
+    assert "did not show" in found["no_secret"]["error"] and found["no_secret"]["state"] == {}
     sent = json.loads(post.split(" ", 2)[2])
     assert sent["url"] == url and sent["event_types"] == ["approved"], sent
     assert create["answer"] is True and create["state"]["endpointId"] == "ep_new"

@@ -5,8 +5,9 @@ import type {
 	INodeTypeDescription,
 	IWebhookFunctions,
 	IWebhookResponseData,
+	JsonObject,
 } from 'n8n-workflow';
-import { NodeConnectionTypes } from 'n8n-workflow';
+import { NodeApiError, NodeConnectionTypes } from 'n8n-workflow';
 
 import {
 	GatewayFailure,
@@ -161,8 +162,20 @@ export class PublishingGatewayEventTrigger implements INodeType {
 						description:
 							`n8n: workflow ${this.getWorkflow().id ?? ''} / ${this.getNode().name}`.slice(0, 200),
 					});
+					if (typeof created.secret !== 'string' || !created.secret.startsWith('whsec_')) {
+						throw new NodeApiError(this.getNode(), created as JsonObject, {
+							message: "the gateway did not show the new webhook endpoint's secret",
+							description: 'Deactivate and activate the workflow again: the endpoint is made anew',
+						});
+					}
+					// a POST whose answer was lost and that the retry sent again left a twin
+					for (const twin of await listEndpoints(this)) {
+						if (twin.url === url && twin.id !== created.id) {
+							await deleteEndpoint(this, String(twin.id));
+						}
+					}
 					state.endpointId = String(created.id);
-					state.endpointSecret = String(created.secret);
+					state.endpointSecret = created.secret;
 					state.endpointUrl = url;
 					state.endpointEvents = events;
 				} catch (error) {
