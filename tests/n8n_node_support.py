@@ -626,17 +626,18 @@ const { PublishingGatewayEventTrigger } = require(
 gc.RETRY.baseSeconds = 0.002;
 const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
 const URL = 'http://n8n.test/webhook/abc/webhook';
+const TEST_URL = 'http://n8n.test/webhook-test/abc/webhook';  // the editor listening
 const node = { id: '1', name: 'Gateway Trigger', type: 'x', typeVersion: 1, position: [0, 0],
   parameters: {} };
 const ok = (status, body = {}) => () => ({ statusCode: status, headers: {}, body });
 const problem = (status, slug) => () => ({ statusCode: status, headers: {}, body: {
   type: gc.PROBLEM_BASE + slug, title: slug, status, detail: slug, retryable: false } });
 const trigger = new PublishingGatewayEventTrigger();
-async function hook(method, script, state, events) {
+async function hook(method, script, state, events, url = URL) {
   const calls = [];
   const ctx = { getNode: () => node, logger: { warn() {} }, getWorkflow: () => ({ id: 'wf1' }),
     getNodeParameter: (name) => (name === 'events' ? events : undefined),
-    getNodeWebhookUrl: () => URL, getWorkflowStaticData: () => state,
+    getNodeWebhookUrl: () => url, getWorkflowStaticData: () => state,
     getCredentials: async () => ({ baseUrl: 'http://gw/' }),
     helpers: { async httpRequestWithAuthentication(_name, options) {
       calls.push(`${options.method} ${options.url.replace('http://gw', '')}` +
@@ -657,7 +658,9 @@ async function deliver(delivery, events) {
   const headers = Object.fromEntries(Object.entries(delivery.headers).map(
     ([k, v]) => [k.toLowerCase(), v]));
   const ctx = { getNode: () => node, logger: { warn() {} },
-    getWorkflowStaticData: () => ({ endpointId: 'ep_1', endpointSecret: input.secret }),
+    getWorkflowStaticData: () => ({ endpoints: {
+      [TEST_URL]: { id: 'ep_t', secret: input.other, events: ['approved'] },
+      [URL]: { id: 'ep_1', secret: input.secret, events: ['approved'] } } }),
     getRequestObject: () => ({ rawBody: Buffer.from(delivery.body, 'utf8') }),
     getResponseObject: () => response, getHeaderData: () => headers,
     getBodyData: () => JSON.parse(delivery.body),
@@ -679,16 +682,22 @@ const endpoint = (id, url, types) => ({ id, url, event_types: types, description
     {}, ['approved', 'approved']);
   out.no_secret = await hook('create', [ok(200, { endpoints: [] }),
     ok(201, { ...endpoint('ep_x', URL, ['approved']), secret: null })], {}, ['approved']);
+  const registered = () => ({ endpoints: { [URL]: { id: 'ep_new', secret: 'whsec_AAAA',
+    events: ['approved'] } } });
   out.exists = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
-    ['approved'])] })], { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+    ['approved'])] })], registered(), ['approved']);
   out.changed = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
-    ['approved'])] }), ok(204)], { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' },
-    ['approved', 'published']);
-  out.gone = await hook('checkExists', [ok(200, { endpoints: [] })],
-    { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+    ['approved'])] }), ok(204)], registered(), ['approved', 'published']);
+  out.gone = await hook('checkExists', [ok(200, { endpoints: [] })], registered(), ['approved']);
   out.never = await hook('checkExists', [], {}, ['approved']);
-  out.deleted = await hook('delete', [problem(404, 'not-found')],
-    { endpointId: 'ep_new', endpointSecret: 'whsec_AAAA' }, ['approved']);
+  out.deleted = await hook('delete', [problem(404, 'not-found')], registered(), ['approved']);
+  // the editor listens for a test event: its URL's endpoint beside the production one
+  const both = registered();
+  out.test_exists = await hook('checkExists', [], both, ['approved'], TEST_URL);
+  out.test_create = await hook('create', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] }), ok(201, { ...endpoint('ep_t', TEST_URL, ['approved']),
+    secret: 'whsec_BBBB' }), ok(200, { endpoints: [] })], both, ['approved'], TEST_URL);
+  out.test_delete = await hook('delete', [ok(204)], both, ['approved'], TEST_URL);
   out.refused = await hook('create', [problem(401, 'unauthenticated')], {}, ['approved']);
   for (const delivery of input.deliveries) {
     out.deliveries[delivery.name] = await deliver(delivery, ['approved', 'changes_requested']);
@@ -698,13 +707,14 @@ const endpoint = (id, url, types) => ({ id, url, event_types: types, description
 """
 
 
-def event_trigger_contract(secret: str, deliveries: list[dict]) -> dict:
+def event_trigger_contract(secret: str, other: str, deliveries: list[dict]) -> dict:
     """The findings of :data:`EVENT_TRIGGER_SCRIPT` for ``deliveries`` (``{"name", "headers",
-    "body"}``, the body as the raw text sent) to an endpoint holding ``secret``."""
+    "body"}``, the body as the raw text sent) to a node holding two endpoints: the production
+    URL's with ``secret`` and the test URL's with ``other``."""
     done = subprocess.run(
         ["node", "-e", EVENT_TRIGGER_SCRIPT],
         cwd=PACKAGE,
-        input=json.dumps({"secret": secret, "deliveries": deliveries}),
+        input=json.dumps({"secret": secret, "other": other, "deliveries": deliveries}),
         capture_output=True,
         text=True,
         timeout=120,

@@ -665,23 +665,30 @@ def test_the_event_trigger_registers_once_and_runs_only_signed_deliveries(tarbal
     ``webhook()`` runs the workflow only for a delivery whose Standard Webhooks signature
     (made here by the ``standardwebhooks`` package, also with a second rotated-secret
     signature) holds on the raw body, within five minutes; anything else is answered 401."""
-    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    other = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    # the node holds two endpoints: the production URL's (``secret``) and, while the editor
+    # listens, the test URL's (``other``); ``third`` is neither's
+    secret, other, third = (
+        "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode() for _ in range(3)
+    )
     data = {"event_id": "evt_" + "a" * 32, "job_id": "j1", "task_version": 2, "post_id": 7,
             "site": "blog", "reason": None, "text": "approved"}  # fmt: skip
     body = {"type": "approved", "timestamp": "2026-12-06T09:00:00Z", "data": data}
     good = _signed(secret, body)
-    rotated = _signed(other, body)
+    rotated = _signed(third, body)  # a rotated secret's second signature is the one that holds
     rotated["headers"]["webhook-signature"] += " " + good["headers"]["webhook-signature"]
-    forged = _signed(other, body)
+    forged = _signed(third, body)
+    test_event = _signed(other, body)  # the test URL's endpoint: verified too
     tampered = {**good, "body": good["body"].replace('"post_id":7', '"post_id":8')}
     old = _signed(secret, body, at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=6))
     unsigned = {**good, "headers": {k: v for k, v in good["headers"].items()
                                     if k != "webhook-signature"}}  # fmt: skip
     other_type = _signed(secret, {**body, "type": "published"})
     deliveries = {"good": good, "rotated": rotated, "forged": forged, "tampered": tampered,
-                  "old": old, "unsigned": unsigned, "other_type": other_type}  # fmt: skip
-    found = event_trigger_contract(secret, [{"name": name, **d} for name, d in deliveries.items()])
+                  "old": old, "unsigned": unsigned, "other_type": other_type,
+                  "test_event": test_event}  # fmt: skip
+    found = event_trigger_contract(
+        secret, other, [{"name": name, **d} for name, d in deliveries.items()]
+    )
     url = "http://n8n.test/webhook/abc/webhook"
     create = found["create"]
     assert create["calls"][:2] == [
@@ -692,22 +699,31 @@ def test_the_event_trigger_registers_once_and_runs_only_signed_deliveries(tarbal
     assert post.startswith("POST /v1/webhook-endpoints "), create
     # a twin of the same URL (a POST sent again after its answer was lost) is deleted
     assert [listed, twin] == ["GET /v1/webhook-endpoints", "DELETE /v1/webhook-endpoints/ep_twin"]
-    assert "did not show" in found["no_secret"]["error"] and found["no_secret"]["state"] == {}
+    assert "did not show" in found["no_secret"]["error"], found["no_secret"]
+    assert found["no_secret"]["state"] == {}  # nothing kept
     sent = json.loads(post.split(" ", 2)[2])
     assert sent["url"] == url and sent["event_types"] == ["approved"], sent
-    assert create["answer"] is True and create["state"]["endpointId"] == "ep_new"
-    assert create["state"]["endpointSecret"] == "whsec_AAAA"
+    registered = {url: {"id": "ep_new", "secret": "whsec_AAAA", "events": ["approved"]}}
+    assert create["answer"] is True and create["state"] == {"endpoints": registered}
     assert found["exists"]["answer"] is True
     assert found["exists"]["calls"] == ["GET /v1/webhook-endpoints"]
     changed = found["changed"]
-    assert changed["answer"] is False and changed["state"] == {}, changed
+    assert changed["answer"] is False and changed["state"] == {"endpoints": {}}, changed
     assert changed["calls"][1] == "DELETE /v1/webhook-endpoints/ep_new"
-    assert found["gone"]["answer"] is False and found["gone"]["state"] == {}
+    assert found["gone"]["answer"] is False and found["gone"]["state"] == {"endpoints": {}}
     assert found["never"]["answer"] is False and found["never"]["calls"] == []
-    assert found["deleted"]["answer"] is True and found["deleted"]["state"] == {}
+    assert found["deleted"]["answer"] is True and found["deleted"]["state"] == {"endpoints": {}}
+    # the editor listening for a test event: the test URL gets its own endpoint, made and
+    # deleted beside the production one, which is never replaced nor deleted
+    assert found["test_exists"]["answer"] is False and found["test_exists"]["calls"] == []
+    assert [c.split(" {")[0] for c in found["test_create"]["calls"]] == [
+        "GET /v1/webhook-endpoints", "POST /v1/webhook-endpoints", "GET /v1/webhook-endpoints",
+    ]  # fmt: skip
+    assert found["test_delete"]["calls"] == ["DELETE /v1/webhook-endpoints/ep_t"]
+    assert found["test_delete"]["state"] == {"endpoints": registered}
     assert "unauthenticated" in found["refused"]["error"], found["refused"]
     runs = found["deliveries"]
-    for name in ("good", "rotated"):
+    for name in ("good", "rotated", "test_event"):
         (item,) = runs[name]["items"]
         assert item == {**data, "type": "approved", "event_id": data["event_id"],
                         "timestamp": body["timestamp"]}, (name, item)  # fmt: skip

@@ -22,12 +22,27 @@ import { signatureProblem } from './Signature';
  * n8n activates is ridden out, a gateway that stays down fails the activation soon enough. */
 const ACTIVATION_RETRY_SECONDS = 30;
 
-/** The endpoint this node registered, as its static data keeps it. */
+/** An endpoint this node registered at the gateway. */
+interface Endpoint {
+	id: string;
+	secret: string;
+	events: string[];
+}
+
+/**
+ * The node's static data: its endpoints by webhook URL. n8n activates the production URL
+ * (`/webhook/...`) and, while the editor listens for a test event, the test URL
+ * (`/webhook-test/...`) with the same static data: keyed by URL, the test's subscription never
+ * replaces or deletes the production one.
+ */
 interface Registered {
-	endpointId?: string;
-	endpointSecret?: string;
-	endpointUrl?: string;
-	endpointEvents?: string[];
+	endpoints?: Record<string, Endpoint>;
+}
+
+function endpointsOf(context: IHookFunctions | IWebhookFunctions): Record<string, Endpoint> {
+	const state = context.getWorkflowStaticData('node') as Registered;
+	state.endpoints = state.endpoints ?? {};
+	return state.endpoints;
 }
 
 function sameEvents(a: unknown, b: string[]): boolean {
@@ -58,13 +73,6 @@ async function deleteEndpoint(context: IHookFunctions, endpointId: string): Prom
 			throw toNodeError(context, error);
 		}
 	}
-}
-
-function forget(state: Registered): void {
-	delete state.endpointId;
-	delete state.endpointSecret;
-	delete state.endpointUrl;
-	delete state.endpointEvents;
 }
 
 /**
@@ -118,27 +126,28 @@ export class PublishingGatewayEventTrigger implements INodeType {
 
 	webhookMethods = {
 		default: {
-			/** Whether the endpoint this node registered is still at the gateway with this
-			 * webhook URL and these events; a stale one (other URL or events) is deleted. */
+			/** Whether the endpoint this node registered for this webhook URL is still at the
+			 * gateway with these events; one with other events is deleted (made anew). */
 			async checkExists(this: IHookFunctions): Promise<boolean> {
 				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
-				const state = this.getWorkflowStaticData('node') as Registered;
-				if (!state.endpointId || !state.endpointSecret) {
+				const url = this.getNodeWebhookUrl('default') as string;
+				const endpoints = endpointsOf(this);
+				const mine = endpoints[url];
+				if (!mine) {
 					return false;
 				}
 				try {
-					const listed = (await listEndpoints(this)).find((e) => e.id === state.endpointId);
-					const url = this.getNodeWebhookUrl('default');
+					const listed = (await listEndpoints(this)).find((e) => e.id === mine.id);
 					if (listed && listed.url === url && sameEvents(listed.event_types, chosenEvents(this))) {
 						return true;
 					}
 					if (listed) {
-						await deleteEndpoint(this, state.endpointId);
+						await deleteEndpoint(this, mine.id);
 					}
 				} catch (error) {
 					throw toNodeError(this, error);
 				}
-				forget(state);
+				delete endpoints[url];
 				return false;
 			},
 
@@ -149,7 +158,6 @@ export class PublishingGatewayEventTrigger implements INodeType {
 				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
 				const url = this.getNodeWebhookUrl('default') as string;
 				const events = chosenEvents(this);
-				const state = this.getWorkflowStaticData('node') as Registered;
 				try {
 					for (const stale of await listEndpoints(this)) {
 						if (stale.url === url) {
@@ -174,31 +182,30 @@ export class PublishingGatewayEventTrigger implements INodeType {
 							await deleteEndpoint(this, String(twin.id));
 						}
 					}
-					state.endpointId = String(created.id);
-					state.endpointSecret = created.secret;
-					state.endpointUrl = url;
-					state.endpointEvents = events;
+					endpointsOf(this)[url] = { id: String(created.id), secret: created.secret, events };
 				} catch (error) {
 					throw toNodeError(this, error);
 				}
 				return true;
 			},
 
-			/** Delete the endpoint (a 404: already gone, deleted all the same). */
+			/** Delete this webhook URL's endpoint (a 404: already gone, deleted all the same). */
 			async delete(this: IHookFunctions): Promise<boolean> {
 				setRetryWindow(this, ACTIVATION_RETRY_SECONDS);
-				const state = this.getWorkflowStaticData('node') as Registered;
-				if (state.endpointId) {
+				const url = this.getNodeWebhookUrl('default') as string;
+				const endpoints = endpointsOf(this);
+				const mine = endpoints[url];
+				if (mine) {
 					try {
-						await deleteEndpoint(this, state.endpointId);
+						await deleteEndpoint(this, mine.id);
 					} catch (error) {
 						this.logger.warn(
-							`Publishing Gateway Trigger: could not delete webhook endpoint ${state.endpointId}: ${(error as Error).message}`,
+							`Publishing Gateway Trigger: could not delete webhook endpoint ${mine.id}: ${(error as Error).message}`,
 						);
 						return false;
 					}
 				}
-				forget(state);
+				delete endpoints[url];
 				return true;
 			},
 		},
@@ -206,14 +213,17 @@ export class PublishingGatewayEventTrigger implements INodeType {
 
 	async webhook(this: IWebhookFunctions): Promise<IWebhookResponseData> {
 		const request = this.getRequestObject();
-		const state = this.getWorkflowStaticData('node') as Registered;
 		const rawBody = (request as unknown as { rawBody?: Buffer }).rawBody;
-		const problem = signatureProblem(
-			state.endpointSecret ?? '',
-			this.getHeaderData(),
-			rawBody,
-			Math.floor(Date.now() / 1000),
-		);
+		const now = Math.floor(Date.now() / 1000);
+		// the production and (while the editor listens) the test URL's endpoints: n8n's
+		// webhook context gives the production URL for both, so each secret is tried
+		let problem: string | null = 'no webhook endpoint registered: activate the workflow';
+		for (const { secret } of Object.values(endpointsOf(this))) {
+			problem = signatureProblem(secret, this.getHeaderData(), rawBody, now);
+			if (problem === null) {
+				break;
+			}
+		}
 		if (problem !== null) {
 			this.logger.warn(`Publishing Gateway Trigger: delivery refused (401): ${problem}`);
 			this.getResponseObject()
