@@ -27,6 +27,7 @@ PACKAGE_NAME = "n8n-nodes-publishing-gateway"
 NODE_TYPE = f"{PACKAGE_NAME}.publishingGateway"
 TOOL_TYPE = f"{PACKAGE_NAME}.publishingGatewayTool"
 TRIGGER_TYPE = f"{PACKAGE_NAME}.publishingGatewayTrigger"
+EVENT_TRIGGER_TYPE = f"{PACKAGE_NAME}.publishingGatewayEventTrigger"
 CREDENTIAL_TYPE = "publishingGatewayApi"
 CREDENTIAL_ID = "pgwNodeCredent01"
 
@@ -220,11 +221,9 @@ def fields_workflow(workflow_id: str, path: str) -> dict:
     return _chain(workflow_id, f"node test {path}", [_webhook(path), publish, listing])
 
 
-def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
-    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
-    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
-    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
-    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+def editor_session(n8n_url: str) -> requests.Session:
+    """A session of n8n's editor, as its browser has one: the owner set up (a fresh n8n has
+    none) or signed in (same routes on 2.8 and 2.41). Raises on any other answer."""
     session = requests.Session()
     session.headers["browser-id"] = "pgw-node-tests"  # n8n binds its auth cookie to it
     owner = {"email": "owner@example.invalid", "firstName": "Node", "lastName": "Tests",
@@ -235,6 +234,41 @@ def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[di
                   "password": owner["password"]}  # fmt: skip
         answer = session.post(f"{n8n_url}/rest/login", json=signin, timeout=60)
     answer.raise_for_status()
+    return session
+
+
+def deactivate_in_the_editor(n8n_url: str, workflow_id: str) -> None:
+    """Deactivate (2.x: unpublish) a workflow as the editor's toggle does, in the running n8n
+    (``POST /rest/workflows/{id}/deactivate``, 2.8 and 2.41): n8n removes its triggers, so a
+    webhook trigger's ``delete`` runs. Raises on any other answer than 200."""
+    answer = editor_session(n8n_url).post(
+        f"{n8n_url}/rest/workflows/{workflow_id}/deactivate", json={}, timeout=120
+    )
+    answer.raise_for_status()
+
+
+def event_trigger_workflow(workflow_id: str, events: list[str]) -> dict:
+    """The webhook trigger (``events``) → a No Op: each delivery's item is the execution's
+    output, read from n8n's own database."""
+    trigger = _node(
+        "Publishing Gateway Trigger",
+        EVENT_TRIGGER_TYPE,
+        1,
+        0,
+        {"events": events},
+        credentials=GATEWAY_CREDENTIALS,
+        webhookId=str(uuid.uuid5(uuid.NAMESPACE_URL, f"event-trigger/{workflow_id}")),
+    )
+    heard = _node("Heard", "n8n-nodes-base.noOp", 1, 250, {})
+    return _chain(workflow_id, f"event trigger test {workflow_id}", [trigger, heard])
+
+
+def listed_in_the_editor(n8n_url: str, method: str, parameters: dict) -> list[dict]:
+    """What n8n's editor lists for one of the node's (version 3) ``loadOptions`` methods, as
+    its browser asks for it: the owner set up (a fresh n8n has none) and signed in, then
+    ``POST /rest/dynamic-node-parameters/options`` with the node's current parameters and the
+    gateway credential (same route on 1.123, 2.8 and 2.41). Raises on any other answer."""
+    session = editor_session(n8n_url)
     answer = session.post(
         f"{n8n_url}/rest/dynamic-node-parameters/options",
         json={"nodeTypeAndVersion": {"name": NODE_TYPE, "version": 3}, "methodName": method,
@@ -579,3 +613,113 @@ const changes = (ids, cursor) => ok(200, { next_cursor: cursor,
 def contract() -> dict:
     """The findings of :data:`CONTRACT_SCRIPT` (run with Node.js in the package folder)."""
     return json.loads(_run(["node", "-e", CONTRACT_SCRIPT], PACKAGE, timeout=120).stdout)
+
+
+#: Node.js run against the built ``dist/``: the webhook trigger's activation methods with a
+#: scripted request helper in place of n8n's, and its ``webhook()`` on deliveries signed by
+#: the test in Python (``standardwebhooks``); reads ``{"secret", "deliveries": [{"name",
+#: "headers", "body"}]}`` on stdin, prints one JSON object of findings.
+EVENT_TRIGGER_SCRIPT = r"""
+const gc = require('./dist/nodes/PublishingGateway/GatewayClient.js');
+const { PublishingGatewayEventTrigger } = require(
+  './dist/nodes/PublishingGatewayEventTrigger/PublishingGatewayEventTrigger.node.js');
+gc.RETRY.baseSeconds = 0.002;
+const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const URL = 'http://n8n.test/webhook/abc/webhook';
+const TEST_URL = 'http://n8n.test/webhook-test/abc/webhook';  // the editor listening
+const node = { id: '1', name: 'Gateway Trigger', type: 'x', typeVersion: 1, position: [0, 0],
+  parameters: {} };
+const ok = (status, body = {}) => () => ({ statusCode: status, headers: {}, body });
+const problem = (status, slug) => () => ({ statusCode: status, headers: {}, body: {
+  type: gc.PROBLEM_BASE + slug, title: slug, status, detail: slug, retryable: false } });
+const trigger = new PublishingGatewayEventTrigger();
+async function hook(method, script, state, events, url = URL) {
+  const calls = [];
+  const ctx = { getNode: () => node, logger: { warn() {} }, getWorkflow: () => ({ id: 'wf1' }),
+    getNodeParameter: (name) => (name === 'events' ? events : undefined),
+    getNodeWebhookUrl: () => url, getWorkflowStaticData: () => state,
+    getCredentials: async () => ({ baseUrl: 'http://gw/' }),
+    helpers: { async httpRequestWithAuthentication(_name, options) {
+      calls.push(`${options.method} ${options.url.replace('http://gw', '')}` +
+        (options.body ? ' ' + JSON.stringify(options.body) : ''));
+      return script.shift()(options);
+    } } };
+  try {
+    const answer = await trigger.webhookMethods.default[method].call(ctx);
+    return { calls, answer, state };
+  } catch (error) {
+    return { calls, error: error.message, state };
+  }
+}
+async function deliver(delivery, events) {
+  let status = null, sent = null;
+  const response = { status(code) { status = code; return this; },
+    json(body) { sent = body; return this; } };
+  const headers = Object.fromEntries(Object.entries(delivery.headers).map(
+    ([k, v]) => [k.toLowerCase(), v]));
+  const ctx = { getNode: () => node, logger: { warn() {} },
+    getWorkflowStaticData: () => ({ endpoints: {
+      [TEST_URL]: { id: 'ep_t', secret: input.other, events: ['approved'] },
+      [URL]: { id: 'ep_1', secret: input.secret, events: ['approved'] } } }),
+    getRequestObject: () => ({ rawBody: Buffer.from(delivery.body, 'utf8') }),
+    getResponseObject: () => response, getHeaderData: () => headers,
+    getBodyData: () => JSON.parse(delivery.body),
+    getNodeParameter: (name) => (name === 'events' ? events : undefined),
+    helpers: { returnJsonArray: (v) => [].concat(v).map((json) => ({ json })) } };
+  const out = await trigger.webhook.call(ctx);
+  return { status, sent, noWebhookResponse: out.noWebhookResponse === true,
+    items: out.workflowData ? out.workflowData[0].map((i) => i.json) : null };
+}
+const endpoint = (id, url, types) => ({ id, url, event_types: types, description: null });
+(async () => {
+  const out = { deliveries: {} };
+  out.create = await hook('create', [
+    ok(200, { endpoints: [endpoint('ep_old', URL, ['approved']),
+      endpoint('ep_other', 'http://elsewhere/x', ['approved'])] }),
+    ok(204), ok(201, { ...endpoint('ep_new', URL, ['approved']), secret: 'whsec_AAAA' }),
+    ok(200, { endpoints: [endpoint('ep_new', URL, ['approved']),
+      endpoint('ep_twin', URL, ['approved'])] }), ok(204)],
+    {}, ['approved', 'approved']);
+  out.no_secret = await hook('create', [ok(200, { endpoints: [] }),
+    ok(201, { ...endpoint('ep_x', URL, ['approved']), secret: null })], {}, ['approved']);
+  const registered = () => ({ endpoints: { [URL]: { id: 'ep_new', secret: 'whsec_AAAA',
+    events: ['approved'] } } });
+  out.exists = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] })], registered(), ['approved']);
+  out.changed = await hook('checkExists', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] }), ok(204)], registered(), ['approved', 'published']);
+  out.gone = await hook('checkExists', [ok(200, { endpoints: [] })], registered(), ['approved']);
+  out.never = await hook('checkExists', [], {}, ['approved']);
+  out.deleted = await hook('delete', [problem(404, 'not-found')], registered(), ['approved']);
+  // the editor listens for a test event: its URL's endpoint beside the production one
+  const both = registered();
+  out.test_exists = await hook('checkExists', [], both, ['approved'], TEST_URL);
+  out.test_create = await hook('create', [ok(200, { endpoints: [endpoint('ep_new', URL,
+    ['approved'])] }), ok(201, { ...endpoint('ep_t', TEST_URL, ['approved']),
+    secret: 'whsec_BBBB' }), ok(200, { endpoints: [] })], both, ['approved'], TEST_URL);
+  out.test_delete = await hook('delete', [ok(204)], both, ['approved'], TEST_URL);
+  out.refused = await hook('create', [problem(401, 'unauthenticated')], {}, ['approved']);
+  for (const delivery of input.deliveries) {
+    out.deliveries[delivery.name] = await deliver(delivery, ['approved', 'changes_requested']);
+  }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def event_trigger_contract(secret: str, other: str, deliveries: list[dict]) -> dict:
+    """The findings of :data:`EVENT_TRIGGER_SCRIPT` for ``deliveries`` (``{"name", "headers",
+    "body"}``, the body as the raw text sent) to a node holding two endpoints: the production
+    URL's with ``secret`` and the test URL's with ``other``."""
+    done = subprocess.run(
+        ["node", "-e", EVENT_TRIGGER_SCRIPT],
+        cwd=PACKAGE,
+        input=json.dumps({"secret": secret, "other": other, "deliveries": deliveries}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the event trigger script failed:\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout)

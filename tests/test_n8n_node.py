@@ -53,6 +53,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import standardwebhooks
 from n8n_node_support import PACKAGE
 from n8n_node_support import WRONG_CREDENTIALS
 from n8n_node_support import GatewayServer
@@ -61,6 +62,9 @@ from n8n_node_support import article_tool
 from n8n_node_support import build
 from n8n_node_support import contract
 from n8n_node_support import credential
+from n8n_node_support import deactivate_in_the_editor
+from n8n_node_support import event_trigger_contract
+from n8n_node_support import event_trigger_workflow
 from n8n_node_support import fields_workflow
 from n8n_node_support import install_into
 from n8n_node_support import items_workflow
@@ -70,6 +74,7 @@ from n8n_node_support import listed_in_the_editor
 from n8n_node_support import merged
 from n8n_node_support import openai_credential
 from n8n_node_support import package_descriptions
+from n8n_node_support import run_data
 from n8n_node_support import trigger_workflow
 from n8n_node_support import unflatten
 from n8n_node_support import webhook_credential
@@ -100,6 +105,7 @@ SAMPLE = json.loads((WORKFLOWS / "examples" / "article.json").read_text("utf-8")
 PNG = base64.b64decode(SAMPLE["images"][0]["content_base64"])
 VERSIONS = (CURRENT_LINE, OLDEST_LINE)
 PIPELINE, PUBLISH, RECOVER = "pgwNodeArticle01", "pgwNodePublish01", "pgwNodeRecover01"
+REVISE, EVENTS = "pgwNodeRevise001", "pgwNodeEvents001"
 TESTS, WRONG_TRIGGER = "pgwNodeTests0001", "pgwNodeTrigWrong"
 PROBLEMS = "https://publishing-gateway.dev/problems/"
 
@@ -330,13 +336,18 @@ def stack(request, tarball, shared_wp_site, tmp_path_factory):
     for receiver in (editors, events):
         receiver.__enter__()
     images_host = f"127.0.0.1:{images.server.server_port}"
+    port = free_port()
+    # the gateway delivers events to n8n's webhooks (the webhook trigger's subscriptions):
+    # n8n on loopback is listed beside the editors' receiver, as the README says
+    allowed = f"{editors.url.split('/')[2]},127.0.0.1:{port}"
     gateway = GatewayServer(
         folder,
         shared_wp_site,
         tenant,
         editors.url,
-        {"GATEWAY_MEDIA_URL_SCHEMES": "http", "GATEWAY_MEDIA_URL_ALLOW_HOSTS": images_host},
-    )
+        {"GATEWAY_MEDIA_URL_SCHEMES": "http", "GATEWAY_MEDIA_URL_ALLOW_HOSTS": images_host,
+         "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": allowed},
+    )  # fmt: skip
     gateway.start()
     process = log = None
     try:
@@ -344,13 +355,14 @@ def stack(request, tarball, shared_wp_site, tmp_path_factory):
         home = folder / "n8n"
         home.mkdir()
         install_into(home, tarball)  # the README's self-hosted install: ~/.n8n/nodes
-        port = free_port()
-        # n8n 1.x offers community nodes to the AI Agent only with this setting (2.x by default)
+        # n8n 1.x offers community nodes to the AI Agent only with this setting (2.x by default);
+        # WEBHOOK_URL: the address the webhook trigger subscribes at the gateway (the README's)
         n8n = N8n(
             binary,
             home,
-            {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true", "N8N_PORT": str(port)},
-        )
+            {"N8N_COMMUNITY_PACKAGES_ALLOW_TOOL_USAGE": "true", "N8N_PORT": str(port),
+             "WEBHOOK_URL": f"http://127.0.0.1:{port}/"},
+        )  # fmt: skip
         token = secrets.token_urlsafe(24)
         n8n.import_credentials(
             [
@@ -364,7 +376,8 @@ def stack(request, tarball, shared_wp_site, tmp_path_factory):
         tests = _test_workflows(model.base_url, events.url)
         # a trigger whose activation fails (the wrong token) keeps its workflow inactive: alone
         wrong = trigger_workflow(WRONG_TRIGGER, ["needs_attention"], events.url, WRONG_CREDENTIALS)
-        workflows = [*shipped, tests, wrong]
+        heard = event_trigger_workflow(EVENTS, ["approved"])  # deactivated by its row
+        workflows = [*shipped, tests, wrong, heard]
         n8n.import_workflows(workflows)
         _activate(n8n, version, [w["id"] for w in workflows])
         log_path = folder / "n8n-start.log"
@@ -532,7 +545,7 @@ def test_the_node_workflows_use_only_what_n8n_and_the_package_have(tarball):
                 }
         answers = [n for n in nodes.values() if n["type"] == "n8n-nodes-base.respondToWebhook"]
         refusals = [n for n in answers if "problem+json" in json.dumps(n["parameters"])]
-        assert refusals, path.name
+        assert refusals or "n8n-nodes-base.webhook" not in types, path.name
         for answer in refusals:  # the gateway's status, then the execution fails
             assert "error" in answer["parameters"]["options"]["responseCode"], answer["name"]
             (after,) = workflow["connections"][answer["name"]]["main"][0]
@@ -541,9 +554,25 @@ def test_the_node_workflows_use_only_what_n8n_and_the_package_have(tarball):
     by_id[alert["id"]] = alert
     pipeline, recover = by_id[PIPELINE], by_id[RECOVER]
     assert pipeline["settings"]["errorWorkflow"] == RECOVER
-    for workflow in (recover, by_id[PUBLISH]):
+    for workflow in (recover, by_id[PUBLISH], by_id[REVISE]):
         error_workflow = by_id[workflow["settings"]["errorWorkflow"]]
         assert error_workflow["id"] == "pgwWorkflowAlert"
+    # issue 57: publish_approved hears approvals (the schedule its fallback), revise hears
+    # requested changes, each through the webhook trigger with the node's credential
+    event_trigger = "n8n-nodes-publishing-gateway.publishingGatewayEventTrigger"
+    for workflow_id, events, first in (
+        (PUBLISH, ["approved"], "Publish"),
+        (REVISE, ["changes_requested"], "Revision task"),
+    ):
+        workflow = by_id[workflow_id]
+        (trigger,) = [n for n in workflow["nodes"] if n["type"] == event_trigger]
+        assert trigger["parameters"]["events"] == events and trigger["webhookId"]
+        (target,) = workflow["connections"][trigger["name"]]["main"][0]
+        assert target["node"] == first
+    schedules = [n for n in by_id[PUBLISH]["nodes"] if "scheduleTrigger" in n["type"]]
+    assert [n["parameters"]["rule"] for n in schedules] == [
+        {"interval": [{"field": "hours", "hoursInterval": 6}]}
+    ]
     for workflow in (recover, alert):
         assert "n8n-nodes-base.errorTrigger" in {n["type"] for n in workflow["nodes"]}
 
@@ -615,6 +644,116 @@ def test_the_retries_follow_the_gateways_contract(tarball):
     ]
     assert found["expression_site"]["calls"] == []
     assert "fixed site name" in found["expression_site"]["error"]
+
+
+def _signed(secret: str, body: dict, *, at: dt.datetime | None = None, msg_id: str = "") -> dict:
+    """A delivery as the gateway sends it (contract: Standard Webhooks headers), signed with
+    the ``standardwebhooks`` package: ``{"headers", "body"}`` with the body's raw text."""
+    raw = json.dumps(body, separators=(",", ":"))
+    at = at or dt.datetime.now(dt.UTC)
+    msg_id = msg_id or body["data"]["event_id"]
+    signature = standardwebhooks.Webhook(secret).sign(msg_id, at, raw)
+    headers = {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())),
+               "webhook-signature": signature, "content-type": "application/json"}  # fmt: skip
+    return {"headers": headers, "body": raw}
+
+
+def test_the_event_trigger_registers_once_and_runs_only_signed_deliveries(tarball):
+    """The webhook trigger's methods (Node.js, n8n's request helper scripted): activation
+    deletes an endpoint of its own URL left behind and creates one (the secret kept), a
+    registered endpoint with other events is replaced, a deleted one (404) counts as gone;
+    ``webhook()`` runs the workflow only for a delivery whose Standard Webhooks signature
+    (made here by the ``standardwebhooks`` package, also with a second rotated-secret
+    signature) holds on the raw body, within five minutes; anything else is answered 401."""
+    # the node holds two endpoints: the production URL's (``secret``) and, while the editor
+    # listens, the test URL's (``other``); ``third`` is neither's
+    secret, other, third = (
+        "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode() for _ in range(3)
+    )
+    data = {"event_id": "evt_" + "a" * 32, "job_id": "j1", "task_version": 2, "post_id": 7,
+            "site": "blog", "reason": None, "text": "approved"}  # fmt: skip
+    body = {"type": "approved", "timestamp": "2026-12-06T09:00:00Z", "data": data}
+    good = _signed(secret, body)
+    rotated = _signed(third, body)  # a rotated secret's second signature is the one that holds
+    rotated["headers"]["webhook-signature"] += " " + good["headers"]["webhook-signature"]
+    forged = _signed(third, body)
+    test_event = _signed(other, body)  # the test URL's endpoint: verified too
+    tampered = {**good, "body": good["body"].replace('"post_id":7', '"post_id":8')}
+    old = _signed(secret, body, at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=6))
+    unsigned = {**good, "headers": {k: v for k, v in good["headers"].items()
+                                    if k != "webhook-signature"}}  # fmt: skip
+    other_type = _signed(secret, {**body, "type": "published"})
+    deliveries = {"good": good, "rotated": rotated, "forged": forged, "tampered": tampered,
+                  "old": old, "unsigned": unsigned, "other_type": other_type,
+                  "test_event": test_event}  # fmt: skip
+    found = event_trigger_contract(
+        secret, other, [{"name": name, **d} for name, d in deliveries.items()]
+    )
+    url = "http://n8n.test/webhook/abc/webhook"
+    create = found["create"]
+    assert create["calls"][:2] == [
+        "GET /v1/webhook-endpoints",
+        "DELETE /v1/webhook-endpoints/ep_old",
+    ]
+    post, listed, twin = create["calls"][2:]
+    assert post.startswith("POST /v1/webhook-endpoints "), create
+    # a twin of the same URL (a POST sent again after its answer was lost) is deleted
+    assert [listed, twin] == ["GET /v1/webhook-endpoints", "DELETE /v1/webhook-endpoints/ep_twin"]
+    assert "did not show" in found["no_secret"]["error"], found["no_secret"]
+    assert found["no_secret"]["state"] == {}  # nothing kept
+    sent = json.loads(post.split(" ", 2)[2])
+    assert sent["url"] == url and sent["event_types"] == ["approved"], sent
+    registered = {url: {"id": "ep_new", "secret": "whsec_AAAA", "events": ["approved"]}}
+    assert create["answer"] is True and create["state"] == {"endpoints": registered}
+    assert found["exists"]["answer"] is True
+    assert found["exists"]["calls"] == ["GET /v1/webhook-endpoints"]
+    changed = found["changed"]
+    assert changed["answer"] is False and changed["state"] == {"endpoints": {}}, changed
+    assert changed["calls"][1] == "DELETE /v1/webhook-endpoints/ep_new"
+    assert found["gone"]["answer"] is False and found["gone"]["state"] == {"endpoints": {}}
+    assert found["never"]["answer"] is False and found["never"]["calls"] == []
+    assert found["deleted"]["answer"] is True and found["deleted"]["state"] == {"endpoints": {}}
+    # the editor listening for a test event: the test URL gets its own endpoint, made and
+    # deleted beside the production one, which is never replaced nor deleted
+    assert found["test_exists"]["answer"] is False and found["test_exists"]["calls"] == []
+    assert [c.split(" {")[0] for c in found["test_create"]["calls"]] == [
+        "GET /v1/webhook-endpoints", "POST /v1/webhook-endpoints", "GET /v1/webhook-endpoints",
+    ]  # fmt: skip
+    assert found["test_delete"]["calls"] == ["DELETE /v1/webhook-endpoints/ep_t"]
+    assert found["test_delete"]["state"] == {"endpoints": registered}
+    assert "unauthenticated" in found["refused"]["error"], found["refused"]
+    runs = found["deliveries"]
+    for name in ("good", "rotated", "test_event"):
+        (item,) = runs[name]["items"]
+        assert item == {**data, "type": "approved", "event_id": data["event_id"],
+                        "timestamp": body["timestamp"]}, (name, item)  # fmt: skip
+        assert runs[name]["status"] is None
+    for name in ("forged", "tampered", "old", "unsigned"):
+        assert runs[name]["items"] is None and runs[name]["status"] == 401, (name, runs[name])
+        assert runs[name]["noWebhookResponse"] is True
+    assert (
+        "5 minutes" not in runs["old"]["sent"]["detail"]
+        and "300 s" in runs["old"]["sent"]["detail"]
+    )
+    # an event the node does not wait for: answered (200), nothing runs
+    assert runs["other_type"] == {"status": None, "sent": None, "noWebhookResponse": False,
+                                  "items": None}  # fmt: skip
+
+
+def test_the_event_triggers_events_are_the_gateways_vocabulary(tarball):
+    """The webhook trigger's Events list (a static list, so the editor offers it without a
+    credential) is the gateway's vocabulary, ``GET /v1/event-types``, name for name."""
+    from gateway.core.states import WORKFLOW_EVENTS
+
+    script = (
+        "const {EVENT_TYPES}=require('./dist/nodes/PublishingGatewayEventTrigger/EventTypes.js');"
+        "console.log(JSON.stringify(EVENT_TYPES));"
+    )
+    done = subprocess.run(["node", "-e", script], cwd=PACKAGE, capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    offered = json.loads(done.stdout)
+    assert sorted(o["value"] for o in offered) == sorted(WORKFLOW_EVENTS), offered
+    assert all(o["description"] for o in offered), offered
 
 
 # --------------------------------------------------------------------------- the node in n8n
@@ -889,42 +1028,162 @@ def _approve(stack: Stack, editor: str, job_id: str, publish_at: str | None = No
     assert answer.status_code == 201, answer.text
 
 
-def row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once(stack):
-    """Three drafts awaiting approval: one approved, one not yet, one approved for a publish in
-    two days. ``publish_approved`` (webhook) publishes the first and tells the editors once,
-    passes over the waiting draft quietly and, for the scheduled one, over the 409
-    ``notification-not-due``: the execution is green. Run again: nothing more is told."""
-    approved, waiting, scheduled = new_article(), new_article(), new_article()
-    for article in (approved, waiting, scheduled):
-        awaiting_approval(stack, article)
-    editor = stack.gateway.cli(
+def _editor_token(stack: Stack) -> str:
+    return stack.gateway.cli(
         "tokens", "create", "--tenant", stack.tenant, "--role", "editor", "--name",
         f"editor-{uuid.uuid4().hex[:6]}",
     ).split()[-1]  # fmt: skip
+
+
+#: The webhook trigger's ``webhookId`` in each workflow that has one: its URL is
+#: ``{WEBHOOK_URL}webhook/{webhookId}/webhook``.
+HOOK_IDS = {
+    PUBLISH: "8d0f5f7e-3c2a-4b8e-9a51-6a0c2f1e7b41",
+    REVISE: "3f6a2b1c-9d84-4e0a-b7c5-1e2d3c4b5a61",
+    EVENTS: str(uuid.uuid5(uuid.NAMESPACE_URL, f"event-trigger/{EVENTS}")),
+}
+
+
+def _hook(stack: Stack, workflow_id: str) -> str:
+    return f"{stack.webhooks}/{HOOK_IDS[workflow_id]}/webhook"
+
+
+def _subscriptions(stack: Stack) -> dict[str, dict]:
+    """The tenant's webhook endpoints at n8n's webhooks (``GET /v1/webhook-endpoints``), by
+    URL (the tenant's notification URL, the editors' receiver, is not among them)."""
+    listed = stack.gateway.get("/v1/webhook-endpoints")["endpoints"]
+    return {e["url"]: e for e in listed if e["url"].startswith(stack.webhooks + "/")}
+
+
+def row_an_approval_reaches_the_webhook_trigger_in_seconds_and_a_forged_post_runs_nothing(stack):
+    """Issue 57: activating a workflow with the Publishing Gateway Trigger registered one
+    endpoint per trigger at the gateway (publish_approved's, revise_on_changes_requested's and
+    the tests' own, each with its events); an editor's approval through the gateway's editor
+    API starts one execution of the tests' workflow within seconds (green, its item of type
+    ``approved`` for that job) and publish_approved's run publishes the job: one post,
+    published in WordPress. A POST to the webhook with a wrong or no signature is answered
+    401 and starts nothing; deactivating the workflow deletes its endpoint at the gateway."""
+    hooks = {workflow_id: _hook(stack, workflow_id) for workflow_id in HOOK_IDS}
+
+    def registered():
+        found = _subscriptions(stack)
+        return set(hooks.values()) <= set(found) and found
+
+    found = wait_for(registered, 180, "n8n never subscribed its webhook triggers", interval=1)
+    assert set(found) == set(hooks.values()), found  # one endpoint per trigger
+    assert found[hooks[EVENTS]]["event_types"] == ["approved"]
+    assert found[hooks[PUBLISH]]["event_types"] == ["approved"]
+    assert found[hooks[REVISE]]["event_types"] == ["changes_requested"]
+    assert all("secret" not in e for e in found.values()), found
+
+    job_id = _await_approval_outside_n8n(stack.gateway)
+    editor = _editor_token(stack)
+    last = stack.last_execution()
+    _approve(stack, editor, job_id)
+    approved_at = time.monotonic()
+    execution_id, status = stack.execution(EVENTS, last)
+    seconds = time.monotonic() - approved_at
+    assert status == "success"
+    ((item,),) = run_data(stack.execution_data(execution_id), "Publishing Gateway Trigger")
+    assert item["type"] == "approved" and item["job_id"] == job_id, item
+    assert item["task_version"] == 1 and item["event_id"].startswith("evt_"), item
+    assert item["timestamp"] and item["site"] == SITE_NAME, item
+    assert seconds < 30, f"the approval took {seconds:.1f} s to run the workflow"  # no poll
+    print(f"n8n {stack.version}: approval -> execution stopped in {seconds:.1f} s")
+    assert [r[2] for r in stack.executions_of(EVENTS, last)] == ["success"]
+
+    # the shipped publish_approved heard the same approval and published the job
+    assert stack.execution(PUBLISH, last)[1] == "success"
+    job = wait_for(
+        lambda: (j := stack.job(job_id))["phase"] == "published" and j, 60, "not published"
+    )
+    assert stack.posts(job_id) == 1 and stack.post_of(job["post_id"])["status"] == "publish"
+
+    body = json.dumps({"type": "approved", "timestamp": "2026-12-06T09:00:00Z",
+                       "data": {**item, "job_id": "forged"}})  # fmt: skip
+    forged = base64.b64encode(secrets.token_bytes(32)).decode()
+    before = stack.last_execution()
+    for signature in (f"v1,{forged}", None):
+        headers = {"Content-Type": "application/json", "webhook-id": item["event_id"],
+                   "webhook-timestamp": str(int(time.time()))}  # fmt: skip
+        if signature:
+            headers["webhook-signature"] = signature
+        answer = requests.post(hooks[EVENTS], data=body, headers=headers, timeout=60)
+        assert answer.status_code == 401, (signature, answer.status_code, answer.text)
+    assert stack.executions_of(EVENTS, before) == []
+
+    deactivate_in_the_editor(stack.webhooks.removesuffix("/webhook"), EVENTS)
+    wait_for(
+        lambda: hooks[EVENTS] not in _subscriptions(stack), 120, "deactivating kept the endpoint"
+    )
+    assert set(_subscriptions(stack)) == {hooks[PUBLISH], hooks[REVISE]}
+
+
+def row_changes_requested_runs_the_revise_workflow_with_the_editors_note(stack):
+    """An editor requests changes (the gateway's editor API): the shipped
+    revise_on_changes_requested runs at once, green, and its *Revision task* is the same job
+    and site at the next task version with the editor's note as the instructions."""
+    job_id = _await_approval_outside_n8n(stack.gateway)
+    note = f"Shorter title, and cite the source ({uuid.uuid4().hex[:6]})"
+    last = stack.last_execution()
+    answer = requests.post(
+        f"{stack.gateway.url}/v1/jobs/{job_id}/changes-requests",
+        json={"task_version": 1, "note": note},
+        headers={"Authorization": f"Bearer {_editor_token(stack)}"},
+        timeout=60,
+    )
+    assert answer.status_code == 201, answer.text
+    execution_id, status = stack.execution(REVISE, last)
+    assert status == "success"
+    ((task,),) = run_data(stack.execution_data(execution_id), "Revision task")
+    assert task["event_id"].startswith("evt_"), task
+    assert {k: v for k, v in task.items() if k != "event_id"} == {
+        "job_id": job_id, "site": SITE_NAME, "post_id": stack.job(job_id)["post_id"],
+        "sent_back_version": 1, "task_version": 2, "instructions": note,
+    }  # fmt: skip
+    assert [r[2] for r in stack.executions_of(REVISE, last)] == ["success"]
+
+
+def row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once(stack):
+    """Three drafts awaiting approval: one approved, one not yet, one approved for a publish in
+    two days. The approvals reach ``publish_approved``'s Publishing Gateway Trigger: it
+    publishes the first at once and tells the editors once, and schedules the third (its 409
+    ``notification-not-due`` passed over): every run green. The fallback (webhook; the schedule
+    every 6 hours) then passes over the waiting draft quietly and finds nothing more to
+    publish; nothing more is told."""
+    approved, waiting, scheduled = new_article(), new_article(), new_article()
+    for article in (approved, waiting, scheduled):
+        awaiting_approval(stack, article)
+    editor = _editor_token(stack)
+    last = stack.last_execution()
     _approve(stack, editor, approved["job_id"])
     later = (dt.datetime.now(dt.UTC) + dt.timedelta(days=2)).isoformat()
     _approve(stack, editor, scheduled["job_id"], publish_at=later)
+    for article, phase in ((approved, "published"), (scheduled, "scheduled")):
+        wait_for(
+            lambda a=article, p=phase: stack.job(a["job_id"])["phase"] == p,
+            120,
+            f"the approval of {article['job_id']} never made it {phase}",
+            interval=1,
+        )
+    wait_for(lambda: "published" in stack.told(approved["job_id"]), 60, "never told")
+
+    def runs():
+        found = stack.executions_of(PUBLISH, last)
+        return len(found) >= 2 and all(r[2] not in ("new", "running") for r in found) and found
+
+    assert [r[2] for r in wait_for(runs, 120, "the runs never stopped")] == ["success"] * 2
+    post_id = stack.job(approved["job_id"])["post_id"]
+    assert stack.post_of(post_id)["status"] == "publish"
 
     last = stack.last_execution()
     answer = stack.post("publish-approved-node")
     assert answer.status_code == 200, answer.text
     assert stack.execution(PUBLISH, last)[1] == "success", answer.text
     done = answer.json()
-    assert approved["job_id"] in done["published"], done
+    assert done["published"] == [] and done["not_due"] == [], done
     assert waiting["job_id"] in done["not_approved_yet"], done
-    assert scheduled["job_id"] in done["not_due"], done
-    assert stack.job(approved["job_id"])["phase"] == "published"
     assert stack.job(waiting["job_id"])["phase"] == "approval_pending"
-    assert stack.job(scheduled["job_id"])["phase"] == "scheduled"
-    post_id = stack.job(approved["job_id"])["post_id"]
-    assert stack.post_of(post_id)["status"] == "publish"
-    wait_for(lambda: "published" in stack.told(approved["job_id"]), 60, "never told")
-
-    last = stack.last_execution()
-    again = stack.post("publish-approved-node")
-    assert again.status_code == 200, again.text
-    assert stack.execution(PUBLISH, last)[1] == "success"
-    assert again.json()["published"] == [], again.text
     # the editor's approval is told too (issue 56: the notification events gained approved)
     assert stack.told(approved["job_id"]) == ["approval_pending", "approved", "published"]
     assert "published" not in stack.told(waiting["job_id"]) + stack.told(scheduled["job_id"])
@@ -1007,6 +1266,8 @@ ROWS = [
     row_gateway_killed_mid_run_the_execution_retries_and_ends_with_one_post,
     row_version_3_fields_place_the_featured_image_in_the_body_and_get_many_has_a_limit,
     row_continue_on_fail_items_carry_the_problem_and_a_stop_carries_the_http_status,
+    row_an_approval_reaches_the_webhook_trigger_in_seconds_and_a_forged_post_runs_nothing,
+    row_changes_requested_runs_the_revise_workflow_with_the_editors_note,
     row_publish_approved_passes_over_waiting_drafts_and_tells_editors_once,
     row_the_model_cannot_choose_the_jobs_version_or_site,
     row_the_node_as_an_ai_agent_tool_uses_the_conversations_job,

@@ -140,10 +140,15 @@ class Gateway(N8nGateway):
     """``gateway serve`` on a fixed port (n8n's ``GATEWAY_URL``), restartable on one ledger,
     with an editor token besides the workflow one."""
 
-    def __init__(self, folder: Path, site: dict, tenant: str, editors_url: str) -> None:
-        super().__init__(
-            folder, site, tenant, editors_url, env={"GATEWAY_RESUME_AFTER": str(RESUME_AFTER)}
-        )
+    def __init__(
+        self, folder: Path, site: dict, tenant: str, editors_url: str, n8n_port: int
+    ) -> None:
+        # the README's allow-list: the editors' receiver and n8n, whose node workflows'
+        # Publishing Gateway Trigger has the gateway deliver events to n8n's webhooks
+        allowed = f"{editors_url.split('/')[2]},127.0.0.1:{n8n_port}"
+        env = {"GATEWAY_RESUME_AFTER": str(RESUME_AFTER),
+               "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": allowed}  # fmt: skip
+        super().__init__(folder, site, tenant, editors_url, env=env)
         self.editor = self.cli(
             "tokens", "create", "--tenant", tenant, "--role", "editor", "--name", "ed"
         ).split()[-1]
@@ -335,13 +340,13 @@ def stack(n8n_binary, shared_wp_site, tmp_path_factory):
     editors, alerts, images = Receiver(), Receiver(), Images(DEMO_IMAGES)
     editors.__enter__()
     alerts.__enter__()
-    gateway = Gateway(folder, wp_site, tenant, editors.url)
+    n8n_port = free_port()
+    gateway = Gateway(folder, wp_site, tenant, editors.url, n8n_port)
     gateway.start()
     home = folder / "n8n"
     home.mkdir()
     state = folder / "state"
     state.mkdir(mode=0o700)
-    n8n_port = free_port()
     # n8n itself gets no GATEWAY_URL: the import writes it into the workflows' Gateway nodes
     n8n = N8n(n8n_binary, home, {"N8N_PORT": str(n8n_port), "state": str(state)})
     built = Stack(
@@ -892,4 +897,12 @@ def test_the_node_block_pasted_after_the_http_section(stack):
     assert job_id != SAMPLE["job_id"]  # a new job: the HTTP section's sample is untouched
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
     wait_for(lambda: stack.told(job_id, "approval_pending"), 60, "editors were not told")
+    # the block's WEBHOOK_URL and the allow-list let the node workflows' webhook triggers
+    # subscribe n8n at the gateway (issue 57): publish_approved's and revise's, once each
+    hooks = f"{stack.webhooks}/"
+    listed = [
+        e for e in stack.gateway.get("/v1/webhook-endpoints")["endpoints"]
+        if e["url"].startswith(hooks)
+    ]  # fmt: skip
+    assert sorted(e["event_types"] for e in listed) == [["approved"], ["changes_requested"]]
     TIMES["node block"] = time.monotonic() - t0

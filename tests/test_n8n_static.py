@@ -429,7 +429,7 @@ def test_n8n_3_0s_breaking_change_rules_find_nothing_in_the_workflows():
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert {"caller-policy-any-removed-v3", "execute-workflow-each-mode-v3"} <= set(report["rules"])
-    assert len(files) == 8
+    assert len(files) == 9
     found = [
         f"{i['workflow']}: {i['rule']}: {i['title']}"
         for i in report["issues"]

@@ -1,6 +1,7 @@
 import type {
 	IDataObject,
 	IExecuteFunctions,
+	IHookFunctions,
 	IHttpRequestMethods,
 	ILoadOptionsFunctions,
 	INode,
@@ -63,7 +64,7 @@ const N8N_TEXTS: Array<[RegExp, string]> = [
 	[/connection was aborted/i, 'ECONNABORTED'],
 ];
 
-type Context = IExecuteFunctions | IPollFunctions | ILoadOptionsFunctions;
+type Context = IExecuteFunctions | IPollFunctions | ILoadOptionsFunctions | IHookFunctions;
 
 /** A gateway answer that is no success: the problem, its HTTP status and `Retry-After`. */
 export interface Refusal {

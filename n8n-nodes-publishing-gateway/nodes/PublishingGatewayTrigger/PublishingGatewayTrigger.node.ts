@@ -55,8 +55,8 @@ function cursorNowRefused(error: unknown): boolean {
  */
 export class PublishingGatewayTrigger implements INodeType {
 	description: INodeTypeDescription = {
-		displayName: 'Publishing Gateway Trigger',
-		name: 'publishingGatewayTrigger',
+		displayName: 'Publishing Gateway Poll Trigger',
+		name: 'publishingGatewayTrigger', // unchanged: saved workflows load by this name
 		icon: {
 			light: 'file:../../icons/gateway.svg',
 			dark: 'file:../../icons/gateway.dark.svg',
@@ -65,8 +65,8 @@ export class PublishingGatewayTrigger implements INodeType {
 		version: 1,
 		subtitle: '={{ $parameter["events"].join(", ") }}',
 		description:
-			'Starts a workflow when a job awaits approval, is approved or sent back, is published or needs attention',
-		defaults: { name: 'Publishing Gateway Trigger' },
+			'Polls for jobs awaiting approval, approved or sent back, published or needing attention (at most once a minute; the Publishing Gateway Trigger hears them within seconds)',
+		defaults: { name: 'Publishing Gateway Poll Trigger' },
 		polling: true,
 		inputs: [],
 		outputs: [NodeConnectionTypes.Main],
