@@ -155,32 +155,59 @@ def _as_datetime(value) -> dt.datetime:
 
 
 def _events(
-    job: Job, after: tuple[dt.datetime, int] | None, until: dt.datetime, crossed: bool
+    job: Job,
+    after: tuple[dt.datetime, int] | None,
+    until: dt.datetime,
+    crossed: bool,
+    status: str,
 ) -> list[str]:
     """The feed's events of a changed job: the names of its event rows (``notification``,
     :mod:`gateway.jobs.events`, every version) decided after the cursor ``after``
     (``(changed_at, job row id)``; None: all of them) and at or before ``until`` (the page's
     time), plus ``needs_attention`` when its stalled run crossed its attention time in that
-    window (``crossed``), each name once, in the vocabulary's order
-    (:data:`gateway.core.states.WORKFLOW_EVENTS`; ``ready_for_approval`` is
-    ``approval_pending``). A row at the cursor's very time counts when this job sorts after the
+    window (``crossed``) or when its ``status`` needs a person (``failed``, ``unknown``,
+    ``needs_review``) and a ledger row of it went wrong or a review item opened in that
+    window (:func:`_went_wrong`: the moment it started to need one). Each name once, in the
+    vocabulary's order (:data:`gateway.core.states.WORKFLOW_EVENTS`; ``ready_for_approval``
+    is ``approval_pending``). A row at the cursor's very time counts when this job sorts after the
     cursor's job (it was not listed at that time). So each event appears in the feed once,
     as a delivery does, not again at the job's later changes."""
     query = Notification.select(Notification.event).where(
         Notification.tenant == job.tenant,
         Notification.job_id == job.job_id,
-        Notification.created_at <= until,
+        _newer(Notification.created_at, job, after, until),
     )
-    if after is not None:
-        since, row_id = after
-        newer = (
-            Notification.created_at >= since if job.id > row_id else Notification.created_at > since
-        )
-        query = query.where(newer)
     found = {events.name_of(row.event) for row in query.distinct()}
-    if crossed:
+    if crossed or (status in ATTENTION and _went_wrong(job, after, until)):
         found.add(states.NEEDS_ATTENTION)
     return [event for event in states.WORKFLOW_EVENTS if event in found]
+
+
+def _newer(column, job: Job, after: tuple[dt.datetime, int] | None, until: dt.datetime):
+    """``column`` (a time) after the cursor ``after`` and at or before ``until``; a time equal
+    to the cursor's counts when ``job`` sorts after the cursor's job (not listed then)."""
+    window = column <= until
+    if after is not None:
+        since, row_id = after
+        window &= column >= since if job.id > row_id else column > since
+    return window
+
+
+def _went_wrong(job: Job, after: tuple[dt.datetime, int] | None, until: dt.datetime) -> bool:
+    """Whether one of ``job``'s ledger rows became FAILED or UNKNOWN, or a review item of it
+    was opened, in the window of :func:`_newer`: when its status started to need a person."""
+    rows = Operation.select().where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.state.in_((states.FAILED, states.UNKNOWN)),
+        _newer(Operation.updated_at, job, after, until),
+    )
+    reviews = Review.select().where(
+        Review.tenant == job.tenant,
+        Review.job_id == job.job_id,
+        _newer(Review.created_at, job, after, until),
+    )
+    return rows.exists() or reviews.exists()
 
 
 def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: float) -> dict:
@@ -188,8 +215,9 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     decided for it since the cursor (:func:`_events`): the names of its event rows decided
     after the cursor up to this page's time (every one when ``cursor`` is None), plus
     ``needs_attention`` once for a stalled run whose attention time
-    (:func:`gateway.jobs.attention.stalled`) passed since the cursor; the editors' decision
-    on its version stands beside them (``decision``:
+    (:func:`gateway.jobs.attention.stalled`) passed since the cursor, or for a status that
+    needs a person (``failed``, ``unknown``, ``needs_review``) that began since the cursor;
+    the editors' decision on its version stands beside them (``decision``:
     :func:`gateway.editorial.decisions.decision_view`, its note).
 
     A change is the job row, any of its ledger rows, a review item, a timeline entry or an
@@ -231,7 +259,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
-        found = _events(job, after, now, job.job_id in crossed_now)
+        found = _events(job, after, now, job.job_id in crossed_now, view["status"])
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
