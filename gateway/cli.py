@@ -521,9 +521,12 @@ def notifications_group():
 @click.option("--url", required=True, help="Takes a JSON POST with an Idempotency-Key header.")
 @needs_ledger
 def notifications_set_url(tenant, url):
-    """Set the tenant's notification URL; pending notifications are delivered there next.
+    """Set the tenant's notification URL (its legacy webhook endpoint: every event, the flat
+    JSON body).
 
-    The URL is the tenant's legacy webhook endpoint: every event, the flat JSON body."""
+    A tenant that never had any webhook endpoint gets its events not delivered yet there
+    next; otherwise (a workflow's endpoint, an earlier URL) only the events decided from now
+    on. Changing the URL keeps the endpoint and what it still owes."""
     from gateway.actions import webhook_endpoints
 
     known_tenant(tenant)

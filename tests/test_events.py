@@ -21,8 +21,10 @@ from test_editorial import approve
 from test_editorial import make_draft
 from test_editorial import post
 
+from gateway.actions import notifications
 from gateway.core import states
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.ledger.db import database
 from gateway.ledger.models import Approval
 from gateway.ledger.models import Notification
@@ -139,7 +141,7 @@ def test_comments_revocations_and_a_cancel_are_events_and_the_feed_lists_them(of
     assert all(r["reason"] == "Shorter title?" for r in commented)
     assert all(r["idempotency_key"].startswith(key(job_id, "commented/")) for r in commented)
     page = feed(gw, cursor)
-    assert feed_events(page, job_id) == [["approval_pending", "commented"]]
+    assert feed_events(page, job_id) == [["commented"]]  # approval_pending was before
     quiet = feed(gw, page["next_cursor"])
     assert feed_events(quiet, job_id) == []  # nothing new after the cursor
 
@@ -163,7 +165,7 @@ def test_comments_revocations_and_a_cancel_are_events_and_the_feed_lists_them(of
     [revoked] = [r for r in rows(gw, job_id) if r["event"] == "revoked"]
     assert revoked["reason"] == f"approval {approval_id} revoked by test-editor"
     page = feed(gw, page["next_cursor"])
-    assert feed_events(page, job_id) == [["approval_pending", "revoked"]]
+    assert feed_events(page, job_id) == [["revoked"]]
 
     for _ in range(2):
         answer = post(gw, f"/v1/jobs/{job_id}/cancel", {"reason": "pulled"}, token=editor)
@@ -177,7 +179,9 @@ def test_comments_revocations_and_a_cancel_are_events_and_the_feed_lists_them(of
     ]
     assert rows(gw, job_id)[-1]["reason"] == "pulled"
     page = feed(gw, page["next_cursor"])
-    assert feed_events(page, job_id) == [["approval_pending", "cancelled"]]
+    assert feed_events(page, job_id) == [["cancelled"]]
+    everything = [["approval_pending", "commented", "revoked", "cancelled"]]
+    assert feed_events(feed(gw), job_id) == everything  # no cursor: every event row
 
 
 def test_changes_requested_is_decided_once_with_the_note(offline_gw):
@@ -221,7 +225,7 @@ def test_each_event_is_decided_once_at_its_change_through_a_scheduled_publish(gw
     scheduled = post(gw, f"/v1/jobs/{job_id}/publish")
     assert scheduled.get_json()["status"] == "future", scheduled.get_json()
     assert events(gw, job_id) == ["approval_pending", "approved", "scheduled"]
-    assert feed_events(feed(gw, cursor), job_id) == [["approved", "scheduled"]]
+    assert feed_events(feed(gw, cursor), job_id) == [["scheduled"]]  # approved: before it
 
     approval_id = gw.job(job_id).get_json()["approvals"][0]["approval_id"]
     revoked = gw.client.delete(
@@ -237,11 +241,17 @@ def test_each_event_is_decided_once_at_its_change_through_a_scheduled_publish(gw
         "approved",
         "scheduled",
         "revoked",
+        "approved",  # the re-approval after the revocation decides the version again
         "published",
     ]
     keys = [r["idempotency_key"] for r in rows(gw, job_id)]
-    assert keys[:3] == [key(job_id, n) for n in ("ready_for_approval", "approved", "scheduled")]
+    assert keys[0] == key(job_id, "ready_for_approval")
+    assert keys[1].startswith(key(job_id, "approved/"))
+    assert keys[2].startswith(key(job_id, "scheduled/"))
+    assert keys[4].startswith(key(job_id, "approved/")) and keys[4] != keys[1]
     assert keys[-1] == key(job_id, "published")
+    assert approve(gw, job_id, editor).status_code == 201  # a second editor: nothing new
+    assert events(gw, job_id).count("approved") == 2
     # the workflow's own notification of the publish finds the gateway's decision
     told = gw.client.post(
         f"/v1/jobs/{job_id}/notifications", json={"event": "published"}, headers=gw.headers()
@@ -278,3 +288,52 @@ def test_racing_approvals_decide_one_approved_event(gw):
         thread.join()
     assert [a.status_code for a in answers] == [201] * 3, [a.get_json() for a in answers]
     assert events(gw, job_id) == ["approval_pending", "approved"]
+
+
+def test_scheduled_is_decided_at_each_move_to_the_phase(offline_gw):
+    """Issue 57: a post scheduled, unscheduled (its approval revoked) and scheduled again
+    decides ``scheduled`` twice, one event row per move (keyed by its timeline entry)."""
+    gw = offline_gw
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    move_to(gw, job_id, "scheduled")
+    in_ledger(gw, lambda: records.end_schedule(records.get_job(TENANT, job_id)))
+    move_to(gw, job_id, "scheduled")
+    move_to(gw, job_id, "scheduled")  # no move: nothing new
+    scheduled = [r for r in rows(gw, job_id) if r["event"] == "scheduled"]
+    assert len(scheduled) == 2 and len({r["event_id"] for r in scheduled}) == 2
+    assert all(r["idempotency_key"].startswith(key(job_id, "scheduled/")) for r in scheduled)
+
+
+def test_the_feed_lists_each_event_once_not_at_every_later_change(offline_gw):
+    """Issues 57: a poller filtering on ``approved`` fires once: a later comment is a change
+    whose events are only ``commented``; a client's ``needs_attention`` appears in the feed."""
+    gw = offline_gw
+    editor = gw.make_token("editor")
+    job_id = new_job_id()
+    assert gw.put_job(job_id).status_code == 201
+    move_to(gw, job_id, "approval_pending")
+    start = feed(gw)
+    assert feed_events(start, job_id) == [["approval_pending"]]
+
+    def approved():
+        job = records.get_job(TENANT, job_id)
+        entry = timeline.record(job, states.APPROVED, "test-editor")
+        notifications.decide(job, states.APPROVED, "by test-editor", entry.id)
+
+    in_ledger(gw, approved)
+    page = feed(gw, start["next_cursor"])
+    assert feed_events(page, job_id) == [["approved"]]
+    answer = post(gw, f"/v1/jobs/{job_id}/comments", {"note": "Nice."}, token=editor)
+    assert answer.status_code == 201, answer.get_json()
+    page = feed(gw, page["next_cursor"])
+    assert feed_events(page, job_id) == [["commented"]]  # not "approved" again
+    told = gw.client.post(
+        f"/v1/jobs/{job_id}/notifications",
+        json={"event": "needs_attention", "reason": "the run lost its sources"},
+        headers=gw.headers(),
+    )
+    assert told.status_code == 201, told.get_json()
+    page = feed(gw, page["next_cursor"])
+    assert feed_events(page, job_id) == [["needs_attention"]]
+    assert feed(gw, page["next_cursor"])["changes"] == []

@@ -208,8 +208,13 @@ def test_a_definitely_refused_notification_backs_off_and_stops_after_the_bound(o
 
     with Receiver(statuses=[503, 404, 410, 200]) as editors:
         receive_at(gw, editors)
-        assert deliver(gw) == {"delivered": 0, "pending": 1}  # 503: resent at the next pass
-        assert stored().refusals == 0 and stored().claimed_until is None
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # 503: resent after 2 s
+        retry = stored()
+        wait = (retry.claimed_until - in_ledger(gw, db.db_now)).total_seconds()
+        assert retry.refusals == 0 and 0 < wait <= deliveries.RETRY_SECONDS  # not counted
+        assert deliver(gw) == {"delivered": 0, "pending": 1}  # backing off: nothing sent
+        assert len(editors.messages) == 1
+        back_off_passed()
         assert deliver(gw) == {"delivered": 0, "pending": 1}  # 404: refused once
         first = stored()
         assert (first.state, first.refusals) == ("PENDING", 1) and "HTTP 404" in first.last_error
@@ -243,6 +248,10 @@ def test_an_undelivered_notification_is_resent_by_the_sweep_with_the_same_key(of
     with Receiver(statuses=[503]) as editors:
         receive_at(gw, editors)
         assert deliver(gw) == {"delivered": 0, "pending": 1}
+        in_ledger(  # the 503's back-off (2 s), passed
+            gw,
+            lambda: WebhookDelivery.update(claimed_until=None).execute(),
+        )
         # the sweep resends through the action registry's ``notify`` entry (its sweep_pass)
         counts = in_ledger(gw, reconciliation.sweep, gw.app.config["GATEWAY"], 0)
         assert counts["notifications"] == {"delivered": 1, "pending": 0, "attention_decided": 0}

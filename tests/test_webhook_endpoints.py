@@ -31,7 +31,9 @@ from gateway.actions import deliveries
 from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.core import event_ids
+from gateway.core import states
 from gateway.jobs import records
+from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.ledger.models import RequestKey
@@ -104,7 +106,11 @@ def decide(gw, job_id: str, event: str, reason: str | None = "by editor@example.
     """Decide ``event`` for the job as the gateway does (the approval's own call)."""
 
     def run():
-        return notifications.decide(records.get_job(TENANT, job_id), event, reason)[0]
+        job = records.get_job(TENANT, job_id)
+        entry = None
+        if event in states.PER_ENTRY_EVENTS:  # an approval's own timeline entry
+            entry = timeline.record(job, event, "editor@example.com").id
+        return notifications.decide(job, event, reason, entry)[0]
 
     return in_ledger(gw, run)
 
@@ -140,6 +146,7 @@ def test_an_approval_is_delivered_once_signed_with_one_id_across_a_retry(offline
         made_at = dt.datetime.now(dt.UTC)
         event = decide(gw, job_id, "approved")
         assert deliver(gw) == {"delivered": 0, "pending": 1}  # the receiver answered 500
+        backoffs_over(gw)  # its 2 s
         assert deliver(gw) == {"delivered": 1, "pending": 0}
         assert deliver(gw) == {"delivered": 0, "pending": 0}  # never twice
 
@@ -148,7 +155,8 @@ def test_an_approval_is_delivered_once_signed_with_one_id_across_a_retry(offline
         first, second = (headers for headers, _ in workflow.posts)
         assert first["webhook-id"] == second["webhook-id"] == event_ids.event_id(event.key)
         assert first["webhook-id"].startswith("evt_") and len(first["webhook-id"]) == 36
-        assert second["idempotency-key"] == f"{TENANT}/{job_id}/v1/notify/approved"
+        assert second["idempotency-key"] == event.key
+        assert event.key.startswith(f"{TENANT}/{job_id}/v1/notify/approved/")
         body = bodies[1]
         assert body["type"] == "approved"
         decided = dt.datetime.fromisoformat(body["timestamp"])
@@ -283,6 +291,8 @@ def test_a_bad_url_or_event_type_is_a_problem_and_makes_no_endpoint(offline_gw):
         problem = answer.get_json()
         assert answer.mimetype == "application/problem+json" and problem["detail"]
         assert any(e["pointer"].startswith(pointer) for e in problem["errors"]), problem
+        if pointer == "/url":  # the URL named as what it is (issue 57)
+            assert problem["detail"].startswith("the webhook URL is not allowed"), problem
     assert in_ledger(gw, WebhookEndpoint.select().count) == 0
 
 
@@ -460,3 +470,98 @@ def test_the_notification_url_is_the_tenants_legacy_endpoint_listed_without_a_se
         assert json.loads(raw) == event.payload  # the flat body of before
         assert headers["idempotency-key"] == event.key and "webhook-signature" not in headers
         assert [b["type"] for b in workflow.verified(mine["secret"])] == ["approved"]
+
+
+def backoffs_over(gw) -> None:
+    """Time passes: every delivery's back-off is over (its ``claimed_until`` in the past)."""
+
+    def expire():
+        past = db.db_now() - dt.timedelta(seconds=1)
+        WebhookDelivery.update(claimed_until=past).where(
+            WebhookDelivery.claimed_until.is_null(False)
+        ).execute()
+
+    in_ledger(gw, expire)
+
+
+def held_for(gw, receiver_id: str) -> float:
+    """Seconds the endpoint's only PENDING delivery waits before its next attempt."""
+
+    def seconds():
+        endpoint = WebhookEndpoint.get(WebhookEndpoint.public_id == receiver_id)
+        row = WebhookDelivery.get(WebhookDelivery.endpoint_id == endpoint.id)
+        return (row.claimed_until - db.db_now()).total_seconds()
+
+    return in_ledger(gw, seconds)
+
+
+def test_a_failing_endpoint_delays_only_its_own_deliveries_not_its_tenants_others(offline_gw):
+    """Issue 57: each endpoint is a queue of its own. One endpoint answering 500 to its first
+    delivery does not hold back the same tenant's other endpoint, which gets all of its own
+    in the same pass."""
+    gw = offline_gw
+    jobs = [a_job(gw) for _ in range(3)]
+    with Receiver(statuses=[500]) as broken, Receiver() as healthy:
+        allow(gw, broken, healthy)
+        assert subscribe(gw, broken.url, ["approved"]).status_code == 201
+        assert subscribe(gw, healthy.url, ["approved"]).status_code == 201
+        for job_id in jobs:
+            decide(gw, job_id, "approved")
+        counts = deliver(gw)
+        assert len(healthy.posts) == 3  # all of its own, in this pass
+        assert len(broken.posts) == 1  # left the pass at its first failure
+        assert counts == {"delivered": 3, "pending": 3}
+
+
+def test_a_receiver_answering_500_is_retried_with_a_growing_backoff_never_refused(offline_gw):
+    """Issue 57: a retryable failure (5xx) waits 2 s, then 4 s, 8 s ... (at most 10 minutes)
+    before the next attempt; passes in between send nothing; it stays PENDING however often
+    it fails (never REFUSED for it), and is delivered once the receiver answers."""
+    gw = offline_gw
+    job_id = a_job(gw)
+    failures = 8  # beyond GATEWAY_NOTIFICATION_MAX_REFUSALS (5)
+    with Receiver(statuses=[500] * failures) as workflow:
+        allow(gw, workflow)
+        endpoint = subscribe(gw, workflow.url, ["approved"]).get_json()
+        decide(gw, job_id, "approved")
+        waits = []
+        for attempt in range(1, failures + 1):
+            assert deliver(gw) == {"delivered": 0, "pending": 1}
+            assert len(workflow.posts) == attempt
+            for _ in range(3):  # passes during the back-off POST nothing
+                assert deliver(gw) == {"delivered": 0, "pending": 1}
+            assert len(workflow.posts) == attempt
+            waits.append(held_for(gw, endpoint["id"]))
+            backoffs_over(gw)
+        expected = [2, 4, 8, 16, 32, 64, 128, 256]
+        assert [round(w) for w in waits] == expected, waits
+        assert deliveries.retry_after(20) == 600  # at most 10 minutes
+        path = f"{ENDPOINTS}/{endpoint['id']}/deliveries"
+        (listed,) = gw.client.get(path, headers=gw.headers()).get_json()["deliveries"]
+        assert listed["state"] == "PENDING" and "HTTP 500" in listed["last_error"]
+        assert deliver(gw) == {"delivered": 1, "pending": 0}
+        assert len(workflow.posts) == failures + 1
+        assert len({h["webhook-id"] for h, _ in workflow.posts}) == 1
+
+
+def test_set_url_on_a_tenant_with_endpoints_replays_no_history(offline_gw, ledger_url):
+    """Issue 57: a notification URL set while the tenant has a workflow's endpoint gets only
+    the events decided after it, not the tenant's history (as every endpoint)."""
+    gw = offline_gw
+    old_jobs = [a_job(gw) for _ in range(3)]  # three approval_pending events before
+    with Receiver(path="/editors") as editors, Receiver() as workflow:
+        allow(gw, editors, workflow)
+        assert subscribe(gw, workflow.url, ["*"]).status_code == 201
+        env = {
+            "GATEWAY_DATABASE_URL": ledger_url,
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": ",".join(
+                r.url.split("/")[2] for r in (editors, workflow)
+            ),
+        }
+        gateway_cli_ok(["notifications", "set-url", "--tenant", TENANT, "--url", editors.url], env)
+        assert deliver(gw) == {"delivered": 0, "pending": 0}
+        assert editors.posts == []  # no replay of the old events
+        event = decide(gw, old_jobs[0], "approved")
+        assert deliver(gw) == {"delivered": 2, "pending": 0}
+        assert [json.loads(raw)["idempotency_key"] for _, raw in editors.posts] == [event.key]

@@ -16,12 +16,14 @@ webhook_endpoints`) and made before it:
   secret's overlap lasts) and ``Idempotency-Key`` (the event's key, for today's receivers).
   A subscription endpoint's body is ``{"type", "timestamp", "data"}``; the legacy endpoint
   (the notification URL) keeps the flat body of before.
-* **retries** as notifications always had them: 2xx is DELIVERED; a failure or an unknown
-  outcome stays PENDING for the next pass; a definite refusal (:func:`gateway.core.answers.
+* **retries**: 2xx is DELIVERED; a retryable failure (5xx, no answer, unreachable) stays
+  PENDING and backs off (:func:`retry_after`: 2 s doubled per failure, at most 10 minutes);
+  a definite refusal (:func:`gateway.core.answers.
   is_definite`) is counted, backs off (:func:`backoff`) and after
   ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` is REFUSED. One sender at a time (the claim, a
-  conditional UPDATE judged by the database's clock); the tenants take turns in a pass
-  (:func:`gateway.core.rounds.take_turns`). State moves: :mod:`gateway.operations.transitions`.
+  conditional UPDATE judged by the database's clock); the endpoints take turns in a pass,
+  each its own queue (:func:`gateway.core.rounds.take_turns`). State moves:
+  :mod:`gateway.operations.transitions`.
 * **when**: a worker's delivery thread (:func:`deliver_forever`) makes a pass as soon as this
   process decided an event (:data:`gateway.actions.notifications._wake`), else every
   ``GATEWAY_NOTIFICATION_POLL_INTERVAL`` seconds; the sweep (``gateway reconcile``) too.
@@ -64,6 +66,8 @@ from gateway.operations import transitions
 log = logging.getLogger(__name__)
 
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
+RETRY_SECONDS = 2.0  # after the first retryable failure (5xx, unreachable); doubled after each
+RETRY_MAX_SECONDS = 600.0  # ... up to 10 minutes; never REFUSED for it
 LIST_LIMIT = 100  # deliveries an endpoint's list shows, newest first
 NOWHERE = (
     "no notification URL is set for tenant {tenant} (gateway notifications set-url) and no "
@@ -131,6 +135,15 @@ def backoff(refusals: int) -> float:
     return min(3600.0, BACKOFF_SECONDS * 2 ** max(0, refusals - 1))
 
 
+def retry_after(failures: int) -> float:
+    """Seconds a delivery waits after its ``failures``-th attempt that failed
+    retryably (a 5xx, no answer, unreachable, a refused address): :data:`RETRY_SECONDS`
+    doubled after each, at most :data:`RETRY_MAX_SECONDS`. Such a failure never makes it
+    REFUSED (it stays PENDING until its receiver answers). After stripe-python's
+    ``_sleep_time_seconds`` (exponential, capped), without jitter: one sender per row."""
+    return min(RETRY_MAX_SECONDS, RETRY_SECONDS * 2 ** max(0, min(failures, 30) - 1))
+
+
 def _claim(config: Config, row: WebhookDelivery) -> bool:
     return transitions.claim_delivery(row, config.notification_timeout + 20)
 
@@ -154,8 +167,11 @@ def _send_claimed(config: Config, row: WebhookDelivery) -> WebhookDelivery:
         transitions.delivered(row)
         log.info("job_id=%s: event %s delivered to %s", event.job_id, event.key, where)
     else:
+        wait = (
+            backoff(row.refusals + 1) if refused else retry_after(row.attempts + 1 - row.refusals)
+        )
         state = transitions.release_delivery(
-            row, error, refused, config.notification_max_refusals, backoff(row.refusals + 1)
+            row, error, refused, config.notification_max_refusals, wait
         )
         log.warning(
             "job_id=%s: event %s not delivered to %s (%s): %s",
@@ -213,11 +229,14 @@ def origin(url: str) -> str:
 
 def resend_pending(config: Config, limit: int = 200) -> dict:
     """One delivery pass: :func:`fan_out.fan_out_all`, then the PENDING deliveries not held by a
-    sender, the tenants taking turns, one attempt each, oldest first within a tenant, so one
-    tenant's many rows or slow receiver delay only its own (issue 40). A tenant leaves the
-    pass at its first failure, or once its attempts took ``notification_timeout`` seconds; a
-    row another sender claimed first is passed over. Returns ``{"delivered", "pending"}``:
-    the deliveries this pass made DELIVERED, and those left PENDING."""
+    sender or backing off, each endpoint a queue of its own: the endpoints take turns, one
+    attempt each, oldest first within an endpoint, so one receiver's many rows, slowness or
+    failures delay only its own deliveries (issue 40; issue 57: not the tenant's other
+    endpoints). An endpoint leaves the pass at its first failure, or once its attempts took
+    ``notification_timeout`` seconds; a row another sender claimed first is passed over. A
+    tenant has at most ``GATEWAY_WEBHOOK_ENDPOINTS_PER_TENANT`` queues, so one tenant's endpoints
+    cannot starve another's for long. Returns ``{"delivered", "pending"}``: the deliveries
+    this pass made DELIVERED, and those left PENDING."""
     fan_out.fan_out_all()
     counts = {"delivered": 0, "pending": 0}
     rows = WebhookDelivery.select().where(WebhookDelivery.state == PENDING)
@@ -227,10 +246,11 @@ def resend_pending(config: Config, limit: int = 200) -> dict:
         if row.claimed_until is not None and row.claimed_until > now:  # held, or backing off
             counts["pending"] += 1
         else:
-            queues.setdefault(row.tenant, collections.deque()).append(row)
+            queue = f"{row.tenant} endpoint {row.endpoint_id}"
+            queues.setdefault(queue, collections.deque()).append(row)
 
     def attempt(row: WebhookDelivery) -> bool:
-        """One attempt; False (the tenant leaves the pass) when this sender's failed."""
+        """One attempt; False (its endpoint leaves the pass) when this sender's failed."""
         if not _claim(config, row):  # another sender took it since the select: not a failure
             state, mine = WebhookDelivery.get_by_id(row.id).state, False
         else:

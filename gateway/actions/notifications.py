@@ -57,25 +57,26 @@ DUE_PHASES = {
 }
 
 
-def check_url(config: Config, url: str) -> egress.Resolved:
-    """The address guard of :mod:`gateway.actions.egress` for a notification URL: http(s),
-    no credentials, every address it resolves to public unless its ``host:port`` is in
-    ``GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS`` (then loopback and private pass).
+def check_url(config: Config, url: str, what: str = "notification URL") -> egress.Resolved:
+    """The address guard of :mod:`gateway.actions.egress` for a notification URL or a webhook
+    endpoint's (``what`` names it in the error): http(s), no credentials, every address it
+    resolves to public unless its ``host:port``, compared literally as written in the URL, is
+    in ``GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS`` (then loopback and private pass).
 
     Raises:
         ValidationFailed (422, pointer ``/url``): refused, or the host cannot be resolved.
     """
     if len(url) > 2048 or not url.isprintable():
-        raise _bad_url(url, "not a printable URL of at most 2048 characters")
+        raise _bad_url(url, "not a printable URL of at most 2048 characters", what)
     try:
         return egress.resolve(url, SCHEMES, config.notification_url_allow_hosts, ALLOW_SETTING)
     except (egress.Refused, egress.ResolverUnavailable) as refusal:
-        raise _bad_url(url, str(refusal)) from None
+        raise _bad_url(url, str(refusal), what) from None
 
 
-def _bad_url(url: str, why: str) -> exc.GatewayError:
+def _bad_url(url: str, why: str, what: str) -> exc.GatewayError:
     return exc.ValidationFailed(
-        f"the notification URL is not allowed: {why} ({url[:80]!r})",
+        f"the {what} is not allowed: {why} ({url[:80]!r})",
         errors=[{"pointer": "/url", "message": why}],
     )
 

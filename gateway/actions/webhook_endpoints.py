@@ -155,7 +155,7 @@ def create(
             f"description: at most {MAX_DESCRIPTION} characters",
             errors=[{"pointer": "/description", "message": f"at most {MAX_DESCRIPTION}"}],
         )
-    notifications.check_url(config, url)
+    notifications.check_url(config, url, "webhook URL")
     secret = new_secret()
     sealed = _seal(config, secret)
     with db.atomic():
@@ -249,9 +249,10 @@ def legacy_of(tenant: str) -> WebhookEndpoint | None:
 
 def set_legacy_url(config: Config, tenant: str, url: str) -> WebhookEndpoint:
     """``gateway notifications set-url``: the tenant's legacy endpoint gets ``url`` (made if
-    absent: every event, today's body, no secret). A first one gets every event of the
-    tenant not delivered yet, as the notification URL did; one made after a deleted legacy
-    endpoint gets only later events.
+    absent: every event, today's body, no secret). A legacy endpoint made while the tenant
+    has, or ever had, any endpoint (a workflow's, or a deleted legacy one) gets only the
+    events decided after it, as every endpoint does; only a tenant's very first endpoint
+    gets its events not delivered anywhere yet, as the notification URL always did.
 
     Raises:
         ValidationFailed: the URL is refused (:func:`notifications.check_url`).
@@ -262,11 +263,7 @@ def set_legacy_url(config: Config, tenant: str, url: str) -> WebhookEndpoint:
         if row is not None:
             WebhookEndpoint.update(url=url).where(WebhookEndpoint.id == row.id).execute()
             return WebhookEndpoint.get_by_id(row.id)
-        had_one = (
-            WebhookEndpoint.select()
-            .where(WebhookEndpoint.tenant == tenant, WebhookEndpoint.legacy == True)  # noqa: E712
-            .exists()
-        )
+        had_one = WebhookEndpoint.select().where(WebhookEndpoint.tenant == tenant).exists()
         return WebhookEndpoint.create(
             public_id=PUBLIC_ID_PREFIX + secrets.token_hex(12),
             tenant=tenant,

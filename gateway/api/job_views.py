@@ -14,11 +14,12 @@ from gateway.core import states
 from gateway.core.validation import MAX_DB_INT
 from gateway.editorial import decisions
 from gateway.jobs import attention
+from gateway.jobs import events
 from gateway.jobs import records
-from gateway.jobs import timeline
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import JobEvent
+from gateway.ledger.models import Notification
 from gateway.ledger.models import Operation
 from gateway.ledger.models import Review
 
@@ -134,6 +135,7 @@ def _changed_since(tenant: str, since: dt.datetime | None) -> dict[str, dt.datet
         (Review, Review.created_at),
         (Review, Review.resolved_at),
         (JobEvent, JobEvent.created_at),  # a decision, a comment (issue 56)
+        (Notification, Notification.created_at),  # an event row, a client's too (issue 57)
     )
     for model, column in sources:
         query = model.select(model.job_id, fn.MAX(column).alias("stamp")).where(
@@ -152,49 +154,74 @@ def _as_datetime(value) -> dt.datetime:
     return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
-def _events(job: Job, view: dict, entries: set[str], stalled: bool) -> list[str]:
-    """The feed's events of a changed job, in the vocabulary's order
-    (:data:`gateway.core.states.WORKFLOW_EVENTS`): its phase when the vocabulary names it
-    (``approval_pending``, ``scheduled``, ``published``), the editors' decision on its version
-    (``approved``, ``changes_requested``), ``commented`` and ``revoked`` (``entries``: timeline
-    entries of its version after the cursor), ``needs_attention`` (status ``failed``,
-    ``unknown``, ``needs_review``, or ``stalled``) and ``cancelled``."""
-    found = set(entries)
-    if view["phase"] in states.WORKFLOW_EVENTS:
-        found.add(view["phase"])
-    if view["decision"]:  # approved, changes_requested (issue 56)
-        found.add(view["decision"]["decision"])
-    if view["status"] in ATTENTION or stalled:
+def _events(
+    job: Job,
+    after: tuple[dt.datetime, int] | None,
+    until: dt.datetime,
+    crossed: bool,
+    status: str,
+) -> list[str]:
+    """The feed's events of a changed job: the names of its event rows (``notification``,
+    :mod:`gateway.jobs.events`, every version) decided after the cursor ``after``
+    (``(changed_at, job row id)``; None: all of them) and at or before ``until`` (the page's
+    time), plus ``needs_attention`` when its stalled run crossed its attention time in that
+    window (``crossed``) or when its ``status`` needs a person (``failed``, ``unknown``,
+    ``needs_review``) and a ledger row of it went wrong or a review item opened in that
+    window (:func:`_went_wrong`: the moment it started to need one). Each name once, in the
+    vocabulary's order (:data:`gateway.core.states.WORKFLOW_EVENTS`; ``ready_for_approval``
+    is ``approval_pending``). A row at the cursor's very time counts when this job sorts after the
+    cursor's job (it was not listed at that time). So each event appears in the feed once,
+    as a delivery does, not again at the job's later changes."""
+    query = Notification.select(Notification.event).where(
+        Notification.tenant == job.tenant,
+        Notification.job_id == job.job_id,
+        _newer(Notification.created_at, job, after, until),
+    )
+    found = {events.name_of(row.event) for row in query.distinct()}
+    if crossed or (status in ATTENTION and _went_wrong(job, after, until)):
         found.add(states.NEEDS_ATTENTION)
-    if job.cancelled:
-        found.add(states.CANCELLED)
     return [event for event in states.WORKFLOW_EVENTS if event in found]
 
 
-def _entries_after(job: Job, after: tuple[dt.datetime, int] | None) -> set[str]:
-    """The per-entry events (``commented``, ``revoked``) of ``job``'s current version whose
-    timeline entry came after the cursor ``after`` (``(changed_at, job row id)``; None: any).
-    An entry at the cursor's very time counts when this job sorts after the cursor's job (it
-    was not listed at that time)."""
-    query = timeline.of_version(job).where(JobEvent.event.in_(states.PER_ENTRY_EVENTS))
+def _newer(column, job: Job, after: tuple[dt.datetime, int] | None, until: dt.datetime):
+    """``column`` (a time) after the cursor ``after`` and at or before ``until``; a time equal
+    to the cursor's counts when ``job`` sorts after the cursor's job (not listed then)."""
+    window = column <= until
     if after is not None:
         since, row_id = after
-        newer = JobEvent.created_at >= since if job.id > row_id else JobEvent.created_at > since
-        query = query.where(newer)
-    return {row.event for row in query.select(JobEvent.event).distinct()}
+        window &= column >= since if job.id > row_id else column > since
+    return window
+
+
+def _went_wrong(job: Job, after: tuple[dt.datetime, int] | None, until: dt.datetime) -> bool:
+    """Whether one of ``job``'s ledger rows became FAILED or UNKNOWN, or a review item of it
+    was opened, in the window of :func:`_newer`: when its status started to need a person."""
+    rows = Operation.select().where(
+        Operation.tenant == job.tenant,
+        Operation.job_id == job.job_id,
+        Operation.state.in_((states.FAILED, states.UNKNOWN)),
+        _newer(Operation.updated_at, job, after, until),
+    )
+    reviews = Review.select().where(
+        Review.tenant == job.tenant,
+        Review.job_id == job.job_id,
+        _newer(Review.created_at, job, after, until),
+    )
+    return rows.exists() or reviews.exists()
 
 
 def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: float) -> dict:
     """Jobs of ``tenant`` changed after ``cursor``, oldest change first, each with the events
-    of the vocabulary a poller triggers on (:func:`_events`): ``approval_pending``,
-    ``scheduled`` and ``published`` (the job's phase), ``approved`` and ``changes_requested``
-    (the editors' decision on its version, with ``decision``:
-    :func:`gateway.editorial.decisions.decision_view`, its note), ``commented`` and
-    ``revoked`` (a timeline entry of its version after the cursor), ``needs_attention``
-    (status ``failed``, ``unknown`` or ``needs_review``, or a stalled run:
-    :func:`gateway.jobs.attention.stalled`) and ``cancelled``.
+    decided for it since the cursor (:func:`_events`): the names of its event rows decided
+    after the cursor up to this page's time (every one when ``cursor`` is None), plus
+    ``needs_attention`` once for a stalled run whose attention time
+    (:func:`gateway.jobs.attention.stalled`) passed since the cursor, or for a status that
+    needs a person (``failed``, ``unknown``, ``needs_review``) that began since the cursor;
+    the editors' decision on its version stands beside them (``decision``:
+    :func:`gateway.editorial.decisions.decision_view`, its note).
 
-    A change is the job row, any of its ledger rows or a review item being written, or a
+    A change is the job row, any of its ledger rows, a review item, a timeline entry or an
+    event row being written, or a
     stalled job's attention time (``attention_after`` seconds, ``GATEWAY_ATTENTION_AFTER``,
     after its last client request: :mod:`gateway.jobs.attention`) passing; a job appears
     once, at its latest change, so a cursor past a stalled job's attention time does not
@@ -215,6 +242,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     crossing = attention.crossing_between(tenant, since, now, attention_after)
     jobs = Job.select().where(Job.tenant == tenant, Job.job_id.in_(list(set(stamps) | crossing)))
     views, ordered = {}, []
+    crossed_now = set()
     for job in jobs:
         changed_at = stamps.get(job.job_id)
         if job.job_id in crossing:  # its attention time passed since the cursor: stalled?
@@ -222,6 +250,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
             if attention.stalled(job, views[job.job_id]["status"], attention_after, now):
                 crossed = attention.attention_at(job, attention_after)
                 changed_at = max(changed_at or crossed, crossed)
+                crossed_now.add(job.job_id)
         if changed_at is not None:
             ordered.append((changed_at, job.id, job))
     ordered.sort(key=lambda entry: entry[:2])
@@ -230,14 +259,13 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
-        stalled = attention.stalled(job, view["status"], attention_after, now)
-        events = _events(job, view, _entries_after(job, after), stalled)
+        found = _events(job, after, now, job.job_id in crossed_now, view["status"])
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
                 "decision": view["decision"],
                 "changed_at": db.rfc3339(changed_at),
-                "events": events,
+                "events": found,
             }
         )
     last = ordered[:limit][-1] if ordered[:limit] else None

@@ -1,7 +1,7 @@
-"""Tenants taking turns within one pass of a background loop: the notification delivery pass
-(:func:`gateway.actions.deliveries.resend_pending`) and the agent worker's pass
-(:mod:`gateway.agents.turns`) share this rule, so that one tenant's many items or slow
-upstream delay only its own (issue 40).
+"""Queues taking turns within one pass of a background loop: the webhook delivery pass
+(:func:`gateway.actions.deliveries.resend_pending`, a queue per endpoint) and the agent
+worker's pass (:mod:`gateway.agents.turns`, a queue per tenant) share this rule, so that one
+queue's many items or slow upstream delay only its own (issue 40).
 
 One item of each tenant in turn, in the order its queue holds them; a tenant leaves the pass
 once its items in the pass took a slice of time, or when handling one says so (a failure);
@@ -27,11 +27,11 @@ def take_turns(
     clock: Callable[[], float] = time.monotonic,
     name: str = "pass",
 ) -> int:
-    """Call ``handle`` on one item of each tenant (``queues``: tenant -> its items, oldest
-    first) in turn until every queue is empty or its tenant has left the pass. A tenant leaves
-    once ``handle`` has spent ``slice_seconds`` (``clock``'s unit, seconds) on its items in
+    """Call ``handle`` on one item of each queue (``queues``: a tenant, or an endpoint, ->
+    its items, oldest first) in turn until every queue is empty or has left the pass. A queue
+    leaves once ``handle`` has spent ``slice_seconds`` (``clock``'s unit, seconds) on its items in
     this call, or at once when ``handle`` returns ``False`` (any other value: it goes on).
-    ``queues`` is consumed; ``name`` labels the log line of a tenant that leaves.
+    ``queues`` is consumed; ``name`` labels the log line of a queue that leaves.
 
     Returns how many items the leaving tenants left for the next pass. Raises what
     ``handle`` raises (the items not reached are then left too)."""

@@ -84,7 +84,8 @@ REVOKED = "revoked"  # an approval was revoked (a timeline entry too)
 # The event vocabulary (issue 57): every event a workflow may wait on, defined once and served
 # the same way by GET /v1/event-types, GET /v1/job-changes, the event rows (``notification``)
 # and their deliveries, the n8n triggers and the MCP tools. Each is decided by the gateway at
-# the change, once per job version (commented and revoked: once per timeline entry).
+# the change, once per job version (approved, commented, scheduled and revoked: once per
+# timeline entry, PER_ENTRY_EVENTS).
 WORKFLOW_EVENTS = (
     APPROVAL_PENDING,
     APPROVED,
@@ -107,8 +108,11 @@ WORKFLOW_EVENT_DESCRIPTIONS = {
     REVOKED: "an approval was revoked",
     CANCELLED: "the job was cancelled",
 }
-# Events decided once per timeline entry (their key ends in the entry's id), not per version.
-PER_ENTRY_EVENTS = (COMMENTED, REVOKED)
+# Events decided once per timeline entry (their key ends in the entry's id), not per version:
+# a comment, a revocation, an approval that moves the version's decision from none to approved
+# (a second editor approving an approved version decides nothing new; a re-approval after a
+# revocation does), a move to phase scheduled (again after an unschedule).
+PER_ENTRY_EVENTS = (APPROVED, COMMENTED, SCHEDULED, REVOKED)
 # The name POST /v1/jobs/{id}/notifications accepted before the vocabulary: an alias of
 # approval_pending that keeps its key (``.../notify/ready_for_approval``), so a workflow posting
 # either and the gateway's own decision are one event row; old rows stored it as their event.

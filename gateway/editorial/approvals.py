@@ -189,7 +189,10 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         verification.compare(draft.receipt, live, target.companion.present, expected)
     )
     with db.atomic():
-        decisions.take(job, states.APPROVED, (None, states.APPROVED))
+        # from none first: only the approval that moves the decision decides the event
+        moved = decisions.try_take(job, states.APPROVED, (None,))
+        if not moved:
+            decisions.take(job, states.APPROVED, (states.APPROVED,))
         approval = Approval.create(
             tenant=job.tenant,
             job_id=job.job_id,
@@ -200,8 +203,9 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
             approved_by=editor,
             publish_at=publish_at,
         )
-        timeline.record(job, states.APPROVED, editor, digest)
-        notifications.decide(job, states.APPROVED, f"by {editor}")  # the event, same transaction
+        entry = timeline.record(job, states.APPROVED, editor, digest)
+        if moved:  # the event, same transaction, once per approval that decided the version
+            notifications.decide(job, states.APPROVED, f"by {editor}", entry_id=entry.id)
     notifications.wake()
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
     return approval, unchecked

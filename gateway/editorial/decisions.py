@@ -88,6 +88,17 @@ def in_words(standing: dict | None, detail: str) -> str:
     return f"{words}{by} on v{standing['task_version']} stands{note}"
 
 
+def try_take(job: Job, decision: str, expect: tuple) -> bool:
+    """Move ``job``'s decision to ``decision`` from one of ``expect`` for its task version as
+    read (one conditional UPDATE); True when this call moved it, False otherwise (nothing
+    raised). Call it inside the transaction that records the decision."""
+    where = {"id": job.id, "task_version": job.task_version}
+    if not moves.move(JOB_DECISION, where, decision, expect):
+        return False
+    job.decision = decision
+    return True
+
+
 def take(job: Job, decision: str, expect: tuple) -> None:
     """Move ``job``'s decision to ``decision`` from one of ``expect``, for its task version as
     read. Call it inside the transaction that records the decision.

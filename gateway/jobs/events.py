@@ -8,7 +8,8 @@ entry (:mod:`gateway.jobs.timeline`). The row is the decision; delivering it is
 
 * **decided once**: the row's key is unique: ``{tenant}/{job_id}/v{task_version}/notify/
   {event}`` for an event of the version, ``.../notify/{event}/{entry id}`` for one per timeline
-  entry (:data:`gateway.core.states.PER_ENTRY_EVENTS`: commented, revoked). A re-run, a retry
+  entry (:data:`gateway.core.states.PER_ENTRY_EVENTS`: approved, commented, scheduled,
+  revoked: each approval or phase move that decides it again is its own event). A re-run, a retry
   or two racing requests find the row already there (the INSERT's unique constraint decides,
   :func:`gateway.ledger.unique.insert_or_get`; inside a caller's transaction, a savepoint).
 * **one name**: ``approval_pending`` keeps the key of the name it had before the vocabulary,

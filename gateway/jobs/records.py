@@ -23,6 +23,7 @@ from gateway.core.states import JOB_FAILED
 from gateway.core.states import JOB_UNKNOWN
 from gateway.core.states import NEEDS_REVIEW
 from gateway.core.states import NEVER_SENT
+from gateway.core.states import PER_ENTRY_EVENTS
 from gateway.core.states import PHASES
 from gateway.core.states import PUBLISHED
 from gateway.core.states import REVIEW_UNRESOLVED
@@ -150,16 +151,23 @@ def advance_phase(
     transaction, by ``actor`` (a token's name; None: the gateway), about the content digest
     ``digest`` (the read-back's; published: the approved version's; None: none known). A move
     to a phase of :data:`ANNOUNCED_PHASES` decides its event (:func:`gateway.jobs.events.
-    decide`, once per version) in that transaction too. Returns True when this call moved
+    decide`, once per version; ``scheduled`` once per move, keyed by its timeline entry) in
+    that transaction too. Returns True when this call moved
     the phase."""
     current = PHASES.index(job.phase) if job.phase in PHASES else -1
     if PHASES.index(phase) > current:
         with db.atomic():
             moved = _move_phase(job, phase, BEFORE_PHASE[phase], **_changed(job, fields))
             if moved:
-                timeline.record_all(job, _phase_events(current, phase), actor, digest)
-                if phase in ANNOUNCED_PHASES:
-                    events.decide(job, phase)
+                entries = _phase_events(current, phase)
+                if phase in PER_ENTRY_EVENTS:  # scheduled: its event per move, keyed by entry
+                    timeline.record_all(job, entries[:-1], actor, digest)
+                    entry = timeline.record(job, entries[-1], actor, digest)
+                    events.decide(job, phase, entry_id=entry.id)
+                else:
+                    timeline.record_all(job, entries, actor, digest)
+                    if phase in ANNOUNCED_PHASES:
+                        events.decide(job, phase)
         if moved:
             events.wake.set()  # committed now: the delivery threads find the row
             return True

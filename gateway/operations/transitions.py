@@ -213,14 +213,15 @@ def release_delivery(
     and, for a definite refusal (``refused``), count it; the ``max_refusals``-th definite
     refusal moves the row to REFUSED (no more resends; ``max_refusals`` 0: never), an earlier
     one holds the row back ``backoff_seconds`` by the database's clock (``claimed_until``,
-    which the next claim must pass). Anything else (unreachable, a 5xx, no URL) frees the row
-    for the next pass.
+    which the next claim must pass). Anything else (unreachable, a 5xx, no URL) keeps the row
+    PENDING, held back ``backoff_seconds`` too (the caller's retry back-off), never REFUSED.
 
     Returns the state the row is in afterwards (PENDING or REFUSED)."""
     model = type(row)
     column = moves.declaration(model, "state")
+    until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
     if not refused:
-        model.update(claimed_until=None, last_error=error).where(
+        model.update(claimed_until=until, last_error=error).where(
             model.id == row.id, model.state == PENDING
         ).execute()
         return PENDING
@@ -239,7 +240,6 @@ def release_delivery(
         )
     ):
         return REFUSED
-    until = db.db_now() + dt.timedelta(seconds=backoff_seconds)
     model.update(refusals=model.refusals + 1, claimed_until=until, last_error=error).where(
         model.id == row.id, model.state == PENDING
     ).execute()
