@@ -12,6 +12,7 @@ its peer dependency).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -49,15 +50,36 @@ def build() -> Path:
     Raises:
         RuntimeError: a step failed (its output is in the message).
     """
-    # One build at a time per checkout: test processes running side by side share the folder.
+    # One build per checkout and source: test processes running side by side share the folder,
+    # and a second build would empty ``dist/`` under a test of the other process reading it.
     with open(PACKAGE.parent / ".n8n-node-build.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp, sources = PACKAGE / "dist" / ".built-from", _sources_digest()
+        packed = (
+            PACKAGE
+            / f"{PACKAGE_NAME}-{json.loads((PACKAGE / 'package.json').read_text())['version']}.tgz"
+        )
+        if packed.exists() and stamp.exists() and stamp.read_text() == sources:
+            return packed
         if not (PACKAGE / "node_modules" / ".bin" / "tsc").exists():
             _run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], PACKAGE)
         _run(["npm", "run", "build"], PACKAGE)
-        packed = _run(["npm", "pack", "--ignore-scripts", "--json"], PACKAGE)
-        name = json.loads(packed.stdout)[0]["filename"]
-        return PACKAGE / name
+        done = _run(["npm", "pack", "--ignore-scripts", "--json"], PACKAGE)
+        stamp.write_text(sources)
+        return PACKAGE / json.loads(done.stdout)[0]["filename"]
+
+
+def _sources_digest() -> str:
+    """SHA-256 over the package's sources (path and bytes of every file ``npm run build`` and
+    ``npm pack`` read), so that an unchanged checkout is built once."""
+    digest = hashlib.sha256()
+    names = ("package.json", "package-lock.json", "tsconfig.json", "README.md", "CHANGELOG.md")
+    files = [PACKAGE / name for name in names]
+    for folder in ("nodes", "credentials", "icons"):
+        files += sorted(path for path in (PACKAGE / folder).rglob("*") if path.is_file())
+    for path in files:
+        digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def lint() -> subprocess.CompletedProcess:
