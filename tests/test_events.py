@@ -337,3 +337,37 @@ def test_the_feed_lists_each_event_once_not_at_every_later_change(offline_gw):
     page = feed(gw, page["next_cursor"])
     assert feed_events(page, job_id) == [["needs_attention"]]
     assert feed(gw, page["next_cursor"])["changes"] == []
+
+
+def test_a_page_cut_short_loses_no_event_of_a_job_on_a_later_page(offline_gw):
+    """A job listed only on the page after a cut (its latest change after the cut) still lists
+    the events it had before the cut: the cut page's ``next_cursor`` carries where the events
+    start, so a poller that reads every page hears each event."""
+    gw = offline_gw
+    editor = gw.make_token("editor")
+    cursor = feed(gw, "now")["next_cursor"]
+    first, second = new_job_id(), new_job_id()
+    for job_id in (first, second):
+        assert gw.put_job(job_id).status_code == 201
+    move_to(gw, first, "approval_pending")  # before the cut...
+    move_to(gw, second, "approval_pending")
+    answer = post(gw, f"/v1/jobs/{first}/comments", {"note": "Later."}, token=editor)
+    assert answer.status_code == 201, answer.get_json()  # ...and its latest change after it
+
+    def page(at: str) -> dict:
+        query = {"cursor": at, "limit": 1}
+        answer = gw.client.get("/v1/job-changes", query_string=query, headers=gw.headers())
+        assert answer.status_code == 200, answer.get_json()
+        return answer.get_json()
+
+    one = page(cursor)
+    assert [c["job_id"] for c in one["changes"]] == [second]
+    assert feed_events(one, second) == [["approval_pending"]]
+    two = page(one["next_cursor"])
+    assert [c["job_id"] for c in two["changes"]] == [first]
+    assert feed_events(two, first) == [["approval_pending", "commented"]]
+    assert page(two["next_cursor"])["changes"] == []
+    bad = gw.client.get(
+        "/v1/job-changes", query_string={"cursor": one["next_cursor"] + "~1"}, headers=gw.headers()
+    )
+    assert bad.status_code == 422, bad.get_json()

@@ -101,24 +101,51 @@ def list_jobs(
 # the vocabulary's events (approval pending, approved, ...) without paging every job each time.
 ATTENTION = frozenset((states.JOB_FAILED, states.JOB_UNKNOWN, states.NEEDS_REVIEW))
 NOW = "now"  # the cursor a new poller sends to start from now, not from the first job
-CURSOR = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})$")
+_STAMP = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})~(\d{1,10})"
+# "{changed_at}~{id}", and after a page cut short by ``limit`` "~{events since}~{id}" too: where
+# the events of the jobs on the next pages start (the first page's cursor), so that a job listed
+# only on a later page still lists the events it had before the cut (none is lost).
+CURSOR = re.compile(rf"^{_STAMP}(?:~{_STAMP})?$")
+BEGINNING = (dt.datetime(1970, 1, 1), 0)  # a carried "since" of a feed read from the first job
 
 
 def parse_cursor(cursor: str | None) -> tuple[dt.datetime, int] | None:
-    """``"{changed_at}~{id}"`` (the feed's ``next_cursor``) as ``(naive UTC, job row id)``.
+    """``"{changed_at}~{id}"`` (the feed's ``next_cursor``) as ``(naive UTC, job row id)``;
+    None for no cursor. A cursor's carried events start (:data:`CURSOR`) is
+    :func:`events_start`'s.
 
     Raises:
         ValidationFailed: not a cursor this feed gave out (pointer ``/cursor``).
     """
+    match = _match(cursor)
+    return (dt.datetime.fromisoformat(match.group(1)), int(match.group(2))) if match else None
+
+
+def events_start(cursor: str | None) -> tuple[dt.datetime, int] | None:
+    """Where the events of the jobs listed from ``cursor`` start, ``(naive UTC, job row id)``:
+    the start a page cut short by ``limit`` carried in its ``next_cursor``, else the cursor's
+    own position (:func:`parse_cursor`); None: every event (no cursor, or a cut first page).
+
+    Raises:
+        ValidationFailed: not a cursor this feed gave out (pointer ``/cursor``).
+    """
+    match = _match(cursor)
+    if match is None or match.group(3) is None:
+        return parse_cursor(cursor)
+    start = dt.datetime.fromisoformat(match.group(3)), int(match.group(4))
+    return None if start == BEGINNING else start
+
+
+def _match(cursor: str | None) -> re.Match | None:
     if not cursor:
         return None
     match = CURSOR.fullmatch(cursor)
-    if match is None or int(match.group(2)) > MAX_DB_INT:
+    if match is None or any(int(n) > MAX_DB_INT for n in match.groups()[1::2] if n):
         raise exc.ValidationFailed(
             "invalid query",
             errors=[{"pointer": "/cursor", "message": "not a next_cursor of this feed"}],
         )
-    return dt.datetime.fromisoformat(match.group(1)), int(match.group(2))
+    return match
 
 
 def _format_cursor(changed_at: dt.datetime, row_id: int) -> str:
@@ -236,7 +263,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     """
     if cursor == NOW:
         return {"changes": [], "next_cursor": _format_cursor(db.utcnow(), 0)}
-    after = parse_cursor(cursor)
+    after, start = parse_cursor(cursor), events_start(cursor)
     since, now = (after[0] if after else None), db.utcnow()
     stamps = _changed_since(tenant, since)
     crossing = attention.crossing_between(tenant, since, now, attention_after)
@@ -259,7 +286,7 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
     changes = []
     for changed_at, _row_id, job in ordered[:limit]:
         view = views.get(job.job_id) or job_view(job, with_rows=False)
-        found = _events(job, after, now, job.job_id in crossed_now, view["status"])
+        found = _events(job, start, now, job.job_id in crossed_now, view["status"])
         changes.append(
             {
                 **{k: view[k] for k in ("job_id", "status", "phase", "task_version", "post_id")},
@@ -270,4 +297,6 @@ def list_changes(tenant: str, cursor: str | None, limit: int, attention_after: f
         )
     last = ordered[:limit][-1] if ordered[:limit] else None
     next_cursor = _format_cursor(last[0], last[1]) if last else cursor
+    if last and len(ordered) > limit:  # cut short: the next pages' events start where ours did
+        next_cursor += "~" + _format_cursor(*(start or BEGINNING))
     return {"changes": changes, "next_cursor": next_cursor or None}
