@@ -432,14 +432,14 @@ class NotificationTarget(BaseModel):
 
 
 class Notification(BaseModel):
-    """One notification to editors, decided once per job version and event (schema version
-    6): ``key`` is ``{tenant}/{job_id}/v{task_version}/notify/{event}`` and is the
-    ``Idempotency-Key`` of every delivery attempt. ``state`` is PENDING until the tenant's URL
-    answered 2xx, then DELIVERED, or REFUSED after ``refusals`` (schema version 14) reached
-    ``GATEWAY_NOTIFICATION_MAX_REFUSALS`` definite refusals
-    (:data:`gateway.core.states.NOTIFICATION_STATES`); ``claimed_until`` lets one sender at a
-    time deliver, and holds a refused row back (its back-off). States move only through
-    :mod:`gateway.operations.transitions`."""
+    """An event row (schema version 6; issue 57: every event of the vocabulary,
+    :mod:`gateway.jobs.events`), decided once: ``key`` is
+    ``{tenant}/{job_id}/v{task_version}/notify/{event}`` (``/{timeline entry id}`` for an event
+    per entry) and is the ``Idempotency-Key`` of every delivery attempt. Since schema version 18
+    each delivery is a :class:`WebhookDelivery` (its state, attempts, refusals, claim): this
+    row's ``state``, ``attempts``, ``refusals``, ``claimed_until``, ``last_error`` and
+    ``delivered_at`` hold what they held when migration 18 copied them into its delivery to the
+    legacy endpoint, and are written no more."""
 
     key = TextField(unique=True)
     tenant = TextField()
