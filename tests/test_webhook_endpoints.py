@@ -32,6 +32,7 @@ from gateway.actions import notifications
 from gateway.actions import webhook_endpoints
 from gateway.core import event_ids
 from gateway.core import states
+from gateway.jobs import events
 from gateway.jobs import records
 from gateway.jobs import timeline
 from gateway.ledger import db
@@ -390,7 +391,7 @@ def test_a_decision_wakes_the_workers_delivery_thread_at_once(offline_gw):
             wait_for(lambda: workflow.posts, 5, "the decision did not wake the delivery thread")
         finally:
             stop.set()
-            notifications._wake.set()  # the thread's wait ends now
+            events.wake.set()  # the thread's wait ends now
             worker.join(10)
         assert [b["type"] for b in workflow.verified(endpoint["secret"])] == ["needs_attention"]
 

@@ -25,7 +25,7 @@ webhook_endpoints`) and made before it:
   each its own queue (:func:`gateway.core.rounds.take_turns`). State moves:
   :mod:`gateway.operations.transitions`.
 * **when**: a worker's delivery thread (:func:`deliver_forever`) makes a pass as soon as this
-  process decided an event (:data:`gateway.actions.notifications._wake`), else every
+  process decided an event (:data:`gateway.jobs.events.wake`), else every
   ``GATEWAY_NOTIFICATION_POLL_INTERVAL`` seconds; the sweep (``gateway reconcile``) too.
 
 Source: docs/api.md, "Webhook endpoints" and "Verifying a delivery"; Standard Webhooks 1.0.
@@ -55,6 +55,7 @@ from gateway.core.config import Config
 from gateway.core.states import DELIVERED
 from gateway.core.states import PENDING
 from gateway.core.states import REFUSED
+from gateway.jobs import events
 from gateway.ledger import db
 from gateway.ledger.models import Job
 from gateway.ledger.models import Notification
@@ -272,7 +273,7 @@ def deliver_forever(config: Config, stop: threading.Event) -> None:
     """A worker's delivery thread: a pass (:func:`resend_pending`) whenever this process
     decided an event, else every ``notification_poll_interval`` seconds, until ``stop``.
     Each pass on its own ledger connection; a failing pass is logged, never fatal."""
-    wake = notifications._wake
+    wake = events.wake
     while not stop.is_set():
         wake.wait(config.notification_poll_interval)
         wake.clear()
@@ -397,7 +398,7 @@ def redeliver(endpoint: WebhookEndpoint, event_public_id: str) -> dict:
             f"the delivery of {event_public_id} is {found.state}: only a REFUSED one is sent "
             "again (a PENDING one is retried by itself; a DELIVERED one never again)"
         )
-    notifications.wake()
+    events.wake.set()
     log.info("tenant=%s: %s redelivers %s", endpoint.tenant, endpoint.public_id, event_public_id)
     return endpoint_delivery_view(found, found.event)
 

@@ -11,7 +11,8 @@ A notification is a side effect like a WordPress write, kept in the ledger (``no
   decides); "needs attention" keeps the first reason.
 * **delivered outside any API request** (:mod:`gateway.actions.deliveries`, since schema
   version 18): the API call (and a resume's "needs a person") only records the decision and
-  wakes the worker's delivery thread (:data:`_wake`); each webhook endpoint of the tenant
+  wakes the worker's delivery thread (:data:`gateway.jobs.events.wake`); each webhook endpoint
+  of the tenant
   subscribed to the event gets one delivery (the tenant's notification URL, an admin's
   setting ``gateway notifications set-url``, is its legacy endpoint: every event, the flat
   body of before), signed, retried, refused and guarded as that module says. A client learns
@@ -47,10 +48,10 @@ log = logging.getLogger(__name__)
 ACTION = events.ACTION  # the action part of the key (registered by gateway.actions.deliveries)
 SCHEMES = frozenset({"http", "https"})
 ALLOW_SETTING = "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS"
-_wake = events.wake  # set when this process decides an event (gateway.jobs.events)
 # The phase a job must have reached for the event to be true: ready for approval once in front
 # of editors, and still after (a late or repeated call, e.g. a re-run of a workflow whose post
-# was approved and published meanwhile: its text then says where the job is, :func:`_text`).
+# was approved and published meanwhile: its text then says where the job is,
+# :func:`gateway.jobs.events.text_of`).
 DUE_PHASES = {
     APPROVAL_PENDING: (APPROVAL_PENDING, SCHEDULED, PUBLISHED),
     PUBLISHED: (PUBLISHED,),
@@ -81,18 +82,6 @@ def _bad_url(url: str, why: str, what: str) -> exc.GatewayError:
     )
 
 
-def key_of(job: Job, event: str, entry_id: int | None = None) -> str:
-    """``{tenant}/{job_id}/v{task_version}/notify/{event}[/{entry_id}]`` (an operation key's
-    shape; :func:`gateway.jobs.events.key_of`)."""
-    return events.key_of(job, event, entry_id)
-
-
-def _text(job: Job, event: str, reason: str | None) -> str:
-    """The sentence editors read, true for the job's phase when the event is decided
-    (:func:`gateway.jobs.events.text_of`)."""
-    return events.text_of(job, event, reason)
-
-
 def decide(
     job: Job, event: str, reason: str | None = None, entry_id: int | None = None
 ) -> tuple[Notification, bool]:
@@ -121,13 +110,6 @@ def decide(
     if name == NEEDS_ATTENTION and not (reason or "").strip():
         raise exc.ValidationFailed("needs_attention needs a reason editors can act on")
     return events.decide(job, name, reason, entry_id)
-
-
-def wake() -> None:
-    """Wake this process's delivery threads (:func:`gateway.actions.deliveries.
-    deliver_forever`): call it after the
-    transaction that decided an event committed, so the pass finds the row at once."""
-    _wake.set()
 
 
 def notify(job: Job, event: str, reason: str | None = None) -> tuple[Notification, bool]:

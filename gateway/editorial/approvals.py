@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from gateway.actions import drafts
-from gateway.actions import notifications
 from gateway.actions import publishing
 from gateway.actions import scheduling
 from gateway.core import exceptions as exc
 from gateway.core import states
 from gateway.core import validation
 from gateway.editorial import decisions
+from gateway.jobs import events
 from gateway.jobs import guards
 from gateway.jobs import records
 from gateway.jobs import timeline
@@ -205,8 +205,8 @@ def approve(target: Target, body: dict, editor: str) -> tuple[Approval, list[str
         )
         entry = timeline.record(job, states.APPROVED, editor, digest)
         if moved:  # the event, same transaction, once per approval that decided the version
-            notifications.decide(job, states.APPROVED, f"by {editor}", entry_id=entry.id)
-    notifications.wake()
+            events.decide(job, states.APPROVED, f"by {editor}", entry_id=entry.id)
+    events.wake.set()  # committed: the delivery threads find the row
     log.info("job_id=%s approved by %s (approval %s)", job.job_id, editor, approval.id)
     return approval, unchecked
 
@@ -231,8 +231,8 @@ def revoke(job: Job, approval_id: int, editor: str, target: Target | None = None
             entry = timeline.record(job, states.REVOKED, editor, approval.content_sha256)
             decisions.release_approval(job)
             reason = f"approval {approval.id} revoked by {editor}"
-            notifications.decide(job, states.REVOKED, reason, entry_id=entry.id)
-    notifications.wake()
+            events.decide(job, states.REVOKED, reason, entry_id=entry.id)
+    events.wake.set()  # committed: the delivery threads find the row
     scheduled = scheduling.scheduled_publish(job)
     if target is not None and scheduled and scheduled.receipt.get("approval_id") == approval.id:
         scheduling.unschedule(target, f"approval {approval.id} revoked")

@@ -14,9 +14,9 @@ version impossible. Every decision and comment enters the job's timeline
 
 from __future__ import annotations
 
-from gateway.actions import notifications
 from gateway.core import exceptions as exc
 from gateway.core import states
+from gateway.jobs import events
 from gateway.jobs import guards
 from gateway.jobs import timeline
 from gateway.ledger import db
@@ -136,8 +136,8 @@ def request_changes(job: Job, body: dict, editor: str) -> dict:
     with db.atomic():
         take(job, states.CHANGES_REQUESTED, (None,))
         timeline.record(job, states.CHANGES_REQUESTED, editor, digest, body["note"])
-        notifications.decide(job, states.CHANGES_REQUESTED, body["note"])
-    notifications.wake()
+        events.decide(job, states.CHANGES_REQUESTED, body["note"])
+    events.wake.set()  # committed: the delivery threads find the row
     return decision_view(job)
 
 
@@ -149,8 +149,8 @@ def comment(job: Job, body: dict, editor: str) -> dict:
     with db.atomic():
         digest = timeline.known_digest(job)
         row = timeline.record(job, states.COMMENTED, editor, digest, body["note"])
-        notifications.decide(job, states.COMMENTED, body["note"], entry_id=row.id)
-    notifications.wake()
+        events.decide(job, states.COMMENTED, body["note"], entry_id=row.id)
+    events.wake.set()  # committed: the delivery threads find the row
     return timeline.entry_view(row)
 
 
