@@ -37,6 +37,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -783,18 +784,24 @@ def test_a_lost_draft_response_is_retried_after_retry_after_and_reconciled(stack
     job_id = f"lost-{uuid.uuid4().hex[:8]}"
     stack.site_at(proxy.url)
     try:
-        proxy.add_fault(Fault(kind="drop_response", method="POST", path=POSTS, times=1))
+        # both faults are this job's own: the stack's gateway is shared, and its resume
+        # sweep reconciling an earlier test's job through the proxy took an unscoped lookup
+        # fault (CI, stop 61: the draft answered 200 at once)
+        proxy.add_fault(
+            Fault(kind="drop_response", method="POST", path=POSTS, body=re.escape(job_id))
+        )
+        draft_key = rf"(?i){re.escape(job_id)}(/|%2F)v1(/|%2F)draft"
         proxy.add_fault(
             Fault(kind="status_without_forward", status=503, method="GET",
-                  path=r"^/wp-json/publishing-gateway/v1/objects", times=1)
+                  path=r"^/wp-json/publishing-gateway/v1/objects", query=draft_key)
         )  # fmt: skip
         answer = stack.post("article-pipeline", {**SAMPLE, "job_id": job_id})
         assert answer.status_code == 202, answer.text
         stack.wait_phase(job_id, "approval_pending")
     finally:
         stack.site_at(stack.site["url"])
-    creates = proxy.count(method="POST", path=POSTS, forwarded=True)
-    assert creates == 1, f"post creations that reached WordPress: {creates}"
+    assert proxy.count(fault_kind="drop_response") == 1
+    assert proxy.count(fault_kind="status_without_forward") == 1
     assert stack.counts(job_id, slots_of(SAMPLE)) == (1, 3)
     statuses = stack.gateway.calls("PUT", f"/v1/jobs/{job_id}/draft")
     assert statuses[0] == "503" and statuses[-1] in ("200", "201"), statuses
