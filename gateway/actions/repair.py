@@ -40,6 +40,7 @@ from gateway.core.digests import sha256_hex
 from gateway.jobs import guards
 from gateway.jobs import records
 from gateway.jobs import timeline
+from gateway.ledger import db
 from gateway.ledger.models import CONFIRMED
 from gateway.ledger.models import Operation
 from gateway.operations import block_markers
@@ -146,13 +147,15 @@ def rebuild(target: Target, row: Operation, found=None, prefetched=None) -> Effe
 
 
 def settle(target: Target, row: Operation) -> None:
-    """A CONFIRMED repair enters the job's timeline; one whose read-back verifies makes the
-    job ``verified``."""
+    """A CONFIRMED repair enters the job's timeline and, when its read-back verifies, makes
+    the job ``verified``: both in one transaction (a crash between them leaves neither)."""
+    if row.task_version != target.job.task_version:
+        return
     check = (row.receipt or {}).get("verification") or {}
-    if row.task_version == target.job.task_version:
+    with db.atomic():
         timeline.record(target.job, states.REPAIRED, None, check.get("content_sha256"))
-    if row.task_version == target.job.task_version and check.get("ok"):
-        records.advance_phase(target.job, states.VERIFIED, digest=check.get("content_sha256"))
+        if check.get("ok"):
+            records.advance_phase(target.job, states.VERIFIED, digest=check.get("content_sha256"))
 
 
 @dataclass
