@@ -5,7 +5,7 @@ Which values: those the declarations name, read at run time so that a state colu
 later is covered without touching this test: every declared state column
 (:func:`gateway.ledger.moves.declared`: the from-states and to-states of its moves, minus
 NULL and :data:`gateway.ledger.moves.SET`), the job's phases, and the operation and
-notification states.
+notification states (with the view's own, ``UNSUBSCRIBED``).
 
 Of those, only the values that are the gateway's own words are banned:
 
@@ -48,7 +48,7 @@ NOT_OURS = {
 def declared_values() -> set[str]:
     """Every value the declarations name: the declared columns' states, the job phases, the
     operation and notification states."""
-    values = set(states.PHASES) | set(states.STATES) | set(states.NOTIFICATION_STATES)
+    values = set(states.PHASES) | set(states.STATES) | set(states.NOTIFICATION_VIEW_STATES)
     for column in moves.declared():
         for before, targets in column.moves.items():
             values |= {before, *targets}
@@ -99,7 +99,7 @@ def spelled(source: str, values: frozenset[str], name: str = "<source>") -> list
 def test_the_banned_values_come_from_the_declarations():
     values = banned()
     assert {states.PUBLISHED, states.SCHEDULED, states.VERIFIED, states.DRAFT_CONFIRMED} <= values
-    assert set(states.STATES) | set(states.NOTIFICATION_STATES) <= values
+    assert set(states.STATES) | set(states.NOTIFICATION_VIEW_STATES) <= values
     for column in moves.declared():  # each declared column's own words are banned
         for before, targets in column.moves.items():
             assert {v for v in (before, *targets) if isinstance(v, str) and ours(v)} <= values

@@ -6,13 +6,20 @@ of a type it subscribed to, decided after the endpoint was made (``from_event_id
 (event, endpoint) pair is unique, so two passes racing make each row once. Each endpoint keeps
 how far it was fanned out (``fanned_through``), which trails the newest events by
 :data:`SETTLE`, so an event row committed late (a lower id from a longer transaction) is still
-found. Source: docs/api.md, "Webhook endpoints".
+found. :func:`reach` tells, for one event row, whether any endpoint still owes it a delivery.
+Source: docs/api.md, "Webhook endpoints".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 
+from peewee import SQL
+from peewee import Case
+from peewee import NodeList
+from peewee import Value
 from peewee import fn
 
 from gateway.core.states import ANY_EVENT
@@ -92,3 +99,57 @@ def fan_out_all() -> int:
     """:func:`fan_out` for every live endpoint; returns the deliveries made now."""
     endpoints = WebhookEndpoint.select().where(WebhookEndpoint.deleted_at.is_null())
     return sum(fan_out(endpoint) for endpoint in endpoints)
+
+
+# --------------------------------------------------------------------------- what is owed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reach:
+    """How far an event row reaches its tenant's endpoints (:func:`reach`): counts of the
+    tenant's endpoints ever made (deleted ones too), the live ones, the live ones subscribed to
+    its type, and of those the ones that still owe it a delivery (made before it, not fanned
+    out past it)."""
+
+    endpoints: int
+    live: int
+    subscribed: int
+    owing: int
+
+
+def _holds(value: str):
+    """SQL: the endpoint's ``event_types`` (a JSON list stored as text) hold ``value``. A
+    LIKE on the value as JSON quotes it (``"approved"``), LIKE's wildcards escaped (``_`` is
+    one of them)."""
+    quoted = json.dumps(value).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    pattern = Value(f"%{quoted}%", converter=False)  # not through the JSON field's converter
+    escape = Value("\\", converter=False)
+    return NodeList((WebhookEndpoint.event_types, SQL("LIKE"), pattern, SQL("ESCAPE"), escape))
+
+
+def _count(condition):
+    return fn.COALESCE(fn.SUM(Case(None, [(condition, 1)], 0)), 0)
+
+
+def reach(event: Notification) -> Reach:
+    """Which endpoints of ``event``'s tenant could still receive it, in one aggregate query
+    over the tenant's endpoints (however many: counted by the database, none loaded). An
+    endpoint owes the event a delivery when it is live, subscribed to its type (or ``*``; an
+    endpoint's ``event_types`` never change), made before it (``from_event_id`` below its id)
+    and not fanned out past it (``fanned_through`` below its id): the next delivery pass makes
+    that delivery. Any other endpoint never will: :func:`fan_out` looks only above both."""
+    live = WebhookEndpoint.deleted_at.is_null()
+    subscribed = live & (_holds(ANY_EVENT) | _holds(event_type(event)))
+    ahead = (WebhookEndpoint.from_event_id < event.id) & (WebhookEndpoint.fanned_through < event.id)
+    row = (
+        WebhookEndpoint.select(
+            fn.COUNT(WebhookEndpoint.id),
+            _count(live),
+            _count(subscribed),
+            _count(subscribed & ahead),
+        )
+        .where(WebhookEndpoint.tenant == event.tenant)
+        .tuples()
+        .get()
+    )
+    return Reach(*(int(n or 0) for n in row))
