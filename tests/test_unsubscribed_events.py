@@ -21,7 +21,7 @@ from test_webhook_endpoints import deliver
 from test_webhook_endpoints import in_ledger
 from test_webhook_endpoints import subscribe
 
-from gateway.actions import deliveries
+from gateway.actions import delivery_views
 from gateway.actions import fan_out
 from gateway.jobs import records
 from gateway.ledger import db
@@ -179,7 +179,7 @@ def test_the_view_of_an_event_costs_one_query_with_deliveries_two_without(offlin
         def statements(event: str) -> tuple[str, int]:
             row = Notification.get(Notification.job_id == job_id, Notification.event == event)
             driver.clear()
-            state = deliveries.summary(row)["state"]
+            state = delivery_views.summary(row)["state"]
             return state, len(driver.data())
 
         assert in_ledger(gw, statements, "approved") == ("PENDING", 2)  # owed, none made yet

@@ -27,10 +27,7 @@ webhook_endpoints`) and made before it:
 * **when**: a worker's delivery thread (:func:`deliver_forever`) makes a pass as soon as this
   process decided an event (:data:`gateway.jobs.events.wake`), else every
   ``GATEWAY_NOTIFICATION_POLL_INTERVAL`` seconds; the sweep (``gateway reconcile``) too.
-* **what a workflow reads** (:func:`summary`): an event's state from its deliveries; without
-  any, PENDING while an endpoint still owes one (:func:`gateway.actions.fan_out.reach`),
-  UNSUBSCRIBED when none ever will (no live endpoint subscribes to its type, those that do
-  came after it, or all were deleted), with ``last_error`` saying why.
+* **what a workflow reads**: :mod:`gateway.actions.delivery_views`.
 
 Source: docs/api.md, "Webhook endpoints" and "Verifying a delivery"; Standard Webhooks 1.0.
 """
@@ -47,6 +44,7 @@ from urllib.parse import urlsplit
 
 from standardwebhooks import Webhook
 
+from gateway.actions import delivery_views
 from gateway.actions import egress
 from gateway.actions import fan_out
 from gateway.actions import notifications
@@ -58,8 +56,6 @@ from gateway.core import rounds
 from gateway.core.config import Config
 from gateway.core.states import DELIVERED
 from gateway.core.states import PENDING
-from gateway.core.states import REFUSED
-from gateway.core.states import UNSUBSCRIBED
 from gateway.jobs import events
 from gateway.ledger import db
 from gateway.ledger.models import Job
@@ -74,28 +70,6 @@ log = logging.getLogger(__name__)
 BACKOFF_SECONDS = 30.0  # after the first definite refusal; doubled after each, up to an hour
 RETRY_SECONDS = 2.0  # after the first retryable failure (5xx, unreachable); doubled after each
 RETRY_MAX_SECONDS = 600.0  # ... up to 10 minutes; never REFUSED for it
-LIST_LIMIT = 100  # deliveries an endpoint's list shows, newest first
-NOWHERE = (
-    "no notification URL is set for tenant {tenant} (gateway notifications set-url) and no "
-    "webhook endpoint subscribes its events (POST /v1/webhook-endpoints)"
-)
-# Why an event is UNSUBSCRIBED (summary): no delivery, and no live endpoint owes one.
-UNSUBSCRIBED_TYPE = (
-    "no webhook endpoint of tenant {tenant} subscribes to {type} events, so none receives this "
-    'one: POST /v1/webhook-endpoints with event_types ["{type}"] (or ["*"]) subscribes one '
-    "to the {type} events decided after it"
-)
-UNSUBSCRIBED_EARLIER = (
-    "this {type} event was decided before the webhook endpoints of tenant {tenant} that "
-    "subscribe to {type} events were made: an endpoint receives only the events decided after "
-    "it was made"
-)
-UNSUBSCRIBED_DELETED = (
-    "every webhook endpoint of tenant {tenant} was deleted, and one made now (POST "
-    "/v1/webhook-endpoints, gateway notifications set-url) receives only the events decided "
-    "after it"
-)
-
 
 # --------------------------------------------------------------------------- one delivery
 
@@ -305,130 +279,6 @@ def deliver_forever(config: Config, stop: threading.Event) -> None:
             log.exception("notification delivery pass failed; the next pass retries")
 
 
-# --------------------------------------------------------------------------- views
-
-
-def delivery_view(row: WebhookDelivery, endpoint_public_id: str) -> dict:
-    """One delivery as ``GET /v1/jobs/{id}/notifications`` lists it."""
-    return {
-        "endpoint_id": endpoint_public_id,
-        "state": row.state,
-        "attempts": row.attempts,
-        "last_error": row.last_error,
-        "delivered_at": db.rfc3339(row.delivered_at),
-    }
-
-
-def summary(event: Notification) -> dict:
-    """What an event row's deliveries say, for :func:`notifications.notification_view`:
-    ``state``, ``attempts``, ``last_error`` and ``delivered_at`` of the legacy endpoint's
-    delivery when there is one, else their aggregate (DELIVERED once every delivery is, REFUSED
-    once none is pending and one was refused, else PENDING), and ``deliveries`` (one per
-    endpoint, oldest first). Without any delivery (:func:`undelivered`): PENDING while a live
-    endpoint still owes one, or while the tenant never had an endpoint; else UNSUBSCRIBED.
-    One query with deliveries, two without."""
-    found = list(
-        WebhookDelivery.select(WebhookDelivery, WebhookEndpoint.public_id, WebhookEndpoint.legacy)
-        .join(WebhookEndpoint, on=WebhookDelivery.endpoint_id == WebhookEndpoint.id)
-        .where(WebhookDelivery.event_id == event.id)
-        .order_by(WebhookDelivery.id)
-        .objects()
-    )
-    if not found:
-        return undelivered(event)
-    views = [delivery_view(row, row.public_id) for row in found]
-    legacy = [row for row in found if row.legacy]
-    if legacy:
-        chosen = legacy[-1]
-        state, attempts = chosen.state, chosen.attempts
-        last_error, delivered_at = chosen.last_error, chosen.delivered_at
-    else:
-        states = {row.state for row in found}
-        state = (
-            DELIVERED
-            if states == {DELIVERED}
-            else REFUSED
-            if PENDING not in states and REFUSED in states
-            else PENDING
-        )
-        attempts = sum(row.attempts for row in found)
-        errors = [row.last_error for row in found if row.last_error]
-        last_error = errors[-1] if errors else None
-        times = [row.delivered_at for row in found if row.delivered_at]
-        delivered_at = max(times) if times and state == DELIVERED else None
-    return {
-        "state": state,
-        "attempts": attempts,
-        "last_error": last_error,
-        "delivered_at": db.rfc3339(delivered_at),
-        "deliveries": views,
-    }
-
-
-def undelivered(event: Notification) -> dict:
-    """:func:`summary` of an event row without any delivery, from the tenant's endpoints as
-    they stand (:func:`fan_out.reach`, one query):
-
-    * PENDING, ``last_error`` null: a live endpoint subscribed to its type was made before it
-      and has not fanned out past it; the next delivery pass makes that delivery;
-    * PENDING, ``last_error`` :data:`NOWHERE`: the tenant never had an endpoint; the first
-      one, a notification URL (``gateway notifications set-url``), receives it;
-    * UNSUBSCRIBED otherwise: no endpoint will ever receive it, ``last_error`` says why
-      (:data:`UNSUBSCRIBED_TYPE`: none subscribes to its type, how to subscribe one;
-      :data:`UNSUBSCRIBED_EARLIER`: those that do were made after it;
-      :data:`UNSUBSCRIBED_DELETED`: every endpoint was deleted).
-
-    Source: docs/api.md, "Notification" (``state``)."""
-    reach = fan_out.reach(event)
-    words = {"tenant": event.tenant, "type": fan_out.event_type(event)}
-    state, last_error = UNSUBSCRIBED, None
-    if reach.owing:
-        state = PENDING
-    elif not reach.endpoints:
-        state, last_error = PENDING, NOWHERE.format(**words)
-    elif not reach.live:
-        last_error = UNSUBSCRIBED_DELETED.format(**words)
-    elif reach.subscribed:
-        last_error = UNSUBSCRIBED_EARLIER.format(**words)
-    else:
-        last_error = UNSUBSCRIBED_TYPE.format(**words)
-    return {
-        "state": state,
-        "attempts": 0,
-        "last_error": last_error,
-        "delivered_at": None,
-        "deliveries": [],
-    }
-
-
-def endpoint_delivery_view(row: WebhookDelivery, event: Notification) -> dict:
-    """One delivery as ``GET /v1/webhook-endpoints/{id}/deliveries`` lists it."""
-    return {
-        "event_id": event_ids.event_id(event.key),
-        "type": fan_out.event_type(event),
-        "job_id": event.job_id,
-        "task_version": event.task_version,
-        "state": row.state,
-        "attempts": row.attempts,
-        "last_error": row.last_error,
-        "created_at": db.rfc3339(row.created_at),
-        "delivered_at": db.rfc3339(row.delivered_at),
-    }
-
-
-def of_endpoint(endpoint: WebhookEndpoint, limit: int = LIST_LIMIT) -> list[dict]:
-    """The endpoint's newest ``limit`` deliveries, newest first
-    (:func:`endpoint_delivery_view`)."""
-    rows = (
-        WebhookDelivery.select(WebhookDelivery, Notification)
-        .join(Notification, on=WebhookDelivery.event_id == Notification.id, attr="event")
-        .where(WebhookDelivery.endpoint_id == endpoint.id)
-        .order_by(WebhookDelivery.id.desc())
-        .limit(limit)
-    )
-    return [endpoint_delivery_view(row, row.event) for row in rows]
-
-
 def redeliver(endpoint: WebhookEndpoint, event_public_id: str) -> dict:
     """Send the endpoint's REFUSED delivery of the event ``event_public_id`` (``evt_...``)
     again: back to PENDING with its refusals cleared, same ``webhook-id``, delivered by the
@@ -458,7 +308,7 @@ def redeliver(endpoint: WebhookEndpoint, event_public_id: str) -> dict:
         )
     events.wake.set()
     log.info("tenant=%s: %s redelivers %s", endpoint.tenant, endpoint.public_id, event_public_id)
-    return endpoint_delivery_view(found, found.event)
+    return delivery_views.endpoint_delivery_view(found, found.event)
 
 
 # --------------------------------------------------------------------------- the sweep

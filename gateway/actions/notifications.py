@@ -155,7 +155,7 @@ def notification_view(
     row: Notification, decided_now: bool | None = None, deliveries: dict | None = None
 ) -> dict:
     """The API's shape of a notification (docs/api.md, "Notifications"); ``deliveries``:
-    what its deliveries say (:func:`gateway.actions.deliveries.summary`: ``state``,
+    what its deliveries say (:func:`gateway.actions.delivery_views.summary`: ``state``,
     ``attempts``, ``last_error``, ``delivered_at`` and the list ``deliveries``), which
     replaces the row's own columns (no longer moved since schema version 18)."""
     view = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from gateway.actions import deliveries
+from gateway.actions import delivery_views
 from gateway.actions import notifications
 from gateway.api.common import job_of_path as _job
 from gateway.api.http import config
@@ -26,7 +26,7 @@ def notify(job_id: str):
     job = _job(job_id)
     body = json_body("notification")
     row, decided_now = notifications.notify(job, body["event"], body.get("reason"))
-    view = notifications.notification_view(row, decided_now, deliveries.summary(row))
+    view = notifications.notification_view(row, decided_now, delivery_views.summary(row))
     return view, 201 if decided_now else 200
 
 
@@ -43,7 +43,7 @@ def event_types():
 def list_notifications(job_id: str):
     """Every notification decided for the job, oldest first."""
     rows = notifications.notifications_of(_job(job_id))
-    views = [notifications.notification_view(r, None, deliveries.summary(r)) for r in rows]
+    views = [notifications.notification_view(r, None, delivery_views.summary(r)) for r in rows]
     return {"notifications": views}
 
 

@@ -7,6 +7,7 @@ from flask import Blueprint
 from flask import g
 
 from gateway.actions import deliveries
+from gateway.actions import delivery_views
 from gateway.actions import webhook_endpoints
 from gateway.api.http import config
 from gateway.api.http import json_body
@@ -79,7 +80,7 @@ def rotate_secret(endpoint_id: str):
 def list_deliveries(endpoint_id: str):
     """The endpoint's newest 100 deliveries, newest first."""
     endpoint = webhook_endpoints.get(g.principal.tenant, endpoint_id)
-    return {"deliveries": deliveries.of_endpoint(endpoint)}
+    return {"deliveries": delivery_views.of_endpoint(endpoint)}
 
 
 @bp.post("/webhook-endpoints/<endpoint_id>/deliveries/<event_id>/redeliver")

@@ -163,7 +163,7 @@ NOTIFICATION_STATES = (PENDING, DELIVERED, REFUSED)
 # What an event row's view says when it has no delivery and none is to come: no live endpoint
 # of its tenant subscribes to its type, or each one that does was made after it (an endpoint
 # gets only later events), or every endpoint the tenant had was deleted
-# (gateway.actions.deliveries.summary; ``last_error`` says which). Never stored: it is derived
+# (gateway.actions.delivery_views.summary; ``last_error`` says which). Never stored: it is derived
 # at every read, from the endpoints as they stand, and no move leads out of it, since no
 # endpoint made later receives the event. A tenant that never had an endpoint keeps its events
 # PENDING: its first notification URL (gateway notifications set-url) receives them.

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from peewee import IntegrityError
 
-from gateway.actions import deliveries
+from gateway.actions import delivery_views
 from gateway.actions import notifications
 from gateway.core import exceptions as exc
 from gateway.core import states
@@ -151,7 +151,7 @@ def _needs_person(job: Job, reason: str, answer: dict) -> dict:
         **answer,
         "action": "needs_person",
         "reason": reason,
-        "notification": notifications.notification_view(row, None, deliveries.summary(row)),
+        "notification": notifications.notification_view(row, None, delivery_views.summary(row)),
     }
 
 
