@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import html.parser
 import http.server
 import json
 import logging
@@ -41,6 +42,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from gateway.core import config as config_module
+from gateway.core.page_headers import SECURITY_HEADERS
 from gateway.ledger import db
 from gateway.ledger import migrations
 from gateway.ledger.db import database
@@ -543,6 +545,123 @@ def test_authorize_errors_are_shown_to_the_user_never_redirected_to_the_client(l
     assert errors[-2:] == ["invalid_target", "invalid_target"]
     assert errors[4] == "unsupported_response_type"
     assert in_ledger(OAuthPending.select().count) == 0
+
+
+CHROME = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+FIREFOX = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+HOSTILE = 'dcr-"><script>alert(1)</script><a href=https://attacker.example/x>'
+STATE = "st-never-shown-9f3a"
+
+
+def assert_page(answer: httpx2.Response, status: int) -> str:
+    """``answer`` is the error page a browser gets: ``status``, HTML with the review site's
+    security headers, no redirect, no link anywhere, never the state. Returns its text."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "text/html; charset=utf-8"
+    for name, value in SECURITY_HEADERS.items():
+        assert answer.headers[name] == value, name
+    assert answer.headers["vary"] == "Accept"
+    assert "location" not in answer.headers
+    page = answer.text
+    assert page.startswith("<!doctype html>") and '<html lang="en">' in page
+    tags = Tags()
+    tags.feed(page)
+    assert not {"a", "script", "form", "iframe", "base"} & set(tags.names)
+    assert not tags.links and STATE not in page
+    return page
+
+
+class Tags(html.parser.HTMLParser):
+    """The elements of a page as a browser's parser sees them, and every attribute that
+    would make the browser go somewhere (``href``, ``src``, ``action``, a refresh)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+        self.links: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.names.append(tag)
+        for name, value in attrs:
+            refresh = name == "http-equiv" and (value or "").lower() == "refresh"
+            if name in ("href", "src", "action", "formaction") or refresh:
+                self.links.append((name, value))
+
+
+def test_a_browser_is_shown_a_page_with_the_reason_the_code_and_what_to_do(ledger):
+    """RFC 6749 §4.1.2.1 ("inform the resource owner"): a request whose ``Accept`` prefers
+    HTML (every browser's) gets each refusal as a page: the reason escaped (a client id made
+    of markup shows as text), the error code, the advice, the status and ``Retry-After`` of
+    the JSON answer; never the ``state``, no link to the client's redirect URI. Nothing is
+    kept."""
+    server = Server(oauth_pending_per_client=1)
+
+    async def main():
+        async with server.client(headers={"Accept": CHROME}) as browser:
+            client_id = await public_client(browser)
+            _, challenge = pkce()
+
+            async def shown(status: int, **case) -> str:
+                query = authorize_query(client_id, challenge, state=STATE, **case)
+                return assert_page(await browser.get("/authorize", params=query), status)
+
+            page = await shown(400, client_id=HOSTILE)
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+            assert '<code class="error-code">invalid_request</code>' in page
+            assert "Ask the application&#39;s developer" in page
+            page = await shown(400, redirect_uri="https://attacker.example/cb")
+            assert "Redirect URI &#39;https://attacker.example/cb&#39; not registered" in page
+            page = await shown(400, response_type="token")
+            assert '<code class="error-code">unsupported_response_type</code>' in page
+            page = await shown(400, resource="https://other.example/mcp")
+            assert '<code class="error-code">invalid_target</code>' in page
+            page = await shown(400, client_id="https://127.0.0.1:9/app.json")  # CIMD, unlisted
+            assert "the client metadata document https://127.0.0.1:9/app.json cannot be" in page
+            pending_id_of(
+                await browser.get("/authorize", params=authorize_query(client_id, challenge))
+            )
+            busy = await browser.get("/authorize", params=authorize_query(client_id, challenge))
+            page = assert_page(busy, 503)
+            assert busy.headers["retry-after"] == "60"
+            assert '<code class="error-code">temporarily_unavailable</code>' in page
+            assert "Wait a minute, then start the connection again" in page
+
+    anyio.run(main)
+    assert in_ledger(OAuthPending.select().count) == 1  # the one sent to the consent page
+
+
+def test_a_request_that_does_not_prefer_html_keeps_the_json_answer(ledger):
+    """No ``Accept``, ``*/*`` (curl, requests), ``application/json`` or JSON named before
+    HTML: the JSON answer as before (the SDK's direct answer carries ``state`` back), only
+    ``Vary: Accept`` added. A browser's ``Accept``, ``text/html`` alone or named first: the
+    page."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id = await public_client(http)
+            _, challenge = pkce()
+            query = authorize_query(client_id, challenge, client_id="dcr-unknown", state=STATE)
+            for accept in (None, "*/*", "application/json", "application/json, text/html"):
+                answer = await http.get(
+                    "/authorize", params=query, headers={"Accept": accept} if accept else {}
+                )
+                assert answer.status_code == 400, accept
+                assert answer.headers["content-type"] == "application/json"
+                assert answer.headers["cache-control"] == "no-store"
+                assert answer.headers["vary"] == "Accept"
+                assert answer.json() == {
+                    "error": "invalid_request",
+                    "error_description": "Client ID 'dcr-unknown' not found",
+                    "state": STATE,
+                }
+            for accept in (FIREFOX, "text/html", "text/html, application/json"):
+                page = assert_page(
+                    await http.get("/authorize", params=query, headers={"Accept": accept}), 400
+                )
+                assert "Client ID &#39;dcr-unknown&#39; not found" in page
+
+    anyio.run(main)
 
 
 def test_loopback_redirects_match_on_any_port_with_the_exact_path_and_scopes_are_clamped(ledger):

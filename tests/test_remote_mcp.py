@@ -371,6 +371,61 @@ def test_a_token_less_body_has_a_deadline_and_a_size(monkeypatch):
     assert seen == [b"grant_type=x"]
 
 
+def test_a_browser_refused_by_the_gate_at_authorize_gets_the_error_page():
+    """The gate's own refusals at ``/authorize`` (429 past ``GATEWAY_OAUTH_RATE``, 413 past
+    ``MAX_BODY``) reach a person in a browser as the authorization server's error page, same
+    status and ``Retry-After``; a client that does not ask for HTML, and every other path,
+    keep the RFC 9457 problem."""
+    from gateway.core import config
+    from gateway.core.page_headers import SECURITY_HEADERS
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    cfg = config.load({"GATEWAY_SECRET_KEY": "k", "GATEWAY_OAUTH_RATE": "1/60"})
+    browser = [(b"accept", b"text/html,application/xhtml+xml,*/*;q=0.8")]
+
+    def call(gate, path: str, headers: list, method: str = "GET", body: bytes = b""):
+        answer = {"body": b""}
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+                answer["headers"] = {k.decode(): v.decode() for k, v in message["headers"]}
+            else:
+                answer["body"] += message.get("body", b"")
+
+        scope = {"type": "http", "path": path, "method": method, "headers": headers}
+        anyio.run(gate, {**scope, "client": ("203.0.113.7", 1)}, receive, send)
+        return answer
+
+    gate = address_gate.AddressGate(inner, cfg)
+    assert call(gate, "/authorize", browser)["status"] == 204  # the one request of the window
+    page = call(gate, "/authorize", browser)
+    assert page["status"] == 429 and int(page["headers"]["retry-after"]) > 0
+    assert page["headers"]["content-type"] == "text/html; charset=utf-8"
+    assert {k.lower(): v for k, v in SECURITY_HEADERS.items()}.items() <= page["headers"].items()
+    text = page["body"].decode()
+    assert '<code class="error-code">unauthenticated-rate-limited</code>' in text
+    assert "too many requests without a token from this address" in text
+    assert "Wait a minute, then start the connection again" in text
+    for path, headers in (("/authorize", [(b"accept", b"*/*")]), ("/token", browser)):
+        problem = call(gate, path, headers)
+        assert problem["status"] == 429
+        assert problem["headers"]["content-type"] == "application/problem+json"
+        assert json.loads(problem["body"])["type"].endswith("/unauthenticated-rate-limited")
+
+    gate = address_gate.AddressGate(inner, config.load({"GATEWAY_SECRET_KEY": "k"}))
+    large = call(gate, "/authorize", browser, "POST", b"x" * (address_gate.MAX_BODY + 1))
+    assert large["status"] == 413
+    assert large["headers"]["content-type"] == "text/html; charset=utf-8"
+    assert '<code class="error-code">payload-too-large</code>' in large["body"].decode()
+
+
 # --------------------------------------------------------------------------- the docs' nginx
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "mcp.md"

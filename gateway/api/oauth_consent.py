@@ -49,9 +49,9 @@ from flask import url_for
 from gateway.api.http import config
 from gateway.api.http import roles
 from gateway.api.review_page import OAUTH_REQUEST
-from gateway.api.review_page import SECURITY_HEADERS
 from gateway.api.review_page import bp
 from gateway.core import mcp_listen
+from gateway.core.page_headers import SECURITY_HEADERS
 from gateway.ledger.oauth_models import OAuthClient
 from gateway.oauth import consent
 from gateway.oauth import redirects

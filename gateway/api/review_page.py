@@ -47,6 +47,7 @@ from gateway.core import states
 from gateway.core import validation
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
+from gateway.core.page_headers import SECURITY_HEADERS
 from gateway.editorial import approvals
 from gateway.editorial import desk_filter
 from gateway.editorial import previews
@@ -79,16 +80,6 @@ PUBLISHED_WORDS = {
 }
 # the members of a 409 review-decided, in review_board.standing_words's order
 DECIDED_MEMBERS = ("decision", "post_id", "resolved_by", "review_status", "resolved_at")
-SECURITY_HEADERS = {
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-}
 
 
 @bp.record_once

@@ -25,7 +25,9 @@ give what the gateway guarantees.
   answer to the user, never a redirect to a client no editor approved (an open redirect, with
   CIMD and DCR anyone can name any redirect URI). A client metadata document that could not
   be used is said as such (:class:`DocumentErrors`: "TLS failed fetching the document: ...",
-  not the SDK's "Client ID ... not found").
+  not the SDK's "Client ID ... not found"). A browser (``Accept`` preferring ``text/html``)
+  gets each refusal as a page instead of JSON, same status and headers
+  (:class:`gateway.oauth.error_pages.ErrorPages`).
 * ``POST /token``: the SDK's handler behind :class:`ResourceCheck`: a ``resource`` other than
   the MCP endpoint, as clients spell it (:meth:`GatewayProvider.names_resource`: a trailing
   slash, the bare origin), is ``invalid_target`` (RFC 8707 §2; the SDK does not pass it to
@@ -82,11 +84,13 @@ from starlette.types import Scope
 from starlette.types import Send
 
 from gateway.oauth import client_documents
+from gateway.oauth.error_pages import ErrorPages
 from gateway.oauth.provider import MAX_METADATA_BYTES
 from gateway.oauth.provider import GatewayProvider
 from gateway.tenancy import grants
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
+AUTHORIZE_PATH = "/authorize"  # the SDK's (create_auth_routes), at the issuer's root
 PROTECTED_PATH = "/.well-known/oauth-protected-resource"
 MAX_FORM_BYTES = 64 * 1024
 #: The largest registration request read (RFC 7591 §2 metadata as JSON; the metadata stored
@@ -165,7 +169,8 @@ def replay(body: bytes, receive: Receive) -> Receive:
 class NoErrorRedirects:
     """ASGI wrapper of the SDK's ``/authorize``: a redirect anywhere but to the consent page
     (``allowed_prefix``) is replaced by a JSON answer to the user with the SDK's ``error`` and
-    ``error_description`` (never its ``state``): 400, or 503 with ``Retry-After`` for
+    ``error_description`` (never its ``state``; a browser gets it as a page,
+    :class:`gateway.oauth.error_pages.ErrorPages`): 400, or 503 with ``Retry-After`` for
     ``temporarily_unavailable`` (the status RFC 6749 §4.1.2.1 stands that code in for). The
     SDK redirects errors to the client's redirect URI once it knows the client and the URI
     (RFC 6749 §4.1.2.1); here no editor has approved that client yet, so that would be an
@@ -437,8 +442,8 @@ def routes(provider: GatewayProvider) -> list[Route]:
         revocation_options=RevocationOptions(enabled=True),
     )
     wrappers: dict[str, Callable[[ASGIApp], ASGIApp]] = {
-        "/authorize": lambda app: NoErrorRedirects(
-            DocumentErrors(app), f"{provider.consent_url}?request="
+        AUTHORIZE_PATH: lambda app: ErrorPages(
+            NoErrorRedirects(DocumentErrors(app), f"{provider.consent_url}?request=")
         ),
         "/token": lambda app: ResourceCheck(app, provider.names_resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),

@@ -20,9 +20,12 @@ per listener process. Such a request, in this order:
 So slow bodies from a few addresses (8 addresses x 4 requests, issue 53) hold no slot, and a
 new client's metadata, ``/authorize`` and ``/token`` are answered meanwhile. Past a limit: 429
 ``unauthenticated-rate-limited`` (RFC 9457 ``application/problem+json``) with
-``Retry-After``, before the request reaches the app. The threads those slots may use are
-added to anyio's default thread limiter (:func:`reserve_threads`), so ``/mcp``'s token checks
-and tool calls keep the threads they had.
+``Retry-After``, before the request reaches the app; at ``/authorize``, to a browser
+(``Accept`` preferring HTML), the same status and ``Retry-After`` as the authorization
+server's error page (:mod:`gateway.oauth.error_pages`), like the app's own refusals there.
+The threads those slots may use are added to anyio's default thread limiter
+(:func:`reserve_threads`), so ``/mcp``'s token checks and tool calls keep the threads they
+had.
 
 A connection dripping its headers holds a socket and nothing else (the app is called with
 whole headers; uvicorn has no deadline for headers, only ``timeout_keep_alive`` between
@@ -51,6 +54,8 @@ from limits.strategies import FixedWindowRateLimiter
 
 from gateway.core import exceptions as exc
 from gateway.core.config import Config
+from gateway.oauth import error_pages
+from gateway.oauth.routes import AUTHORIZE_PATH
 from gateway.oauth.routes import replay
 
 PER_ADDRESS = 8  # token-less requests at work per client address (bodies read)
@@ -66,10 +71,17 @@ class AddressGate:
     """ASGI middleware around the listener's app: the module's limits on every path but
     ``token_path`` (whose requests the bearer check answers at once)."""
 
-    def __init__(self, app, cfg: Config, token_path: str = "/mcp"):
+    def __init__(
+        self,
+        app,
+        cfg: Config,
+        token_path: str = "/mcp",
+        page_paths: frozenset[str] = frozenset({AUTHORIZE_PATH}),
+    ):
         self.app = app
         self.cfg = cfg
         self.token_path = token_path
+        self.page_paths = page_paths
         self._limiter = FixedWindowRateLimiter(MemoryStorage())
         self._lock = threading.Lock()
         self._reading: Counter[str] = Counter()
@@ -85,18 +97,19 @@ class AddressGate:
         send = _logged(scope, who, send)
         if scope["path"] == self.token_path:
             return await self.app(scope, receive, send)
+        page = scope["path"] in self.page_paths and error_pages.wants_page(scope)
         retry = self._rate(who) or self._take(self._reading, who, READING_PER_ADDRESS, None)
         if retry is not None:
-            return await _problem(send, _too_many(retry))
+            return await _problem(send, _too_many(retry), page)
         try:
             body = await _read_body(receive)
         except exc.GatewayError as refusal:
-            return await _problem(send, refusal)
+            return await _problem(send, refusal, page)
         finally:
             self._give_back(self._reading, who)
         retry = self._take(self._in_flight, who, PER_ADDRESS, IN_FLIGHT)
         if retry is not None:
-            return await _problem(send, _too_many(retry))
+            return await _problem(send, _too_many(retry), page)
         # the routes behind it (the registration rate) see the same address
         scope = {**scope, "client": (who, (scope.get("client") or ("", 0))[1])}
         try:
@@ -213,14 +226,19 @@ def _too_many(retry: int) -> exc.GatewayError:
     )
 
 
-async def _problem(send, error: exc.GatewayError) -> None:
-    """``error`` as an RFC 9457 answer (``Retry-After`` when it has one)."""
+async def _problem(send, error: exc.GatewayError, page: bool = False) -> None:
+    """``error`` as an RFC 9457 answer (``Retry-After`` when it has one), or, with ``page``
+    (a browser at ``/authorize``), as the authorization server's error page with the same
+    status and ``Retry-After`` (:func:`gateway.oauth.error_pages.send_page`)."""
+    retry = [] if error.retry_after is None else [(b"retry-after", str(error.retry_after).encode())]
+    if page:
+        await error_pages.send_page(send, error.status, error.slug, error.detail, retry)
+        return
     body = json.dumps(error.problem()).encode()
     headers = [
         (b"content-type", b"application/problem+json"),
         (b"content-length", str(len(body)).encode()),
+        *retry,
     ]
-    if error.retry_after is not None:
-        headers.append((b"retry-after", str(error.retry_after).encode()))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
