@@ -16,6 +16,7 @@ import html.parser
 import http.server
 import json
 import logging
+import re
 import secrets
 import ssl
 import threading
@@ -42,6 +43,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 
 from gateway.core import config as config_module
+from gateway.core.digests import sha256_hex
 from gateway.core.page_headers import SECURITY_HEADERS
 from gateway.ledger import db
 from gateway.ledger import migrations
@@ -49,13 +51,17 @@ from gateway.ledger.db import database
 from gateway.ledger.oauth_models import OAuthClient
 from gateway.ledger.oauth_models import OAuthGrant
 from gateway.ledger.oauth_models import OAuthPending
+from gateway.ledger.oauth_models import OAuthToken
 from gateway.oauth import client_documents
+from gateway.oauth import refusals
 from gateway.oauth.provider import GatewayProvider
 from gateway.oauth.redirects import client_redirect
 from gateway.oauth.routes import issuer_url
 from gateway.oauth.routes import routes
 from gateway.tenancy import grants
 from gateway.tenancy import oauth_clients
+from gateway.tenancy import oauth_tokens
+from tests.support import ROOT
 from tests.support import TokenMemory
 from tests.support import all_ledger_rows
 from tests.support import loopback_ca
@@ -964,3 +970,242 @@ def test_a_client_document_with_a_javascript_redirect_is_refused():
     for uri in BAD_REDIRECTS:
         with pytest.raises(client_documents.DocumentRefused, match="redirect_uris"):
             client_documents.check(url, {**document, "redirect_uris": [uri]})
+
+
+# --------------------------------------------------------------------------- refused refreshes
+
+#: RFC 6749 §5.2: an ``error_description`` is printable ASCII without ``"`` and ``\``.
+DESCRIPTION_CHARS = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")
+
+
+async def refresh(http: httpx2.AsyncClient, client_id: str, refresh_token: str, **extra):
+    form = {"grant_type": "refresh_token", "client_id": client_id, "resource": RESOURCE}
+    return await token(http, **form, refresh_token=refresh_token, **extra)
+
+
+def refused(answer: httpx2.Response) -> str:
+    """The ``error_description`` of an ``invalid_grant`` answer (checked: 400, no token, no
+    store, RFC 6749's characters)."""
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert body["error"] == "invalid_grant" and "access_token" not in body, body
+    assert answer.headers["cache-control"] == "no-store"
+    assert DESCRIPTION_CHARS.fullmatch(body["error_description"]), body
+    return body["error_description"]
+
+
+def grant_of(client_id: str) -> OAuthGrant:
+    return in_ledger(lambda: OAuthGrant.get(OAuthGrant.client_id == client_id))
+
+
+def utc(at: dt.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def token_row(secret: str) -> OAuthToken:
+    return in_ledger(lambda: OAuthToken.get(OAuthToken.token_hash == sha256_hex(secret)))
+
+
+def rotated_at(refresh_token: str) -> dt.datetime:
+    """When the refresh token was used (rotated), as the ledger has it."""
+    return token_row(refresh_token).used_at
+
+
+def test_an_expired_or_retired_refresh_token_says_so_and_when(ledger):
+    """Expired: the time it expired. Retired: two refreshes of one token ran in parallel
+    (claude.ai's two nodes) and the other answer's refresh token was used first; it revokes
+    nothing (docs/security.md)."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, tokens = await signed_in(http)
+            row = token_row(tokens["refresh_token"])
+            later = row.expires_at + dt.timedelta(seconds=1)
+            server.provider.clock = lambda: later
+            answer = await refresh(http, client_id, tokens["refresh_token"])
+            expected = f"the refresh token expired at {utc(row.expires_at)}; sign in again"
+            assert refused(answer) == expected
+            server.provider.clock = db.utcnow
+
+            client_id, first = await signed_in(http)
+            forks = [await refresh(http, client_id, first["refresh_token"]) for _ in range(2)]
+            assert [f.status_code for f in forks] == [200, 200]
+            kept = await refresh(http, client_id, forks[0].json()["refresh_token"])
+            assert kept.status_code == 200, kept.text
+            retired_at = rotated_at(forks[0].json()["refresh_token"])
+            said = refused(await refresh(http, client_id, forks[1].json()["refresh_token"]))
+            assert said.startswith(f"the refresh token was retired at {utc(retired_at)}: "), said
+            assert "refreshed twice in parallel" in said
+            assert grant_of(client_id).revoked_at is None
+
+    anyio.run(main)
+
+
+def test_a_revoked_grant_says_when_and_what_kind_of_revocation(ledger):
+    """An editor or administrator, the approver's access revoked, the client itself (RFC
+    7009), an authorization code presented twice: each its own words, with no name in them."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            revocations = {
+                "editor": lambda grant: grants.revoke_for_tenant("acme", grant.id),
+                "approver": lambda grant: grants.revoke_approved_by("acme", grant.approved_by),
+            }
+            for kind, revoke in revocations.items():
+                client_id, tokens = await signed_in(http)
+                in_ledger(lambda: revoke(grant_of(client_id)))  # noqa: B023 - called at once
+                said = refused(await refresh(http, client_id, tokens["refresh_token"]))
+                when = utc(grant_of(client_id).revoked_at)
+                cause = {
+                    "editor": "an editor or administrator of the site revoked it",
+                    "approver": "the access of the editor who approved it was revoked",
+                }[kind]
+                assert said == f"the grant was revoked at {when}: {cause}; sign in again"
+                assert "editor-1" not in said and "acme" not in said and "blog" not in said
+
+            client_id, tokens = await signed_in(http)
+            await http.post(
+                "/revoke", data={"token": tokens["access_token"], "client_id": client_id}
+            )
+            said = refused(await refresh(http, client_id, tokens["refresh_token"]))
+            assert said.endswith(
+                ": the client revoked it (token revocation, RFC 7009); sign in again"
+            )
+
+            client_id = await public_client(http)
+            verifier, challenge = pkce()
+            form = {
+                "grant_type": "authorization_code",
+                "code": await code_for(http, client_id, challenge),
+                "redirect_uri": CALLBACK,
+                "client_id": client_id,
+                "code_verifier": verifier,
+            }
+            first = await token(http, **form)
+            assert (await token(http, **form)).status_code == 400
+            said = refused(await refresh(http, client_id, first.json()["refresh_token"]))
+            assert said.endswith(": its authorization code was presented twice; sign in again")
+
+    anyio.run(main)
+
+
+def test_a_reused_refresh_token_says_used_already_and_the_family_says_reuse_revoked_it(ledger):
+    """The used token presented again (no grace window): "used already" (the grant is
+    revoked now); the family's newest refresh token after it: revoked by reuse detection."""
+    server = Server(oauth_refresh_grace_seconds=0)
+
+    async def main():
+        async with server.client() as http:
+            client_id, first = await signed_in(http)
+            second = (await refresh(http, client_id, first["refresh_token"])).json()
+            used_at = rotated_at(first["refresh_token"])
+            said = refused(await refresh(http, client_id, first["refresh_token"]))
+            assert said.startswith(f"the refresh token was used already, at {utc(used_at)}: ")
+            assert "reuse detection" in said
+            when = utc(grant_of(client_id).revoked_at)
+            said = refused(await refresh(http, client_id, second["refresh_token"]))
+            assert said == (
+                f"the grant was revoked at {when}: one of its refresh tokens was presented "
+                "again after it had been rotated (reuse detection); sign in again"
+            )
+
+    anyio.run(main)
+    assert grant_row().revoked_why == "refresh-reused"
+
+
+def test_an_unknown_token_and_another_clients_answer_alike_and_the_log_says_which(ledger, caplog):
+    """A caller cannot probe another client's tokens: an unknown token, another client's live
+    token and another client's revoked token get the same answer, with a scope or without
+    (the stand-in's scopes are the server's, not the grant's). The log names the real cause
+    and the grant, never the token. The other client's live token still works after."""
+    caplog.set_level(logging.INFO, logger="gateway")
+    server = Server()
+    scopes = (None, grants.TOOL_SCOPE, "admin")
+
+    async def main():
+        async with server.client() as http:
+            owner, live = await signed_in(http)
+            ended_client, ended = await signed_in(http)
+            in_ledger(lambda: grants.revoke_for_tenant("acme", grant_of(ended_client).id))
+            caller = await public_client(http)
+            presented = {
+                "unknown": secrets.token_urlsafe(32),
+                "live": live["refresh_token"],
+                "revoked": ended["refresh_token"],
+            }
+            answers = {}
+            for name, refresh_token in presented.items():
+                for scope in scopes:
+                    answer = await refresh(http, caller, refresh_token, scope=scope)
+                    answers[name, scope] = (answer.status_code, answer.json())
+            for scope in scopes:
+                assert answers["unknown", scope] == answers["live", scope], scope
+                assert answers["unknown", scope] == answers["revoked", scope], scope
+            assert answers["unknown", None][1]["error_description"] == (
+                "the refresh token is not valid for this client; sign in again"
+            )
+            assert answers["unknown", "admin"][1]["error"] == "invalid_scope"
+            assert (await refresh(http, owner, live["refresh_token"])).status_code == 200
+            return owner, ended_client, [live["refresh_token"], ended["refresh_token"]]
+
+    owner, ended_client, tokens = anyio.run(main)
+    lines = [r.getMessage() for r in caplog.records if "OAuth refresh refused" in r.getMessage()]
+    live_grant, ended_grant = grant_of(owner).id, grant_of(ended_client).id
+    assert any(line.endswith(": an unknown refresh token") for line in lines), lines
+    assert any(f"grant {live_grant}: a live refresh token of another client" in x for x in lines)
+    assert any(
+        f"grant {ended_grant}: a refresh token of another client, revoked at" in x for x in lines
+    )
+    for secret in tokens:
+        assert secret not in caplog.text
+
+
+def test_revoking_with_the_refresh_token_hint_still_finds_access_tokens_only_the_callers(ledger):
+    """RFC 7009 with ``token_type_hint=refresh_token``: the SDK asks for a refresh token
+    first, and a refused one is a stand-in: an access token is still revoked, another
+    client's or an expired refresh token still revokes nothing."""
+    server = Server()
+
+    async def main():
+        async with server.client() as http:
+            client_id, tokens = await signed_in(http)
+            other = await public_client(http)
+            hint = {"token_type_hint": "refresh_token"}
+            for presented, by in (
+                (tokens["refresh_token"], other),
+                (tokens["access_token"], other),
+            ):
+                await http.post("/revoke", data={"token": presented, "client_id": by, **hint})
+            assert grant_of(client_id).revoked_at is None
+            later = db.utcnow() + dt.timedelta(days=31)
+            server.provider.clock = lambda: later
+            await http.post(
+                "/revoke", data={"token": tokens["refresh_token"], "client_id": client_id, **hint}
+            )
+            server.provider.clock = db.utcnow
+            assert grant_of(client_id).revoked_at is None  # an expired token is no longer its
+            answer = await http.post(
+                "/revoke", data={"token": tokens["access_token"], "client_id": client_id, **hint}
+            )
+            assert answer.status_code == 200
+            assert grant_of(client_id).revoked_why == "client-revoked"
+
+    anyio.run(main)
+
+
+def test_every_refusal_is_documented_in_the_words_it_is_said():
+    """docs/mcp.md's table of refused refreshes holds each description as the token endpoint
+    says it (the time written ``<time>``), and each keeps to RFC 6749 §5.2's characters."""
+    written = (ROOT / "docs" / "mcp.md").read_text()
+    at = dt.datetime(2026, 12, 6, 12, 0, 0)
+    causes = [(c, None) for c in (oauth_tokens.EXPIRED, oauth_tokens.RETIRED, oauth_tokens.REUSED)]
+    causes += [(oauth_tokens.REVOKED, why) for why in refusals.REVOKED_BY]
+    said = [refusals.describe(oauth_tokens.Refusal(oauth_tokens.UNKNOWN), "c").description]
+    for cause, why in causes:
+        refusal = oauth_tokens.Refusal(cause, 1, "c", at, why)
+        said.append(refusals.describe(refusal, "c").description)
+    for description in said:
+        assert DESCRIPTION_CHARS.fullmatch(description), description
+        assert description.replace(utc(at), "<time>") in written, description

@@ -137,7 +137,7 @@ def test_racing_redemptions_of_one_code_issue_one_token_pair_then_revoke(ledger)
 def test_a_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(ledger):
     first = oauth_tokens.redeem_code(_approved(), LIFETIMES, T0)
     later = T0 + dt.timedelta(minutes=20)
-    assert oauth_tokens.refresh_view(first.refresh_token, later).tenant == "acme"
+    assert oauth_tokens.refresh_check(first.refresh_token, later).tenant == "acme"
     second = oauth_tokens.rotate(first.refresh_token, LIFETIMES, later)
     assert second.refresh_token != first.refresh_token
     assert oauth_tokens.access(second.access_token, later).grant_id == second.grant_id
@@ -176,6 +176,8 @@ def test_two_nodes_refreshing_at_once_keep_the_grant_and_the_pair_the_client_kep
     later = at + dt.timedelta(minutes=20)
     assert oauth_tokens.rotate(forks[kept].refresh_token, GRACE, later) is not None
     assert oauth_tokens.rotate(forks[1 - kept].refresh_token, GRACE, later) is None  # retired
+    retired = oauth_tokens.refresh_check(forks[1 - kept].refresh_token, later, GRACE.reuse_grace)
+    assert (retired.cause, retired.at) == (oauth_tokens.RETIRED, later)
     assert grants.live(first.grant_id) is not None  # a retired fork revokes nothing
 
 
@@ -185,7 +187,8 @@ def test_a_reuse_after_the_window_or_of_an_older_rotation_still_revokes_the_fami
     again = oauth_tokens.rotate(first.refresh_token, GRACE, T0 + dt.timedelta(seconds=30))
     assert again is not None and grants.live(first.grant_id) is not None  # within 30 s
     late = T0 + dt.timedelta(seconds=31)
-    assert oauth_tokens.refresh_view(first.refresh_token, late, GRACE.reuse_grace) is None
+    refused = oauth_tokens.refresh_check(first.refresh_token, late, GRACE.reuse_grace)
+    assert (refused.cause, refused.at) == (oauth_tokens.REUSED, T0)
     assert OAuthGrant.get().revoked_why == "refresh-reused"
     assert oauth_tokens.access(second.access_token, late) is None
     # within the window, but not the last rotation (Auth0: only the previous token)

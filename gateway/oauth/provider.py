@@ -17,6 +17,14 @@ the redirect URI at ``/token``. What this module adds:
   refuse a token issued for another URL. ``/token`` is checked by :mod:`gateway.oauth.routes`.
 * **Single use and families**: a reused code or refresh token revokes its grant
   (:mod:`gateway.tenancy.oauth_tokens`); a failed redemption or rotation is ``invalid_grant``.
+* **A refused refresh says why** (:mod:`gateway.oauth.refusals`): expired (when), retired,
+  its grant revoked (when, by what kind of revocation), used already (reuse detected); an
+  unknown token and another client's say the same. The SDK's handler answers "refresh token
+  does not exist" for whatever ``load_refresh_token`` does not return, and catches
+  ``TokenError`` only from ``exchange_refresh_token``; so a refused token is returned as a
+  :class:`GatewayRefreshToken` with ``refusal`` set, which passes the handler's checks (the
+  caller's client, no expiry, every scope of the server) and is refused by
+  ``exchange_refresh_token`` with its words.
 * **Clients**: an ``https://`` client id is a Client ID Metadata Document
   (:mod:`gateway.oauth.client_documents`, off with ``GATEWAY_OAUTH_CIMD=off``), any other a
   dynamic registration of a public client (RFC 7591). Both come back as :class:`GatewayClient`:
@@ -64,6 +72,8 @@ from gateway.ledger import db
 from gateway.ledger.db import database
 from gateway.oauth import client_documents
 from gateway.oauth import redirects
+from gateway.oauth.refusals import Said
+from gateway.oauth.refusals import describe
 from gateway.oauth.resources import names_resource
 from gateway.oauth.resources import same_resource
 from gateway.tenancy import grants
@@ -134,9 +144,13 @@ class GatewayCode(AuthorizationCode):
 
 
 class GatewayRefreshToken(RefreshToken):
-    """A refresh token as the ledger describes it."""
+    """A refresh token as the ledger describes it, or a refused one: ``refusal`` set
+    (:class:`gateway.oauth.refusals.Said`: what ``/token`` answers and logs), ``client_id``
+    the caller's, ``scopes`` all of the server's, no expiry, ``grant_id`` None for an unknown
+    token."""
 
-    grant_id: int
+    grant_id: int | None
+    refusal: Said | None = None
 
 
 def _client(client_id: str, metadata: dict) -> GatewayClient | None:
@@ -401,16 +415,20 @@ class GatewayProvider:
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
-    ) -> GatewayRefreshToken | None:
-        """The refresh token for the SDK's checks, or None: unknown, expired, another
-        client's, its grant revoked, or used already (then its grant is revoked: a rotated
-        token presented again, RFC 6819 §5.2.2.3) unless it is its grant's last rotation
-        within ``oauth_refresh_grace_seconds`` (:func:`oauth_tokens.rotate`)."""
+    ) -> GatewayRefreshToken:
+        """The refresh token for the SDK's checks (:func:`oauth_tokens.refresh_check`), or,
+        when it is refused, a stand-in whose ``refusal`` :meth:`exchange_refresh_token`
+        answers (:func:`gateway.oauth.refusals.describe`): unknown or another client's,
+        expired or retired, its grant revoked, or used already (then its grant is revoked
+        now: a rotated token presented again, RFC 6819 §5.2.2.3) unless it is its grant's
+        last rotation within ``oauth_refresh_grace_seconds`` (:func:`oauth_tokens.rotate`).
+        Never None: the SDK would answer its own "refresh token does not exist"."""
         seen = await self._run(
-            oauth_tokens.refresh_view, refresh_token, self.clock(), self.lifetimes.reuse_grace
+            oauth_tokens.refresh_check, refresh_token, self.clock(), self.lifetimes.reuse_grace
         )
-        if seen is None or seen.client_id != client.client_id:
-            return None
+        said = describe(seen, client.client_id)
+        if said is not None:
+            return _refused(client.client_id, refresh_token, said)
         return GatewayRefreshToken(
             token=refresh_token,
             client_id=seen.client_id,
@@ -431,20 +449,36 @@ class GatewayProvider:
         grant's scopes; ``scopes`` the SDK checked are a subset of them); presented again
         within ``oauth_refresh_grace_seconds`` of its rotation, a pair of its own
         (:func:`oauth_tokens.rotate`: claude.ai refreshes from two nodes at once,
-        PrefectHQ/fastmcp#4264).
+        PrefectHQ/fastmcp#4264). A refusal is logged (info) with its grant, never the token.
 
         Raises:
-            TokenError: ``invalid_target`` when the grant is bound to another resource;
-                ``invalid_grant`` when it was used already (by a racing request too: the
-                grant is then revoked), expired, or the grant was revoked.
+            TokenError: ``invalid_grant`` with the refusal's description
+                (:mod:`gateway.oauth.refusals`) when :meth:`load_refresh_token` refused it, or
+                when the rotation fails (used by a racing request meanwhile: the grant is then
+                revoked; expired; the grant revoked); ``invalid_target`` when the grant is
+                bound to another resource.
         """
+        if refresh_token.refusal is not None:
+            raise _refusal(client.client_id, refresh_token.refusal)
         if not same_resource(refresh_token.resource, self.resource):
             raise TokenError("invalid_target", "the grant is for another resource")
-        issued = await self._run(
-            oauth_tokens.rotate, refresh_token.token, self.lifetimes, self.clock()
-        )
-        if issued is None:
-            raise TokenError("invalid_grant", "the refresh token is not valid")
+
+        def rotate() -> oauth_tokens.Issued | Said:
+            issued = oauth_tokens.rotate(refresh_token.token, self.lifetimes, self.clock())
+            if issued is not None:
+                return issued
+            seen = oauth_tokens.refresh_check(
+                refresh_token.token, self.clock(), self.lifetimes.reuse_grace
+            )
+            return describe(seen, client.client_id) or Said(
+                "the refresh token could not be rotated; try again",
+                f"grant {refresh_token.grant_id}: the rotation lost to a concurrent one",
+                refresh_token.grant_id,
+            )
+
+        issued = await self._run(rotate)
+        if isinstance(issued, Said):
+            raise _refusal(client.client_id, issued)
         return _token(issued)
 
     # ------------------------------------------------------------------ access tokens
@@ -475,7 +509,16 @@ class GatewayProvider:
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         """RFC 7009: revoking an access or a refresh token ends its grant's whole family
-        (the SDK checked the token is the calling client's). Nothing for an unknown one."""
+        (the SDK checked the token is the calling client's). Nothing for an unknown one.
+        A refused refresh token's stand-in (:meth:`load_refresh_token`; the SDK asks for a
+        refresh token first under ``token_type_hint=refresh_token``) is looked up as an
+        access token, as the SDK would have next: it revokes only a live access token of
+        the caller's."""
+        if isinstance(token, GatewayRefreshToken) and token.refusal is not None:
+            access = await self.load_access_token(token.token)
+            if access is None or access.client_id != token.client_id:
+                return
+            token = access
         revoked = await self._run(
             oauth_tokens.revoke_token, token.token, token.client_id, self.clock()
         )
@@ -493,6 +536,25 @@ class GatewayProvider:
         if seen is None or (resource is not None and not same_resource(seen.resource, resource)):
             return None
         return principal(seen, self.issuer)
+
+
+def _refused(client_id: str, token: str, said: Said) -> GatewayRefreshToken:
+    """The stand-in for a refused refresh token presented by ``client_id`` (see
+    :class:`GatewayRefreshToken`): the same for an unknown token and another client's."""
+    return GatewayRefreshToken(
+        token=token,
+        client_id=client_id,
+        scopes=list(grants.SCOPES),
+        expires_at=None,
+        grant_id=said.grant_id,
+        refusal=said,
+    )
+
+
+def _refusal(client_id: str, said: Said) -> TokenError:
+    """The ``invalid_grant`` error of a refused refresh (RFC 6749 §5.2), logged at info."""
+    log.info("OAuth refresh refused for client %s: %s", client_id, said.logged)
+    return TokenError("invalid_grant", said.description)
 
 
 def _token(issued: oauth_tokens.Issued) -> OAuthToken:

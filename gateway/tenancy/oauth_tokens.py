@@ -22,6 +22,9 @@ MCP request.
   check, so a revoked grant is refused at the very next call (no cache).
 * **Last use**: written at most once a minute per grant (a conditional UPDATE), so a busy
   client adds one write a minute, not one per call.
+* **A refused refresh token says why** (:class:`Refusal`, :func:`refresh_check`): unknown,
+  expired, retired by another fork's rotation, its grant revoked (and why), or used already
+  (reuse detected now). Whom to tell what is :mod:`gateway.oauth.refusals`'s.
 
 Every token is 32 random bytes as URL-safe text, stored only as SHA-256
 (:mod:`gateway.ledger.oauth_models`). ``now`` is naive UTC (:func:`gateway.ledger.db.utcnow`
@@ -31,6 +34,7 @@ when None) so that tests drive the clock.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import secrets
 from dataclasses import dataclass
@@ -49,6 +53,13 @@ log = logging.getLogger(__name__)
 ACCESS = "access"
 REFRESH = "refresh"
 LAST_USE_EVERY = dt.timedelta(minutes=1)
+
+#: Why a refresh token is refused (:attr:`Refusal.cause`).
+UNKNOWN = "unknown"  # no such token (never issued, or forgotten a day after its expiry)
+EXPIRED = "expired"  # past its expiry
+RETIRED = "retired"  # expired early: another fork of its family was rotated (_retire_forks)
+REVOKED = "revoked"  # its grant was revoked (Refusal.revoked_why says why)
+REUSED = "reused"  # used already, outside the grace window: its grant is revoked now
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,21 @@ class GrantAccess:
     expires_at: float
     principal_hash: str
     last_used_at: dt.datetime | None = None  # the grant's, as read (naive UTC)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a refresh token is refused, with no secret: ``cause`` (:data:`UNKNOWN`,
+    :data:`EXPIRED`, :data:`RETIRED`, :data:`REVOKED`, :data:`REUSED`); but for an unknown
+    token, its grant's id and client; ``at`` (naive UTC) when it expired or was retired, when
+    its grant was revoked, or when it was used; ``revoked_why`` the grant's
+    (:func:`gateway.tenancy.grants.revoke`) when REVOKED."""
+
+    cause: str
+    grant_id: int | None = None
+    client_id: str | None = None
+    at: dt.datetime | None = None
+    revoked_why: str | None = None
 
 
 def _now(now: dt.datetime | None) -> dt.datetime:
@@ -233,15 +259,16 @@ def _retire_forks(row: OAuthToken, now: dt.datetime) -> None:
     ).execute()
 
 
-def refresh_view(
+def refresh_check(
     token: str, now: dt.datetime | None = None, grace: dt.timedelta = dt.timedelta(0)
-) -> GrantAccess | None:
-    """The refresh token ``token`` for the token endpoint's checks, or None: unknown,
-    expired, its grant revoked, or used already - and then its grant is revoked now (a
-    rotated refresh token presented again), unless it is its grant's last rotation at most
-    ``grace`` ago (:func:`_in_grace`): then it is shown as valid, and :func:`rotate` gives it
-    a pair of its own."""
-    return _view(token, REFRESH, _now(now), grace)
+) -> GrantAccess | Refusal:
+    """The refresh token ``token`` for the token endpoint's checks, or why it is refused
+    (:class:`Refusal`), in this order: unknown; its grant revoked; expired (or retired); used
+    already - and then its grant is revoked now (a rotated refresh token presented again,
+    RFC 6819 §5.2.2.3), unless it is its grant's last rotation at most ``grace`` ago
+    (:func:`_in_grace`): then it is shown as valid, and :func:`rotate` gives it a pair of its
+    own. Whose client it is, is the caller's to check (``client_id`` of either answer)."""
+    return _look(token, REFRESH, _now(now), grace)
 
 
 def rotate(token: str, lifetimes: Lifetimes, now: dt.datetime | None = None) -> Issued | None:
@@ -287,17 +314,24 @@ def access(token: str, now: dt.datetime | None = None) -> GrantAccess | None:
 def _view(
     token: str, kind: str, now: dt.datetime, grace: dt.timedelta = dt.timedelta(0)
 ) -> GrantAccess | None:
+    seen = _look(token, kind, now, grace)
+    return None if isinstance(seen, Refusal) else seen
+
+
+def _look(token: str, kind: str, now: dt.datetime, grace: dt.timedelta) -> GrantAccess | Refusal:
+    """The token ``token`` of ``kind`` as the ledger has it, or its :class:`Refusal`; a used
+    refresh token outside its grace revokes its grant here (:data:`REUSED`)."""
     row = OAuthToken.get_or_none(
         OAuthToken.token_hash == sha256_hex(token), OAuthToken.kind == kind
     )
-    if row is None or row.expires_at <= now:
-        return None
-    if row.used_at is not None and not _in_grace(row, grace, now):  # refresh tokens only
-        grants.revoke(row.grant_id, "refresh-reused", now)
-        return None
-    grant = grants.live(row.grant_id)
+    grant = OAuthGrant.get_or_none(OAuthGrant.id == row.grant_id) if row is not None else None
     if grant is None:
-        return None
+        return Refusal(UNKNOWN)
+    refused = _refusal(row, grant, now, grace)
+    if refused is not None:
+        if refused.cause == REUSED:  # refresh tokens only: access tokens are never used
+            grants.revoke(grant.id, "refresh-reused", now)
+        return refused
     return GrantAccess(
         grant.id,
         grant.tenant,
@@ -308,6 +342,38 @@ def _view(
         _posix(row.expires_at),
         grant.principal_hash,
         grant.last_used_at,
+    )
+
+
+def _refusal(
+    row: OAuthToken, grant: OAuthGrant, now: dt.datetime, grace: dt.timedelta
+) -> Refusal | None:
+    """Why the token ``row`` of ``grant`` is refused at ``now``, or None (reads only). A
+    revoked grant is said first: it is what the holder must act on."""
+    said = functools.partial(Refusal, grant_id=grant.id, client_id=grant.client_id)
+    if grant.revoked_at is not None:
+        return said(REVOKED, at=grant.revoked_at, revoked_why=grant.revoked_why)
+    if row.expires_at <= now:
+        return said(RETIRED if _retired(row) else EXPIRED, at=row.expires_at)
+    if row.used_at is not None and not _in_grace(row, grace, now):
+        return said(REUSED, at=row.used_at)
+    return None
+
+
+def _retired(row: OAuthToken) -> bool:
+    """Whether the expired refresh token ``row`` was retired by :func:`_retire_forks`: unused,
+    and another refresh token of its grant was rotated at the very moment it expired (the
+    rotation and the retirement share one ``now``)."""
+    if row.kind != REFRESH or row.used_at is not None:
+        return False
+    return (
+        OAuthToken.select()
+        .where(
+            OAuthToken.grant_id == row.grant_id,
+            OAuthToken.kind == REFRESH,
+            OAuthToken.used_at == row.expires_at,
+        )
+        .exists()
     )
 
 
