@@ -553,6 +553,46 @@ def webhooks_list(tenant):
     click.echo(json.dumps({"endpoints": listed}, indent=2, ensure_ascii=False))
 
 
+@webhooks_group.command(
+    "rotate-secret", short_help="A new signing secret for an endpoint, printed once."
+)
+@click.option("--tenant", required=True, help="The tenant whose endpoint it is.")
+@click.option(
+    "--endpoint",
+    "endpoint_id",
+    default=None,
+    help="The endpoint's id (ep_...; gateway webhooks list). Default: the tenant's notification "
+    "URL (its legacy endpoint, unsigned until its first rotation).",
+)
+@needs_ledger
+def webhooks_rotate_secret(tenant, endpoint_id):
+    """Give an endpoint a new signing secret, printed once as JSON (``endpoint_id``,
+    ``secret``: ``whsec_`` + base64, ``previous_secret_expires_at``). The previous secret
+    still signs for 24 hours (two ``webhook-signature`` values), so the receiver can switch
+    without missing a delivery. The legacy endpoint's first rotation makes its deliveries
+    signed from then on (Standard Webhooks 1.0; docs/api.md, "POST /v1/webhook-endpoints/
+    {endpoint_id}/secret"). Exit 2 when the tenant has no such endpoint."""
+    from gateway.actions import webhook_endpoints
+
+    known_tenant(tenant)
+    with database.connection_context():
+        if endpoint_id is None:
+            legacy = webhook_endpoints.legacy_of(tenant)
+            if legacy is None or legacy.deleted_at is not None:
+                raise KnownProblem(
+                    f"tenant {tenant} has no notification URL: gateway notifications set-url "
+                    "makes one, or name an endpoint with --endpoint (gateway webhooks list)"
+                )
+            endpoint_id = legacy.public_id
+        row, secret = webhook_endpoints.rotate(_config(), tenant, endpoint_id)  # 2: none
+    answer = {
+        "endpoint_id": row.public_id,
+        "secret": secret,
+        "previous_secret_expires_at": rfc3339(row.previous_secret_expires_at),
+    }
+    click.echo(json.dumps(answer))
+
+
 @cli.command(
     "reconcile",
     short_help="One sweep over stale SENT/UNKNOWN rows, pending notifications and idle jobs.",

@@ -23,6 +23,7 @@ from standardwebhooks import Webhook
 from standardwebhooks import WebhookVerificationError
 from support import SECRET_KEY
 from support import TENANT
+from support import gateway_cli
 from support import gateway_cli_ok
 from support import new_job_id
 from support import problem_slug
@@ -471,6 +472,47 @@ def test_the_notification_url_is_the_tenants_legacy_endpoint_listed_without_a_se
         assert json.loads(raw) == event.payload  # the flat body of before
         assert headers["idempotency-key"] == event.key and "webhook-signature" not in headers
         assert [b["type"] for b in workflow.verified(mine["secret"])] == ["approved"]
+
+
+def test_the_cli_rotates_the_notification_urls_secret_and_its_deliveries_are_signed(
+    offline_gw, ledger_url
+):
+    """``gateway webhooks rotate-secret --tenant T`` gives the tenant's notification URL (its
+    legacy endpoint, unsigned until then) a secret, printed once: the next delivery there
+    verifies with it (Standard Webhooks), ``webhooks list`` never shows it; a tenant without a
+    notification URL, or an endpoint id it does not have, is exit 2 with the reason."""
+    gw = offline_gw
+    job_id = a_job(gw)
+    with Receiver(path="/editors") as editors:
+        env = {
+            "GATEWAY_DATABASE_URL": ledger_url,
+            "GATEWAY_SECRET_KEY": SECRET_KEY,
+            "GATEWAY_NOTIFICATION_URL_ALLOW_HOSTS": editors.url.split("/")[2],
+        }
+        rotate = ["webhooks", "rotate-secret", "--tenant", TENANT]
+        refused = gateway_cli(rotate, env)
+        assert refused.exit_code == 2 and "has no notification URL" in refused.output
+        set_url = ["notifications", "set-url", "--tenant", TENANT, "--url", editors.url]
+        legacy_id = json.loads(gateway_cli_ok(set_url, env))["endpoint_id"]
+        allow(gw, editors)
+        deliver(gw)  # the approval_pending decided before the URL: unsigned, as before
+        assert "webhook-signature" not in editors.posts[-1][0]
+
+        printed = json.loads(gateway_cli_ok(rotate, env))
+        assert printed["endpoint_id"] == legacy_id and printed["secret"].startswith("whsec_")
+        assert printed["previous_secret_expires_at"] is None  # there was no secret before
+        listed = gateway_cli_ok(["webhooks", "list", "--tenant", TENANT], env)
+        assert printed["secret"] not in listed and "whsec_" not in listed
+
+        event = decide(gw, job_id, "approved")
+        assert deliver(gw)["delivered"] == 1
+        assert Webhook(printed["secret"]).verify(editors.posts[-1][1], editors.posts[-1][0]) == (
+            event.payload
+        )  # the flat body of before, now signed
+        again = json.loads(gateway_cli_ok([*rotate, "--endpoint", legacy_id], env))
+        assert again["secret"] != printed["secret"] and again["previous_secret_expires_at"]
+        unknown = gateway_cli([*rotate, "--endpoint", "ep_not-this-tenants"], env)
+        assert unknown.exit_code == 2 and "no webhook endpoint" in unknown.output
 
 
 def backoffs_over(gw) -> None:
