@@ -397,7 +397,8 @@ class WordPressClient:
 
     def find_posts_by_title(self, title: str) -> list[dict]:
         """Posts of any editable status whose title matches ``title`` by search
-        (``GET /wp/v2/posts?search=``); the caller compares raw titles exactly."""
+        (``GET /wp/v2/posts?search=``); the caller compares the titles as readers see them
+        (``gateway.operations.duplicates.as_read``)."""
         return self.call(
             "GET",
             "/wp/v2/posts",

@@ -243,7 +243,8 @@ class XmlRpcClient:
 
     def find_posts_by_title(self, title: str) -> list[dict]:
         """Posts (any editable status) found by ``wp.getPosts`` search for ``title``; the
-        caller compares raw titles exactly."""
+        caller compares the titles as readers see them
+        (``gateway.operations.duplicates.as_read``)."""
         query = {"post_type": "post", "post_status": POST_STATUSES, "s": title, "number": 100}
         items = self._call(methods.posts.GetPosts(query, POST_FIELDS, results_class=None))
         return [rest_shape(item) for item in items or []]
