@@ -304,6 +304,84 @@ def test_every_control_on_a_busy_desk_names_the_item_it_acts_on(offline_gw):
         assert any(words in name for name in names), (words, names)
 
 
+def _long_timeline(gw, job_id: str, entries: int) -> None:
+    """``entries`` comments on ``job_id``'s timeline, noted ``entry 1``, ``entry 2``...,
+    interleaved with another job's (a page holds only its own job's)."""
+    from gateway.ledger.db import database
+    from gateway.ledger.models import JobEvent
+
+    with gw.app.app_context(), database.connection_context(), database.atomic():
+        JobEvent.insert_many(
+            {
+                "tenant": TENANT,
+                "job_id": job_id if n % 3 else f"{job_id}-OTHER",
+                "task_version": 1,
+                "event": "commented",
+                "actor": "ed",
+                "note": f"entry {n // 3 * 2 + n % 3}" if n % 3 else "another job's",
+            }
+            for n in range(1, entries * 3 // 2 + 1)
+        ).execute()
+
+
+def _timeline_page(client, url: str) -> tuple[list[str], str, dict]:
+    """The notes a timeline page lists, its text, and its older/newer links."""
+    page = client.get(url)
+    assert page.status_code == 200, page.get_data(as_text=True)[:400]
+    text = page.get_data(as_text=True)
+    notes = re.findall(r'<td class="note">([^<]*)</td>', text)
+    links = dict(re.findall(r'<a rel="(prev|next)" href="([^"]+)"', text))
+    return notes, text, {k: v.replace("&amp;", "&") for k, v in links.items()}
+
+
+def test_the_timeline_page_reads_every_entry_in_pages_of_200(offline_gw):
+    """Issue 56's timeline showed its first 200 entries only: the page says how many there
+    are, and older/newer links (keyset by entry id) reach every one of them."""
+    [job_id] = _seed(offline_gw, "LONG", jobs=1)
+    _long_timeline(offline_gw, job_id, 450)
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    url = f"/review/jobs/{job_id}/timeline"
+    notes, text, links = _timeline_page(offline_gw.client, url)
+    assert notes == [f"entry {n}" for n in range(1, 201)] and "Entries 1–200 of 450" in text
+    assert list(links) == ["next"]
+    notes, text, links = _timeline_page(offline_gw.client, links["next"])
+    assert notes == [f"entry {n}" for n in range(201, 401)] and "Entries 201–400 of 450" in text
+    assert '<td class="number">201</td>' in text and set(links) == {"prev", "next"}
+    second = links
+    notes, text, links = _timeline_page(offline_gw.client, links["next"])
+    assert notes == [f"entry {n}" for n in range(401, 451)] and "Entries 401–450 of 450" in text
+    assert list(links) == ["prev"]
+    notes, _, links = _timeline_page(offline_gw.client, links["prev"])  # back: the same page
+    assert notes == [f"entry {n}" for n in range(201, 401)] and links == second
+    notes, _, links = _timeline_page(offline_gw.client, links["prev"])
+    assert notes == [f"entry {n}" for n in range(1, 201)] and list(links) == ["next"]
+    # past the end: said, with the way back; a short timeline: its count, no pager
+    notes, text, _ = _timeline_page(offline_gw.client, url + "?after=2000000000")
+    assert notes == [] and "No entries there: this timeline has 450." in text
+    [short] = _seed(offline_gw, "SHORT", jobs=1, first=False)
+    notes, text, links = _timeline_page(offline_gw.client, f"/review/jobs/{short}/timeline")
+    assert notes == [] and "Nothing recorded yet" in text and not links
+    _long_timeline(offline_gw, short, 3)
+    notes, text, links = _timeline_page(offline_gw.client, f"/review/jobs/{short}/timeline")
+    assert notes == ["entry 1", "entry 2", "entry 3"] and "3 entries" in text and not links
+
+
+@pytest.mark.parametrize(
+    "query, words",
+    [
+        ("after=x", "after must be an integer from 0 to 2147483647"),
+        ("before=-1", "before must be an integer from 0 to 2147483647"),
+        ("after=1&before=9", "after and before cannot be combined"),
+    ],
+)
+def test_a_bad_timeline_page_is_a_clear_problem_not_a_500(offline_gw, query, words):
+    [job_id] = _seed(offline_gw, "BAD", jobs=1)
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    page = offline_gw.client.get(f"/review/jobs/{job_id}/timeline?{query}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 422 and words in html and "Traceback" not in html
+
+
 @pytest.mark.parametrize(
     "query, words",
     [
