@@ -10,6 +10,7 @@ lists; each card's own read-back is ``tests/test_review_page.py``'s.
 from __future__ import annotations
 
 import datetime as dt
+import html.parser
 import json
 import os
 import re
@@ -167,6 +168,220 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
     assert listed == ids[:3][::-1]
 
 
+def _seed_busy_desk(gw, jobs: list[str]) -> None:
+    """Everything else the desk lists, two or more of each, all about ``jobs``: suspected
+    duplicates (two naming the same post), agent requests, exhausted budgets, operations
+    WordPress refused (with a technical detail) and OAuth grants of the same app name."""
+    from gateway.ledger.db import database
+    from gateway.ledger.models import Budget
+    from gateway.ledger.models import Operation
+    from gateway.ledger.models import Review
+    from gateway.ledger.oauth_models import OAuthGrant
+
+    suspects = [{"id": 7, "title": "Quiet harbour", "link": "http://127.0.0.1:9/?p=7"}]
+    agent = {
+        "action": {"type": "function_call", "name": "wipe", "arguments": "{}"},
+        "decisions": ["approve", "deny"],
+    }
+    refused = {"detail": "Sorry, you are not allowed to do that.", "wordpress_status": 403}
+    with gw.app.app_context(), database.connection_context(), database.atomic():
+        for n, job_id in enumerate(jobs[:4]):
+            key = f"{TENANT}/{job_id}/v1/draft"
+            detail = {"suspects": suspects} if n < 2 else agent
+            kind = "suspected_duplicate" if n < 2 else "agent_action"
+            Review.create(tenant=TENANT, job_id=job_id, operation_key=key, kind=kind, detail=detail)
+            Budget.create(tenant=TENANT, job_id=job_id, name="write_attempts", used=99, allowed=5)
+            Operation.update(state="FAILED", problem=refused).where(
+                Operation.operation_key == key
+            ).execute()
+        for n in range(2):
+            OAuthGrant.create(
+                tenant=TENANT,
+                sites=[SITE_NAME],
+                scopes=["drafts"],
+                client_id=f"dcr-{n}",
+                client_name="Drafts bot",
+                resource="http://localhost/mcp",
+                approved_by="ed",
+                principal_hash=f"grant-{n}",
+            )
+
+
+class _Controls(html.parser.HTMLParser):
+    """The focusable controls of a page with their accessible names, computed as WAI-ARIA's
+    accname 1.2 does for this markup: ``aria-labelledby``, else ``aria-label``, else the
+    ``<label for>`` of a field or the element's own text; an ``aria-describedby`` text is
+    appended (a screen reader says it after the name). ``[(tag, name, visible words)]``: a
+    field's visible words are its ``<label>``'s."""
+
+    FOCUSABLE = {"a", "button", "input", "select", "textarea", "summary"}
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.open: list[tuple[str, dict, list[str]]] = []  # controls and id'd elements inside
+        self.texts: dict[str, str] = {}  # element id -> its text
+        self.labels: dict[str, str] = {}  # <label for> -> its text
+        self.found: list[tuple[str, dict, str]] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "input" and attrs.get("type") == "hidden":
+            return
+        if (
+            tag in self.FOCUSABLE
+            and (tag != "a" or "href" in attrs)
+            or "id" in attrs
+            or (tag == "label" and "for" in attrs)
+        ):
+            if tag not in ("input", "img", "br"):  # void elements: nothing inside
+                self.open.append((tag, attrs, []))
+            if tag == "input":
+                self.found.append((tag, attrs, ""))
+
+    def handle_data(self, data):
+        for _tag, _attrs, text in self.open:
+            text.append(data)
+
+    def handle_endtag(self, tag):
+        if self.open and self.open[-1][0] == tag:
+            tag, attrs, text = self.open.pop()
+            said = " ".join("".join(text).split())
+            if "id" in attrs:
+                self.texts[attrs["id"]] = said
+            if tag == "label":
+                self.labels[attrs["for"]] = said
+            if tag in self.FOCUSABLE and (tag != "a" or "href" in attrs):
+                self.found.append((tag, attrs, said))
+
+    def named(self) -> list[tuple[str, str, str]]:
+        result = []
+        for tag, attrs, text in self.found:
+            ref = attrs.get("aria-labelledby")
+            name = " ".join(self.texts.get(i, "") for i in ref.split()) if ref else None
+            name = name or attrs.get("aria-label") or self.labels.get(attrs.get("id")) or text
+            described = attrs.get("aria-describedby")
+            if described:
+                name += " " + " ".join(self.texts.get(i, "") for i in described.split())
+            if tag in ("input", "select", "textarea"):  # a field's visible words: its label
+                text = self.labels.get(attrs.get("id"), "")
+            result.append((tag, " ".join(name.split()), text))
+        return result
+
+
+def test_every_control_on_a_busy_desk_names_the_item_it_acts_on(offline_gw):
+    """A screen-reader user tabbing through a desk of several items hears which job each
+    control acts on: no two controls share an accessible name, and each name starts with the
+    words on the control (WCAG 2.5.3 "Label in Name": a voice-control user says what they
+    see)."""
+    ids = _seed(offline_gw, "NAME", jobs=6)
+    _seed_busy_desk(offline_gw, ids)
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    page = offline_gw.client.get("/review")
+    assert page.status_code == 200
+    controls = _Controls(page.get_data(as_text=True)).named()
+    names = [name for _tag, name, _text in controls]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    assert repeated == [], repeated
+    for tag, name, text in controls:
+        assert name.startswith(text), (tag, name, text)
+    # every kind of repeated control was there to be told apart, each naming its item
+    for words in (
+        f"Same as #7 on review item 1 of job {ids[0]}",
+        f"Same as #7 on review item 2 of job {ids[1]}",
+        f"Distinct: none of these on review item 2 of job {ids[1]}",
+        f"Deny on review item 4 of job {ids[3]}",
+        f"Reason for approve (optional) on review item 3 of job {ids[2]}",
+        f"compare side by side on review item 1 of job {ids[0]}",
+        f"view post #7 on review item 2 of job {ids[1]}",
+        f"Raise the write attempts budget of job {ids[2]}",
+        f"New write attempts limit of job {ids[3]}",
+        f"Allow retry of {TENANT}/{ids[1]}/v1/draft",
+        f"Technical detail of {TENANT}/{ids[0]}/v1/draft",
+        "Revoke grant #2 of Drafts bot",
+        f"Comment of job {ids[5]}",  # a draft's card (its title: once WordPress answers)
+    ):
+        assert any(words in name for name in names), (words, names)
+
+
+def _long_timeline(gw, job_id: str, entries: int) -> None:
+    """``entries`` comments on ``job_id``'s timeline, noted ``entry 1``, ``entry 2``...,
+    interleaved with another job's (a page holds only its own job's)."""
+    from gateway.ledger.db import database
+    from gateway.ledger.models import JobEvent
+
+    with gw.app.app_context(), database.connection_context(), database.atomic():
+        JobEvent.insert_many(
+            {
+                "tenant": TENANT,
+                "job_id": job_id if n % 3 else f"{job_id}-OTHER",
+                "task_version": 1,
+                "event": "commented",
+                "actor": "ed",
+                "note": f"entry {n // 3 * 2 + n % 3}" if n % 3 else "another job's",
+            }
+            for n in range(1, entries * 3 // 2 + 1)
+        ).execute()
+
+
+def _timeline_page(client, url: str) -> tuple[list[str], str, dict]:
+    """The notes a timeline page lists, its text, and its older/newer links."""
+    page = client.get(url)
+    assert page.status_code == 200, page.get_data(as_text=True)[:400]
+    text = page.get_data(as_text=True)
+    notes = re.findall(r'<td class="note">([^<]*)</td>', text)
+    links = dict(re.findall(r'<a rel="(prev|next)" href="([^"]+)"', text))
+    return notes, text, {k: v.replace("&amp;", "&") for k, v in links.items()}
+
+
+def test_the_timeline_page_reads_every_entry_in_pages_of_200(offline_gw):
+    """Issue 56's timeline showed its first 200 entries only: the page says how many there
+    are, and older/newer links (keyset by entry id) reach every one of them."""
+    [job_id] = _seed(offline_gw, "LONG", jobs=1)
+    _long_timeline(offline_gw, job_id, 450)
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    url = f"/review/jobs/{job_id}/timeline"
+    notes, text, links = _timeline_page(offline_gw.client, url)
+    assert notes == [f"entry {n}" for n in range(1, 201)] and "Entries 1–200 of 450" in text
+    assert list(links) == ["next"]
+    notes, text, links = _timeline_page(offline_gw.client, links["next"])
+    assert notes == [f"entry {n}" for n in range(201, 401)] and "Entries 201–400 of 450" in text
+    assert '<td class="number">201</td>' in text and set(links) == {"prev", "next"}
+    second = links
+    notes, text, links = _timeline_page(offline_gw.client, links["next"])
+    assert notes == [f"entry {n}" for n in range(401, 451)] and "Entries 401–450 of 450" in text
+    assert list(links) == ["prev"]
+    notes, _, links = _timeline_page(offline_gw.client, links["prev"])  # back: the same page
+    assert notes == [f"entry {n}" for n in range(201, 401)] and links == second
+    notes, _, links = _timeline_page(offline_gw.client, links["prev"])
+    assert notes == [f"entry {n}" for n in range(1, 201)] and list(links) == ["next"]
+    # past the end: said, with the way back; a short timeline: its count, no pager
+    notes, text, _ = _timeline_page(offline_gw.client, url + "?after=2000000000")
+    assert notes == [] and "No entries there: this timeline has 450." in text
+    [short] = _seed(offline_gw, "SHORT", jobs=1, first=False)
+    notes, text, links = _timeline_page(offline_gw.client, f"/review/jobs/{short}/timeline")
+    assert notes == [] and "Nothing recorded yet" in text and not links
+    _long_timeline(offline_gw, short, 3)
+    notes, text, links = _timeline_page(offline_gw.client, f"/review/jobs/{short}/timeline")
+    assert notes == ["entry 1", "entry 2", "entry 3"] and "3 entries" in text and not links
+
+
+@pytest.mark.parametrize(
+    "query, words",
+    [
+        ("after=x", "after must be an integer from 0 to 2147483647"),
+        ("before=-1", "before must be an integer from 0 to 2147483647"),
+        ("after=1&before=9", "after and before cannot be combined"),
+    ],
+)
+def test_a_bad_timeline_page_is_a_clear_problem_not_a_500(offline_gw, query, words):
+    [job_id] = _seed(offline_gw, "BAD", jobs=1)
+    _sign_in(offline_gw.client, offline_gw.make_token("editor"))
+    page = offline_gw.client.get(f"/review/jobs/{job_id}/timeline?{query}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 422 and words in html and "Traceback" not in html
+
+
 @pytest.mark.parametrize(
     "query, words",
     [
@@ -288,6 +503,8 @@ def _shot(element, name: str) -> None:
     artifacts = ROOT / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     path = artifacts / f"editors-{name}.png"
+    # no focus ring left by an earlier Tab walk (_assert_accessible) in the picture
+    element.parent.execute_script("document.activeElement && document.activeElement.blur()")
     element.screenshot(str(path))
     if os.environ.get("EDITORS_GUIDE_SHOTS") == "1":
         with Image.open(path) as image:

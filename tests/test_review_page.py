@@ -617,7 +617,8 @@ def test_an_editor_sends_a_draft_back_with_a_note_and_the_timeline_keeps_who_dec
     _shot(browser, "4-changes-requested")
     from test_editors_desk import _shot as guide_shot  # docs/editors-*.png for the guide
 
-    guide_shot(card.find_element(By.CSS_SELECTOR, ".desk"), "changes-requested")
+    # the guide's picture: the counts, the card's "changes requested" header, the note, no Approve
+    guide_shot(browser.find_element(By.ID, "drafts"), "changes-requested")
     refused = _approval(server, job_id, other, 1)
     assert refused.status_code == 409 and problem_slug(refused) == "decision-stands"
     assert refused.json()["decision"]["decided_by"] == "ed"

@@ -462,7 +462,15 @@ OPERATIONS: dict[str, Contract] = {
     "POST /review/jobs/{job_id}/comments": Contract(
         media_type=PAGE, ok=(303,), form=("note",), pages=(400,)
     ),
-    "GET /review/jobs/{job_id}/timeline": Contract(media_type=PAGE, ok=(200, 303), pages=(404,)),
+    "GET /review/jobs/{job_id}/timeline": Contract(
+        media_type=PAGE,
+        ok=(200, 303),
+        query={
+            "after": {"type": "integer", "minimum": 0, "maximum": 2147483647},
+            "before": {"type": "integer", "minimum": 0, "maximum": 2147483647},
+        },
+        pages=(404, 422),
+    ),
     "GET /review/timeline": Contract(
         media_type=PAGE,
         ok=(200, 303),

@@ -79,15 +79,33 @@ def comment(job_id: str):
 @bp.get("/jobs/<job_id>/timeline")
 @roles("editor", "admin")
 def job_timeline(job_id: str):
-    """The job's timeline page: every decision and event, who, when, version and digest."""
+    """The job's timeline page: every decision and event, who, when, version and digest,
+    200 a page (:func:`gateway.jobs.timeline.window`): the first, or those after entry
+    ``?after=`` (newer), or before entry ``?before=`` (older); both at once, or a bad id:
+    the problem's page, 422."""
+    after, before = _entry_id("after"), _entry_id("before")
+    if after is not None and before is not None:
+        raise exc.ValidationFailed(
+            "after and before cannot be combined",
+            errors=[{"pointer": "/before", "message": "give after or before, not both"}],
+        )
     job = _job(job_id)
     return render_template(
         "review_timeline.html",
         principal=g.principal,
         job=job,
         decision=decisions.decision_view(job),
-        entries=timeline.entries(job, 0, timeline.PAGE),
+        page=timeline.window(job, after, before, timeline.PAGE),
     )
+
+
+def _entry_id(name: str) -> int | None:
+    """An entry id from the query (0..2147483647), or None when absent.
+
+    Raises:
+        ValidationFailed: not a decimal integer in range (pointer ``/{name}``).
+    """
+    return validation.parse_int(request.args.get(name), f"/{name}")
 
 
 @bp.get("/timeline")

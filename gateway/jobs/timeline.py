@@ -112,6 +112,36 @@ def entries(job: Job, after: int = 0, limit: int = PAGE) -> list[dict]:
     return [entry_view(row) for row in rows]
 
 
+def window(
+    job: Job, after: int | None = None, before: int | None = None, limit: int = PAGE
+) -> dict:
+    """One page of ``job``'s timeline for reading, oldest first, keyset by entry id: the
+    ``limit`` entries right after entry ``after``, or right before entry ``before``, or (neither)
+    the first ``limit``. Returns ``{"entries": [entry_view], "total": int, "first": int,
+    "older": id | None, "newer": id | None}``: ``first`` is the 1-based number of the first
+    entry shown (0: none shown), ``older`` the ``before`` of the page before (None: none
+    older), ``newer`` the ``after`` of the page after (None: none newer). Ids only grow, so a
+    page holds still while entries are appended after it."""
+    mine = (JobEvent.tenant == job.tenant) & (JobEvent.job_id == job.job_id)
+    query = JobEvent.select().where(mine)
+    if before is not None:
+        rows = list(query.where(JobEvent.id < before).order_by(JobEvent.id.desc()).limit(limit))
+        rows.reverse()
+        more_newer = JobEvent.select().where(mine, JobEvent.id >= before).exists()
+    else:
+        rows = list(query.where(JobEvent.id > (after or 0)).order_by(JobEvent.id).limit(limit + 1))
+        more_newer = len(rows) > limit
+        rows = rows[:limit]
+    earlier = query.where(JobEvent.id < rows[0].id).count() if rows else 0
+    return {
+        "entries": [entry_view(row) for row in rows],
+        "total": query.count(),
+        "first": earlier + 1 if rows else 0,
+        "older": rows[0].id if earlier else None,
+        "newer": rows[-1].id if rows and more_newer else None,
+    }
+
+
 def notes(job: Job) -> list[dict]:
     """The editors' notes on ``job``'s current task version (changes requested, comments),
     oldest first: what the workflow reads beside the decision."""
