@@ -27,6 +27,7 @@ from gateway.core.config import DEFAULT_WORKERS
 from gateway.core.config import ConfigError
 from gateway.core.config import MissingSecretKey
 from gateway.core.exceptions import GatewayError
+from gateway.core.exceptions import NotFound
 from gateway.core.version import VERSION as __version__
 from gateway.ledger import hot_sql
 from gateway.ledger import migrations
@@ -526,13 +527,26 @@ def notifications_set_url(tenant, url):
 
     A tenant that never had any webhook endpoint gets its events not delivered yet there
     next; otherwise (a workflow's endpoint, an earlier URL) only the events decided from now
-    on. Changing the URL keeps the endpoint and what it still owes."""
+    on. Changing the URL keeps the endpoint and what it still owes. Prints ``tenant``, ``url``,
+    ``endpoint_id`` and ``signed`` (whether its deliveries carry a signature: not until
+    ``gateway webhooks rotate-secret``, which stderr then names)."""
     from gateway.actions import webhook_endpoints
 
     known_tenant(tenant)
     with database.connection_context():
         row = webhook_endpoints.set_legacy_url(_config(), tenant, url)  # 2: refused URL
-    click.echo(json.dumps({"tenant": row.tenant, "url": row.url, "endpoint_id": row.public_id}))
+    signed = row.secret_sealed is not None
+    click.echo(
+        json.dumps(
+            {"tenant": row.tenant, "url": row.url, "endpoint_id": row.public_id, "signed": signed}
+        )
+    )
+    if not signed:
+        click.echo(
+            "deliveries to this URL are unsigned until a secret is rotated in: gateway webhooks "
+            f"rotate-secret --tenant {tenant} (printed once; Standard Webhooks signatures)",
+            err=True,
+        )
 
 
 @cli.group("webhooks")
@@ -584,7 +598,13 @@ def webhooks_rotate_secret(tenant, endpoint_id):
                     "makes one, or name an endpoint with --endpoint (gateway webhooks list)"
                 )
             endpoint_id = legacy.public_id
-        row, secret = webhook_endpoints.rotate(_config(), tenant, endpoint_id)  # 2: none
+        try:
+            row, secret = webhook_endpoints.rotate(_config(), tenant, endpoint_id)
+        except NotFound:
+            raise KnownProblem(
+                f"tenant {tenant} has no live webhook endpoint {endpoint_id[:40]!r}: "
+                f"gateway webhooks list --tenant {tenant} lists its endpoints"
+            ) from None
     answer = {
         "endpoint_id": row.public_id,
         "secret": secret,

@@ -106,7 +106,9 @@ def test_an_event_decided_before_the_endpoint_was_made_is_unsubscribed_not_pendi
             assert view["last_error"] == (
                 "this approval_pending event was decided before the webhook endpoints of "
                 f"tenant {TENANT} that subscribe to approval_pending events were made: an "
-                "endpoint receives only the events decided after it was made"
+                "endpoint receives only the events decided after it was made; a workflow "
+                "reads the events it missed with GET /v1/job-changes (the changes feed) or "
+                f"GET /v1/jobs/{job_id}/notifications"
             )
             assert deliver(gw) == {"delivered": 0, "pending": 0}
         decide(gw, job_id, "approved")  # a later one is owed: PENDING, then DELIVERED

@@ -493,7 +493,10 @@ def test_the_cli_rotates_the_notification_urls_secret_and_its_deliveries_are_sig
         refused = gateway_cli(rotate, env)
         assert refused.exit_code == 2 and "has no notification URL" in refused.output
         set_url = ["notifications", "set-url", "--tenant", TENANT, "--url", editors.url]
-        legacy_id = json.loads(gateway_cli_ok(set_url, env))["endpoint_id"]
+        made = gateway_cli(set_url, env)
+        assert made.exit_code == 0 and json.loads(made.stdout)["signed"] is False
+        assert f"gateway webhooks rotate-secret --tenant {TENANT}" in made.stderr
+        legacy_id = json.loads(made.stdout)["endpoint_id"]
         allow(gw, editors)
         deliver(gw)  # the approval_pending decided before the URL: unsigned, as before
         assert "webhook-signature" not in editors.posts[-1][0]
@@ -509,10 +512,12 @@ def test_the_cli_rotates_the_notification_urls_secret_and_its_deliveries_are_sig
         assert Webhook(printed["secret"]).verify(editors.posts[-1][1], editors.posts[-1][0]) == (
             event.payload
         )  # the flat body of before, now signed
+        assert json.loads(gateway_cli_ok(set_url, env))["signed"] is True  # kept on a new URL
         again = json.loads(gateway_cli_ok([*rotate, "--endpoint", legacy_id], env))
         assert again["secret"] != printed["secret"] and again["previous_secret_expires_at"]
         unknown = gateway_cli([*rotate, "--endpoint", "ep_not-this-tenants"], env)
-        assert unknown.exit_code == 2 and "no webhook endpoint" in unknown.output
+        assert unknown.exit_code == 2 and "no live webhook endpoint" in unknown.output
+        assert f"gateway webhooks list --tenant {TENANT}" in unknown.output
 
 
 def backoffs_over(gw) -> None:

@@ -39,7 +39,8 @@ UNSUBSCRIBED_TYPE = (
 UNSUBSCRIBED_EARLIER = (
     "this {type} event was decided before the webhook endpoints of tenant {tenant} that "
     "subscribe to {type} events were made: an endpoint receives only the events decided after "
-    "it was made"
+    "it was made; a workflow reads the events it missed with GET /v1/job-changes (the changes "
+    "feed) or GET /v1/jobs/{job_id}/notifications"
 )
 UNSUBSCRIBED_DELETED = (
     "every webhook endpoint of tenant {tenant} was deleted, and one made now (POST "
@@ -120,7 +121,7 @@ def undelivered(event: Notification) -> dict:
 
     Source: docs/api.md, "Notification" (``state``)."""
     reach = fan_out.reach(event)
-    words = {"tenant": event.tenant, "type": fan_out.event_type(event)}
+    words = {"tenant": event.tenant, "type": fan_out.event_type(event), "job_id": event.job_id}
     state, last_error = UNSUBSCRIBED, None
     if reach.owing:
         state = PENDING
