@@ -650,15 +650,16 @@ def test_a_browser_is_shown_a_page_with_the_reason_the_code_and_what_to_do(ledge
             page = await shown(400, client_id=HOSTILE)
             assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
             assert '<code class="error-code">invalid_request</code>' in page
-            assert "Ask the application&#39;s developer" in page
             page = await shown(400, redirect_uri="https://attacker.example/cb")
             assert "Redirect URI &#39;https://attacker.example/cb&#39; not registered" in page
+            assert "Ask the application&#39;s developer to fix it" in page
             page = await shown(400, response_type="token")
             assert '<code class="error-code">unsupported_response_type</code>' in page
             page = await shown(400, resource="https://other.example/mcp")
             assert '<code class="error-code">invalid_target</code>' in page
             page = await shown(400, client_id="https://127.0.0.1:9/app.json")  # CIMD, unlisted
             assert "the client metadata document https://127.0.0.1:9/app.json cannot be" in page
+            assert "Remove the connector" not in page  # the document's host must change
             pending_id_of(
                 await browser.get("/authorize", params=authorize_query(client_id, challenge))
             )
@@ -666,10 +667,52 @@ def test_a_browser_is_shown_a_page_with_the_reason_the_code_and_what_to_do(ledge
             page = assert_page(busy, 503)
             assert 895 <= int(busy.headers["retry-after"]) <= 900  # the waiting one's 15 minutes
             assert '<code class="error-code">temporarily_unavailable</code>' in page
-            assert "Wait a minute, then start the connection again" in page
+            assert "Start the connection again from the app in 15 minutes, when the next" in page
+            assert "editor to open" not in page  # nobody can list the waiting requests
 
     anyio.run(main)
     assert in_ledger(OAuthPending.select().count) == 1  # the one sent to the consent page
+
+
+def advice_of(page: str) -> str:
+    return re.search(r'<td class="advice">(.*?)</td>', page, re.DOTALL).group(1)
+
+
+def test_a_page_says_what_the_sdks_terse_reasons_mean_and_what_a_person_can_do(ledger):
+    """A person read "Client ID 'dcr-…' not found" and "code_challenge: Field required" and
+    was told to ask the app's developer. An unknown client id is most often a registration
+    forgotten after ``GATEWAY_OAUTH_DCR_UNUSED_HOURS`` without an approval: the page says so
+    and to add the connector again (the developer second); the SDK's checks get a plain
+    sentence each above the raw reason, which stays for the developer."""
+    server = Server(oauth_dcr_unused_hours=24.0)
+
+    async def main():
+        async with server.client(headers={"Accept": FIREFOX}) as browser:
+            client_id = await public_client(browser)
+            _, challenge = pkce()
+
+            async def shown(**case) -> str:
+                query = authorize_query(client_id, challenge, state=STATE, **case)
+                return assert_page(await browser.get("/authorize", params=query), 400)
+
+            page = await shown(client_id="dcr-forgotten")
+            assert "Client ID &#39;dcr-forgotten&#39; not found" in page
+            assert "The gateway does not know the client ID the app sent." in page
+            advice = advice_of(page)
+            assert "no editor approved a sign-in with it within 24 hours" in advice
+            assert advice.index("Remove the connector") < advice.index("ask the application")
+            page = await shown(code_challenge=None)
+            assert "code_challenge: Field required" in page
+            assert "did not send a PKCE code challenge (S256), which this gateway requires" in page
+            assert advice_of(page).startswith("Trying again the same way will not help")
+            page = await shown(response_type="token", code_challenge_method="plain")
+            assert "response_type: Input should be &#39;code&#39;" in page
+            assert "did not ask for an authorization code (response_type=code)" in page
+            assert "asked for a PKCE method other than S256" in page
+            page = await shown(redirect_uri="http://127.0.0.1:33418/elsewhere")
+            assert "asked to be sent back to an address it did not register here" in page
+
+    anyio.run(main)
 
 
 def test_a_request_that_does_not_prefer_html_keeps_the_json_answer(ledger):

@@ -451,7 +451,8 @@ def routes(provider: GatewayProvider) -> list[Route]:
                 DocumentErrors(app),
                 f"{provider.consent_url}?request=",
                 math.ceil(config.oauth_pending_minutes * 60),
-            )
+            ),
+            config.oauth_dcr_unused_hours,
         ),
         "/token": lambda app: ResourceCheck(app, provider.names_resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),
