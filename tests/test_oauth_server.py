@@ -472,8 +472,16 @@ def test_registration_metadata_and_the_requests_waiting_for_an_editor_are_capped
     """The security review stored a 55 KiB registration whole and a pending request per
     ``/authorize`` call, ``state`` of any length: now 400 ``invalid_client_metadata`` past
     5 KiB (RFC 7591 §3.2.2), 400 ``invalid_request`` for a ``state`` past 1024 characters, and
-    503 ``temporarily_unavailable`` once a client has its cap of unclaimed requests."""
+    503 ``temporarily_unavailable`` once a client has its cap of unclaimed requests, whose
+    ``Retry-After`` and description say when a place frees: when enough of the waiting
+    requests expire (15 minutes each; nobody can list them), or when an editor opens one."""
     server = Server(oauth_pending_per_client=2)
+    start = db.utcnow()
+    clock = {"now": start}
+    server.provider.clock = lambda: clock["now"]
+
+    def at(minutes: float) -> None:
+        clock["now"] = start + dt.timedelta(minutes=minutes)
 
     async def main():
         async with server.client() as http:
@@ -484,21 +492,49 @@ def test_registration_metadata_and_the_requests_waiting_for_an_editor_are_capped
             long_state = authorize_query(client_id, challenge, state="s" * 1025)
             answer = await http.get("/authorize", params=long_state)
             assert (answer.status_code, answer.json()["error"]) == (400, "invalid_request")
-            ids = []
-            for _ in range(2):
+
+            async def sign_in() -> httpx2.Response:
                 query = authorize_query(client_id, challenge, state="s" * 1024)
-                ids.append(pending_id_of(await http.get("/authorize", params=query)))
-            full = await http.get("/authorize", params=authorize_query(client_id, challenge))
-            assert full.status_code == 503 and full.headers["retry-after"] == "60"
-            assert full.json()["error"] == "temporarily_unavailable"
+                return await http.get("/authorize", params=query)
+
+            ids = [pending_id_of(await sign_in())]  # expires at 15
+            at(5)
+            ids.append(pending_id_of(await sign_in()))  # expires at 20
+            at(6)
+            full = await sign_in()
+            assert full.status_code == 503 and full.headers["retry-after"] == "540"
+            assert full.json() == {
+                "error": "temporarily_unavailable",
+                "error_description": "too many sign-in requests of this app wait unopened for "
+                "an editor; the next expires in 540 seconds: start the sign-in again then",
+            }
             assert "location" not in full.headers
-            in_ledger(lambda: grants.claim(ids[0], EDITOR))  # an editor opened one
-            again = await http.get("/authorize", params=authorize_query(client_id, challenge))
-            pending_id_of(again)
+            at(15 - 1 / 60)
+            assert (await sign_in()).headers["retry-after"] == "1"
+            at(15)  # the first request expired: its place is free
+            ids.append(pending_id_of(await sign_in()))  # expires at 30
+            at(16)  # two workers raced past the cap: a third waits (until 31), two must expire
+            in_ledger(
+                lambda: grants.open_pending(
+                    client_id,
+                    CALLBACK,
+                    True,
+                    challenge,
+                    RESOURCE,
+                    [],
+                    None,
+                    dt.timedelta(minutes=15),
+                    clock["now"],
+                )
+            )
+            assert (await sign_in()).headers["retry-after"] == str(14 * 60)
+            for pending_id in ids[1:]:  # an editor opened two: their places are free at once
+                assert in_ledger(lambda p=pending_id: grants.claim(p, EDITOR, clock["now"]))
+            pending_id_of(await sign_in())
 
     anyio.run(main)
     assert in_ledger(OAuthClient.select().count) == 1
-    assert in_ledger(OAuthPending.select().count) == 3
+    assert in_ledger(OAuthPending.select().count) == 5
 
 
 def test_unused_registrations_expire_and_are_forgotten_by_the_next_registration(ledger):
@@ -614,26 +650,69 @@ def test_a_browser_is_shown_a_page_with_the_reason_the_code_and_what_to_do(ledge
             page = await shown(400, client_id=HOSTILE)
             assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
             assert '<code class="error-code">invalid_request</code>' in page
-            assert "Ask the application&#39;s developer" in page
             page = await shown(400, redirect_uri="https://attacker.example/cb")
             assert "Redirect URI &#39;https://attacker.example/cb&#39; not registered" in page
+            assert "Ask the application&#39;s developer to fix it" in page
             page = await shown(400, response_type="token")
             assert '<code class="error-code">unsupported_response_type</code>' in page
             page = await shown(400, resource="https://other.example/mcp")
             assert '<code class="error-code">invalid_target</code>' in page
             page = await shown(400, client_id="https://127.0.0.1:9/app.json")  # CIMD, unlisted
             assert "the client metadata document https://127.0.0.1:9/app.json cannot be" in page
+            assert "Remove the connector" not in page  # the document's host must change
             pending_id_of(
                 await browser.get("/authorize", params=authorize_query(client_id, challenge))
             )
             busy = await browser.get("/authorize", params=authorize_query(client_id, challenge))
             page = assert_page(busy, 503)
-            assert busy.headers["retry-after"] == "60"
+            assert 895 <= int(busy.headers["retry-after"]) <= 900  # the waiting one's 15 minutes
             assert '<code class="error-code">temporarily_unavailable</code>' in page
-            assert "Wait a minute, then start the connection again" in page
+            assert "Start the connection again from the app in 15 minutes, when the next" in page
+            assert "editor to open" not in page  # nobody can list the waiting requests
 
     anyio.run(main)
     assert in_ledger(OAuthPending.select().count) == 1  # the one sent to the consent page
+
+
+def advice_of(page: str) -> str:
+    return re.search(r'<td class="advice">(.*?)</td>', page, re.DOTALL).group(1)
+
+
+def test_a_page_says_what_the_sdks_terse_reasons_mean_and_what_a_person_can_do(ledger):
+    """A person read "Client ID 'dcr-…' not found" and "code_challenge: Field required" and
+    was told to ask the app's developer. An unknown client id is most often a registration
+    forgotten after ``GATEWAY_OAUTH_DCR_UNUSED_HOURS`` without an approval: the page says so
+    and to add the connector again (the developer second); the SDK's checks get a plain
+    sentence each above the raw reason, which stays for the developer."""
+    server = Server(oauth_dcr_unused_hours=24.0)
+
+    async def main():
+        async with server.client(headers={"Accept": FIREFOX}) as browser:
+            client_id = await public_client(browser)
+            _, challenge = pkce()
+
+            async def shown(**case) -> str:
+                query = authorize_query(client_id, challenge, state=STATE, **case)
+                return assert_page(await browser.get("/authorize", params=query), 400)
+
+            page = await shown(client_id="dcr-forgotten")
+            assert "Client ID &#39;dcr-forgotten&#39; not found" in page
+            assert "The gateway does not know the client ID the app sent." in page
+            advice = advice_of(page)
+            assert "no editor approved a sign-in with it within 24 hours" in advice
+            assert advice.index("Remove the connector") < advice.index("ask the application")
+            page = await shown(code_challenge=None)
+            assert "code_challenge: Field required" in page
+            assert "did not send a PKCE code challenge (S256), which this gateway requires" in page
+            assert advice_of(page).startswith("Trying again the same way will not help")
+            page = await shown(response_type="token", code_challenge_method="plain")
+            assert "response_type: Input should be &#39;code&#39;" in page
+            assert "did not ask for an authorization code (response_type=code)" in page
+            assert "asked for a PKCE method other than S256" in page
+            page = await shown(redirect_uri="http://127.0.0.1:33418/elsewhere")
+            assert "asked to be sent back to an address it did not register here" in page
+
+    anyio.run(main)
 
 
 def test_a_request_that_does_not_prefer_html_keeps_the_json_answer(ledger):

@@ -48,6 +48,8 @@ import functools
 import ipaddress
 import json
 import logging
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -89,6 +91,30 @@ MAX_STATE_CHARS = 1024
 #: The largest client metadata a registration may store (bytes of JSON), as a metadata
 #: document may be (:mod:`gateway.oauth.client_documents`).
 MAX_METADATA_BYTES = 5 * 1024
+
+#: ``error_description`` of ``/authorize``'s ``temporarily_unavailable``: the whole seconds
+#: until one of the client's waiting requests expires (:func:`gateway.tenancy.grants.room_at`).
+_BUSY = (
+    "too many sign-in requests of this app wait unopened for an editor; the next expires "
+    "in {seconds} seconds: start the sign-in again then"
+)
+_BUSY_SAID = re.compile(r"the next expires in (\d+) seconds")
+
+
+def busy_description(seconds: int) -> str:
+    """The ``error_description`` (RFC 6749 §4.1.2.1's characters) of ``/authorize``'s
+    ``temporarily_unavailable``: a place frees in ``seconds`` (a whole number, at least 1)."""
+    return _BUSY.format(seconds=seconds)
+
+
+def busy_seconds(description: str | None) -> int | None:
+    """The seconds a :func:`busy_description` names, or None for any other text: the
+    ``Retry-After`` of the refusal (:class:`gateway.oauth.routes.NoErrorRedirects`; the SDK
+    hands on only the error code and its description)."""
+    said = _BUSY_SAID.search(description or "")
+    return int(said.group(1)) if said else None
+
+
 LOOPBACK_HOSTS = frozenset({"localhost"})
 
 
@@ -330,7 +356,8 @@ class GatewayProvider:
             AuthorizeError: ``invalid_target`` when ``resource`` names another resource;
                 ``invalid_request`` for a ``state`` longer than :data:`MAX_STATE_CHARS`;
                 ``temporarily_unavailable`` when ``oauth_pending_per_client`` of the client's
-                requests wait unclaimed already (each shown to the user by the route, never
+                requests wait unclaimed already, saying in how many seconds the next of them
+                expires (:func:`busy_description`; each shown to the user by the route, never
                 redirected to the client).
         """
         resource = params.resource or self.resource
@@ -343,11 +370,10 @@ class GatewayProvider:
         def keep() -> str:
             now = self.clock()
             grants.forget_expired(now)
-            if grants.waiting(client.client_id, now) >= self.config.oauth_pending_per_client:
-                raise AuthorizeError(
-                    "temporarily_unavailable",
-                    "too many sign-ins of this app wait for an editor; try again later",
-                )
+            room_at = grants.room_at(client.client_id, self.config.oauth_pending_per_client, now)
+            if room_at is not None:
+                seconds = max(1, math.ceil((room_at - now).total_seconds()))
+                raise AuthorizeError("temporarily_unavailable", busy_description(seconds))
             return grants.open_pending(
                 client.client_id,
                 str(params.redirect_uri),

@@ -87,6 +87,7 @@ from gateway.oauth import client_documents
 from gateway.oauth.error_pages import ErrorPages
 from gateway.oauth.provider import MAX_METADATA_BYTES
 from gateway.oauth.provider import GatewayProvider
+from gateway.oauth.provider import busy_seconds
 from gateway.tenancy import grants
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
@@ -170,15 +171,19 @@ class NoErrorRedirects:
     """ASGI wrapper of the SDK's ``/authorize``: a redirect anywhere but to the consent page
     (``allowed_prefix``) is replaced by a JSON answer to the user with the SDK's ``error`` and
     ``error_description`` (never its ``state``; a browser gets it as a page,
-    :class:`gateway.oauth.error_pages.ErrorPages`): 400, or 503 with ``Retry-After`` for
-    ``temporarily_unavailable`` (the status RFC 6749 §4.1.2.1 stands that code in for). The
+    :class:`gateway.oauth.error_pages.ErrorPages`): 400, or 503 for
+    ``temporarily_unavailable`` (the status RFC 6749 §4.1.2.1 stands that code in for) with
+    ``Retry-After``: the seconds until the next of the client's waiting requests expires, as
+    its description says (:func:`gateway.oauth.provider.busy_seconds`), else
+    ``longest_wait`` (the seconds a request waits: the most a place can take to free). The
     SDK redirects errors to the client's redirect URI once it knows the client and the URI
     (RFC 6749 §4.1.2.1); here no editor has approved that client yet, so that would be an
     open redirect."""
 
-    def __init__(self, app: ASGIApp, allowed_prefix: str):
+    def __init__(self, app: ASGIApp, allowed_prefix: str, longest_wait: int):
         self.app = app
         self.allowed_prefix = allowed_prefix
+        self.longest_wait = longest_wait
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -196,15 +201,14 @@ class NoErrorRedirects:
                     replaced = True
                     query = parse_qs(urlsplit(location).query)
                     error = query.get("error", ["invalid_request"])[0]
+                    description = query.get("error_description", [None])[0]
                     busy = error == "temporarily_unavailable"
+                    retry = busy_seconds(description) or self.longest_wait
                     await _answer(
                         send,
                         503 if busy else 400,
-                        {
-                            "error": error,
-                            "error_description": query.get("error_description", [None])[0],
-                        },
-                        [(b"retry-after", b"60")] if busy else None,
+                        {"error": error, "error_description": description},
+                        [(b"retry-after", str(retry).encode())] if busy else None,
                     )
                     return
             if not replaced:
@@ -443,7 +447,12 @@ def routes(provider: GatewayProvider) -> list[Route]:
     )
     wrappers: dict[str, Callable[[ASGIApp], ASGIApp]] = {
         AUTHORIZE_PATH: lambda app: ErrorPages(
-            NoErrorRedirects(DocumentErrors(app), f"{provider.consent_url}?request=")
+            NoErrorRedirects(
+                DocumentErrors(app),
+                f"{provider.consent_url}?request=",
+                math.ceil(config.oauth_pending_minutes * 60),
+            ),
+            config.oauth_dcr_unused_hours,
         ),
         "/token": lambda app: ResourceCheck(app, provider.names_resource),
         "/register": lambda app: RegistrationGuard(app, config.oauth_dcr_rate),

@@ -90,20 +90,28 @@ def open_pending(
     return pending_id
 
 
-def waiting(client_id: str, now: dt.datetime | None = None) -> int:
-    """How many of ``client_id``'s authorisation requests wait, unexpired, undecided and
-    unclaimed (no editor opened them): what ``GATEWAY_OAUTH_PENDING_PER_CLIENT`` caps. A
-    claimed request does not count: an editor is deciding it."""
-    return (
-        OAuthPending.select()
-        .where(
-            OAuthPending.client_id == client_id,
-            OAuthPending.used_at.is_null(),
-            OAuthPending.claimed_by.is_null(),
-            OAuthPending.expires_at > _now(now),
-        )
-        .count()
+def _waiting(client_id: str, now: dt.datetime | None):
+    """``client_id``'s authorisation requests that wait, unexpired, undecided and unclaimed
+    (no editor opened them): what ``GATEWAY_OAUTH_PENDING_PER_CLIENT`` caps. A claimed
+    request does not count: an editor is deciding it."""
+    return OAuthPending.select().where(
+        OAuthPending.client_id == client_id,
+        OAuthPending.used_at.is_null(),
+        OAuthPending.claimed_by.is_null(),
+        OAuthPending.expires_at > _now(now),
     )
+
+
+def room_at(client_id: str, cap: int, now: dt.datetime | None = None) -> dt.datetime | None:
+    """When fewer than ``cap`` (at least 1) of ``client_id``'s requests will be waiting
+    (unexpired, undecided, unclaimed) by expiry alone, or None when fewer wait already: the
+    expiry of the ``cap``-th latest to expire (with ``W >= cap`` waiting, ``W - cap + 1``
+    must expire first). Nobody can list waiting requests (each is a link in the browser that
+    started it), so expiry frees a place, unless an editor happens to open one sooner. One
+    query, on the ``GATEWAY_OAUTH_PENDING_PER_CLIENT`` cap's path."""
+    latest_first = _waiting(client_id, now).order_by(OAuthPending.expires_at.desc())
+    row = latest_first.limit(1).offset(cap - 1).first()
+    return row.expires_at if row is not None else None
 
 
 def pending(pending_id: str, now: dt.datetime | None = None) -> OAuthPending | None:
