@@ -170,8 +170,10 @@ def test_filter_search_and_paging_over_the_ledger(offline_gw):
 
 def _seed_busy_desk(gw, jobs: list[str]) -> None:
     """Everything else the desk lists, two or more of each, all about ``jobs``: suspected
-    duplicates (two naming the same post), agent requests, exhausted budgets, operations
-    WordPress refused (with a technical detail) and OAuth grants of the same app name."""
+    duplicates (two naming the same post), two items on one job (its draft's and its image's),
+    agent requests (two of one job), exhausted budgets, operations WordPress refused (with a
+    technical detail; a post's and an image's of one job) and OAuth grants of the same app
+    name."""
     from gateway.ledger.db import database
     from gateway.ledger.models import Budget
     from gateway.ledger.models import Operation
@@ -194,6 +196,34 @@ def _seed_busy_desk(gw, jobs: list[str]) -> None:
             Operation.update(state="FAILED", problem=refused).where(
                 Operation.operation_key == key
             ).execute()
+        # a second item on one job (its image's two objects) and a second agent request on
+        # another: told apart by what their cards show (the operation key, what is asked)
+        media = {"tenant": TENANT, "task_version": 1, "action": "media", "slot": "hero"}
+        for job_id, state in ((jobs[0], "UNKNOWN"), (jobs[1], "FAILED")):
+            Operation.create(
+                **media,
+                operation_key=f"{TENANT}/{job_id}/v1/media/hero",
+                job_id=job_id,
+                request_hash="1" * 64,
+                state=state,
+                problem=refused,
+            )
+        objects = {"objects": [{"id": 8, "title": "harbour.jpg"}, {"id": 9}]}
+        Review.create(
+            tenant=TENANT,
+            job_id=jobs[0],
+            operation_key=f"{TENANT}/{jobs[0]}/v1/media/hero",
+            kind="multiple_objects",
+            detail=objects,
+        )
+        format_call = {**agent, "action": {**agent["action"], "name": "format_disk"}}
+        Review.create(
+            tenant=TENANT,
+            job_id=jobs[2],
+            operation_key=f"{TENANT}/{jobs[2]}/v1/function_call_result/call-2",
+            kind="agent_action",
+            detail=format_call,
+        )
         for n in range(2):
             OAuthGrant.create(
                 tenant=TENANT,
@@ -263,17 +293,19 @@ class _Controls(html.parser.HTMLParser):
             described = attrs.get("aria-describedby")
             if described:
                 name += " " + " ".join(self.texts.get(i, "") for i in described.split())
-            if tag in ("input", "select", "textarea"):  # a field's visible words: its label
-                text = self.labels.get(attrs.get("id"), "")
+            if tag in ("input", "select", "textarea"):  # a field's visible words: its label,
+                text = self.labels.get(attrs.get("id")) or attrs.get("placeholder") or ""
+                # else its placeholder (what the field shows while empty)
             result.append((tag, " ".join(name.split()), text))
         return result
 
 
 def test_every_control_on_a_busy_desk_names_the_item_it_acts_on(offline_gw):
     """A screen-reader user tabbing through a desk of several items hears which job each
-    control acts on: no two controls share an accessible name, and each name starts with the
-    words on the control (WCAG 2.5.3 "Label in Name": a voice-control user says what they
-    see)."""
+    control acts on, by its id and title (never a number the page does not show): no two
+    controls share an accessible name, and each name starts with the words on the control,
+    a field's label or placeholder (WCAG 2.5.3 "Label in Name": a voice-control user says
+    what they see)."""
     ids = _seed(offline_gw, "NAME", jobs=6)
     _seed_busy_desk(offline_gw, ids)
     _sign_in(offline_gw.client, offline_gw.make_token("editor"))
@@ -285,23 +317,30 @@ def test_every_control_on_a_busy_desk_names_the_item_it_acts_on(offline_gw):
     assert repeated == [], repeated
     for tag, name, text in controls:
         assert name.startswith(text), (tag, name, text)
-    # every kind of repeated control was there to be told apart, each naming its item
+    assert not [name for name in names if "review item" in name]  # the cards never show it
+    # every kind of repeated control was there to be told apart, each naming its job and title
+    first, second, agent = (f"job {ids[n]} “{_title(n)}”" for n in range(3))
     for words in (
-        f"Same as #7 on review item 1 of job {ids[0]}",
-        f"Same as #7 on review item 2 of job {ids[1]}",
-        f"Distinct: none of these on review item 2 of job {ids[1]}",
-        f"Deny on review item 4 of job {ids[3]}",
-        f"Reason for approve (optional) on review item 3 of job {ids[2]}",
-        f"compare side by side on review item 1 of job {ids[0]}",
-        f"view post #7 on review item 2 of job {ids[1]}",
+        f"Same as #7 for {first} ({TENANT}/{ids[0]}/v1/draft)",  # two items of one job
+        f"Same as #8 for {first} ({TENANT}/{ids[0]}/v1/media/hero)",
+        f"Distinct: none of these for {first} ({TENANT}/{ids[0]}/v1/media/hero)",
+        f"Same as #7 for {second}",  # its job's only item: no more is needed
+        f"Distinct: none of these for {second}",
+        f"Deny for job {ids[3]} “{_title(3)}”",
+        f"Reason (optional) for approve for {agent} (call of unknown tool 'wipe' with '{{}}')",
+        f"Approve for {agent} (call of unknown tool 'format_disk' with '{{}}')",
+        f"compare side by side for {first} ({TENANT}/{ids[0]}/v1/draft)",
+        f"view post #7 for {second}",
         f"Raise the write attempts budget of job {ids[2]}",
         f"New write attempts limit of job {ids[3]}",
-        f"Allow retry of {TENANT}/{ids[1]}/v1/draft",
+        f"Allow retry of the post of {second}",
+        f"Allow retry of the image 'hero' of {second}",
+        f"Why (recorded) a retry of the image 'hero' of {second} is allowed",
         f"Technical detail of {TENANT}/{ids[0]}/v1/draft",
         "Revoke grant #2 of Drafts bot",
         f"Comment of job {ids[5]}",  # a draft's card (its title: once WordPress answers)
     ):
-        assert any(words in name for name in names), (words, names)
+        assert words in names, (words, names)
 
 
 def _long_timeline(gw, job_id: str, entries: int) -> None:
@@ -532,6 +571,31 @@ def _assert_accessible(driver, source: str, where: str) -> None:
     assert {"a", "button", "select", "input"} & set(seen), (where, seen)
 
 
+TIDE = (
+    "<p>The tide turned at dawn and the boats stayed in the harbour. The storm reached the "
+    "coast by noon. Nobody was hurt, and the ferry ran again the next morning.</p>"
+)
+
+
+def _edit_post(wp_site: dict, title: str, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in the text of the post titled ``title``, as someone editing
+    it in WordPress would (the admin's application password, over REST)."""
+    from support import admin_session
+
+    wordpress = admin_session(wp_site)
+    posts = f"{wp_site['url'].rstrip('/')}/wp-json/wp/v2/posts"
+    found = wordpress.get(
+        posts, params={"search": title, "status": "draft", "context": "edit"}, timeout=30
+    )
+    [post] = [p for p in found.json() if p["title"]["raw"] == title]
+    content = post["content"]["raw"]
+    assert old in content, content
+    changed = wordpress.post(
+        f"{posts}/{post['id']}", json={"content": content.replace(old, new)}, timeout=30
+    )
+    assert changed.status_code == 200, changed.text
+
+
 @pytest.mark.wordpress
 def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, server, proxy, wp_site):
     """Issue 56: a suspected duplicate decided from the side-by-side view; the search finds a
@@ -541,7 +605,10 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
 
     axe = axe_source()
     suspect_job, draft_job = f"DUP-{os.getpid()}-{id(browser) % 9999}", None
-    _suspected_duplicate(server, proxy, suspect_job, f"Tide and storm {suspect_job}")
+    suspect_title = f"Tide and storm {suspect_job}"
+    _suspected_duplicate(server, proxy, suspect_job, suspect_title, content=TIDE)
+    # someone changed a sentence of the post in WordPress since: the view marks it
+    _edit_post(wp_site, suspect_title, "by noon.", "late in the evening.")
     server.start()  # a fresh process: the companion plugin is visible again
     from support import new_job_id
 
@@ -568,12 +635,31 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
         pair.find_element(By.CSS_SELECTOR, ".draft-title").text == f"Tide and storm {suspect_job}"
     )
     assert pair.find_element(By.CSS_SELECTOR, ".post-title").text == f"Tide and storm {suspect_job}"
-    assert "100 % alike" in pair.find_element(By.CSS_SELECTOR, ".ratio").text
-    assert not pair.find_elements(By.CSS_SELECTOR, "ins, del")  # the same text: nothing marked
+    alike = int(pair.find_element(By.CSS_SELECTOR, ".ratio").text.split(" %")[0])
+    assert 50 < alike < 100, alike
+    # the changed sentence marked: green on the draft's side, struck red on the post's
+    marked = {
+        tag: " ".join(e.text for e in pair.find_elements(By.CSS_SELECTOR, f"td.rendered {tag}"))
+        for tag in ("ins", "del")
+    }
+    assert marked == {"ins": "by noon.", "del": "late in the evening."}, marked
+    assert pair.find_element(By.CSS_SELECTOR, "ins").value_of_css_property("background-color") == (
+        "rgba(215, 247, 220, 1)"
+    )  # the guide's "green"
+    # every decision inside the one bordered card: Same as under the post, Distinct after it
+    card = browser.find_element(By.CSS_SELECTOR, "#compare .card")
+    assert card.find_elements(By.CSS_SELECTOR, "button.same-as")
+    assert card.find_elements(By.CSS_SELECTOR, "button.distinct")
     _assert_accessible(browser, axe, "compare")
     _shot(browser.find_element(By.ID, "compare"), "side-by-side")
-    flashed = _submit(browser, pair.find_element(By.CSS_SELECTOR, "button.same-as"))
-    assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
+    same_as = pair.find_element(By.CSS_SELECTOR, "button.same-as")
+    post = same_as.text.removeprefix("Same as #")
+    flashed = _submit(browser, same_as)
+    adopted = (
+        f"Same as #{post}: job {suspect_job} “{suspect_title}” takes post #{post} as its draft; "
+        "no new post is written."
+    )
+    assert adopted in flashed, flashed
     suspect = server.call("GET", f"/v1/jobs/{suspect_job}").json()
     assert [r["state"] for r in suspect["operations"]] == ["CONFIRMED"]
     decided = server.call("GET", f"/v1/jobs/{suspect_job}/timeline").json()["entries"]
@@ -587,7 +673,13 @@ def test_editor_decides_a_duplicate_side_by_side_and_finds_a_draft(browser, serv
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')
     assert card.find_elements(By.CSS_SELECTOR, "button.publish")
     assert not card.find_elements(By.CSS_SELECTOR, "button.approve")  # it cannot succeed now
-    _shot(card.find_element(By.CSS_SELECTOR, ".actions"), "approved-actions")
+    # the guide's picture: the whole approved card, what it still offers (Revoke, Comment,
+    # the timeline, Publish) and not Approve or Request changes
+    offered = {b.text for b in card.find_elements(By.CSS_SELECTOR, "button")}
+    assert offered == {"Revoke", "Comment", "Publish"}, offered
+    assert card.find_elements(By.CSS_SELECTOR, "a.timeline-link")
+    browser.execute_script("arguments[0].scrollIntoView()", card)
+    _shot(card, "approved-card")
     # the job's timeline (issue 56, part A): reached from the card, accessible as the desk is
     browser.get(card.find_element(By.CSS_SELECTOR, "a.timeline-link").get_attribute("href"))
     events = [

@@ -108,6 +108,46 @@ def test_same_title_without_identifier_is_a_suspected_duplicate_for_an_editor(gw
     sites.forget_companion()
 
 
+def test_a_distinct_the_guard_overrules_is_said_on_the_timeline(gwp, proxy):
+    """An editor decides "Distinct" on a suspect that is in fact the job's own post (its
+    create's answer was lost; the companion plugin's lookup route unreachable, its guard
+    active): the next call adopts that post on the guard's evidence, writes no second one,
+    and the job's timeline says the evidence overruled the editor's decision."""
+    from gateway.tenancy import sites
+
+    sites.forget_companion()
+    hide_companion(proxy)
+    job_id = new_job_id()
+    body = draft_body(title=f"Overruled {job_id}")
+    assert gwp.put_job(job_id).status_code == 201
+    proxy.add_fault(Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$"))
+    assert problem_slug(gwp.put_draft(job_id, body)) == "outcome-unknown"
+    time.sleep(3.2)  # past the in-flight window: absence is all the gateway can prove
+    assert problem_slug(gwp.put_draft(job_id, body)) == "needs-review"
+    editor = gwp.make_token("editor")
+    reviews = gwp.client.get("/v1/reviews", headers=gwp.headers(editor)).get_json()["reviews"]
+    review = next(r for r in reviews if r["job_id"] == job_id)
+    own = review["detail"]["suspects"][0]["id"]
+    decided = gwp.client.post(
+        f"/v1/reviews/{review['review_id']}/resolve",
+        json={"decision": "distinct"},
+        headers=gwp.headers(editor),
+    )
+    assert decided.status_code == 200, decided.get_json()
+    adopted = gwp.put_draft(job_id, body)
+    assert adopted.status_code in (200, 201), adopted.get_json()
+    assert adopted.get_json()["post_id"] == own  # the guard's evidence, not a second post
+    timeline = gwp.client.get(f"/v1/jobs/{job_id}/timeline", headers=gwp.headers())
+    entries = timeline.get_json()["entries"]
+    [note] = [e["note"] for e in entries if e["event"] == "reconciled"]
+    assert note == (
+        f"draft found in WordPress as object {own}: it carries this job's operation key, so it "
+        "is the job's own although test-editor decided “Distinct” on it; it was adopted and "
+        "nothing was written twice"
+    ), entries
+    sites.forget_companion()
+
+
 def test_distinct_decision_lets_the_write_proceed(gwp, proxy):
     from gateway.tenancy import sites
 

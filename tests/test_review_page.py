@@ -310,14 +310,15 @@ def server(wp_site, ledger_url, tmp_path, proxy):
     instance.kill()
 
 
-def _suspected_duplicate(server: Server, proxy, job_id: str, title: str) -> None:
+def _suspected_duplicate(server: Server, proxy, job_id: str, title: str, **draft) -> None:
     """Without the companion plugin (its routes answer 404), a create whose response is lost
-    and a retry after the in-flight window leave a suspected duplicate for an editor."""
+    and a retry after the in-flight window leave a suspected duplicate for an editor
+    (``draft``: more of the draft's fields, e.g. its ``content``)."""
     hide_companion(proxy)
     server.start()
     assert server.call("PUT", f"/v1/jobs/{job_id}", json={"site": SITE_NAME, "task_version": 1})
     proxy.add_fault(Fault(kind="drop_response", method="POST", path=r"^/wp-json/wp/v2/posts/?$"))
-    body = draft_body(title=title)
+    body = draft_body(title=title, **draft)
     first = server.call("PUT", f"/v1/jobs/{job_id}/draft", json=body)
     assert first.status_code == 503 and problem_slug(first) == "outcome-unknown", first.text
     time.sleep(3.2)  # past the in-flight window: absence is all the gateway can prove
@@ -519,8 +520,14 @@ def test_editor_resolves_a_duplicate_approves_and_publishes_in_a_real_browser(
     _shot(browser, "1-signed-in")
     browser.execute_script("arguments[0].scrollIntoView()", card)
     _shot(browser, "1-draft-awaiting-approval")
-    flashed = _submit(browser, candidates[0].find_element(By.CSS_SELECTOR, "button.same-as"))
-    assert "resolved: Same as post #" in flashed and "CONFIRMED" in flashed, flashed
+    same_as = candidates[0].find_element(By.CSS_SELECTOR, "button.same-as")
+    post = same_as.text.removeprefix("Same as #")
+    flashed = _submit(browser, same_as)
+    adopted = (
+        f"Same as #{post}: job {suspect_job} “{suspect_title}” takes post #{post} as its draft; "
+        "no new post is written."
+    )
+    assert adopted in flashed, flashed
     assert not browser.find_elements(By.CSS_SELECTOR, f'.review[data-job="{suspect_job}"]')
 
     card = browser.find_element(By.CSS_SELECTOR, f'#drafts .draft[data-job="{draft_job}"]')

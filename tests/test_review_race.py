@@ -10,6 +10,7 @@ writes, the real test WordPress behind the fault proxy, which counts the writes.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -351,9 +352,10 @@ def test_a_decision_whose_write_fails_gives_the_item_back(gwp, proxy, suspected)
 # --------------------------------------------------------------------------- the same again
 
 
-def _operation_review(app, job_id: str) -> int:
+def _operation_review(app, job_id: str, title: str | None = None) -> int:
     """A suspected duplicate of job ``job_id``'s draft (suspect: post 7), its operation
-    UNKNOWN: ``distinct`` decides it without a WordPress call."""
+    UNKNOWN (``title``: the one its workflow sent): ``distinct`` decides it without a
+    WordPress call."""
     from gateway.ledger.models import Operation
 
     key = f"acme/{job_id}/v1/draft"
@@ -365,6 +367,7 @@ def _operation_review(app, job_id: str) -> int:
             task_version=1,
             action="draft",
             request_hash="0" * 64,
+            intent={"sent": {"title": title}} if title else None,
         )
     return _review(app, job_id=job_id, operation_key=key)
 
@@ -420,8 +423,11 @@ def _page_session(gw, token: str):
 
 def test_the_page_shows_a_claim_and_words_the_decision_that_stands(offline_gw):
     """The review page says an item is being decided (by whom, since when) instead of
-    offering its buttons, and words a losing or repeated decision with its own labels."""
-    review_id = _operation_review(offline_gw.app, new_job_id())
+    offering its buttons, and words a decision, a losing or a repeated one with its own
+    labels, by the job and title the card shows (never the item's id, which it does not)."""
+    job_id = new_job_id()
+    job = f"job {job_id} “Fish and chips”"
+    review_id = _operation_review(offline_gw.app, job_id, "Fish and chips")
     client, csrf = _page_session(offline_gw, offline_gw.make_token("editor"))
     with offline_gw.app.app_context(), database.connection_context():
         claimed = reviews.claim(reviews.get_open("acme", review_id), "same_as", 7, "ed1", 60)
@@ -434,18 +440,27 @@ def test_the_page_shows_a_claim_and_words_the_decision_that_stands(offline_gw):
     path = f"/review/reviews/{review_id}/resolve"
     lost = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
     stands = "was not changed: “Same as post #7”, being decided by ed1 since"
-    assert f"Review item {review_id} {stands}" in lost, lost
+    assert f"J{job[1:]} {stands}" in lost, lost
     assert "same_as" not in lost and "deciding" not in lost  # no internal words
 
     with offline_gw.app.app_context(), database.connection_context():
         reviews.release(claimed)
     decided = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
-    assert f"Review item {review_id} resolved: Distinct" in decided, decided
+    goes_on = f"Distinct: {job} goes on — its draft is written when its workflow sends it again"
+    assert _flashed(decided) == [f"{goes_on}."]  # no item number, no operation state
     again = client.post(path, data=form, follow_redirects=True).get_data(as_text=True)
-    assert "resolved: Distinct" in again and "already decided so" in again, again
+    assert _flashed(again) == [f"{goes_on} (already decided so: nothing written)."]
     other = {"decision": "same_as", "post_id": "7", "csrf_token": csrf}
     lost = client.post(path, data=other, follow_redirects=True).get_data(as_text=True)
-    assert "was not changed: “Distinct”, decided by test-editor on" in lost, lost
+    assert f"J{job[1:]} was not changed: “Distinct”, decided by test-editor on" in lost, lost
+
+
+def _flashed(page: str) -> list[str]:
+    """The flash messages of a review page's HTML, as the editor reads them."""
+    import html
+
+    found = re.findall(r'<div class="flash [a-z]+" role="status">([^<]*)</div>', page)
+    return [html.unescape(text) for text in found]
 
 
 def _request_changes_in_thread(app, job_row: int, editor: str, barrier: threading.Barrier):

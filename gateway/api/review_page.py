@@ -50,6 +50,7 @@ from gateway.core.digests import sha256_hex
 from gateway.core.page_headers import SECURITY_HEADERS
 from gateway.editorial import approvals
 from gateway.editorial import desk_filter
+from gateway.editorial import desk_words
 from gateway.editorial import previews
 from gateway.editorial import resolution
 from gateway.editorial import review_board
@@ -240,12 +241,13 @@ def index():
     pages = max(1, -(-total // review_board.CARDS_PER_PAGE))
     # a page past the end shows no cards and links to the last one (not the last one's cards)
     page = validation.parse_int(request.args.get("page"), "/page", default=1) or 1
+    window = config().inflight_window
     return render_template(
         "review.html",
         principal=g.principal,
-        items=review_board.open_items(tenant, config().inflight_window),
+        items=desk_words.name_items(tenant, review_board.open_items(tenant, window)),
         pending=review_board.pending_operations(tenant),
-        failed=review_board.failed_operations(tenant),
+        failed=desk_words.name_failed(tenant, review_board.failed_operations(tenant)),
         cards=review_board.awaiting_approval(
             config(), tenant, _image_url, page, review_board.CARDS_PER_PAGE, desk
         ),
@@ -317,13 +319,10 @@ def resolve(review_id: int):
         stands = review_board.standing_words(
             *(error.extensions.get(name) for name in DECIDED_MEMBERS)
         )
-        flash(f"Review item {review_id} was not changed: {stands}.", "error")
+        subject = desk_words.item_subject(g.principal.tenant, review_id)
+        flash(f"{subject} was not changed: {stands}.", "error")
         return _back()
-    review = resolved.body["review"]
-    state = (resolved.body["operation"] or {}).get("state", "no answer needed")
-    what = review_board.decision_label(review["decision"], review["post_id"])
-    again = " (already decided so: nothing written)" if resolved.replayed else ""
-    flash(f"Review item {review_id} resolved: {what} (operation now {state}){again}.", "info")
+    flash(desk_words.decided(g.principal.tenant, resolved.body, resolved.replayed), "info")
     return _back()
 
 

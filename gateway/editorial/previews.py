@@ -178,6 +178,14 @@ LOOKUP_FIRST = (
 )
 
 
+def what_of(action: str | None, slot: str | None = None) -> str:
+    """What a ledger row writes, in an editor's words: ``the post``, ``the image 'hero'``,
+    ``publishing the post``, or ``the {action} operation`` for the rest."""
+    if action == "media" and slot:
+        return f"the image '{slot}'"
+    return WHAT.get(action or "", f"the {action} operation")
+
+
 def problem_in_words(row: dict) -> dict:
     """What a SENT, UNKNOWN or FAILED ledger row
     (:meth:`gateway.ledger.models.Operation.as_dict`) means for an editor.
@@ -185,9 +193,7 @@ def problem_in_words(row: dict) -> dict:
     Returns ``{"summary": str, "next": str, "technical": str | None}``: what happened, what
     happens next, and the recorded problem as it was (for the folded-away detail).
     """
-    what = WHAT.get(row["action"], f"the {row['action']} operation")
-    if row["action"] == "media" and row.get("slot"):
-        what = f"the image '{row['slot']}'"
+    what = what_of(row["action"], row.get("slot"))
     problem = row.get("problem") or {}
     summary, next_step = _what_happened(row, problem, what), LOOKUP_FIRST
     if row["state"] == FAILED:

@@ -46,6 +46,7 @@ from gateway.operations import lookup_hits
 from gateway.operations import ownership
 from gateway.operations import refusals
 from gateway.operations import registry
+from gateway.operations import review_items
 from gateway.operations import transitions
 from gateway.operations.effects import Effect
 from gateway.operations.effects import Outcome
@@ -559,7 +560,7 @@ def confirm(
             problem=None,
         )
         if ours and reconciled:
-            found = f"{row.action} found in WordPress as object {int(remote_id)}"
+            found = _found_words(row, int(remote_id))
             timeline.record(target.job, states.RECONCILED, None, receipt.get("digest"), found)
     crash_point(target.config, "after_ledger_update")
     if ours and reconciled:
@@ -567,6 +568,22 @@ def confirm(
     if not ours:  # another request confirmed it first: answer with what it recorded
         row = _reload(row)
     return Outcome(row, created=created, reconciled=reconciled)
+
+
+def _found_words(row: Operation, remote_id: int) -> str:
+    """The timeline's note on a reconciled write: ``draft found in WordPress as object 69``,
+    and, when it overrules an editor's ``distinct`` on that very object
+    (:func:`gateway.operations.review_items.overruled_distinct`), who decided and that the
+    evidence stands over it (the desk's Distinct said the write would go ahead)."""
+    found = f"{row.action} found in WordPress as object {remote_id}"
+    overruled = review_items.overruled_distinct(row.operation_key, remote_id)
+    if overruled is None:
+        return found
+    return (
+        f"{found}: it carries this job's operation key, so it is the job's own although "
+        f"{overruled.resolved_by} decided “Distinct” on it; it was adopted and nothing was "
+        "written twice"
+    )
 
 
 def _record_refusal(row: Operation, refusal: WordPressRefused) -> None:

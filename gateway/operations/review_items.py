@@ -52,3 +52,24 @@ def decided_distinct(operation_key: str) -> bool:
         .where(Review.operation_key == operation_key, Review.decision == "distinct")
         .exists()
     )
+
+
+def overruled_distinct(operation_key: str, object_id: int) -> Review | None:
+    """The review item whose ``distinct`` decision on this operation the evidence found since
+    overrules, or None: the latest decision on the key is ``distinct`` (none of the suspects
+    is the job's), yet ``object_id``, one of those suspects, has just been found in WordPress
+    as the operation's own (by its operation key: the companion plugin's guard or lookup).
+    The job's timeline says so (:func:`gateway.operations.perform.confirm`'s entry)."""
+    latest = (
+        Review.select()
+        .where(Review.operation_key == operation_key, Review.decision.is_null(False))
+        .order_by(Review.id.desc())
+        .first()
+    )
+    if latest is None or latest.decision != "distinct":
+        return None
+    detail = latest.detail or {}
+    suspects = detail.get("suspects") or detail.get("objects") or []
+    if any(isinstance(s, dict) and s.get("id") == object_id for s in suspects):
+        return latest
+    return None
