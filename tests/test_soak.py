@@ -119,10 +119,7 @@ def test_soak_under_a_nemesis(fleet, private_postgres, proxy, wp_site, record_pr
         jobs = _run_all(client, jobs, nemesis)
         unfinished = sum(not job.finished() for job in jobs)
         nemesis.heal()
-        counts = _sweep(fleet)
-        swept = ledger_rows(private_postgres.url)
-        unknown = [key for key, state, _ in swept if state == "UNKNOWN"]
-        open_rows, absent = left_open(swept, objects_by_key(wp_site, unknown), counts)
+        open_rows, absent, in_flight = _heal_sweep(fleet, private_postgres.url, wp_site)
         for job in jobs:  # what recover_job and a re-run would do
             if not job.finished():
                 client.run(job, phase="final")
@@ -138,7 +135,8 @@ def test_soak_under_a_nemesis(fleet, private_postgres, proxy, wp_site, record_pr
     fives = sum(1 for a in client.answers if (a.status or 0) >= 500)
     line = (
         f"soak: seed={seed} jobs={len(jobs)} nodes={len(fleet.nodes)} {_events(nemesis.applied)} "
-        f"unfinished={unfinished} proven_absent={absent} answers={len(client.answers)} "
+        f"unfinished={unfinished} proven_absent={absent} in_flight_at_heal={in_flight} "
+        f"answers={len(client.answers)} "
         f"(5xx {fives}) {verdict.counts()} {time.monotonic() - started:.0f}s; "
         f"replay: SOAK_SEED={seed} SOAK_JOBS={most} SOAK_SECONDS={seconds:g}"
     )
@@ -183,6 +181,29 @@ def _events(applied) -> str:
         f"kills={kills} (gateway {applied['kill-gateway']}, postgres {applied['kill-postgres']}) "
         f"stops={applied['stop-gateway']} faults={faults}"
     )
+
+
+def _heal_sweep(fleet: Fleet, ledger_url: str, site: dict) -> tuple[list, int, int]:
+    """The heal's sweep and what it left open (:func:`left_open`). A row it left PREPARED or
+    SENT may be a live request's, one the heal let go on (a SIGCONT, a query waiting for the
+    restarted PostgreSQL) or a node's own resume: the in-flight window keeps the sweep off
+    such a row by design (the nodes' ``GATEWAY_INFLIGHT_WINDOW``, 3 s). So while one is open the
+    sweep runs again once that window has passed (at most 3 times); a row still open then
+    was left behind. (CI, seed 16: two draft attach rows PREPARED at the first sweep.)
+    Returns (open rows, rows proven absent, rows in flight at the first sweep that a later
+    one found settled)."""
+    first = None
+    for attempt in range(3):
+        counts = _sweep(fleet)
+        swept = ledger_rows(ledger_url)
+        unknown = [key for key, state, _ in swept if state == "UNKNOWN"]
+        open_rows, absent = left_open(swept, objects_by_key(site, unknown), counts)
+        moving = {key for key, state in open_rows if state in ("PREPARED", "SENT")}
+        first = moving if first is None else first
+        if not moving or attempt == 2:
+            return open_rows, absent, len(first - moving)
+        time.sleep(float(fleet.nodes[0].env["GATEWAY_INFLIGHT_WINDOW"]) + 1)
+    raise AssertionError("unreachable")
 
 
 def _sweep(fleet: Fleet) -> dict:
