@@ -192,18 +192,20 @@ def _heal_sweep(fleet: Fleet, ledger_url: str, site: dict) -> tuple[list, int, i
     was left behind. (CI, seed 16: two draft attach rows PREPARED at the first sweep.)
     Returns (open rows, rows proven absent, rows in flight at the first sweep that a later
     one found settled)."""
+    window = float(fleet.nodes[0].env["GATEWAY_INFLIGHT_WINDOW"])
     first = None
     for attempt in range(3):
+        if attempt:
+            time.sleep(window + 1)
         counts = _sweep(fleet)
         swept = ledger_rows(ledger_url)
         unknown = [key for key, state, _ in swept if state == "UNKNOWN"]
         open_rows, absent = left_open(swept, objects_by_key(site, unknown), counts)
         moving = {key for key, state in open_rows if state in ("PREPARED", "SENT")}
         first = moving if first is None else first
-        if not moving or attempt == 2:
-            return open_rows, absent, len(first - moving)
-        time.sleep(float(fleet.nodes[0].env["GATEWAY_INFLIGHT_WINDOW"]) + 1)
-    raise AssertionError("unreachable")
+        if not moving:
+            break
+    return open_rows, absent, len(first - moving)
 
 
 def _sweep(fleet: Fleet) -> dict:

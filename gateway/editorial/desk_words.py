@@ -41,9 +41,10 @@ def job_titles(tenant: str, job_ids: set[str]) -> dict[str, str]:
     return titles
 
 
-def job_named(job_id: str, title: str | None) -> str:
-    """``job D-4 “Fish & Chips”``, or ``job D-4`` when no title is known."""
-    return f"job {job_id} “{title}”" if title else f"job {job_id}"
+def job_named(job_id: str, title: str | None, word: str = "job") -> str:
+    """``job D-4 “Fish & Chips”``, or ``job D-4`` when no title is known (``word``:
+    ``"Job"`` to begin a sentence)."""
+    return f"{word} {job_id} “{title}”" if title else f"{word} {job_id}"
 
 
 def name_items(tenant: str, items: list[dict]) -> list[dict]:
@@ -97,7 +98,7 @@ def item_subject(tenant: str, review_id: int) -> str:
     """
     review = reviews.get(tenant, review_id)
     title = _item_title(tenant, reviews.review_view(review))
-    return "J" + job_named(review.job_id, title)[1:]
+    return job_named(review.job_id, title, "Job")
 
 
 def _item_title(tenant: str, review: dict) -> str | None:

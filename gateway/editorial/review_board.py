@@ -9,15 +9,14 @@ Shapes are plain dicts for templates; no Flask here.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import logging
 from collections.abc import Callable
 
-import nh3
 from peewee import fn
 
 from gateway.actions import drafts
 from gateway.actions import publishing
+from gateway.core import plain_text
 from gateway.core import states
 from gateway.core.config import Config
 from gateway.core.digests import sha256_hex
@@ -59,10 +58,10 @@ def edit_link(site_url: str | None, post_id: int) -> str | None:
 def as_read(text: str | None) -> str | None:
     """A title or excerpt as readers see it, as plain text: WordPress stores ``&amp;``,
     ``&#8217;``... (``wp_filter_kses``) and may keep tags (``<b>bold</b>``), which a theme
-    renders; the tags are stripped to their text (nh3, the Rust ``ammonia`` sanitizer, with no
-    tag allowed: a script's or style's content goes too), the entities decoded (Python's
-    :func:`html.unescape`, HTML5's named references); the template escapes it again."""
-    return html.unescape(nh3.clean(text, tags=set())) if text else text
+    renders; the tags are stripped to their text (a script's or style's content goes too),
+    the entities decoded (:func:`gateway.core.plain_text.plain`); the template escapes it
+    again."""
+    return plain_text.plain(text) if text else text
 
 
 def site_names(tenant: str) -> list[str]:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import html
 
-import nh3
-
 from gateway.core import exceptions as exc
+from gateway.core import plain_text
 from gateway.core.states import REVIEW_UNRESOLVED
 from gateway.ledger import db
 from gateway.ledger.models import Operation
@@ -33,13 +32,10 @@ from gateway.operations.review_items import open_review
 
 def as_read(title: str) -> str:
     """``title`` as a reader sees it, the form two titles are compared in: tags removed with
-    their text kept (nh3, the Rust ``ammonia`` sanitizer, no tag allowed and no tag's content
-    dropped: what ``wp_kses`` does to a tag it does not allow), HTML entities decoded
-    (:func:`html.unescape`: ``&amp;``, ``&#038;``, ``&#x1f389;``), whitespace runs made one
-    space and trimmed. ``Tom &amp; Jerry`` and ``Tom & Jerry `` read alike; ``Tom and Jerry``
-    does not."""
-    text = html.unescape(nh3.clean(title, tags=set(), clean_content_tags=set()))
-    return " ".join(text.split())
+    their text kept, as ``wp_kses`` does to a tag it does not allow, HTML entities decoded
+    (:func:`gateway.core.plain_text.plain`), whitespace runs made one space and trimmed.
+    ``Tom &amp; Jerry`` and ``Tom & Jerry `` read alike; ``Tom and Jerry`` does not."""
+    return " ".join(plain_text.plain(title, keep_script_text=True).split())
 
 
 def search_texts(title: str) -> list[str]:
