@@ -102,6 +102,11 @@ def errors_are_problem_json(response, case) -> None:
     assert body["status"] == response.status_code and body["type"] and body["title"], body
 
 
+# Headers that frame the message (RFC 9112 §6): a malformed one is refused by the HTTP server
+# (granian: 400, empty body) before the app sees the request, which no operation documents
+# (CI: Transfer-Encoding 'i+`5z9fVU20Y?F;' on GET /).
+FRAMING = {"transfer-encoding", "content-length", "connection", "host", "te", "upgrade"}
+
 CHECKS = [
     status_code_conformance,
     content_type_conformance,
@@ -113,6 +118,8 @@ CHECKS = [
 def _exercise(case, server, counts: dict) -> None:
     if case.path_parameters and len(str(case.path_parameters.get("job_id", ""))) % 2 == 0:
         case.path_parameters["job_id"] = KNOWN_JOB
+    if case.headers:  # message framing is the HTTP server's, answered before the app
+        case.headers = {k: v for k, v in case.headers.items() if k.lower() not in FRAMING}
     before = _operations()
     response = case.call(headers=server.headers)
     counts[response.status_code] = counts.get(response.status_code, 0) + 1
